@@ -1,0 +1,48 @@
+"""Clocks that read real time: the adapters beside the domain's pure :class:`ManualClock`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from forewarn.domain.clock import Clock, ManualClock, ensure_utc
+
+
+class SystemClock:
+    """The machine's UTC time."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class ScaledClock:
+    """Real time sped up: ``factor`` platform seconds pass per real second from ``start``."""
+
+    def __init__(
+        self,
+        factor: float,
+        start: datetime | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if factor <= 0:
+            raise ValueError("the scale factor must be positive")
+        self.factor = factor
+        self._start = ensure_utc(start) if start is not None else datetime.now(UTC)
+        self._monotonic = monotonic
+        self._origin = monotonic()
+
+    def now(self) -> datetime:
+        elapsed = (self._monotonic() - self._origin) * self.factor
+        return self._start + timedelta(seconds=elapsed)
+
+
+def make_clock(kind: str, *, scale: float = 60.0, start: datetime | None = None) -> Clock:
+    """``system``, ``scaled`` or ``manual``; a manual clock starts now unless told otherwise."""
+    if kind == "system":
+        return SystemClock()
+    if kind == "scaled":
+        return ScaledClock(scale, start)
+    if kind == "manual":
+        return ManualClock(start or datetime.now(UTC).replace(microsecond=0))
+    raise ValueError(f"unknown clock {kind!r}: choose system, scaled or manual")

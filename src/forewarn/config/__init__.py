@@ -1,0 +1,1 @@
+"""Configuration files: the fleet description, validated before anything starts."""

@@ -1,0 +1,1 @@
+"""The pure core: models, lifecycle and rules. Standard library only, no I/O, no wall clock."""

@@ -1,0 +1,72 @@
+"""The Scheduled Events api-versions and what each one shows.
+
+Source: the release notes table in scheduled-events-linux.txt ("Version and Region
+Availability") and scheduled-events-windows-2024.txt; distilled in SPEC 2. Each version adds to
+the one before it, so the table is a list of increments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forewarn.domain.events import EventType
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersion:
+    """What a client asking with this api-version is shown."""
+
+    name: str
+    event_types: frozenset[EventType]
+    underscore_iaas_names: bool
+    description: bool
+    event_source: bool
+    duration: bool
+    metadata_header_on_post: bool
+
+    def shows(self, event_type: EventType) -> bool:
+        """An event whose type this version does not know is not shown to it at all."""
+        return event_type in self.event_types
+
+
+_BASE_TYPES = frozenset({EventType.FREEZE, EventType.REBOOT, EventType.REDEPLOY})
+_WITH_PREEMPT = _BASE_TYPES | {EventType.PREEMPT}
+_ALL_TYPES = _WITH_PREEMPT | {EventType.TERMINATE}
+
+
+def _version(
+    name: str,
+    types: frozenset[EventType],
+    *,
+    underscore: bool = False,
+    description: bool = False,
+    source: bool = False,
+    duration: bool = False,
+    post_header: bool = True,
+) -> ApiVersion:
+    return ApiVersion(name, types, underscore, description, source, duration, post_header)
+
+
+#: Oldest first. 2017-08-01's note "Metadata header requirement enforced for all requests"
+#: means the preview did not demand it on POST (its C# sample approves without it).
+SCHEDULED_EVENTS_VERSIONS: tuple[ApiVersion, ...] = (
+    _version("2017-03-01", _BASE_TYPES, underscore=True, post_header=False),
+    _version("2017-08-01", _BASE_TYPES),
+    _version("2017-11-01", _WITH_PREEMPT),
+    _version("2019-01-01", _ALL_TYPES),
+    _version("2019-04-01", _ALL_TYPES, description=True),
+    _version("2019-08-01", _ALL_TYPES, description=True, source=True),
+    _version("2020-07-01", _ALL_TYPES, description=True, source=True, duration=True),
+)
+
+_BY_NAME = {version.name: version for version in SCHEDULED_EVENTS_VERSIONS}
+
+CURRENT_VERSION = SCHEDULED_EVENTS_VERSIONS[-1]
+
+#: Listed in the body of an api-version error, newest first (SPEC 1, [ours]).
+NEWEST_VERSIONS: tuple[str, ...] = tuple(v.name for v in reversed(SCHEDULED_EVENTS_VERSIONS[-3:]))
+
+
+def find_version(name: str) -> ApiVersion | None:
+    """The version called ``name``, or None: ``latest`` and unknown names are not versions."""
+    return _BY_NAME.get(name)

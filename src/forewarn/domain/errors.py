@@ -1,0 +1,49 @@
+"""Errors the domain raises, independent of any transport.
+
+The HTTP edge maps these to status codes; nothing here knows what a status code is.
+
+    ForewarnError
+    └── DomainError
+        ├── UnknownVmError          no VM of that name or address
+        ├── UnknownEventError       an event id the calling VM cannot see
+        ├── InvalidOperationError   the request makes no sense in the current state
+        └── InvalidEventError       an event that breaks a documented rule (notice, type...)
+"""
+
+from __future__ import annotations
+
+
+class ForewarnError(Exception):
+    """Root of every error forewarn raises on purpose."""
+
+
+class DomainError(ForewarnError):
+    """A rule of the simulated platform was broken by the caller."""
+
+
+class UnknownVmError(DomainError):
+    """Raised when a VM name or address does not belong to the fleet."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"no virtual machine {what}")
+        self.what = what
+
+
+class UnknownEventError(DomainError):
+    """Raised when an event id is not one the calling VM can see.
+
+    Approvals name events by id; an id the VM cannot see must not change any state,
+    so the whole request is refused before anything is recorded.
+    """
+
+    def __init__(self, event_ids: tuple[str, ...]) -> None:
+        super().__init__("unknown event id(s): " + ", ".join(event_ids))
+        self.event_ids = event_ids
+
+
+class InvalidOperationError(DomainError):
+    """Raised when an operation does not apply to the current state."""
+
+
+class InvalidEventError(DomainError):
+    """Raised when a requested event breaks a rule of its type."""

@@ -1,0 +1,1 @@
+"""Adapters that speak HTTP: the VM-facing endpoint and the control API."""

@@ -1,0 +1,67 @@
+"""The VM-facing endpoint as an ASGI app, for in-process clients (httpx ``ASGITransport``).
+
+It calls the same :meth:`ImdsEndpoint.handle` as the socket server, so a client tested through
+it sees the same bytes as one talking to ``forewarn serve``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from forewarn.server.imds import ImdsEndpoint, ImdsRequest, split_target
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class ImdsAsgiApp:
+    """ASGI wrapper; the caller's address comes from the scope's ``client``/``server``."""
+
+    def __init__(self, endpoint: ImdsEndpoint) -> None:
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = bytearray()
+        limit = self.endpoint.limits.max_body
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > limit + 1:
+                break
+            if not message.get("more_body", False):
+                break
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        target = raw_path.decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        path, query = split_target(target)
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            headers[key] = text if key not in headers else headers[key] + ", " + text
+        client = scope.get("client") or ("127.0.0.1", 0)
+        server = scope.get("server") or ("127.0.0.1", 0)
+        response = self.endpoint.handle(
+            ImdsRequest(
+                method=scope["method"],
+                path=path,
+                query=query,
+                headers=headers,
+                body=bytes(body),
+                local_address=server[0],
+                peer_address=client[0],
+            )
+        )
+        response_headers = [(b"content-length", str(len(response.body)).encode())]
+        if response.content_type is not None:
+            response_headers.append((b"content-type", response.content_type))
+        await send(
+            {"type": "http.response.start", "status": response.status, "headers": response_headers}
+        )
+        await send({"type": "http.response.body", "body": response.body})

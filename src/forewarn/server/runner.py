@@ -1,0 +1,148 @@
+"""Wiring for ``forewarn serve``: build the platform, open the listeners, run until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from forewarn.clocks import make_clock
+from forewarn.config.fleet import default_fleet, load_fleet
+from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import PROFILES
+from forewarn.domain.vms import Vm
+from forewarn.server.control import create_control_app
+from forewarn.server.http import start_imds_server
+from forewarn.server.imds import ImdsEndpoint
+from forewarn.service import ScheduledEventsService
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 16954
+DEFAULT_CONTROL_PORT = 16955
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything ``forewarn serve`` can be told; defaults are the zero-configuration run."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    control_host: str = DEFAULT_HOST
+    control_port: int = DEFAULT_CONTROL_PORT
+    fleet: Path | None = None
+    clock: str = "system"
+    scale: float = 60.0
+    profile: str = "documented"
+    rate_limit: float = 5.0
+    seed: int | None = None
+    extra_vms: Sequence[Vm] = field(default=())
+
+
+def build_service(settings: ServeSettings) -> ScheduledEventsService:
+    clock = make_clock(settings.clock, scale=settings.scale)
+    platform = Platform(
+        clock.now(),
+        timing=PROFILES[settings.profile],
+        new_event_id=EventIdFactory(settings.seed),
+    )
+    vms = load_fleet(settings.fleet) if settings.fleet is not None else default_fleet()
+    for vm in [*vms, *settings.extra_vms]:
+        platform.add_vm(vm)
+    return ScheduledEventsService(platform, clock)
+
+
+def listen_addresses(settings: ServeSettings, vms: Sequence[Vm]) -> list[tuple[str, int]]:
+    """The bind address, plus each VM's own address on the same port."""
+    addresses = [(settings.host, settings.port)]
+    for vm in vms:
+        if vm.address is not None and vm.address != settings.host:
+            addresses.append((vm.address, settings.port))
+    return addresses
+
+
+class _ControlServer(uvicorn.Server):
+    """uvicorn without its own signal handling: ``serve`` owns shutdown for both planes."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def url_for(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}" + ("" if port == 80 else f":{port}")
+
+
+async def serve(
+    settings: ServeSettings,
+    *,
+    announce: Callable[[str], None] = print,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
+    service = build_service(settings)
+    endpoint = ImdsEndpoint(service, rate_limit=settings.rate_limit)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+
+    servers = []
+    for host, port in listen_addresses(settings, service.vms()):
+        servers.append(await start_imds_server(endpoint, host, port))
+    control = _ControlServer(
+        uvicorn.Config(
+            create_control_app(service),
+            host=settings.control_host,
+            port=settings.control_port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
+    control_task = asyncio.create_task(control.serve())
+    while not control.started:
+        if control_task.done():
+            await control_task
+            raise OSError(
+                f"the control API could not listen on "
+                f"{settings.control_host}:{settings.control_port}"
+            )
+        await asyncio.sleep(0.01)
+
+    endpoint_url = url_for(settings.host, settings.port)
+    vm_names = ", ".join(vm.name for vm in service.vms()[:5])
+    more = len(service.vms()) - 5
+    announce(
+        f"forewarn: Scheduled Events for {len(service.vms())} VM(s) ({vm_names}"
+        f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents; "
+        f"control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
+        f"clock {settings.clock}, timing profile {settings.profile}."
+    )
+    announce(
+        f"  try: curl -H Metadata:true "
+        f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
+    )
+    try:
+        await stop.wait()
+    finally:
+        control.should_exit = True
+        for server in servers:
+            server.close()  # stop listening; open keep-alive connections end with the process
+        await control_task
+
+
+def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
+    """Blocking entry point: uvloop when available, the standard loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but not on every platform
+        asyncio.run(serve(settings, announce=announce))
+        return
+    uvloop.run(serve(settings, announce=announce))

@@ -1,0 +1,1 @@
+"""Pure mapping between domain objects and the documented JSON of each api-version."""

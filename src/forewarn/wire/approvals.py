@@ -1,0 +1,47 @@
+"""The POST body: ``{"StartRequests":[{"EventId":"..."}]}`` (SPEC 3).
+
+Older clients also send ``DocumentIncarnation`` (the 2017 preview's curl sample sends it as a
+string, its PowerShell sample as a number): accepted and ignored. Anything else malformed is a
+:class:`MalformedApprovalError`, which the HTTP edge answers with 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from forewarn.domain.errors import ForewarnError
+
+#: More ids than this in one request is not a real client (an approval names live events).
+MAX_START_REQUESTS = 100
+MAX_EVENT_ID_LENGTH = 64
+
+
+class MalformedApprovalError(ForewarnError):
+    """The body is not a StartRequests document."""
+
+
+def parse_start_requests(body: bytes) -> tuple[str, ...]:
+    """The EventIds a POST body asks to start, in order, without duplicates."""
+    try:
+        payload: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MalformedApprovalError("the body is not valid JSON") from None
+    if not isinstance(payload, dict):
+        raise MalformedApprovalError("the body must be a JSON object")
+    requests = payload.get("StartRequests")
+    if not isinstance(requests, list) or not requests:
+        raise MalformedApprovalError("StartRequests must be a non-empty array")
+    if len(requests) > MAX_START_REQUESTS:
+        raise MalformedApprovalError(f"at most {MAX_START_REQUESTS} StartRequests per request")
+    incarnation = payload.get("DocumentIncarnation")
+    if incarnation is not None and not isinstance(incarnation, (int, str)):
+        raise MalformedApprovalError("DocumentIncarnation must be a number or a string")
+    ids: list[str] = []
+    for request in requests:
+        event_id = request.get("EventId") if isinstance(request, dict) else None
+        if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_EVENT_ID_LENGTH:
+            raise MalformedApprovalError("each StartRequest must carry an EventId string")
+        ids.append(event_id)
+    return tuple(dict.fromkeys(ids))
