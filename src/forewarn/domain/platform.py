@@ -4,22 +4,26 @@ One aggregate owns all mutable state so that every change goes through a method 
 refreshes the affected documents; no caller can change an event without the DocumentIncarnation
 rule (:mod:`forewarn.domain.documents`) being applied.
 
-Time only moves through :meth:`Platform.advance_to`: deadlines (NotBefore reached, Started
-period over) wait in a heap and fire in order, so a reader that catches up before answering
-sees exactly the state the clock implies, with no background polling.
+Time only moves through :meth:`Platform.advance_to`: deadlines (NotBefore reached, impact over,
+Started period over, a VM's first-call delay over) wait in a heap and fire in order, so a reader
+that catches up before answering sees exactly the state the clock implies.
 
 Lifecycle (SPEC 4)::
 
-    (created) -> Scheduled --approved by every party / NotBefore--> Started --period--> (removed)
-                     \\--cancelled---------------------------------------------------> (removed)
-    (hardware failure) -------------------------------------------> Started ----------> (removed)
+    (created) -> Scheduled --job approved by all / NotBefore--> Started --period--> (removed)
+                     \\--cancelled----------------------------------------------> (removed)
+    (hardware failure, auto-approval) ----------------------> Started
+
+Events are created in *jobs*: the events of one platform operation (one per tenant on a shared
+host, or the same-NotBefore Terminate events of a scale set) start together, once every event
+of the job is approved, or at their common NotBefore (SPEC 3).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
@@ -39,25 +43,58 @@ from forewarn.domain.events import (
     EventType,
     Resource,
 )
+from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.scope import audience
+from forewarn.domain.scope import audience, scope_group
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
+
+_REMOVES_VM = frozenset({EventType.TERMINATE, EventType.PREEMPT})
 
 
 class _Deadline(Enum):
     START = "start"
+    IMPACT_END = "impact-end"
     REMOVE = "remove"
+    ENABLE = "enable"
+
+
+@dataclass(frozen=True, slots=True)
+class EventRequest:
+    """One event an operation wants created; a job is a sequence of these."""
+
+    event_type: EventType
+    impacted: tuple[str, ...]
+    source: EventSource
+    description: str = ""
+    duration_seconds: int = DURATION_UNKNOWN
 
 
 @dataclass(slots=True)
 class _LiveEvent:
-    """Book-keeping around one event snapshot; never leaves this module."""
-
     event: Event
     audience: frozenset[str]
     parties: frozenset[str]
+    job: _Job
     approvals: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Job:
+    job_id: int
+    join_key: str | None
+    not_before: datetime
+    campaign: _Campaign | None
+    events: list[_LiveEvent] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Campaign:
+    campaign_id: int
+    steps: list[list[EventRequest]]
+    notice: timedelta | None
+    current: set[str] = field(default_factory=set)
+    step: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +105,22 @@ class EventView:
     audience: frozenset[str]
     parties: frozenset[str]
     approvals: frozenset[str]
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class VmState:
+    vm: Vm
+    reachable: bool
+    receiving: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignView:
+    campaign_id: int
+    step: int
+    steps: int
+    current: frozenset[str]
 
 
 class Platform:
@@ -78,17 +131,23 @@ class Platform:
         now: datetime,
         *,
         timing: TimingProfile = DOCUMENTED,
-        new_event_id: Callable[[], str] | None = None,
+        new_event_id: EventIdFactory | None = None,
     ) -> None:
         self._now = ensure_utc(now)
         self.timing = timing
         self._new_event_id = new_event_id or EventIdFactory()
         self._vms: dict[str, Vm] = {}
+        self._scale_sets: dict[str, ScaleSet] = {}
         self._by_address: dict[str, str] = {}
         self._documents: dict[str, Document] = {}
-        # vm name -> ids of the live events it sees, in creation order (dicts keep order)
+        # vm name -> ids of the live events it is shown, in creation order (dicts keep order)
         self._visible: dict[str, dict[str, None]] = {}
+        self._enabled_at: dict[str, datetime | None] = {}
+        self._last_request: dict[str, datetime] = {}
+        self._unreachable_until: dict[str, datetime] = {}
         self._events: dict[str, _LiveEvent] = {}
+        self._open_jobs: dict[str, _Job] = {}
+        self._campaigns: dict[int, _Campaign] = {}
         self._deadlines: list[tuple[datetime, int, str, _Deadline]] = []
         self._sequence = 0
 
@@ -99,17 +158,33 @@ class Platform:
         """The platform time up to which every deadline has been applied."""
         return self._now
 
-    def add_vm(self, vm: Vm) -> None:
+    def add_scale_set(self, scale_set: ScaleSet) -> None:
+        if scale_set.name in self._scale_sets:
+            raise InvalidOperationError(f"scale set {scale_set.name!r} already exists")
+        self._scale_sets[scale_set.name] = scale_set
+
+    def scale_set(self, name: str) -> ScaleSet:
+        try:
+            return self._scale_sets[name]
+        except KeyError:
+            raise InvalidOperationError(f"no scale set named {name!r}") from None
+
+    def add_vm(self, vm: Vm, *, receiving: bool = True) -> None:
+        """Add ``vm``; ``receiving`` VMs start as if they had just made their first request."""
         if vm.name in self._vms:
             raise InvalidOperationError(f"virtual machine {vm.name!r} already exists")
         if vm.address is not None and vm.address in self._by_address:
             taken = self._by_address[vm.address]
             raise InvalidOperationError(f"address {vm.address} is already {taken!r}'s")
+        if vm.vm_scale_set_name and vm.vm_scale_set_name not in self._scale_sets:
+            self._scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         self._vms[vm.name] = vm
         if vm.address is not None:
             self._by_address[vm.address] = vm.name
         self._documents[vm.name] = EMPTY_DOCUMENT
         self._visible[vm.name] = {}
+        self._enabled_at[vm.name] = self._now if receiving else None
+        self._last_request[vm.name] = self._now
 
     def vm(self, name: str) -> Vm:
         try:
@@ -125,6 +200,33 @@ class Platform:
         name = self._by_address.get(address)
         return None if name is None else self._vms[name]
 
+    def scope_of(self, vm: Vm) -> tuple[str, str]:
+        """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
+        return scope_group(vm, self._scale_sets)
+
+    def delete_vm(self, name: str) -> None:
+        """Remove a VM at once, with no event (deletion without terminate notification)."""
+        self._delete_vm(self.vm(name))
+
+    def vm_state(self, name: str) -> VmState:
+        return VmState(self.vm(name), self.reachable(name), self.receiving(name))
+
+    def reachable(self, name: str) -> bool:
+        """False while an impact (reboot, freeze, redeploy) is under way, or once deleted."""
+        if name not in self._vms:
+            return False
+        until = self._unreachable_until.get(name)
+        return until is None or self._now >= until
+
+    def receiving(self, name: str) -> bool:
+        """Scheduled Events is on for ``name``: enabled, and asked within the idle period."""
+        enabled_at = self._enabled_at.get(name)
+        return (
+            enabled_at is not None
+            and enabled_at <= self._now
+            and self._now - self._last_request[name] < self.timing.idle_period
+        )
+
     # -- reading ---------------------------------------------------------------------------
 
     def document(self, vm_name: str) -> Document:
@@ -135,74 +237,38 @@ class Platform:
             raise UnknownVmError(f"named {vm_name!r}") from None
 
     def events(self) -> tuple[EventView, ...]:
-        return tuple(
-            EventView(live.event, live.audience, live.parties, frozenset(live.approvals))
-            for live in self._events.values()
-        )
+        return tuple(self._view(live) for live in self._events.values())
 
     def event(self, event_id: str) -> EventView:
-        live = self._live(event_id)
-        return EventView(live.event, live.audience, live.parties, frozenset(live.approvals))
+        return self._view(self._live(event_id))
 
-    # -- operations ------------------------------------------------------------------------
-
-    def schedule(
-        self,
-        event_type: EventType,
-        impacted: Sequence[str],
-        *,
-        source: EventSource,
-        description: str = "",
-        duration_seconds: int = DURATION_UNKNOWN,
-        notice: timedelta | None = None,
-        already_started: bool = False,
-    ) -> Event:
-        """Create an event impacting ``impacted`` VMs.
-
-        ``notice`` defaults to the profile's minimum for the type and may not be shorter:
-        the platform guarantees it (SPEC 4). ``already_started`` is the hardware-failure path,
-        which skips the Scheduled state.
-        """
-        if not impacted:
-            raise InvalidEventError("an event must impact at least one virtual machine")
-        if len(set(impacted)) != len(impacted):
-            raise InvalidEventError("Resources must not name a virtual machine twice")
-        vms = [self.vm(name) for name in impacted]
-        if duration_seconds < DURATION_UNKNOWN:
-            raise InvalidEventError("DurationInSeconds is -1 (unknown) or a count of seconds")
-        minimum = self.timing.notice_for(event_type)
-        if notice is None:
-            notice = minimum
-        elif notice < minimum and not already_started:
-            raise InvalidEventError(
-                f"{event_type.value} needs at least {minimum.total_seconds():g} s of notice "
-                f"in the {self.timing.name!r} timing profile"
-            )
-        event = Event(
-            event_id=self._new_event_id(),
-            event_type=event_type,
-            status=EventStatus.SCHEDULED,
-            resources=tuple(Resource(vm.name, vm.iaas) for vm in vms),
-            not_before=self._now + notice,
-            description=description,
-            source=source,
-            duration_seconds=duration_seconds,
+    def campaigns(self) -> tuple[CampaignView, ...]:
+        return tuple(
+            CampaignView(c.campaign_id, c.step, len(c.steps), frozenset(c.current))
+            for c in self._campaigns.values()
         )
-        live = _LiveEvent(
-            event=event,
-            audience=audience(vms, self._vms),
-            parties=frozenset(vm.tenant for vm in vms),
-        )
-        self._events[event.event_id] = live
-        for name in live.audience:
-            self._visible[name][event.event_id] = None
-        if already_started:
-            self._start(live)
+
+    # -- what VMs do -----------------------------------------------------------------------
+
+    def touch(self, vm_name: str) -> None:
+        """Record a request from ``vm_name``: the first one (or the first after 24 h idle)
+        turns Scheduled Events on, after the profile's first-call delay (SPEC 7)."""
+        self.vm(vm_name)
+        now = self._now
+        enabled_at = self._enabled_at[vm_name]
+        idle = now - self._last_request[vm_name] >= self.timing.idle_period
+        self._last_request[vm_name] = now
+        if enabled_at is not None and not idle:
+            return  # on already, or waiting for its first-call delay
+        if self._visible[vm_name]:
+            self._visible[vm_name] = {}
+            self._refresh((vm_name,))
+        enable_at = now + self.timing.first_call_delay
+        self._enabled_at[vm_name] = enable_at
+        if enable_at <= now:
+            self._enable(vm_name)
         else:
-            assert event.not_before is not None
-            self._push(event.not_before, event.event_id, _Deadline.START)
-            self._refresh(live.audience)
-        return live.event
+            self._push(enable_at, vm_name, _Deadline.ENABLE)
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         """Record ``vm_name``'s approval of each event; all ids must be visible to it.
@@ -219,11 +285,74 @@ class Platform:
             raise UnknownEventError(unknown)
         for event_id in ids:
             live = self._events[event_id]
-            if live.event.status is not EventStatus.SCHEDULED:
-                continue
-            live.approvals.add(vm.tenant)
-            if live.parties <= live.approvals:
+            if live.event.status is EventStatus.SCHEDULED:
+                live.approvals.add(vm.tenant)
+                self._start_job_if_approved(live.job)
+
+    # -- what the platform does ------------------------------------------------------------
+
+    def schedule(
+        self,
+        event_type: EventType,
+        impacted: Sequence[str],
+        *,
+        source: EventSource,
+        description: str = "",
+        duration_seconds: int = DURATION_UNKNOWN,
+        notice: timedelta | None = None,
+        already_started: bool = False,
+    ) -> Event:
+        """Create one event impacting ``impacted`` VMs (a job of one)."""
+        request = EventRequest(event_type, tuple(impacted), source, description, duration_seconds)
+        return self.schedule_job([request], notice=notice, already_started=already_started)[0]
+
+    def schedule_job(
+        self,
+        requests: Sequence[EventRequest],
+        *,
+        notice: timedelta | None = None,
+        already_started: bool = False,
+        join_key: str | None = None,
+        campaign: _Campaign | None = None,
+    ) -> tuple[Event, ...]:
+        """Create events that start together (SPEC 3-4).
+
+        ``notice`` defaults to the profile's minimum for the job's types and may not be
+        shorter: the platform guarantees it. ``already_started`` is the hardware-failure and
+        auto-approval path, which skips Scheduled. Jobs with the same ``join_key`` and
+        NotBefore merge, as scale-set Terminate events with the same NotBefore do.
+        """
+        if not requests:
+            raise InvalidEventError("a job needs at least one event")
+        minimum = max(self.timing.notice_for(r.event_type) for r in requests)
+        if notice is None:
+            notice = minimum
+        elif notice < minimum and not already_started:
+            raise InvalidEventError(
+                f"{requests[0].event_type.value} needs at least {minimum.total_seconds():g} s "
+                f"of notice in the {self.timing.name!r} timing profile"
+            )
+        for request in requests:
+            self._check_request(request)
+        not_before = self._now + notice
+        job = self._open_jobs.get(join_key) if join_key is not None else None
+        if job is None or job.not_before != not_before or already_started:
+            self._sequence += 1
+            job = _Job(self._sequence, join_key, not_before, campaign)
+            if join_key is not None and not already_started:
+                self._open_jobs[join_key] = job
+        created = [
+            self._create(request, job, not_before, show=not already_started)
+            for request in requests
+        ]
+        if already_started:
+            for live in created:
                 self._start(live)
+        else:
+            for live in created:  # one each, so cancelling one event keeps the job's deadline
+                self._push(not_before, live.event.event_id, _Deadline.START)
+            self._start_job_if_approved(job)
+        return tuple(live.event for live in created)
 
     def cancel(self, event_id: str) -> Event:
         """The platform calls off a Scheduled event: it vanishes from every document."""
@@ -232,8 +361,23 @@ class Platform:
             raise InvalidOperationError(
                 f"event {event_id} has Started; only a Scheduled event can be cancelled"
             )
+        live.job.events.remove(live)
         self._remove(live)
+        self._start_job_if_approved(live.job)
         return live.event
+
+    def start_campaign(
+        self, steps: Sequence[Sequence[EventRequest]], *, notice: timedelta | None = None
+    ) -> CampaignView:
+        """Run ``steps`` one after another: each starts when the previous one's events are
+        all gone, so no two steps (fault domains) are in impact at once (SPEC 4)."""
+        self._sequence += 1
+        campaign = _Campaign(self._sequence, [list(step) for step in steps if step], notice)
+        self._campaigns[campaign.campaign_id] = campaign
+        self._next_campaign_step(campaign)
+        return CampaignView(
+            campaign.campaign_id, campaign.step, len(campaign.steps), frozenset(campaign.current)
+        )
 
     def advance_to(self, now: datetime) -> None:
         """Apply every deadline due at or before ``now``, oldest first."""
@@ -242,15 +386,9 @@ class Platform:
             return  # a clock read a moment ago on another path: nothing new is due
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= now:
-            when, _, event_id, kind = heapq.heappop(deadlines)
-            live = self._events.get(event_id)
-            if live is None:
-                continue
+            when, _, key, kind = heapq.heappop(deadlines)
             self._now = max(self._now, when)
-            if kind is _Deadline.START and live.event.status is EventStatus.SCHEDULED:
-                self._start(live)
-            elif kind is _Deadline.REMOVE and live.event.status is EventStatus.STARTED:
-                self._remove(live)
+            self._fire(kind, key)
         self._now = now
 
     def next_deadline(self) -> datetime | None:
@@ -259,30 +397,188 @@ class Platform:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _fire(self, kind: _Deadline, key: str) -> None:
+        if kind is _Deadline.ENABLE:
+            enabled_at = self._enabled_at.get(key)
+            if enabled_at is not None and enabled_at <= self._now:
+                self._enable(key)
+            return
+        live = self._events.get(key)
+        if live is None:
+            return
+        status = live.event.status
+        if kind is _Deadline.START and status is EventStatus.SCHEDULED:
+            for member in list(live.job.events):
+                if member.event.status is EventStatus.SCHEDULED:
+                    self._start(member)
+        elif kind is _Deadline.IMPACT_END:
+            self._end_impact(live)
+        elif kind is _Deadline.REMOVE and status is EventStatus.STARTED:
+            self._remove(live)
+
+    def _check_request(self, request: EventRequest) -> None:
+        if not request.impacted:
+            raise InvalidEventError("an event must impact at least one virtual machine")
+        if len(set(request.impacted)) != len(request.impacted):
+            raise InvalidEventError("Resources must not name a virtual machine twice")
+        for name in request.impacted:
+            self.vm(name)
+        if request.duration_seconds < DURATION_UNKNOWN:
+            raise InvalidEventError("DurationInSeconds is -1 (unknown) or a count of seconds")
+
+    def _create(
+        self, request: EventRequest, job: _Job, not_before: datetime, *, show: bool
+    ) -> _LiveEvent:
+        """Register an event; ``show`` False defers the documents to the caller's next step,
+        so an event that starts at once is never seen Scheduled."""
+        vms = [self._vms[name] for name in request.impacted]
+        event = Event(
+            event_id=self._new_event_id(),
+            event_type=request.event_type,
+            status=EventStatus.SCHEDULED,
+            resources=tuple(Resource(vm.name, vm.iaas) for vm in vms),
+            not_before=not_before,
+            description=request.description,
+            source=request.source,
+            duration_seconds=request.duration_seconds,
+        )
+        seen_by = audience(vms, self._vms, self._scale_sets)
+        live = _LiveEvent(
+            event=event,
+            audience=seen_by,
+            parties=frozenset(vm.tenant for vm in vms if self.receiving(vm.name)),
+            job=job,
+        )
+        job.events.append(live)
+        self._events[event.event_id] = live
+        if job.campaign is not None:
+            job.campaign.current.add(event.event_id)
+        receiving = [name for name in seen_by if self.receiving(name)]
+        for name in receiving:
+            self._visible[name][event.event_id] = None
+        if show:
+            self._refresh(receiving)
+        return live
+
+    def _start_job_if_approved(self, job: _Job) -> None:
+        members = job.events
+        if not members or any(m.event.status is not EventStatus.SCHEDULED for m in members):
+            return
+        if all(member.parties <= member.approvals for member in members):
+            for member in list(members):
+                self._start(member)
+
+    def _start(self, live: _LiveEvent) -> None:
+        if live.job.join_key is not None and self._open_jobs.get(live.job.join_key) is live.job:
+            del self._open_jobs[live.job.join_key]
+        live.event = live.event.started()
+        event_id = live.event.event_id
+        impact = self._impact_of(live.event)
+        until = self._now + impact
+        for resource in live.event.resources:
+            if resource.name in self._vms and impact > timedelta(0):
+                previous = self._unreachable_until.get(resource.name)
+                self._unreachable_until[resource.name] = max(until, previous or until)
+        self._push(until, event_id, _Deadline.IMPACT_END)
+        self._push(self._now + self.timing.started_period, event_id, _Deadline.REMOVE)
+        self._refresh(live.audience)
+
+    def _impact_of(self, event: Event) -> timedelta:
+        if event.duration_seconds > 0:
+            return timedelta(seconds=event.duration_seconds)
+        if event.duration_seconds == 0 and event.event_type not in _REMOVES_VM:
+            return timedelta(0)
+        return self.timing.impact
+
+    def _end_impact(self, live: _LiveEvent) -> None:
+        event_type = live.event.event_type
+        for resource in live.event.resources:
+            vm = self._vms.get(resource.name)
+            if vm is None:
+                continue
+            if event_type in _REMOVES_VM:
+                self._delete_vm(vm)
+            elif event_type is EventType.REDEPLOY:
+                self._vms[vm.name] = replace(vm, host=self._other_host(vm.host))
+
+    def _other_host(self, current: str) -> str:
+        hosts = sorted({vm.host for vm in self._vms.values()} - {current, ""})
+        return hosts[0] if hosts else f"{current or 'host'}-redeployed"
+
+    def _delete_vm(self, vm: Vm) -> None:
+        del self._vms[vm.name]
+        if vm.address is not None:
+            self._by_address.pop(vm.address, None)
+        for table in (
+            self._documents,
+            self._visible,
+            self._enabled_at,
+            self._last_request,
+            self._unreachable_until,
+        ):
+            table.pop(vm.name, None)
+
+    def _remove(self, live: _LiveEvent) -> None:
+        event_id = live.event.event_id
+        del self._events[event_id]
+        if live in live.job.events:
+            live.job.events.remove(live)
+        key = live.job.join_key
+        if not live.job.events and key is not None and self._open_jobs.get(key) is live.job:
+            del self._open_jobs[key]
+        for name in live.audience:
+            visible = self._visible.get(name)
+            if visible is not None:
+                visible.pop(event_id, None)
+        self._refresh(live.audience)
+        campaign = live.job.campaign
+        if campaign is not None:
+            campaign.current.discard(event_id)
+            if not campaign.current:
+                self._next_campaign_step(campaign)
+
+    def _next_campaign_step(self, campaign: _Campaign) -> None:
+        while campaign.step < len(campaign.steps):
+            step = campaign.steps[campaign.step]
+            campaign.step += 1
+            requests = []
+            for request in step:
+                alive = tuple(name for name in request.impacted if name in self._vms)
+                if alive:
+                    requests.append(replace(request, impacted=alive))
+            if requests:
+                self.schedule_job(requests, notice=campaign.notice, campaign=campaign)
+                return
+        del self._campaigns[campaign.campaign_id]
+
+    def _enable(self, name: str) -> None:
+        visible = self._visible[name]
+        for event_id, live in self._events.items():
+            if name in live.audience:
+                visible[event_id] = None
+        self._refresh((name,))
+
+    def _view(self, live: _LiveEvent) -> EventView:
+        return EventView(
+            live.event, live.audience, live.parties, frozenset(live.approvals), live.job.job_id
+        )
+
     def _live(self, event_id: str) -> _LiveEvent:
         try:
             return self._events[event_id]
         except KeyError:
             raise UnknownEventError((event_id,)) from None
 
-    def _push(self, when: datetime, event_id: str, kind: _Deadline) -> None:
+    def _push(self, when: datetime, key: str, kind: _Deadline) -> None:
         self._sequence += 1
-        heapq.heappush(self._deadlines, (when, self._sequence, event_id, kind))
-
-    def _start(self, live: _LiveEvent) -> None:
-        live.event = live.event.started()
-        self._push(self._now + self.timing.started_period, live.event.event_id, _Deadline.REMOVE)
-        self._refresh(live.audience)
-
-    def _remove(self, live: _LiveEvent) -> None:
-        event_id = live.event.event_id
-        del self._events[event_id]
-        for name in live.audience:
-            self._visible[name].pop(event_id, None)
-        self._refresh(live.audience)
+        heapq.heappush(self._deadlines, (when, self._sequence, key, kind))
 
     def _refresh(self, names: Iterable[str]) -> None:
         events = self._events
+        documents = self._documents
         for name in names:
-            current = tuple(events[event_id].event for event_id in self._visible[name])
-            self._documents[name] = self._documents[name].with_events(current)
+            visible = self._visible.get(name)
+            if visible is None:
+                continue
+            current = tuple(events[event_id].event for event_id in visible)
+            documents[name] = documents[name].with_events(current)

@@ -1,13 +1,29 @@
-"""Virtual machines of the simulated fleet, as far as their own endpoint needs to know them."""
+"""Virtual machines of the simulated fleet and the groups they belong to.
+
+A VM names its groups (availability set, scale set and placement group, classic cloud service,
+host); the groups' own settings live in :mod:`forewarn.domain.fleet`. Values are frozen: a VM
+that moves (redeploy) is replaced by a copy with another host.
+"""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
+
+
+class Priority(enum.Enum):
+    REGULAR = "Regular"
+    SPOT = "Spot"
+
+
+#: Size families that do not get OS image notifications (scheduled-events-windows-2024.txt,
+#: "User-initiated maintenance": "It doesn't work for G, M, N, and H series").
+_NO_OS_IMAGE_NOTIFICATION_FAMILIES = ("G", "M", "N", "H")
 
 
 @dataclass(frozen=True, slots=True)
 class Vm:
-    """One VM: its identity in the compute metadata, and where its endpoint answers.
+    """One VM: its identity in the compute metadata, its groups, and where it answers.
 
     ``address`` is the IP the VM's requests arrive at (each VM its own loopback address, or
     the single default VM on the bind address when None). ``iaas`` is False for classic
@@ -29,8 +45,28 @@ class Vm:
     availability_set: str | None = None
     address: str | None = None
     iaas: bool = True
+    host: str = ""
+    placement_group: str | None = None
+    cloud_service: str | None = None
+    priority: Priority = Priority.REGULAR
+    auto_approve_reboot: bool = False
+    auto_approve_redeploy: bool = False
 
     @property
     def tenant(self) -> str:
         """Approvals are counted per tenant: one approval speaks for a whole subscription."""
         return self.subscription_id
+
+    @property
+    def size_family(self) -> str:
+        """``Standard_NC6s_v3`` -> ``N``: the letter the documented size rules speak of."""
+        name = self.vm_size.split("_", 1)[-1]
+        return name[:1].upper()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.size_family == "N"
+
+    @property
+    def gets_os_image_notifications(self) -> bool:
+        return self.size_family not in _NO_OS_IMAGE_NOTIFICATION_FAMILIES

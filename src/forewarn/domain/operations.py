@@ -1,0 +1,213 @@
+"""What users and the platform do, turned into events: the rows of SPEC 6.
+
+Each function takes the :class:`~forewarn.domain.platform.Platform` and returns the events it
+created. Grouping follows two documented rules: an event's Resources hold VMs of "at most one
+update domain" (scheduled-events-linux.txt, Event Properties, Resources), and a platform
+operation on a shared host waits for every tenant's approval (scheduled-events-windows-2024.txt,
+"High level overview": "the system will then wait for all other tenants on the same hardware to
+also approve"), so one host operation is one job with one event per tenant and scope group.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from forewarn.domain import descriptions
+from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.events import Event, EventSource, EventType
+from forewarn.domain.platform import CampaignView, EventRequest, Platform
+from forewarn.domain.vms import Priority, Vm
+
+#: DurationInSeconds of a live-migration Freeze, as in the documentation's example.
+LIVE_MIGRATION_SECONDS = 5
+
+
+def _single(
+    platform: Platform,
+    vm_name: str,
+    event_type: EventType,
+    description: str,
+    *,
+    auto_approved: bool,
+) -> tuple[Event, ...]:
+    request = EventRequest(event_type, (vm_name,), EventSource.USER, description)
+    return platform.schedule_job([request], already_started=auto_approved)
+
+
+def restart(platform: Platform, vm_name: str) -> tuple[Event, ...]:
+    """Reboot, User; with ``userInitiatedReboot`` auto-approval only a Started event shows."""
+    vm = platform.vm(vm_name)
+    return _single(
+        platform,
+        vm_name,
+        EventType.REBOOT,
+        descriptions.USER_RESTART,
+        auto_approved=vm.auto_approve_reboot,
+    )
+
+
+def redeploy(platform: Platform, vm_name: str) -> tuple[Event, ...]:
+    """Redeploy, User; the VM moves to another host once the impact is over."""
+    vm = platform.vm(vm_name)
+    return _single(
+        platform,
+        vm_name,
+        EventType.REDEPLOY,
+        descriptions.USER_REDEPLOY,
+        auto_approved=vm.auto_approve_redeploy,
+    )
+
+
+def simulate_eviction(platform: Platform, vm_names: Sequence[str]) -> tuple[Event, ...]:
+    """Preempt, Platform, 30 s: Spot VMs only; each VM is deleted after its impact."""
+    requests = []
+    for name in vm_names:
+        vm = platform.vm(name)
+        if vm.priority is not Priority.SPOT:
+            raise InvalidOperationError(f"{name} is not a Spot VM; only Spot VMs are evicted")
+        requests.append(EventRequest(EventType.PREEMPT, (name,), EventSource.PLATFORM, ""))
+    events: list[Event] = []
+    for request in requests:
+        events.extend(platform.schedule_job([request]))
+    return tuple(events)
+
+
+def delete_instances(
+    platform: Platform,
+    scale_set_name: str,
+    instance_ids: Sequence[str],
+    *,
+    autoscale: bool = False,
+) -> tuple[Event, ...]:
+    """Terminate each instance (scale-in or delete) when the set has terminate notification.
+
+    Without it, instances go at once with no event. All Terminate events of a set with the
+    same NotBefore form one job: "all must be approved before any proceeds" (SPEC 3).
+    """
+    scale_set = platform.scale_set(scale_set_name)
+    names = [f"{scale_set_name}_{instance}" for instance in instance_ids]
+    for name in names:
+        platform.vm(name)
+    if not scale_set.terminate_notification:
+        for name in names:
+            platform.delete_vm(name)
+        return ()
+    source = EventSource.PLATFORM if autoscale else EventSource.USER
+    notice = platform.timing.terminate_notice or scale_set.terminate_timeout
+    requests = [EventRequest(EventType.TERMINATE, (name,), source, "") for name in names]
+    return platform.schedule_job(requests, notice=notice, join_key=f"terminate:{scale_set_name}")
+
+
+def os_image_upgrade(
+    platform: Platform, scale_set_name: str, instance_ids: Sequence[str]
+) -> tuple[Event, ...]:
+    """Guest OS upgrade or reimage: a Reboot notice only with OS image notification on and a
+    size that supports it; otherwise the upgrade happens with no event."""
+    scale_set = platform.scale_set(scale_set_name)
+    names = [f"{scale_set_name}_{instance}" for instance in instance_ids]
+    vms = [platform.vm(name) for name in names]
+    if not scale_set.os_image_notification:
+        return ()
+    requests = [
+        EventRequest(EventType.REBOOT, (vm.name,), EventSource.PLATFORM, "")
+        for vm in vms
+        if vm.gets_os_image_notifications
+    ]
+    if not requests:
+        return ()
+    return platform.schedule_job(requests, notice=platform.timing.os_image_notice)
+
+
+def group_requests(
+    platform: Platform,
+    vms: Iterable[Vm],
+    event_type: EventType,
+    description: str,
+    duration_seconds: int = -1,
+) -> list[EventRequest]:
+    """One request per (tenant, delivery-scope group, update domain), names sorted."""
+    groups: dict[tuple[str, tuple[str, str], int], list[str]] = defaultdict(list)
+    for vm in vms:
+        key = (vm.tenant, platform.scope_of(vm), vm.platform_update_domain)
+        groups[key].append(vm.name)
+    return [
+        EventRequest(
+            event_type, tuple(sorted(names)), EventSource.PLATFORM, description, duration_seconds
+        )
+        for _, names in sorted(groups.items())
+    ]
+
+
+def _on_host(platform: Platform, host: str) -> list[Vm]:
+    vms = [vm for vm in platform.vms() if vm.host == host]
+    if not vms:
+        raise InvalidOperationError(f"no virtual machine runs on host {host!r}")
+    return vms
+
+
+def live_migrate(platform: Platform, host: str) -> tuple[Event, ...]:
+    """Freeze, Platform, a few seconds: memory-preserving maintenance of a host."""
+    requests = group_requests(
+        platform,
+        _on_host(platform, host),
+        EventType.FREEZE,
+        descriptions.LIVE_MIGRATION,
+        LIVE_MIGRATION_SECONDS,
+    )
+    return platform.schedule_job(requests)
+
+
+def maintain_host(platform: Platform, host: str) -> tuple[Event, ...]:
+    """Reboot, Platform, 15 min: host maintenance that needs a reboot."""
+    requests = group_requests(
+        platform, _on_host(platform, host), EventType.REBOOT, descriptions.HOST_MAINTENANCE
+    )
+    return platform.schedule_job(requests)
+
+
+def predict_failure(platform: Platform, host: str) -> tuple[Event, ...]:
+    """Redeploy, Platform, days ahead: degraded hardware predicted to fail (SPEC 4)."""
+    requests = group_requests(
+        platform, _on_host(platform, host), EventType.REDEPLOY, descriptions.EMERGENCY_REPAIR
+    )
+    return platform.schedule_job(requests, notice=platform.timing.predicted_failure_notice)
+
+
+def fail_host(platform: Platform, host: str) -> tuple[Event, ...]:
+    """Hardware failure: no notice, every impacted VM gets a Started Reboot at once."""
+    requests = group_requests(
+        platform, _on_host(platform, host), EventType.REBOOT, descriptions.VM_FAILURE
+    )
+    return platform.schedule_job(requests, already_started=True)
+
+
+def maintenance_campaign(
+    platform: Platform,
+    vm_names: Sequence[str] | None = None,
+    *,
+    event_type: EventType = EventType.REBOOT,
+) -> CampaignView:
+    """Routine maintenance over a set of VMs (default: all), one fault domain at a time.
+
+    "VMs in different fault domains won't be impacted by routine maintenance operations at the
+    same time. However, they may have operations serialized one after another"
+    (scheduled-events-windows-2024.txt, "High level overview").
+    """
+    if event_type not in (EventType.REBOOT, EventType.FREEZE):
+        raise InvalidOperationError("a maintenance campaign reboots or freezes VMs")
+    vms = platform.vms() if vm_names is None else tuple(platform.vm(n) for n in vm_names)
+    if not vms:
+        raise InvalidOperationError("a maintenance campaign needs at least one VM")
+    by_fault_domain: dict[int, list[Vm]] = defaultdict(list)
+    for vm in vms:
+        by_fault_domain[vm.platform_fault_domain].append(vm)
+    if event_type is EventType.FREEZE:
+        description, duration = descriptions.LIVE_MIGRATION, LIVE_MIGRATION_SECONDS
+    else:
+        description, duration = descriptions.HOST_MAINTENANCE, -1
+    steps = [
+        group_requests(platform, by_fault_domain[fd], event_type, description, duration)
+        for fd in sorted(by_fault_domain)
+    ]
+    return platform.start_campaign(steps)

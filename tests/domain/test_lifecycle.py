@@ -1,0 +1,259 @@
+"""The lifecycle of SPEC 4 on a manual clock: Scheduled -> Started -> removed, jobs, impact."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from forewarn.domain import operations
+from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
+from forewarn.domain.events import EventSource, EventStatus, EventType
+from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Priority, Vm
+
+MIN = timedelta(minutes=1)
+START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+
+
+def make_vm(name: str, **fields: Any) -> Vm:
+    return Vm(name=name, vm_id=f"id-{name}", **fields)
+
+
+@pytest.fixture
+def platform() -> Platform:
+    return Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(7))
+
+
+@pytest.fixture
+def add(platform: Platform) -> Callable[..., Vm]:
+    def add_vm(name: str, **fields: Any) -> Vm:
+        vm = make_vm(name, **fields)
+        platform.add_vm(vm)
+        return vm
+
+    return add_vm
+
+
+def statuses(platform: Platform, vm: str) -> list[tuple[str, str]]:
+    return [(e.event_type.value, e.status.value) for e in platform.document(vm).events]
+
+
+def test_docs_live_migration_example_incarnations(platform: Platform) -> None:
+    """scheduled-events-windows-2024.txt, "Example responses": two VMs live migrated see
+    incarnation 1 (empty) -> 2 Scheduled Freeze -> 3 Started, NotBefore "" -> 4 empty."""
+    for name, fd in (("WestNO_0", 0), ("WestNO_1", 1)):
+        platform.add_vm(
+            make_vm(
+                name,
+                availability_set="west",
+                platform_fault_domain=fd,
+                platform_update_domain=0,
+                host="h1",
+            )
+        )
+    assert platform.document("WestNO_0").incarnation == 1
+    (event,) = operations.live_migrate(platform, "h1")
+    doc = platform.document("WestNO_0")
+    assert doc.incarnation == 2
+    assert [r.name for r in event.resources] == ["WestNO_0", "WestNO_1"]
+    assert event.status is EventStatus.SCHEDULED
+    assert event.duration_seconds == 5
+    assert event.not_before == START + 15 * MIN
+    platform.approve("WestNO_1", [event.event_id])
+    doc = platform.document("WestNO_0")
+    assert doc.incarnation == 3
+    assert doc.events[0].status is EventStatus.STARTED
+    assert doc.events[0].not_before is None
+    assert doc.events[0].event_id == event.event_id
+    platform.advance_to(START + 10 * MIN)
+    assert platform.document("WestNO_0").incarnation == 4
+    assert platform.document("WestNO_0").events == ()
+    assert platform.document("WestNO_1") == platform.document("WestNO_0")
+
+
+def test_not_before_starts_an_unapproved_event(platform: Platform, add: Callable[..., Vm]) -> None:
+    """SPEC 4: "approved by all / NotBefore reached -> Started"."""
+    add("vm0")
+    (event,) = operations.restart(platform, "vm0")
+    platform.advance_to(START + 15 * MIN - timedelta(seconds=1))
+    assert statuses(platform, "vm0") == [("Reboot", "Scheduled")]
+    platform.advance_to(START + 15 * MIN)
+    assert statuses(platform, "vm0") == [("Reboot", "Started")]
+    assert event.source is EventSource.USER
+
+
+def test_minimum_notice_is_enforced(platform: Platform, add: Callable[..., Vm]) -> None:
+    """scheduled-events-linux.txt, "Event Scheduling": Reboot has 15 minutes minimum notice."""
+    add("vm0")
+    with pytest.raises(InvalidEventError):
+        platform.schedule(EventType.REBOOT, ["vm0"], source=EventSource.USER, notice=MIN)
+
+
+def test_reboot_makes_vm_unreachable_during_impact_only(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    add("vm0")
+    (event,) = operations.restart(platform, "vm0")
+    platform.approve("vm0", [event.event_id])
+    assert not platform.reachable("vm0")
+    platform.advance_to(START + timedelta(seconds=6))
+    assert not platform.reachable("vm0")
+    platform.advance_to(START + timedelta(seconds=7))
+    assert platform.reachable("vm0")
+
+
+def test_cancelled_event_vanishes_while_scheduled(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    """scheduled-events-windows-2024.txt: "the scheduled event goes directly from 'Scheduled'
+    to being removed from the events array"."""
+    add("vm0")
+    (event,) = operations.restart(platform, "vm0")
+    platform.cancel(event.event_id)
+    assert platform.document("vm0").events == ()
+    assert platform.document("vm0").incarnation == 3
+    with pytest.raises(UnknownEventError):
+        platform.approve("vm0", [event.event_id])
+
+
+def test_started_event_cannot_be_cancelled(platform: Platform, add: Callable[..., Vm]) -> None:
+    add("vm0")
+    (event,) = operations.restart(platform, "vm0")
+    platform.approve("vm0", [event.event_id])
+    with pytest.raises(InvalidOperationError):
+        platform.cancel(event.event_id)
+
+
+def test_hardware_failure_skips_scheduled(platform: Platform, add: Callable[..., Vm]) -> None:
+    """scheduled-events-windows-2024.txt: "In the case of hardware failure, Azure bypasses the
+    'Scheduled' state and immediately move to the EventStatus:"Started" state"."""
+    add("vm0", host="h1")
+    operations.fail_host(platform, "h1")
+    assert statuses(platform, "vm0") == [("Reboot", "Started")]
+    assert platform.document("vm0").incarnation == 2
+
+
+def test_shared_host_waits_for_every_tenant(platform: Platform, add: Callable[..., Vm]) -> None:
+    """scheduled-events-windows-2024.txt, "High level overview": "If the VM is on shared
+    infrastructure, the system will then wait for all other tenants on the same hardware to
+    also approve the job or timeout"."""
+    adder = add
+    adder("a0", host="h1", subscription_id="tenant-a")
+    adder("b0", host="h1", subscription_id="tenant-b")
+    events = operations.maintain_host(platform, "h1")
+    assert len(events) == 2
+    by_vm = {e.resources[0].name: e for e in events}
+    assert [r.name for r in platform.document("a0").events[0].resources] == ["a0"]
+    platform.approve("a0", [by_vm["a0"].event_id])
+    assert statuses(platform, "a0") == [("Reboot", "Scheduled")]
+    platform.approve("b0", [by_vm["b0"].event_id])
+    assert statuses(platform, "a0") == [("Reboot", "Started")]
+    assert statuses(platform, "b0") == [("Reboot", "Started")]
+
+
+def test_terminate_events_of_a_set_start_together(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    """SPEC 3: "For scale-set Terminate events with the same NotBefore, all must be approved
+    before any proceeds"."""
+    platform.add_scale_set(
+        ScaleSet("web", terminate_notification=True, terminate_timeout=timedelta(minutes=7))
+    )
+    adder = add
+    for i in range(3):
+        adder(f"web_{i}", vm_scale_set_name="web")
+    events = operations.delete_instances(platform, "web", ["0", "1"])
+    assert {e.not_before for e in events} == {START + 7 * MIN}
+    platform.approve("web_0", [events[0].event_id])
+    assert statuses(platform, "web_0") == [("Terminate", "Scheduled")] * 2
+    platform.approve("web_1", [events[1].event_id])
+    assert statuses(platform, "web_2") == [("Terminate", "Started")] * 2
+    platform.advance_to(START + timedelta(seconds=7))
+    assert {vm.name for vm in platform.vms()} == {"web_2"}
+
+
+def test_terminate_refused_on_spot() -> None:
+    """SPEC 6: "Terminate notification cannot be enabled on Spot VMs"."""
+    with pytest.raises(InvalidOperationError):
+        ScaleSet("spot", priority=Priority.SPOT, terminate_notification=True)
+
+
+def test_notbefore_timeout_bounds() -> None:
+    with pytest.raises(InvalidOperationError):
+        ScaleSet("s", terminate_notification=True, terminate_timeout=timedelta(minutes=16))
+
+
+def test_eviction_only_for_spot_and_deletes(platform: Platform, add: Callable[..., Vm]) -> None:
+    adder = add
+    adder("spot0", priority=Priority.SPOT)
+    adder("reg0")
+    with pytest.raises(InvalidOperationError):
+        operations.simulate_eviction(platform, ["reg0"])
+    (event,) = operations.simulate_eviction(platform, ["spot0"])
+    assert event.not_before == START + timedelta(seconds=30)
+    assert event.source is EventSource.PLATFORM
+    platform.advance_to(START + timedelta(seconds=30 + 7))
+    assert "spot0" not in {vm.name for vm in platform.vms()}
+
+
+def test_auto_approval_shows_only_started(platform: Platform, add: Callable[..., Vm]) -> None:
+    """SPEC 4 [doc: overview]: with automaticallyApprove no Scheduled event is shown."""
+    add("vm0", auto_approve_reboot=True)
+    operations.restart(platform, "vm0")
+    assert statuses(platform, "vm0") == [("Reboot", "Started")]
+    assert platform.document("vm0").incarnation == 2
+
+
+def test_redeploy_moves_host(platform: Platform, add: Callable[..., Vm]) -> None:
+    adder = add
+    adder("vm0", host="h1")
+    adder("vm1", host="h2")
+    (event,) = operations.redeploy(platform, "vm0")
+    platform.approve("vm0", [event.event_id])
+    platform.advance_to(START + timedelta(seconds=7))
+    assert platform.vm("vm0").host == "h2"
+
+
+def test_campaign_walks_fault_domains_one_at_a_time(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    adder = add
+    for i in range(4):
+        adder(
+            f"as_{i}", availability_set="as", platform_fault_domain=i % 2, platform_update_domain=i
+        )
+    operations.maintenance_campaign(platform)
+    scheduled = {e.event.resources[0].name for e in platform.events()}
+    assert scheduled == {"as_0", "as_2"}  # fault domain 0 only
+    platform.advance_to(START + 15 * MIN)
+    platform.advance_to(START + 25 * MIN)
+    names = {r.name for e in platform.events() for r in e.event.resources}
+    assert names == {"as_1", "as_3"}
+    platform.advance_to(START + 60 * MIN)
+    assert platform.events() == ()
+    assert platform.campaigns() == ()
+
+
+def test_first_call_enables_after_delay(platform: Platform) -> None:
+    """scheduled-events-linux.txt, "Enabling and Disabling": "Scheduled Events is enabled for
+    your service the first time you make a request for events ... disabled for your service if
+    it does not make a request for 24 hours"."""
+    platform.add_vm(make_vm("vm0"), receiving=False)
+    (event,) = operations.restart(platform, "vm0")
+    # nobody was listening, so nobody is waited for: it starts at once, unseen
+    assert platform.event(event.event_id).event.status is EventStatus.STARTED
+    assert platform.document("vm0").events == ()
+    platform.advance_to(START + 11 * MIN)
+    platform.touch("vm0")
+    (second,) = operations.restart(platform, "vm0")
+    assert platform.document("vm0").events == ()
+    platform.advance_to(START + 13 * MIN)
+    assert [e.event_id for e in platform.document("vm0").events] == [second.event_id]
+    platform.advance_to(START + 13 * MIN + timedelta(hours=24))
+    assert not platform.receiving("vm0")
