@@ -2,39 +2,88 @@
 
 Every call first brings the platform up to the clock, so a state change (an approval, a
 NotBefore that passed) is visible in the very next response with no background polling.
-Encoded documents are cached per VM and api-version and rebuilt only when the VM's document
-object changed, which the domain guarantees happens only when its events changed.
+Every state change is a :class:`~forewarn.commands.Command`: journaled (when a journal is
+configured) before the caller is answered, so an answer is only given for a change that will
+survive a crash, and replayed at start-up. Encoded documents are cached per VM and api-version
+and rebuilt only when the VM's document object changed, which the domain guarantees happens
+only when its events changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
+from forewarn.commands import Approve, ClockMoved, Command, Result, Touch, from_record
 from forewarn.domain.api_versions import ApiVersion
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
-from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
-from forewarn.domain.platform import EventView, Platform
+from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.wire.documents import encode_document
 
-ChangeListener = Callable[[], None]
+
+class CommandJournal(Protocol):
+    """What the service needs of a store (:mod:`forewarn.storage` provides it)."""
+
+    def append(self, record: Mapping[str, Any]) -> int: ...
+
+    def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
 
 class ScheduledEventsService:
     """One platform on one clock, and the operations adapters may perform on it."""
 
-    def __init__(self, platform: Platform, clock: Clock) -> None:
+    def __init__(
+        self, platform: Platform, clock: Clock, journal: CommandJournal | None = None
+    ) -> None:
         self.platform = platform
         self.clock = clock
+        self.journal = journal
         self._encoded: dict[tuple[str, str], tuple[Document, bytes]] = {}
 
     def catch_up(self) -> datetime:
         now = self.clock.now()
         self.platform.advance_to(now)
         return now
+
+    # -- durability ------------------------------------------------------------------------
+
+    def replay(self) -> int:
+        """Re-apply every journaled command in order; returns how many were replayed.
+
+        A manual clock is set to the last journaled time, so pending NotBefore times still
+        hold; real clocks simply go on, and whatever fell due meanwhile happens on catch-up.
+        """
+        if self.journal is None:
+            return 0
+        count = 0
+        last: datetime | None = None
+        for _, record in self.journal.records():
+            at, command = from_record(record)
+            self.platform.advance_to(at)
+            command.apply(self.platform)
+            last = at
+            count += 1
+        if last is not None and isinstance(self.clock, ManualClock) and last > self.clock.now():
+            self.clock.set(last)
+        self.catch_up()
+        self.platform.assume_requests_now()
+        return count
+
+    def execute(self, command: Command) -> Result:
+        """Apply ``command`` now, journaling it first; domain errors leave no trace."""
+        self.catch_up()
+        now = self.platform.now
+        result = command.apply(self.platform)
+        if self.journal is not None:
+            # Applied first so a refused command is never journaled; the domain raises before
+            # changing anything, and a store failure here stops the process (the answer would
+            # otherwise claim a change a restart would lose).
+            self.journal.append(command.to_record(now))
+        return result
 
     # -- the VM-facing endpoint ------------------------------------------------------------
 
@@ -51,8 +100,18 @@ class ScheduledEventsService:
                 return vms[0]
         return vm
 
-    def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
+    def vm_request(self, vm_name: str) -> bool:
+        """A request from ``vm_name`` arrived: False while the VM is down (reboot, freeze,
+        deleted), when nothing inside it could be asking; otherwise it counts as a request."""
         self.catch_up()
+        platform = self.platform
+        if not platform.reachable(vm_name):
+            return False
+        if platform.touch(vm_name) and self.journal is not None:
+            self.journal.append(Touch(vm_name).to_record(platform.now))
+        return True
+
+    def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
         document = self.platform.document(vm_name)
         key = (vm_name, version.name)
         cached = self._encoded.get(key)
@@ -67,36 +126,9 @@ class ScheduledEventsService:
         return self.platform.document(vm_name)
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
-        self.catch_up()
-        self.platform.approve(vm_name, event_ids)
+        self.execute(Approve(vm_name, tuple(event_ids)))
 
     # -- the control plane -----------------------------------------------------------------
-
-    def schedule(
-        self,
-        event_type: EventType,
-        impacted: Sequence[str],
-        *,
-        source: EventSource,
-        description: str = "",
-        duration_seconds: int = DURATION_UNKNOWN,
-        notice: timedelta | None = None,
-        already_started: bool = False,
-    ) -> Event:
-        self.catch_up()
-        return self.platform.schedule(
-            event_type,
-            impacted,
-            source=source,
-            description=description,
-            duration_seconds=duration_seconds,
-            notice=notice,
-            already_started=already_started,
-        )
-
-    def cancel(self, event_id: str) -> Event:
-        self.catch_up()
-        return self.platform.cancel(event_id)
 
     def events(self) -> tuple[EventView, ...]:
         self.catch_up()
@@ -105,9 +137,31 @@ class ScheduledEventsService:
     def vms(self) -> tuple[Vm, ...]:
         return self.platform.vms()
 
+    def vm_states(self) -> tuple[VmState, ...]:
+        self.catch_up()
+        return tuple(self.platform.vm_state(vm.name) for vm in self.platform.vms())
+
+    def campaigns(self) -> tuple[CampaignView, ...]:
+        self.catch_up()
+        return self.platform.campaigns()
+
     def advance_clock(self, delta: timedelta) -> datetime:
         """Move a manual clock; other clocks follow real time and refuse."""
+        clock = self._manual_clock()
+        clock.advance(delta)
+        return self._clock_moved()
+
+    def set_clock(self, moment: datetime) -> datetime:
+        self._manual_clock().set(moment)
+        return self._clock_moved()
+
+    def _manual_clock(self) -> ManualClock:
         if not isinstance(self.clock, ManualClock):
-            raise InvalidOperationError("only a manual clock can be advanced")
-        self.clock.advance(delta)
-        return self.catch_up()
+            raise InvalidOperationError("only a manual clock can be moved (serve --clock manual)")
+        return self.clock
+
+    def _clock_moved(self) -> datetime:
+        now = self.catch_up()
+        if self.journal is not None:
+            self.journal.append(ClockMoved().to_record(now))
+        return now

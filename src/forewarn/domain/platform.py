@@ -250,16 +250,19 @@ class Platform:
 
     # -- what VMs do -----------------------------------------------------------------------
 
-    def touch(self, vm_name: str) -> None:
+    def touch(self, vm_name: str) -> bool:
         """Record a request from ``vm_name``: the first one (or the first after 24 h idle)
-        turns Scheduled Events on, after the profile's first-call delay (SPEC 7)."""
+        turns Scheduled Events on, after the profile's first-call delay (SPEC 7).
+
+        True when this request turned it on (the only requests worth journaling).
+        """
         self.vm(vm_name)
         now = self._now
         enabled_at = self._enabled_at[vm_name]
         idle = now - self._last_request[vm_name] >= self.timing.idle_period
         self._last_request[vm_name] = now
         if enabled_at is not None and not idle:
-            return  # on already, or waiting for its first-call delay
+            return False  # on already, or waiting for its first-call delay
         if self._visible[vm_name]:
             self._visible[vm_name] = {}
             self._refresh((vm_name,))
@@ -269,6 +272,14 @@ class Platform:
             self._enable(vm_name)
         else:
             self._push(enable_at, vm_name, _Deadline.ENABLE)
+        return True
+
+    def assume_requests_now(self) -> None:
+        """Count every enabled VM as having just asked: after a restart of the service, whose
+        journal keeps only the requests that changed state, nobody is idle by our absence."""
+        for name, enabled_at in self._enabled_at.items():
+            if enabled_at is not None:
+                self._last_request[name] = self._now
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         """Record ``vm_name``'s approval of each event; all ids must be visible to it.
@@ -342,8 +353,7 @@ class Platform:
             if join_key is not None and not already_started:
                 self._open_jobs[join_key] = job
         created = [
-            self._create(request, job, not_before, show=not already_started)
-            for request in requests
+            self._create(request, job, not_before, show=not already_started) for request in requests
         ]
         if already_started:
             for live in created:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import httpx
+
 from forewarn.server.imds import ImdsEndpoint, ImdsRequest, split_target
 
 Scope = MutableMapping[str, Any]
@@ -58,6 +60,9 @@ class ImdsAsgiApp:
                 peer_address=client[0],
             )
         )
+        if response.status == 0:
+            # What httpx raises when a real server drops the connection unanswered.
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
         response_headers = [(b"content-length", str(len(response.body)).encode())]
         if response.content_type is not None:
             response_headers.append((b"content-type", response.content_type))

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from forewarn.commands import CancelEvent, ScheduleEvent
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
 from forewarn.domain.errors import (
     DomainError,
@@ -125,19 +126,21 @@ def create_control_app(service: ScheduledEventsService) -> Starlette:
         notice = _field(payload, "noticeSeconds", float)
         if notice is not None and notice < 0:
             raise ControlRequestError("noticeSeconds must not be negative")
-        event = service.schedule(
-            event_type,
-            resources,
-            source=source,
-            description=_field(payload, "description", str, ""),
-            duration_seconds=_field(payload, "durationInSeconds", int, -1),
-            notice=None if notice is None else timedelta(seconds=notice),
-            already_started=_field(payload, "started", bool, False),
+        (event,) = service.execute(
+            ScheduleEvent(
+                event_type.value,
+                tuple(resources),
+                source=source.value,
+                description=_field(payload, "description", str, ""),
+                duration_seconds=_field(payload, "durationInSeconds", int, -1),
+                notice_seconds=notice,
+                started=_field(payload, "started", bool, False),
+            )
         )
         return JSONResponse(_event_json(service.platform.event(event.event_id)), 201)
 
     async def cancel_event(request: Request) -> Response:
-        service.cancel(request.path_params["event_id"])
+        service.execute(CancelEvent(request.path_params["event_id"]))
         return Response(status_code=204)
 
     async def show_clock(request: Request) -> Response:

@@ -211,6 +211,9 @@ class ImdsProtocol(asyncio.Protocol):
             peer_address=self._peer,
         )
         response = self._endpoint.handle(request)
+        if response.status == 0:  # the VM is down: no answer at all
+            self._close()
+            return
         keep_alive = parser.should_keep_alive()
         self._write(response, keep_alive)
         if not keep_alive:

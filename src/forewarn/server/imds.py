@@ -76,6 +76,10 @@ _FORWARDED = _error(400, messages.FORWARDED_REQUEST)
 _TOO_MANY = _error(429, messages.TOO_MANY_REQUESTS)
 _APPROVED = ImdsResponse(200, b"", None)
 
+#: Status 0: close the connection without a response, as a VM that is rebooting, frozen or
+#: deleted cannot be talking to its endpoint at all.
+NO_ANSWER = ImdsResponse(0, b"", None)
+
 _ALLOWED_METHODS = {
     SCHEDULED_EVENTS_PATH: ("GET", "POST"),
     VERSIONS_PATH: ("GET",),
@@ -117,6 +121,8 @@ class ImdsEndpoint:
             return _error(
                 400, f"Bad request. No virtual machine answers at {request.local_address}"
             )
+        if not self.service.vm_request(vm.name):
+            return NO_ANSWER
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
             return _TOO_MANY
         headers = request.headers

@@ -1,0 +1,220 @@
+"""Every state change as a small, serialisable command.
+
+The service journals a command before answering, and replays the journal at start-up through
+the same :meth:`Command.apply`; because the domain is deterministic (seeded EventIds, time
+given as a value), replay rebuilds exactly the same events, approvals and incarnations.
+A record is the command's fields plus ``op`` (its name) and ``at`` (platform time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from forewarn.domain import operations
+from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.events import Event, EventSource, EventType
+from forewarn.domain.platform import Platform
+
+Result = tuple[Event, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Command:
+    """Base: subclasses name themselves with ``op`` and implement :meth:`apply`."""
+
+    op: ClassVar[str] = ""
+
+    def apply(self, platform: Platform) -> Result:
+        raise NotImplementedError
+
+    def to_record(self, at: datetime) -> dict[str, Any]:
+        record: dict[str, Any] = {"op": self.op, "at": at.isoformat()}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            record[field.name] = list(value) if isinstance(value, tuple) else value
+        return record
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Restart(Command):
+    op: ClassVar[str] = "restart"
+    vm: str
+
+    def apply(self, platform: Platform) -> Result:
+        return operations.restart(platform, self.vm)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Redeploy(Command):
+    op: ClassVar[str] = "redeploy"
+    vm: str
+
+    def apply(self, platform: Platform) -> Result:
+        return operations.redeploy(platform, self.vm)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SimulateEviction(Command):
+    op: ClassVar[str] = "simulate-eviction"
+    vms: tuple[str, ...]
+
+    def apply(self, platform: Platform) -> Result:
+        return operations.simulate_eviction(platform, self.vms)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteInstances(Command):
+    op: ClassVar[str] = "delete-instances"
+    scale_set: str
+    instance_ids: tuple[str, ...]
+    autoscale: bool = False
+
+    def apply(self, platform: Platform) -> Result:
+        return operations.delete_instances(
+            platform, self.scale_set, self.instance_ids, autoscale=self.autoscale
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OsImageUpgrade(Command):
+    op: ClassVar[str] = "os-image-upgrade"
+    scale_set: str
+    instance_ids: tuple[str, ...]
+
+    def apply(self, platform: Platform) -> Result:
+        return operations.os_image_upgrade(platform, self.scale_set, self.instance_ids)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HostOperation(Command):
+    """live-migrate, maintain, predict-failure or fail a host."""
+
+    op: ClassVar[str] = "host"
+    host: str
+    action: str
+
+    ACTIONS: ClassVar[dict[str, Any]] = {
+        "live-migrate": operations.live_migrate,
+        "maintain": operations.maintain_host,
+        "predict-failure": operations.predict_failure,
+        "fail": operations.fail_host,
+    }
+
+    def apply(self, platform: Platform) -> Result:
+        action = self.ACTIONS.get(self.action)
+        if action is None:
+            raise InvalidOperationError(
+                f"unknown host action {self.action!r}; known: {', '.join(self.ACTIONS)}"
+            )
+        result: Result = action(platform, self.host)
+        return result
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StartCampaign(Command):
+    op: ClassVar[str] = "campaign"
+    vms: tuple[str, ...] | None = None
+    event_type: str = EventType.REBOOT.value
+
+    def apply(self, platform: Platform) -> Result:
+        event_type = EventType(self.event_type)
+        operations.maintenance_campaign(platform, self.vms, event_type=event_type)
+        return tuple(view.event for view in platform.events())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleEvent(Command):
+    """Any event, as the control API's low-level ``POST /events`` asks."""
+
+    op: ClassVar[str] = "schedule"
+    event_type: str
+    resources: tuple[str, ...]
+    source: str = EventSource.PLATFORM.value
+    description: str = ""
+    duration_seconds: int = -1
+    notice_seconds: float | None = None
+    started: bool = False
+
+    def apply(self, platform: Platform) -> Result:
+        notice = None if self.notice_seconds is None else timedelta(seconds=self.notice_seconds)
+        event = platform.schedule(
+            EventType(self.event_type),
+            self.resources,
+            source=EventSource(self.source),
+            description=self.description,
+            duration_seconds=self.duration_seconds,
+            notice=notice,
+            already_started=self.started,
+        )
+        return (event,)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CancelEvent(Command):
+    op: ClassVar[str] = "cancel"
+    event_id: str
+
+    def apply(self, platform: Platform) -> Result:
+        return (platform.cancel(self.event_id),)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Approve(Command):
+    op: ClassVar[str] = "approve"
+    vm: str
+    event_ids: tuple[str, ...]
+
+    def apply(self, platform: Platform) -> Result:
+        platform.approve(self.vm, self.event_ids)
+        return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Touch(Command):
+    """A VM's request that turned Scheduled Events on for it (only those are journaled)."""
+
+    op: ClassVar[str] = "touch"
+    vm: str
+
+    def apply(self, platform: Platform) -> Result:
+        platform.touch(self.vm)
+        return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClockMoved(Command):
+    """A manual clock moved; replay needs it to know how far time had gone."""
+
+    op: ClassVar[str] = "clock"
+
+    def apply(self, platform: Platform) -> Result:
+        return ()
+
+
+COMMANDS: dict[str, type[Command]] = {
+    cls.op: cls
+    for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
+                HostOperation, StartCampaign, ScheduleEvent, CancelEvent, Approve, Touch,
+                ClockMoved)
+}  # fmt: skip
+
+
+def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
+    """The time and command of a journal record; raises ValueError on a foreign record."""
+    try:
+        cls = COMMANDS[record["op"]]
+        at = datetime.fromisoformat(record["at"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a forewarn journal record: {exc}") from None
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.name in record:
+            value = record[field.name]
+            values[field.name] = tuple(value) if isinstance(value, list) else value
+    try:
+        return at, cls(**values)
+    except TypeError as exc:
+        raise ValueError(f"journal record {record['op']!r} is incomplete: {exc}") from None
