@@ -1,122 +1,417 @@
-"""The fleet file (YAML): which VMs exist and where each one's endpoint answers.
+"""The fleet file (YAML): which VMs exist, how they are grouped, and where each one answers.
 
 Validated with pydantic so that a mistake is reported with the file, the field and the
-reason, and nothing starts. Example: ``examples/fleet.yaml``.
+reason, and nothing starts. The schema, with every field, is documented in
+``examples/fleet-full.yaml``; ``examples/fleet.yaml`` is the smallest useful one.
+
+Names and defaults follow Azure's where Azure has them: ``notBeforeTimeout`` as an ISO 8601
+duration (PT5M..PT15M), ``scheduledEventsPolicy.userInitiatedReboot.automaticallyApprove``,
+``platformFaultDomainCount``, ``priority: Spot``, scale-set instances named
+``{scaleSet}_{instanceId}`` and classic role instances named ``{role}_IN_{n}``.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from forewarn.domain.errors import ForewarnError
-from forewarn.domain.vms import Vm
+from forewarn.domain.errors import DomainError, ForewarnError
+from forewarn.domain.fleet import AvailabilitySet, ScaleSet
+from forewarn.domain.vms import Priority, Vm
 
 MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024
-_NAME = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+MAX_VMS = 1_000_000
+DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+_ISO_DURATION = re.compile(r"^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?$")
 
 
 class FleetFileError(ForewarnError):
     """The fleet file cannot be used; the message names the file, the field and why."""
 
 
-class _VmSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _check_address(value: str | None) -> str | None:
+    if value is not None:
+        ipaddress.ip_address(value)
+    return value
 
-    name: _NAME
-    vm_id: str | None = Field(default=None, alias="vmId")
-    address: str | None = None
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class _Approve(_Strict):
+    automatically_approve: bool = Field(default=False, alias="automaticallyApprove")
+
+
+class _Policy(_Strict):
+    user_initiated_reboot: _Approve = Field(default_factory=_Approve, alias="userInitiatedReboot")
+    user_initiated_redeploy: _Approve = Field(
+        default_factory=_Approve, alias="userInitiatedRedeploy"
+    )
+
+
+class _Defaults(_Strict):
     subscription_id: str = Field(
-        default="00000000-0000-0000-0000-000000000000", alias="subscriptionId"
+        default=DEFAULT_SUBSCRIPTION, alias="subscriptionId", max_length=64
     )
     resource_group: str = Field(default="forewarn", alias="resourceGroup", max_length=90)
     location: str = Field(default="westeurope", max_length=64)
-    zone: str = Field(default="", max_length=8)
-    fault_domain: int = Field(default=0, alias="faultDomain", ge=0, le=19)
-    update_domain: int = Field(default=0, alias="updateDomain", ge=0, le=19)
-    scale_set: str = Field(default="", alias="scaleSet", max_length=64)
     size: str = Field(default="Standard_D2s_v3", max_length=64)
-    os_type: str = Field(default="Linux", alias="osType", pattern="^(Linux|Windows)$")
-    tags: dict[str, str] = Field(default_factory=dict)
-    availability_set: str | None = Field(default=None, alias="availabilitySet", max_length=80)
-    classic: bool = False
+    os_type: Literal["Linux", "Windows"] = Field(default="Linux", alias="osType")
 
-    @field_validator("address")
+
+class _VmSpec(_Strict):
+    name: Name
+    vm_id: str | None = Field(default=None, alias="vmId", max_length=64)
+    address: str | None = None
+    host: str | None = Field(default=None, max_length=64)
+    subscription_id: str | None = Field(default=None, alias="subscriptionId", max_length=64)
+    resource_group: str | None = Field(default=None, alias="resourceGroup", max_length=90)
+    location: str | None = Field(default=None, max_length=64)
+    zone: str = Field(default="", max_length=8)
+    fault_domain: int | None = Field(default=None, alias="faultDomain", ge=0, le=19)
+    update_domain: int | None = Field(default=None, alias="updateDomain", ge=0, le=19)
+    size: str | None = Field(default=None, max_length=64)
+    os_type: Literal["Linux", "Windows"] | None = Field(default=None, alias="osType")
+    tags: dict[str, str] = Field(default_factory=dict, max_length=50)
+    availability_set: str | None = Field(default=None, alias="availabilitySet", max_length=80)
+    priority: Literal["Regular", "Spot"] = "Regular"
+    scheduled_events_policy: _Policy = Field(default_factory=_Policy, alias="scheduledEventsPolicy")
+    scheduled_events_enabled: bool = Field(default=True, alias="scheduledEventsEnabled")
+
+    _address = field_validator("address")(_check_address)
+
+
+class _AvailabilitySetSpec(_Strict):
+    name: Annotated[str, Field(min_length=1, max_length=80)]
+    fault_domains: int = Field(default=2, alias="faultDomains", ge=1, le=3)
+    update_domains: int = Field(default=5, alias="updateDomains", ge=1, le=20)
+
+
+class _TerminateSpec(_Strict):
+    enabled: bool = True
+    not_before_timeout: str = Field(default="PT5M", alias="notBeforeTimeout")
+
+    @field_validator("not_before_timeout")
     @classmethod
-    def _address_is_ip(cls, value: str | None) -> str | None:
-        if value is not None:
-            ipaddress.ip_address(value)
+    def _iso_duration(cls, value: str) -> str:
+        if _ISO_DURATION.match(value) is None or value == "PT":
+            raise ValueError("must be an ISO 8601 duration such as PT5M")
         return value
 
 
-class _FleetSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _InstanceSpec(_Strict):
+    id: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[0-9]+$")]
+    address: str | None = None
+    host: str | None = Field(default=None, max_length=64)
+    zone: str | None = Field(default=None, max_length=8)
 
-    vms: list[_VmSpec] = Field(min_length=1, max_length=1_000_000)
+    _address = field_validator("address")(_check_address)
 
 
-def _to_vm(spec: _VmSpec) -> Vm:
-    vm_id = spec.vm_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"forewarn:vm:{spec.name}"))
-    return Vm(
-        name=spec.name,
-        vm_id=vm_id,
-        subscription_id=spec.subscription_id,
-        resource_group=spec.resource_group,
-        location=spec.location,
-        zone=spec.zone,
-        platform_fault_domain=spec.fault_domain,
-        platform_update_domain=spec.update_domain,
-        vm_scale_set_name=spec.scale_set,
-        vm_size=spec.size,
-        os_type=spec.os_type,
-        tags=tuple(sorted(spec.tags.items())),
-        availability_set=spec.availability_set,
-        address=spec.address,
-        iaas=not spec.classic,
+class _ScaleSetSpec(_Strict):
+    name: Name
+    capacity: int = Field(default=0, ge=0, le=MAX_VMS)
+    instances: list[_InstanceSpec] = Field(default_factory=list, max_length=MAX_VMS)
+    address_start: str | None = Field(default=None, alias="addressStart")
+    hosts: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
+    zones: list[Annotated[str, Field(max_length=8)]] = Field(default_factory=list)
+    subscription_id: str | None = Field(default=None, alias="subscriptionId", max_length=64)
+    size: str | None = Field(default=None, max_length=64)
+    priority: Literal["Regular", "Spot"] = "Regular"
+    platform_fault_domain_count: int = Field(
+        default=5, alias="platformFaultDomainCount", ge=1, le=5
     )
+    placement_group_size: int = Field(default=100, alias="placementGroupSize", ge=1, le=1000)
+    terminate_notification: _TerminateSpec | None = Field(
+        default=None, alias="terminateNotification"
+    )
+    os_image_notification: bool = Field(default=False, alias="osImageNotification")
+    scheduled_events_policy: _Policy = Field(default_factory=_Policy, alias="scheduledEventsPolicy")
+
+    _address = field_validator("address_start")(_check_address)
+
+
+class _RoleSpec(_Strict):
+    name: Name
+    instances: int = Field(default=1, ge=1, le=1000)
+
+
+class _CloudServiceSpec(_Strict):
+    name: Name
+    roles: list[_RoleSpec] = Field(min_length=1, max_length=25)
+    address_start: str | None = Field(default=None, alias="addressStart")
+    host: str | None = Field(default=None, max_length=64)
+    subscription_id: str | None = Field(default=None, alias="subscriptionId", max_length=64)
+
+    _address = field_validator("address_start")(_check_address)
+
+
+class _FleetSpec(_Strict):
+    defaults: _Defaults = Field(default_factory=_Defaults)
+    vms: list[_VmSpec] = Field(default_factory=list, max_length=MAX_VMS)
+    availability_sets: list[_AvailabilitySetSpec] = Field(
+        default_factory=list, alias="availabilitySets"
+    )
+    scale_sets: list[_ScaleSetSpec] = Field(default_factory=list, alias="scaleSets")
+    cloud_services: list[_CloudServiceSpec] = Field(default_factory=list, alias="cloudServices")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a fleet file describes, ready for :class:`forewarn.domain.platform.Platform`."""
+
+    vms: tuple[Vm, ...]
+    scale_sets: tuple[ScaleSet, ...] = ()
+    availability_sets: tuple[AvailabilitySet, ...] = ()
+    not_receiving: frozenset[str] = field(default_factory=frozenset)
+
+
+def _vm_id(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"forewarn:vm:{name}"))
+
+
+def parse_iso_duration(text: str) -> timedelta:
+    match = _ISO_DURATION.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an ISO 8601 duration such as PT5M")
+    hours, minutes, seconds = (int(group or 0) for group in match.groups())
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+class _Addresses:
+    """Hands out consecutive addresses from a start address."""
+
+    def __init__(self, start: str | None) -> None:
+        self._next = ipaddress.ip_address(start) if start is not None else None
+
+    def take(self) -> str | None:
+        if self._next is None:
+            return None
+        current = self._next
+        self._next = current + 1
+        return str(current)
+
+
+class _Builder:
+    def __init__(self, spec: _FleetSpec) -> None:
+        self.spec = spec
+        self.defaults = spec.defaults
+        self.vms: list[Vm] = []
+        self.scale_sets: list[ScaleSet] = []
+        self.not_receiving: set[str] = set()
+        self.sets = {s.name: s for s in spec.availability_sets}
+
+    def build(self) -> Fleet:
+        members: dict[str, int] = {}
+        for index, vm_spec in enumerate(self.spec.vms):
+            self._standalone(index, vm_spec, members)
+        for set_index, scale_spec in enumerate(self.spec.scale_sets):
+            self._scale_set(set_index, scale_spec)
+        for service in self.spec.cloud_services:
+            self._cloud_service(service)
+        availability = tuple(
+            AvailabilitySet(s.name, s.fault_domains, s.update_domains)
+            for s in self.spec.availability_sets
+        )
+        return Fleet(
+            tuple(self.vms), tuple(self.scale_sets), availability, frozenset(self.not_receiving)
+        )
+
+    def _standalone(self, index: int, spec: _VmSpec, members: dict[str, int]) -> None:
+        defaults = self.defaults
+        fault, update = spec.fault_domain or 0, spec.update_domain or 0
+        if spec.availability_set is not None:
+            group = self.sets.get(spec.availability_set)
+            if group is None:
+                raise _FleetProblemError(
+                    f"vms.{index}.availabilitySet",
+                    f"no availability set named {spec.availability_set!r}",
+                )
+            position = members.get(group.name, 0)
+            members[group.name] = position + 1
+            fault = (
+                spec.fault_domain
+                if spec.fault_domain is not None
+                else (position % group.fault_domains)
+            )
+            update = (
+                spec.update_domain
+                if spec.update_domain is not None
+                else (position % group.update_domains)
+            )
+            if fault >= group.fault_domains or update >= group.update_domains:
+                raise _FleetProblemError(
+                    f"vms.{index}", f"fault/update domain outside set {group.name!r}"
+                )
+        policy = spec.scheduled_events_policy
+        self.vms.append(
+            Vm(
+                name=spec.name,
+                vm_id=spec.vm_id or _vm_id(spec.name),
+                subscription_id=spec.subscription_id or defaults.subscription_id,
+                resource_group=spec.resource_group or defaults.resource_group,
+                location=spec.location or defaults.location,
+                zone=spec.zone,
+                platform_fault_domain=fault,
+                platform_update_domain=update,
+                vm_size=spec.size or defaults.size,
+                os_type=spec.os_type or defaults.os_type,
+                tags=tuple(sorted(spec.tags.items())),
+                availability_set=spec.availability_set,
+                address=spec.address,
+                host=spec.host or f"host-{spec.name}",
+                priority=Priority(spec.priority),
+                auto_approve_reboot=policy.user_initiated_reboot.automatically_approve,
+                auto_approve_redeploy=policy.user_initiated_redeploy.automatically_approve,
+            )
+        )
+        if not spec.scheduled_events_enabled:
+            self.not_receiving.add(spec.name)
+
+    def _scale_set(self, set_index: int, spec: _ScaleSetSpec) -> None:
+        where = f"scaleSets.{set_index}"
+        terminate = spec.terminate_notification
+        try:
+            scale_set = ScaleSet(
+                name=spec.name,
+                priority=Priority(spec.priority),
+                platform_fault_domain_count=spec.platform_fault_domain_count,
+                terminate_notification=terminate is not None and terminate.enabled,
+                terminate_timeout=parse_iso_duration(
+                    terminate.not_before_timeout if terminate else "PT5M"
+                ),
+                os_image_notification=spec.os_image_notification,
+            )
+        except DomainError as exc:
+            raise _FleetProblemError(where, str(exc)) from None
+        self.scale_sets.append(scale_set)
+        instances = list(spec.instances) or [_InstanceSpec(id=str(i)) for i in range(spec.capacity)]
+        addresses = _Addresses(spec.address_start)
+        policy = spec.scheduled_events_policy
+        fd_count = spec.platform_fault_domain_count
+        for position, instance in enumerate(instances):
+            hosts = spec.hosts or [f"host-{spec.name}-{i}" for i in range(fd_count)]
+            zones = spec.zones or [""]
+            self.vms.append(
+                Vm(
+                    name=f"{spec.name}_{instance.id}",
+                    vm_id=_vm_id(f"{spec.name}_{instance.id}"),
+                    subscription_id=spec.subscription_id or self.defaults.subscription_id,
+                    resource_group=self.defaults.resource_group,
+                    location=self.defaults.location,
+                    zone=instance.zone
+                    if instance.zone is not None
+                    else zones[position % len(zones)],
+                    platform_fault_domain=position % fd_count,
+                    platform_update_domain=position % 5,
+                    vm_scale_set_name=spec.name,
+                    vm_size=spec.size or self.defaults.size,
+                    os_type=self.defaults.os_type,
+                    address=instance.address or addresses.take(),
+                    host=instance.host or hosts[position % len(hosts)],
+                    placement_group=str(position // spec.placement_group_size),
+                    priority=Priority(spec.priority),
+                    auto_approve_reboot=policy.user_initiated_reboot.automatically_approve,
+                    auto_approve_redeploy=policy.user_initiated_redeploy.automatically_approve,
+                )
+            )
+
+    def _cloud_service(self, spec: _CloudServiceSpec) -> None:
+        addresses = _Addresses(spec.address_start)
+        position = 0
+        for role in spec.roles:
+            for n in range(role.instances):
+                name = f"{role.name}_IN_{n}"
+                self.vms.append(
+                    Vm(
+                        name=name,
+                        vm_id=_vm_id(f"{spec.name}/{name}"),
+                        subscription_id=spec.subscription_id or self.defaults.subscription_id,
+                        resource_group=self.defaults.resource_group,
+                        location=self.defaults.location,
+                        platform_fault_domain=position % 2,
+                        platform_update_domain=position % 5,
+                        vm_size=self.defaults.size,
+                        os_type=self.defaults.os_type,
+                        address=addresses.take(),
+                        host=spec.host or f"host-{spec.name}-{position % 2}",
+                        cloud_service=spec.name,
+                        iaas=False,
+                    )
+                )
+                position += 1
+
+
+class _FleetProblemError(Exception):
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(f"{where}: {why}")
 
 
 def _where(location: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in location) or "(top level)"
 
 
-def parse_fleet(text: str, source: str = "<fleet>") -> list[Vm]:
-    """VMs described by YAML ``text``; raises :class:`FleetFileError` naming ``source``."""
+def _check_unique(fleet: Fleet, source: str) -> None:
+    names: set[str] = set()
+    addresses: set[str] = set()
+    for vm in fleet.vms:
+        if vm.name in names:
+            raise FleetFileError(f"{source}: VM name {vm.name!r} is used twice")
+        names.add(vm.name)
+        if vm.address is not None:
+            if vm.address in addresses:
+                raise FleetFileError(
+                    f"{source}: address {vm.address} is used twice (second time by {vm.name})"
+                )
+            addresses.add(vm.address)
+    if not fleet.vms:
+        raise FleetFileError(f"{source}: the fleet has no VMs")
+    unaddressed = [vm.name for vm in fleet.vms if vm.address is None]
+    if len(fleet.vms) > 1 and unaddressed:
+        raise FleetFileError(
+            f"{source}: with more than one VM each needs an address to be told apart "
+            f"(missing for {', '.join(unaddressed[:5])}"
+            f"{' and more' if len(unaddressed) > 5 else ''}; scale sets and cloud services "
+            f"take addressStart)"
+        )
+    set_names = [s.name for s in fleet.availability_sets]
+    if len(set(set_names)) != len(set_names):
+        raise FleetFileError(f"{source}: availabilitySets: a name is used twice")
+
+
+def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
+    """The fleet described by YAML ``text``; raises :class:`FleetFileError` naming ``source``."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise FleetFileError(f"{source}: not valid YAML: {exc}") from None
     try:
-        fleet = _FleetSpec.model_validate(raw)
+        spec = _FleetSpec.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise FleetFileError(f"{source}: {_where(first['loc'])}: {first['msg']}") from None
-    vms = [_to_vm(spec) for spec in fleet.vms]
-    seen_names: set[str] = set()
-    seen_addresses: set[str] = set()
-    for index, vm in enumerate(vms):
-        if vm.name in seen_names:
-            raise FleetFileError(f"{source}: vms.{index}.name: {vm.name!r} is used twice")
-        seen_names.add(vm.name)
-        if vm.address is not None:
-            if vm.address in seen_addresses:
-                raise FleetFileError(f"{source}: vms.{index}.address: {vm.address} is used twice")
-            seen_addresses.add(vm.address)
-    unaddressed = [vm.name for vm in vms if vm.address is None]
-    if len(vms) > 1 and unaddressed:
-        raise FleetFileError(
-            f"{source}: vms: with more than one VM each needs an address to be told apart "
-            f"(missing for {', '.join(unaddressed[:5])})"
-        )
-    return vms
+    try:
+        fleet = _Builder(spec).build()
+    except _FleetProblemError as exc:
+        raise FleetFileError(f"{source}: {exc}") from None
+    except ValueError as exc:  # e.g. an address range running past the end of IPv4
+        raise FleetFileError(f"{source}: {exc}") from None
+    _check_unique(fleet, source)
+    return fleet
 
 
-def load_fleet(path: Path) -> list[Vm]:
+def load_fleet(path: Path) -> Fleet:
     try:
         size = path.stat().st_size
         if size > MAX_FLEET_FILE_BYTES:
@@ -129,6 +424,6 @@ def load_fleet(path: Path) -> list[Vm]:
     return parse_fleet(text, str(path))
 
 
-def default_fleet() -> list[Vm]:
+def default_fleet() -> Fleet:
     """The zero-configuration fleet: one standalone VM answering on the bind address."""
-    return [Vm(name="vm0", vm_id=str(uuid.uuid5(uuid.NAMESPACE_URL, "forewarn:vm:vm0")))]
+    return Fleet((Vm(name="vm0", vm_id=_vm_id("vm0"), host="host-vm0"),))

@@ -51,9 +51,11 @@ def build_service(settings: ServeSettings) -> ScheduledEventsService:
         timing=PROFILES[settings.profile],
         new_event_id=EventIdFactory(settings.seed),
     )
-    vms = load_fleet(settings.fleet) if settings.fleet is not None else default_fleet()
-    for vm in [*vms, *settings.extra_vms]:
-        platform.add_vm(vm)
+    fleet = load_fleet(settings.fleet) if settings.fleet is not None else default_fleet()
+    for scale_set in fleet.scale_sets:
+        platform.add_scale_set(scale_set)
+    for vm in [*fleet.vms, *settings.extra_vms]:
+        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
     return ScheduledEventsService(platform, clock)
 
 

@@ -1,0 +1,119 @@
+"""The fleet file: every group kind builds the right VMs; every mistake names file, field, why."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from forewarn.config.fleet import FleetFileError, load_fleet, parse_fleet
+from forewarn.domain.vms import Priority
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_examples_load() -> None:
+    small = load_fleet(EXAMPLES / "fleet.yaml")
+    assert [vm.name for vm in small.vms] == ["WestNO_0", "WestNO_1"]
+    full = load_fleet(EXAMPLES / "fleet-full.yaml")
+    names = {vm.name for vm in full.vms}
+    assert {"web_0", "web_3", "batch_7", "FrontEnd_IN_1", "BackEnd_IN_0"} <= names
+
+
+def test_scale_set_instances_are_named_and_spread() -> None:
+    """scheduled-events-linux.txt Resources example and SPEC 2: scale-set instances are named
+    ``{scaleSetName}_{instanceId}``."""
+    fleet = parse_fleet(
+        """
+scaleSets:
+  - name: web
+    capacity: 3
+    addressStart: 127.0.5.1
+    platformFaultDomainCount: 2
+    placementGroupSize: 2
+    terminateNotification: {notBeforeTimeout: PT10M}
+"""
+    )
+    assert [
+        (vm.name, vm.address, vm.platform_fault_domain, vm.placement_group) for vm in fleet.vms
+    ] == [
+        ("web_0", "127.0.5.1", 0, "0"),
+        ("web_1", "127.0.5.2", 1, "0"),
+        ("web_2", "127.0.5.3", 0, "1"),
+    ]
+    (scale_set,) = fleet.scale_sets
+    assert scale_set.terminate_notification
+    assert scale_set.terminate_timeout == timedelta(minutes=10)
+
+
+def test_classic_role_instances_are_not_iaas() -> None:
+    fleet = parse_fleet(
+        "cloudServices: [{name: svc, addressStart: 127.0.6.1, roles: [{name: FrontEnd, instances: 2}]}]"
+    )
+    assert [(vm.name, vm.iaas, vm.cloud_service) for vm in fleet.vms] == [
+        ("FrontEnd_IN_0", False, "svc"),
+        ("FrontEnd_IN_1", False, "svc"),
+    ]
+
+
+def test_policy_and_priority() -> None:
+    fleet = parse_fleet(
+        """
+vms:
+  - name: a
+    priority: Spot
+    scheduledEventsEnabled: false
+    scheduledEventsPolicy: {userInitiatedReboot: {automaticallyApprove: true}}
+"""
+    )
+    (vm,) = fleet.vms
+    assert vm.priority is Priority.SPOT
+    assert vm.auto_approve_reboot
+    assert not vm.auto_approve_redeploy
+    assert fleet.not_receiving == {"a"}
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("vms: [{name: a, colour: red}]", "vms.0.colour"),
+        ("vms: [{name: 'a b'}]", "vms.0.name"),
+        ("vms: [{name: a, address: not-an-ip}]", "vms.0.address"),
+        ("vms: [{name: a, address: 127.0.0.2}, {name: b, address: 127.0.0.2}]", "used twice"),
+        ("vms: [{name: a, address: 127.0.0.2}, {name: a, address: 127.0.0.3}]", "used twice"),
+        ("vms: [{name: a}, {name: b}]", "needs an address"),
+        ("vms: [{name: a, availabilitySet: nope}]", "no availability set named 'nope'"),
+        (
+            "scaleSets: [{name: s, capacity: 1, priority: Spot, terminateNotification: {}}]",
+            "cannot be enabled on Spot",
+        ),
+        (
+            "scaleSets: [{name: s, capacity: 1, terminateNotification: {notBeforeTimeout: PT20M}}]",
+            "PT5M to PT15M",
+        ),
+        (
+            "scaleSets: [{name: s, capacity: 1, terminateNotification: {notBeforeTimeout: 5m}}]",
+            "ISO 8601",
+        ),
+        ("vms: []", "no VMs"),
+        ("vms: [{name: a, faultDomain: 99}]", "vms.0.faultDomain"),
+        (": : :", "not valid YAML"),
+        ("[1, 2]", "(top level)"),
+    ],
+)
+def test_mistakes_name_file_field_and_reason(text: str, fragment: str) -> None:
+    with pytest.raises(FleetFileError) as caught:
+        parse_fleet(text, "fleet.yaml")
+    message = str(caught.value)
+    assert message.startswith("fleet.yaml: ")
+    assert fragment in message
+
+
+def test_unreadable_and_oversized_files(tmp_path: Path) -> None:
+    with pytest.raises(FleetFileError, match="cannot be read"):
+        load_fleet(tmp_path / "missing.yaml")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(FleetFileError, match="not UTF-8"):
+        load_fleet(binary)
