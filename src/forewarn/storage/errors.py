@@ -1,0 +1,89 @@
+"""Errors the durable store raises, whichever backend is behind it.
+
+Callers decide what a failure means (the server stops rather than answer for a change it could
+not keep); the store only says which kind of failure it was, without leaking the driver's own
+exception types.
+
+    ForewarnError
+    └── StorageError                 anything the store could not do
+        ├── StoreUnavailableError    cannot reach or open it: server down, bad path, no driver
+        │   └── StoreBusyError       another process is already the writer of this SQLite file
+        ├── StoreUrlError            a store URL that names no backend, or names it wrongly
+        ├── StoreSchemaError         the store holds something this version cannot use
+        │   ├── CorruptStoreError    not a forewarn journal, or damaged
+        │   └── NewerSchemaError     written by a newer forewarn: refused, never guessed at
+        ├── UnstorableValueError     a value the journal will not keep
+        │   ├── NotSerializableError not a JSON object of JSON values (or a metadata non-string)
+        │   └── ValueTooLargeError   over its size bound (a record over 1 MiB, ...)
+        └── JournalClosedError       used after close()
+"""
+
+from __future__ import annotations
+
+from forewarn.domain.errors import ForewarnError
+
+
+class StorageError(ForewarnError):
+    """Root of every error the store raises on purpose."""
+
+
+class StoreUnavailableError(StorageError):
+    """The store cannot be reached or opened; retrying later may succeed."""
+
+
+class StoreBusyError(StoreUnavailableError):
+    """Another process already writes this journal.
+
+    Two servers replaying and appending to one SQLite file would each hold a different
+    platform in memory while sharing one history, so the second is refused.
+    """
+
+
+class StoreUrlError(StorageError):
+    """The store URL cannot be understood."""
+
+
+class StoreSchemaError(StorageError):
+    """The store's contents are not a journal this version can read and write."""
+
+
+class CorruptStoreError(StoreSchemaError):
+    """The file or database is not a forewarn journal, or is damaged."""
+
+
+class NewerSchemaError(StoreSchemaError):
+    """The store was written by a newer forewarn.
+
+    Reading a newer schema with older code could silently drop what the newer code wrote,
+    and writing to it could break the newer code, so the store is not touched at all.
+    """
+
+    def __init__(self, where: str, found: int, supported: int) -> None:
+        super().__init__(
+            f"{where} has journal schema version {found}, but this forewarn supports up to "
+            f"version {supported}: upgrade forewarn to open it"
+        )
+        self.where = where
+        self.found = found
+        self.supported = supported
+
+
+class UnstorableValueError(StorageError):
+    """A record or metadata value the journal refuses; nothing was written."""
+
+
+class NotSerializableError(UnstorableValueError):
+    """Not representable as JSON exactly: it would not read back as it was written."""
+
+
+class ValueTooLargeError(UnstorableValueError):
+    """Over its size bound: one command never needs that much, so it is a bug or an abuse."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(f"{what} is {size} bytes, over the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class JournalClosedError(StorageError):
+    """The journal was closed; a closed journal cannot say anything durable."""

@@ -1,0 +1,370 @@
+"""A store in PostgreSQL, for fleets served by several front-ends or kept on a database server.
+
+Several fleets share one database: every row carries its ``namespace`` (the fleet's name).
+Several front-ends share one fleet: each appends through its own connection, and the per-namespace
+counter row in ``forewarn_namespaces`` hands out sequence numbers. Taking the next number
+updates that row, which locks it until the transaction commits, so numbers are handed out in
+commit order: a reader never sees sequence ``n + 1`` without ``n``, and a transaction that rolls
+back rolls its numbers back too. ``records(after=n)`` lets a front-end follow what the others
+appended, and ``wait_for_append`` wakes on the NOTIFY each append sends on commit.
+
+Records are stored as ``json`` (not ``jsonb``) so the text reads back exactly as written, key
+order included, while staying queryable from ``psql``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Self
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
+
+from forewarn.storage.errors import (
+    CorruptStoreError,
+    JournalClosedError,
+    NewerSchemaError,
+    NotSerializableError,
+    StorageError,
+    StoreSchemaError,
+    StoreUnavailableError,
+    StoreUrlError,
+)
+from forewarn.storage.journal import (
+    check_after,
+    check_metadata,
+    decode_record,
+    encode_batch,
+    encode_record,
+)
+
+SCHEMA_VERSION = 1
+DEFAULT_NAMESPACE = "default"
+DEFAULT_SCHEMA = "public"
+MAX_NAMESPACE_CHARS = 200
+_PAGE = 500
+
+Connection = psycopg.Connection[TupleRow]
+Migration = Callable[[Connection, str], None]
+#: ``MIGRATIONS[n]`` turns schema version ``n`` into ``n + 1`` (given the connection and the
+#: PostgreSQL schema name); none exist yet.
+MIGRATIONS: Mapping[int, Migration] = {}
+
+_CREATE_V1 = (
+    "CREATE TABLE {schema}.forewarn_schema (version integer NOT NULL)",
+    "CREATE TABLE {schema}.forewarn_namespaces ("
+    " namespace text PRIMARY KEY,"
+    " last_sequence bigint NOT NULL DEFAULT 0 CHECK (last_sequence >= 0))",
+    "CREATE TABLE {schema}.forewarn_metadata ("
+    " namespace text NOT NULL REFERENCES {schema}.forewarn_namespaces ON DELETE CASCADE,"
+    " key text NOT NULL, value text NOT NULL, PRIMARY KEY (namespace, key))",
+    "CREATE TABLE {schema}.forewarn_records ("
+    " namespace text NOT NULL REFERENCES {schema}.forewarn_namespaces ON DELETE CASCADE,"
+    " sequence bigint NOT NULL CHECK (sequence > 0), body json NOT NULL,"
+    " appended_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, sequence))",
+)
+
+
+def _check_names(namespace: str, schema: str) -> None:
+    if not namespace or len(namespace) > MAX_NAMESPACE_CHARS or "\x00" in namespace:
+        raise StoreUrlError(f"a namespace is 1 to {MAX_NAMESPACE_CHARS} characters, no NUL")
+    if not (schema.isidentifier() and schema.isascii() and len(schema) <= 63):
+        raise StoreUrlError(f"schema {schema!r} is not a plain SQL identifier")
+
+
+def describe(conninfo: str) -> str:
+    """Where a conninfo points, without its password."""
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise StoreUrlError(f"unreadable PostgreSQL URL: {exc}") from exc
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+
+
+class PostgresJournal:
+    """One namespace of a PostgreSQL journal; several instances may share it, across processes."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        schema: str = DEFAULT_SCHEMA,
+        connect_timeout: float = 5.0,
+        schema_version: int = SCHEMA_VERSION,
+        migrations: Mapping[int, Migration] = MIGRATIONS,
+    ) -> None:
+        _check_names(namespace, schema)
+        self.namespace = namespace
+        self.schema = schema
+        self._conninfo = conninfo
+        self._connect_timeout = connect_timeout
+        self._where = f"PostgreSQL journal {namespace!r} in {schema} at {describe(conninfo)}"
+        digest = hashlib.sha256(f"{schema}\x00{namespace}".encode()).hexdigest()[:40]
+        self._channel = f"forewarn_{digest}"
+        self._lock = threading.Lock()
+        self._listen_lock = threading.Lock()
+        self._listener: Connection | None = None
+        self._closed = False
+        self._conn = self._connect()
+        try:
+            self._prepare(schema_version, migrations)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _connect(self) -> Connection:
+        conninfo = self._conninfo
+        if "connect_timeout" not in conninfo_to_dict(conninfo):
+            # libpq waits forever by default; a dead server must be reported, not waited on.
+            conninfo = make_conninfo(conninfo, connect_timeout=max(1, round(self._connect_timeout)))
+        try:
+            return psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot reach {self._where}: {exc}") from exc
+
+    def _connection(self) -> Connection:
+        """The writer connection, opened again if the server dropped it since the last call."""
+        if self._closed:
+            raise JournalClosedError(f"{self._where} is closed")
+        if self._conn.closed or self._conn.broken:
+            self._conn.close()
+            self._conn = self._connect()
+        return self._conn
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"lost {self._where}: {exc}") from exc
+        except psycopg.errors.UndefinedTable as exc:
+            raise CorruptStoreError(f"{self._where} lost its tables: {exc}") from exc
+        except psycopg.DataError as exc:
+            raise NotSerializableError(f"{self._where} refused a value: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"{self._where}: {exc}") from exc
+
+    def _table(self, name: str) -> sql.Composed:
+        return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _prepare(self, schema_version: int, migrations: Mapping[int, Migration]) -> None:
+        conn = self._conn
+        with self._translated(), conn.transaction():
+            # Two front-ends starting at once must not both create the tables.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"forewarn:{self.schema}"])
+            schema_id = sql.Identifier(self.schema)
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema_id))
+            found = self._stored_version()
+            if found is None:
+                for statement in _CREATE_V1:
+                    conn.execute(sql.SQL(statement).format(schema=schema_id))
+                conn.execute(
+                    sql.SQL("INSERT INTO {} (version) VALUES (1)").format(
+                        self._table("forewarn_schema")
+                    )
+                )
+                found = 1
+            if found > schema_version:
+                raise NewerSchemaError(self._where, found, schema_version)
+            for version in range(found, schema_version):
+                migrate = migrations.get(version)
+                if migrate is None:
+                    raise StoreSchemaError(
+                        f"{self._where}: no migration from schema version {version} to "
+                        f"{version + 1}"
+                    )
+                migrate(conn, self.schema)
+            if found != schema_version:
+                conn.execute(
+                    sql.SQL("UPDATE {} SET version = %s").format(self._table("forewarn_schema")),
+                    [schema_version],
+                )
+            conn.execute(
+                sql.SQL("INSERT INTO {} (namespace) VALUES (%s) ON CONFLICT DO NOTHING").format(
+                    self._table("forewarn_namespaces")
+                ),
+                [self.namespace],
+            )
+
+    def _stored_version(self) -> int | None:
+        """The schema version, or None for a schema with no forewarn tables yet."""
+        conn = self._conn
+
+        def exists(table: str) -> bool:
+            name = self._table(table).as_string(conn)
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [name]).fetchone()
+            return bool(row and row[0])
+
+        if not exists("forewarn_schema"):
+            if exists("forewarn_records") or exists("forewarn_namespaces"):
+                raise CorruptStoreError(f"{self._where} has journal tables but no version table")
+            return None
+        rows = conn.execute(
+            sql.SQL("SELECT version FROM {}").format(self._table("forewarn_schema"))
+        ).fetchall()
+        if len(rows) != 1 or not isinstance(rows[0][0], int) or rows[0][0] < 1:
+            raise CorruptStoreError(f"{self._where} has a damaged schema version table: {rows}")
+        version: int = rows[0][0]
+        return version
+
+    # -- the journal -----------------------------------------------------------------------
+
+    def metadata(self) -> dict[str, str]:
+        with self._lock, self._translated():
+            rows = (
+                self._connection()
+                .execute(
+                    sql.SQL("SELECT key, value FROM {} WHERE namespace = %s ORDER BY key").format(
+                        self._table("forewarn_metadata")
+                    ),
+                    [self.namespace],
+                )
+                .fetchall()
+            )
+        return {str(key): str(value) for key, value in rows}
+
+    def set_metadata(self, key: str, value: str) -> None:
+        check_metadata(key, value)
+        with self._lock, self._translated():
+            self._connection().execute(
+                sql.SQL(
+                    "INSERT INTO {} (namespace, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value"
+                ).format(self._table("forewarn_metadata")),
+                [self.namespace, key, value],
+            )
+
+    def append(self, record: Mapping[str, Any]) -> int:
+        return self._extend([encode_record(record)])
+
+    def append_many(self, records: Sequence[Mapping[str, Any]]) -> int:
+        return self._extend(encode_batch(records))
+
+    def _extend(self, texts: list[str]) -> int:
+        if not texts:
+            return self.last_sequence()
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                row = conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET last_sequence = last_sequence + %s "
+                        "WHERE namespace = %s RETURNING last_sequence"
+                    ).format(self._table("forewarn_namespaces")),
+                    [len(texts), self.namespace],
+                ).fetchone()
+                if row is None:
+                    raise CorruptStoreError(f"{self._where}: the namespace row is gone")
+                last = int(row[0])
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (namespace, sequence, body) "
+                        "SELECT %s, %s + ordinality - 1, body::json "
+                        "FROM unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)"
+                    ).format(self._table("forewarn_records")),
+                    [self.namespace, last - len(texts) + 1, texts],
+                )
+                # Delivered only on commit, so a woken follower always finds the records.
+                conn.execute("SELECT pg_notify(%s, %s)", [self._channel, str(last)])
+        return last
+
+    def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        check_after(after)
+        if self._closed:
+            raise JournalClosedError(f"{self._where} is closed")
+        return self._iterate(after)
+
+    def _iterate(self, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        query = sql.SQL(
+            "SELECT sequence, body::text FROM {} WHERE namespace = %s AND sequence > %s "
+            "ORDER BY sequence LIMIT %s"
+        ).format(self._table("forewarn_records"))
+        while True:
+            with self._lock, self._translated():
+                page = self._connection().execute(query, [self.namespace, after, _PAGE]).fetchall()
+            for sequence, body in page:
+                yield int(sequence), decode_record(body)
+            if len(page) < _PAGE:
+                return
+            after = int(page[-1][0])
+
+    def last_sequence(self) -> int:
+        with self._lock, self._translated():
+            return self._read_last(self._connection())
+
+    def _read_last(self, conn: Connection) -> int:
+        row = conn.execute(
+            sql.SQL("SELECT last_sequence FROM {} WHERE namespace = %s").format(
+                self._table("forewarn_namespaces")
+            ),
+            [self.namespace],
+        ).fetchone()
+        if row is None:
+            raise CorruptStoreError(f"{self._where}: the namespace row is gone")
+        return int(row[0])
+
+    def wait_for_append(self, after: int, timeout: float) -> int:
+        """Wait on LISTEN, on a connection of its own so appends are never held up.
+
+        LISTEN is in force before the sequence is read, so an append committed between the
+        read and the wait still wakes the waiter.
+        """
+        check_after(after)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._listen_lock, self._translated():
+            listener = self._listening()
+            while True:
+                if self._closed:
+                    raise JournalClosedError(f"{self._where} is closed")
+                last = self._read_last(listener)
+                remaining = deadline - time.monotonic()
+                if last > after or remaining <= 0:
+                    return last
+                for _ in listener.notifies(timeout=remaining, stop_after=1):
+                    pass
+
+    def _listening(self) -> Connection:
+        if self._closed:
+            raise JournalClosedError(f"{self._where} is closed")
+        listener = self._listener
+        if listener is None or listener.closed or listener.broken:
+            if listener is not None:
+                listener.close()
+            listener = self._connect()
+            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+            self._listener = listener
+        return listener
+
+    def close(self) -> None:
+        """Close both connections, first waking a waiter of this journal so it can stop."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._listener is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._conn.execute("SELECT pg_notify(%s, 'closed')", [self._channel])
+            self._conn.close()
+        with self._listen_lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
