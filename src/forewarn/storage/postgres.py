@@ -124,10 +124,15 @@ class PostgresJournal:
     # -- connections -----------------------------------------------------------------------
 
     def _connect(self) -> Connection:
-        conninfo = self._conninfo
-        if "connect_timeout" not in conninfo_to_dict(conninfo):
+        given = conninfo_to_dict(self._conninfo)
+        extra: dict[str, str | int] = {}
+        if "connect_timeout" not in given:
             # libpq waits forever by default; a dead server must be reported, not waited on.
-            conninfo = make_conninfo(conninfo, connect_timeout=max(1, round(self._connect_timeout)))
+            extra["connect_timeout"] = max(1, round(self._connect_timeout))
+        if "application_name" not in given:
+            # So pg_stat_activity shows which fleet each connection serves.
+            extra["application_name"] = f"forewarn {self.namespace}"[:63]
+        conninfo = make_conninfo(self._conninfo, **extra) if extra else self._conninfo
         try:
             return psycopg.connect(conninfo, autocommit=True)
         except psycopg.Error as exc:

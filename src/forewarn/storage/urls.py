@@ -90,7 +90,9 @@ def open_journal(url: str) -> Journal:
             ) from exc
         conninfo, namespace, schema = postgres_target(url)
         return PostgresJournal(
-            conninfo, namespace=namespace or DEFAULT_NAMESPACE, schema=schema or DEFAULT_SCHEMA
+            conninfo,
+            namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
+            schema=DEFAULT_SCHEMA if schema is None else schema,
         )
     if scheme is not None:
         raise StoreUrlError(

@@ -1,0 +1,223 @@
+"""PostgreSQL: several fleets in one database, several front-ends on one fleet.
+
+All [ours] (``forewarn.storage.postgres``). Front-ends sharing a fleet each append and follow
+the others through ``records(after=n)``; that only rebuilds the same platform everywhere if
+sequence numbers are strictly increasing per fleet with no gap a reader could ever observe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from forewarn.storage import (
+    NewerSchemaError,
+    StoreSchemaError,
+    StoreUnavailableError,
+    StoreUrlError,
+    open_journal,
+)
+from forewarn.storage.postgres import SCHEMA_VERSION, Connection, PostgresJournal
+
+from .conftest import Store, random_name, run_sql
+
+WRITERS = 2
+APPENDS_PER_WRITER = 150
+
+
+def _in_namespace(url: str, namespace: str, schema: str | None = None) -> str:
+    return f"{url}?namespace={namespace}" + (f"&schema={schema}" if schema else "")
+
+
+@pytest.fixture
+def fleet(postgres_url: str) -> Iterator[Store]:
+    """A fleet of its own in the shared database, removed afterwards."""
+    namespace = random_name("test")
+    store = Store("postgres", _in_namespace(postgres_url, namespace))
+    try:
+        yield store
+    finally:
+        store.close_all()
+        _drop_namespace(postgres_url, namespace)
+
+
+def _drop_namespace(url: str, namespace: str) -> None:
+    run_sql(url, "DELETE FROM public.forewarn_namespaces WHERE namespace = %s", namespace)
+
+
+def test_fleets_in_one_database_do_not_see_each_other(postgres_url: str) -> None:
+    names = [random_name("fleet_a"), random_name("fleet_b")]
+    journals = [open_journal(_in_namespace(postgres_url, name)) for name in names]
+    try:
+        a, b = journals
+        assert a.append({"fleet": "a"}) == 1
+        assert b.append({"fleet": "b"}) == 1
+        assert a.append({"fleet": "a"}) == 2
+        a.set_metadata("seed", "1")
+        b.set_metadata("seed", "2")
+        assert list(b.records()) == [(1, {"fleet": "b"})]
+        assert b.last_sequence() == 1
+        assert (a.metadata(), b.metadata()) == ({"seed": "1"}, {"seed": "2"})
+    finally:
+        for journal in journals:
+            journal.close()
+        for name in names:
+            _drop_namespace(postgres_url, name)
+
+
+def test_a_front_end_follows_what_another_appended(fleet: Store) -> None:
+    writer, follower = fleet.open(), fleet.open()
+    writer.append_many([{"n": 1}, {"n": 2}])
+    seen = [seq for seq, _ in follower.records()]
+    assert seen == [1, 2]
+    outcome: list[int] = []
+    waiter = threading.Thread(
+        target=lambda: outcome.append(follower.wait_for_append(after=2, timeout=20))
+    )
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive(), "the follower returned before anyone appended"
+    writer.append({"n": 3})
+    waiter.join(10)
+    assert outcome == [3]
+    assert list(follower.records(after=2)) == [(3, {"n": 3})]
+
+
+def test_concurrent_front_ends_get_a_gap_free_strictly_increasing_sequence(
+    fleet: Store,
+) -> None:
+    """Two connections append at once while a third reads: every sequence 1..N is handed out
+    exactly once, each writer's numbers rise, each number holds the record it was returned
+    for, and the reader never sees a number before all smaller ones are visible."""
+    writers = [fleet.open() for _ in range(WRITERS)]
+    reader = fleet.open()
+    returned: dict[int, list[tuple[int, dict[str, Any]]]] = {w: [] for w in range(WRITERS)}
+    failures: list[BaseException] = []
+    start = threading.Barrier(WRITERS + 1)
+
+    def write(index: int) -> None:
+        try:
+            start.wait(10)
+            local = 0
+            while local < APPENDS_PER_WRITER:
+                if local % 4 == 3:
+                    batch = [{"writer": index, "local": local + k} for k in range(3)]
+                    last = writers[index].append_many(batch)
+                    for offset, record in enumerate(batch):
+                        returned[index].append((last - len(batch) + 1 + offset, record))
+                    local += len(batch)
+                else:
+                    record = {"writer": index, "local": local}
+                    returned[index].append((writers[index].append(record), record))
+                    local += 1
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    start.wait(10)
+    seen = 0
+    views = 0
+    try:
+        while True:
+            finished = not any(thread.is_alive() for thread in threads)
+            for sequence, _ in reader.records(after=seen):
+                assert sequence == seen + 1, f"reader saw {sequence} right after {seen}"
+                seen = sequence
+            views += 1
+            if finished:
+                break
+    finally:
+        for thread in threads:
+            thread.join(30)
+    assert not failures, failures
+    total = sum(len(records) for records in returned.values())
+    assert total >= WRITERS * APPENDS_PER_WRITER
+    for records in returned.values():
+        sequences = [sequence for sequence, _ in records]
+        assert sequences == sorted(sequences)
+        assert len(set(sequences)) == len(sequences)
+    everything = dict(pair for records in returned.values() for pair in records)
+    assert sorted(everything) == list(range(1, total + 1))
+    assert dict(reader.records()) == everything
+    assert reader.last_sequence() == total == seen
+    assert views > 1
+
+
+def test_a_newer_schema_is_refused_without_writing(postgres_url: str, postgres_schema: str) -> None:
+    url = _in_namespace(postgres_url, "first", postgres_schema)
+    with open_journal(url) as journal:
+        journal.append({"n": 1})
+    run_sql(postgres_url, f'UPDATE "{postgres_schema}".forewarn_schema SET version = 99')
+    with pytest.raises(NewerSchemaError) as raised:
+        open_journal(_in_namespace(postgres_url, "second", postgres_schema))
+    assert raised.value.found == 99
+    assert raised.value.supported == SCHEMA_VERSION
+    assert "upgrade forewarn" in str(raised.value)
+    import psycopg
+
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            f'SELECT namespace FROM "{postgres_schema}".forewarn_namespaces'
+        ).fetchall()
+    assert rows == [("first",)]
+
+
+def test_an_older_schema_is_migrated_with_its_version(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    url = _in_namespace(postgres_url, "fleet", postgres_schema)
+    with open_journal(url) as journal:
+        journal.append({"n": 1})
+
+    def add_column(conn: Connection, schema: str) -> None:
+        conn.execute(f'ALTER TABLE "{schema}".forewarn_records ADD COLUMN origin text')
+
+    with PostgresJournal(
+        postgres_url,
+        namespace="fleet",
+        schema=postgres_schema,
+        schema_version=2,
+        migrations={1: add_column},
+    ) as journal:
+        assert list(journal.records()) == [(1, {"n": 1})]
+    with pytest.raises(NewerSchemaError):
+        open_journal(url)
+    with pytest.raises(StoreSchemaError, match="no migration"):
+        PostgresJournal(postgres_url, schema=postgres_schema, schema_version=3)
+
+
+def test_a_dropped_connection_fails_one_call_and_the_next_reconnects(fleet: Store) -> None:
+    """A database restart must not need a forewarn restart; the call in flight is not retried,
+    since whether it committed is unknown."""
+    journal = fleet.open()
+    journal.append({"n": 1})
+    namespace = fleet.url.rsplit("=", 1)[1]
+    run_sql(
+        fleet.url.split("?")[0],
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        f"forewarn {namespace}"[:63],
+    )
+    with pytest.raises(StoreUnavailableError):
+        journal.append({"n": 2})
+    assert journal.append({"n": 2}) == 2
+
+
+def test_an_unreachable_server_is_reported_without_its_password() -> None:
+    """Port 1 on loopback refuses at once; runs even where no PostgreSQL is installed."""
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_journal("postgresql://postgres:s3cret-pw@127.0.0.1:1/test?namespace=x")
+    assert "s3cret-pw" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "query", ["namespace=", "schema=bad-name", "schema=a;drop", "namespace=a&namespace=b"]
+)
+def test_bad_namespaces_and_schemas_are_refused_before_connecting(query: str) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(StoreUrlError):
+        open_journal(f"postgresql://postgres@127.0.0.1:1/test?{query}")

@@ -1,0 +1,167 @@
+"""The SQLite file: durability settings, one writer, schema versions and damaged files.
+
+All [ours] (``forewarn.storage.sqlite``): SPEC.md section 2 [ours: restart] needs the journal to
+survive the process, which is what WAL with ``synchronous=FULL`` and the version checks are for.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from forewarn.storage import (
+    CorruptStoreError,
+    NewerSchemaError,
+    SqliteJournal,
+    StoreBusyError,
+    StoreSchemaError,
+    StoreUnavailableError,
+)
+from forewarn.storage.sqlite import APPLICATION_ID, SCHEMA_VERSION
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "journal.sqlite3"
+
+
+def _set_version(path: Path, version: int) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE forewarn_schema SET version = ?", (version,))
+    conn.close()
+
+
+def _version(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute("SELECT version FROM forewarn_schema").fetchone()
+        return int(row[0])
+    finally:
+        conn.close()
+
+
+def test_appends_are_durable_on_return(path: Path) -> None:
+    """Write-ahead logging with a sync at every commit, and the file held by one connection."""
+    with SqliteJournal(path) as journal:
+        assert journal.durability() == {
+            "journal_mode": "wal",
+            "synchronous": "full",
+            "locking_mode": "exclusive",
+        }
+
+
+def test_a_new_file_is_stamped_with_its_schema_version(path: Path) -> None:
+    SqliteJournal(path).close()
+    assert _version(path) == SCHEMA_VERSION == 1
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    finally:
+        conn.close()
+
+
+def test_a_second_writer_is_refused_until_the_first_closes(path: Path) -> None:
+    """Two servers on one data directory would replay the same history into two platforms."""
+    first = SqliteJournal(path)
+    try:
+        with pytest.raises(StoreBusyError, match="one writer"):
+            SqliteJournal(path, busy_timeout=0.05)
+        first.append({"n": 1})
+    finally:
+        first.close()
+    with SqliteJournal(path) as second:
+        assert second.last_sequence() == 1
+
+
+def test_a_newer_schema_is_refused_without_touching_the_file(path: Path) -> None:
+    with SqliteJournal(path) as journal:
+        journal.append({"n": 1})
+    _set_version(path, SCHEMA_VERSION + 1)
+    before = path.read_bytes()
+    with pytest.raises(NewerSchemaError) as raised:
+        SqliteJournal(path)
+    message = str(raised.value)
+    assert str(path) in message
+    assert f"version {SCHEMA_VERSION + 1}" in message
+    assert "upgrade forewarn" in message
+    assert path.read_bytes() == before
+
+
+def test_an_older_schema_is_migrated_in_one_step_with_its_version(path: Path) -> None:
+    with SqliteJournal(path) as journal:
+        journal.append({"n": 1})
+
+    def add_index(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE INDEX records_by_body ON records (body)")
+
+    with SqliteJournal(path, schema_version=2, migrations={1: add_index}) as journal:
+        assert list(journal.records()) == [(1, {"n": 1})]
+        assert journal.append({"n": 2}) == 2
+    assert _version(path) == 2
+    conn = sqlite3.connect(path)
+    try:
+        indexes = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+    finally:
+        conn.close()
+    assert ("records_by_body",) in indexes
+    # And the current code now refuses it as newer.
+    with pytest.raises(NewerSchemaError):
+        SqliteJournal(path)
+
+
+def test_a_failed_migration_leaves_the_file_as_it_was(path: Path) -> None:
+    SqliteJournal(path).close()
+
+    def half_done(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE scratch (x)")
+        raise RuntimeError("migration bug")
+
+    with pytest.raises(RuntimeError, match="migration bug"):
+        SqliteJournal(path, schema_version=2, migrations={1: half_done})
+    assert _version(path) == 1
+    with SqliteJournal(path) as journal:
+        assert journal.last_sequence() == 0
+    conn = sqlite3.connect(path)
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert "scratch" not in tables
+
+
+def test_a_missing_migration_is_an_error(path: Path) -> None:
+    SqliteJournal(path).close()
+    with pytest.raises(StoreSchemaError, match="no migration from schema version 1 to 2"):
+        SqliteJournal(path, schema_version=2, migrations={})
+
+
+def test_a_file_that_is_not_sqlite_is_refused_as_corrupt(path: Path) -> None:
+    path.write_bytes(b"vms:\n  - {name: vm0}\n" * 100)
+    with pytest.raises(CorruptStoreError, match="not a database"):
+        SqliteJournal(path)
+
+
+def test_another_applications_database_is_refused(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptStoreError, match="not a forewarn journal"):
+        SqliteJournal(path)
+
+
+def test_a_damaged_version_table_is_refused(path: Path) -> None:
+    SqliteJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO forewarn_schema (version) VALUES (1)")
+    conn.close()
+    with pytest.raises(CorruptStoreError, match="damaged schema version table"):
+        SqliteJournal(path)
+
+
+def test_a_place_that_cannot_hold_a_file_is_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StoreUnavailableError, match="unable to open"):
+        SqliteJournal(tmp_path / "a-file" / "journal.sqlite3")
