@@ -169,6 +169,16 @@ def test_approval_by_one_tenant_waits_for_the_other_and_repeats_are_200(imds: Im
     assert all(statuses(imds, vm) == {ids[vm]: "Started"} for vm in ids)
 
 
+def test_event_ids_are_matched_without_regard_to_case(scheduled: tuple[Imds, str, str]) -> None:
+    """EventIds are GUIDs, "case insensitive on input" (RFC 4122, section 3); the documented
+    approvals carry lower-case ids (scheduled-events-windows-2024.txt, "Start an event":
+    "f020ba2e-3bc0-4c40-a10b-86575a9eabd5") while documents show them in upper case."""
+    imds, reboot, redeploy = scheduled
+    assert imds.approve("WestNO_1", reboot.lower(), redeploy.title()).status == 200
+    imds.advance(timedelta(seconds=7))
+    assert statuses(imds) == {reboot: "Started", redeploy: "Started"}
+
+
 @pytest.mark.parametrize(
     "event_ids",
     [

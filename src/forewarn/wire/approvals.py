@@ -3,6 +3,11 @@
 Older clients also send ``DocumentIncarnation`` (the 2017 preview's curl sample sends it as a
 string, its PowerShell sample as a number): accepted and ignored. Anything else malformed is a
 :class:`MalformedApprovalError`, which the HTTP edge answers with 400.
+
+EventIds are GUIDs, which RFC 4122 (section 3) declares "case insensitive on input"; the
+documentation's own samples approve lower-case ids (scheduled-events-windows-2024.txt, "Start
+an event": ``f020ba2e-3bc0-4c40-a10b-86575a9eabd5``) while documents show upper case, so ids
+are compared in upper case.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ class MalformedApprovalError(ForewarnError):
 
 
 def parse_start_requests(body: bytes) -> tuple[str, ...]:
-    """The EventIds a POST body asks to start, in order, without duplicates."""
+    """The EventIds a POST body asks to start, upper-cased, in order, without duplicates."""
     try:
         payload: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -43,5 +48,5 @@ def parse_start_requests(body: bytes) -> tuple[str, ...]:
         event_id = request.get("EventId") if isinstance(request, dict) else None
         if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_EVENT_ID_LENGTH:
             raise MalformedApprovalError("each StartRequest must carry an EventId string")
-        ids.append(event_id)
+        ids.append(event_id.upper())
     return tuple(dict.fromkeys(ids))
