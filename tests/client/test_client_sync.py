@@ -190,10 +190,14 @@ def test_approving_an_unknown_event_is_refused_and_changes_nothing(
     assert client.get() == before
 
 
-def test_approve_needs_at_least_one_event(world: World, client: Client) -> None:
-    with pytest.raises(ValueError, match="at least one"):
-        client.approve()
-    assert world.requests == []
+def test_approving_no_events_sends_nothing(world: World, client: Client) -> None:
+    """SPEC.md section 3: the body carries a StartRequests array; an empty one is refused
+    (400), so approving nothing sends nothing [ours]. Ids must be non-empty strings."""
+    client.approve()
+    client.approve(*client.get().events)
+    assert [r.method for r in world.requests] == ["GET"]
+    with pytest.raises(ValueError, match="not an EventId"):
+        client.approve("")
 
 
 def test_metadata_header_on_every_request(world: World, client: Client) -> None:

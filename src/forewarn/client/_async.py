@@ -90,7 +90,9 @@ class AsyncClient:
 
     async def approve(self, *events: str | ScheduledEvent) -> None:
         """Let events start now; see :meth:`forewarn.client.Client.approve`."""
-        await self._send(self._core.approval_call(events), lambda body: None)
+        call = self._core.approval_call(events)
+        if call is not None:
+            await self._send(call, lambda body: None)
 
     async def instance(self) -> ComputeMetadata:
         """Who this VM is (``GET /metadata/instance/compute``)."""

@@ -89,8 +89,6 @@ def event_ids_of(events: Iterable[str | ScheduledEvent]) -> tuple[str, ...]:
     for event_id in ids:
         if not isinstance(event_id, str) or not event_id:
             raise ValueError(f"not an EventId: {event_id!r}")
-    if not ids:
-        raise ValueError("approve() needs at least one EventId")
     return tuple(dict.fromkeys(ids))
 
 
@@ -227,14 +225,19 @@ class ClientCore:
             scheduled_events=True,
         )
 
-    def approval_call(self, events: Iterable[str | ScheduledEvent]) -> Call:
+    def approval_call(self, events: Iterable[str | ScheduledEvent]) -> Call | None:
+        """The POST approving ``events``; None for no events, as an empty StartRequests
+        array is refused by the service (SPEC.md section 3) and approves nothing anyway."""
+        event_ids = event_ids_of(events)
+        if not event_ids:
+            return None
         return Call(
             "POST",
             SCHEDULED_EVENTS_PATH,
             {"api-version": self.api_version},
             _JSON_HEADERS,
             self._scheduled_events_timeout(),
-            content=approval_body(event_ids_of(events)),
+            content=approval_body(event_ids),
             scheduled_events=True,
         )
 

@@ -91,12 +91,15 @@ class Client:
         return self._send(self._core.document_call(), self._core.document)
 
     def approve(self, *events: str | ScheduledEvent) -> None:
-        """Let events start now (``POST`` with their EventIds; ids or events, one or more).
+        """Let events start now (``POST`` with their EventIds; ids or events, any number).
 
-        An approval is safe to repeat (the service answers 200 "even if another VM already
+        Nothing is sent for no events, so ``client.approve(*maybe_none)`` needs no guard. An
+        approval is safe to repeat (the service answers 200 "even if another VM already
         approved the event"), so it is retried like a read.
         """
-        self._send(self._core.approval_call(events), lambda body: None)
+        call = self._core.approval_call(events)
+        if call is not None:
+            self._send(call, lambda body: None)
 
     def instance(self) -> ComputeMetadata:
         """Who this VM is (``GET /metadata/instance/compute``)."""
