@@ -1,0 +1,210 @@
+"""The targets, the table and the JSON file of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    """One goal of the benchmark suite and how this run did against it."""
+
+    name: str
+    measured: float
+    limit: float
+    unit: str
+    higher_is_better: bool
+
+    @property
+    def met(self) -> bool:
+        if self.higher_is_better:
+            return self.measured >= self.limit
+        return self.measured <= self.limit
+
+    @property
+    def margin(self) -> float:
+        """measured / limit: above 1 is better for rates, below 1 for times and sizes."""
+        return self.measured / self.limit if self.limit else float("inf")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "met": self.met, "margin": self.margin}
+
+
+def _version(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "absent"
+    text = (done.stdout + done.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def machine(wrk: str | None, nginx: str | None) -> dict[str, Any]:
+    """What the figures were measured on: they mean nothing without it."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    libraries = {}
+    for library in ("uvloop", "httptools", "orjson"):
+        try:
+            libraries[library] = metadata.version(library)
+        except metadata.PackageNotFoundError:  # pragma: no cover - all are dependencies
+            libraries[library] = "absent"
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        **libraries,
+        "nginx": _version([nginx, "-v"]) if nginx else "absent",
+        "wrk": _version([wrk, "-v"]).split(" [")[0] if wrk else "absent",
+        "load_average": list(os.getloadavg()),
+    }
+
+
+def targets(results: dict[str, Any]) -> list[Target]:
+    """The goals of the issue, for whichever scenarios ran."""
+    found: list[Target] = []
+    throughput = results.get("throughput")
+    if throughput:
+        limits = {"keep-alive": 0.6, "new connection per request": 0.8}
+        for mode in throughput["modes"]:
+            found.append(
+                Target(
+                    f"throughput {mode['mode']}, x nginx",
+                    mode["ratio"],
+                    limits[mode["mode"]],
+                    "x",
+                    True,
+                )
+            )
+    for polling in results.get("polling", []):
+        found.append(
+            Target(
+                f"p99 latency, {polling['vms']} VMs polling 1/s, {polling['mode']}",
+                polling["p99_ms"],
+                2.0,
+                "ms",
+                False,
+            )
+        )
+    scale = results.get("scale")
+    if scale:
+        largest = scale["campaigns"][-1]
+        found.append(
+            Target(
+                f"campaign across {largest['vms']} VMs, wall time",
+                largest["campaign_seconds"],
+                10.0 * largest["vms"] / 100_000,
+                "s",
+                False,
+            )
+        )
+        found.append(
+            Target(
+                f"memory per idle VM at {scale['memory'][-1]['vms']} VMs",
+                scale["memory"][-1]["bytes_per_idle_vm"],
+                2048,
+                "B",
+                False,
+            )
+        )
+        found.append(
+            Target(
+                "cost per VM, largest fleet / smallest (linear: <= 1.5)",
+                scale["time_per_vm_growth"],
+                1.5,
+                "x",
+                False,
+            )
+        )
+        found.append(
+            Target(
+                "documents encoded again after one VM's change",
+                largest["documents_rebuilt_after_one_change"],
+                1,
+                "",
+                False,
+            )
+        )
+    return found
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "B":
+        return f"{value:,.0f} B"
+    if unit in ("ms", "s"):
+        return f"{value:.3g} {unit}"
+    return f"{value:g}"
+
+
+def table(results: dict[str, Any]) -> str:
+    """Plain-text tables: raw rates with their ratio, then every target."""
+    lines = []
+    throughput = results.get("throughput")
+    if throughput:
+        lines.append(
+            f"Throughput, {throughput['document_bytes']}-byte document, "
+            f"{throughput['rounds']} round(s) of {throughput['duration_s']:g} s, median:"
+        )
+        lines.append(f"  {'mode':<28} {'forewarn req/s':>15} {'nginx req/s':>12} {'ratio':>7}")
+        for mode in throughput["modes"]:
+            lines.append(
+                f"  {mode['mode']:<28} {mode['forewarn_rps']:>15,.0f} "
+                f"{mode['nginx_rps']:>12,.0f} {mode['ratio']:>6.2f}x"
+            )
+    for polling in results.get("polling", []):
+        lines.append(
+            f"Polling, {polling['vms']} VMs at their own addresses, {polling['mode']}: "
+            f"{polling['ok']}/{polling['requests']} ok, p50 {polling['p50_ms']:.2f} ms, "
+            f"p99 {polling['p99_ms']:.2f} ms, max {polling['max_ms']:.2f} ms "
+            f"(generator late by {polling['send_lateness_p99_ms']:.2f} ms at p99)"
+        )
+    scale = results.get("scale")
+    if scale:
+        lines.append("Campaign (every VM gets, approves, finishes an event) and idle memory:")
+        lines.append(
+            f"  {'VMs':>8} {'campaign s':>11} {'cpu s':>7} {'us/VM':>7} "
+            f"{'setup s':>8} {'B/idle VM':>10}"
+        )
+        for campaign, memory in zip(scale["campaigns"], scale["memory"], strict=True):
+            lines.append(
+                f"  {campaign['vms']:>8,} {campaign['campaign_seconds']:>11.2f} "
+                f"{campaign['campaign_cpu_seconds']:>7.2f} "
+                f"{campaign['per_vm_microseconds']:>7.0f} {campaign['setup_seconds']:>8.2f} "
+                f"{memory['bytes_per_idle_vm']:>10,.0f}"
+            )
+    if results.get("targets"):
+        lines.append("Targets:")
+        for target in results["targets"]:
+            sign = ">=" if target["higher_is_better"] else "<="
+            lines.append(
+                f"  [{'met ' if target['met'] else 'MISS'}] {target['name']}: "
+                f"{_figure(target['measured'], target['unit'])} (target {sign} "
+                f"{_figure(target['limit'], target['unit'])})"
+            )
+    return "\n".join(lines)
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()

@@ -1,0 +1,223 @@
+"""The fleet-scale scenarios, in process on a manual clock: no sockets, no sleeping.
+
+A platform maintenance campaign across the whole fleet: every VM gets an event, reads it,
+approves it, and the event runs to its end (Started, then removed after the timing profile's
+Started period). Each VM talks to the same :class:`~forewarn.server.imds.ImdsEndpoint` the
+socket server calls, so every check of the endpoint runs on every request. Only the platform's
+public methods drive it (``schedule``, ``approve`` through the endpoint, ``advance_to``
+through the service, ``document``), so the scenario keeps working while the domain grows.
+
+Run at 1k, 10k and 100k VMs, the cost per VM shows whether the cost grows linearly.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from bench.fleetgen import fleet_vms
+from forewarn.domain.api_versions import find_version
+from forewarn.domain.clock import ManualClock
+from forewarn.domain.events import EventSource, EventType
+from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Vm
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest
+from forewarn.service import ScheduledEventsService
+
+START = datetime(2024, 4, 11, 22, 0, 0, tzinfo=UTC)
+API_VERSION = "2020-07-01"
+QUERY = f"api-version={API_VERSION}"
+HEADERS = {"host": "169.254.169.254", "metadata": "true"}
+#: scheduled-events-linux.txt, "Event Properties": "Host server is undergoing maintenance."
+DESCRIPTION = "Host server is undergoing maintenance."
+
+
+class ScenarioError(AssertionError):
+    """The system did something other than what the scenario requires: no figure is valid."""
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    vms: int
+    setup_seconds: float
+    campaign_seconds: float
+    campaign_cpu_seconds: float
+    per_vm_microseconds: float
+    requests: int
+    documents_rebuilt_after_one_change: int
+    peak_open_events: int
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    vms: int
+    bytes_total: int
+    bytes_per_idle_vm: float
+
+
+class _Fleet:
+    """A platform, its service and endpoint, on a manual clock the scenario moves."""
+
+    def __init__(self, vms: list[Vm]) -> None:
+        self.clock = ManualClock(START)
+        self.platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(2024))
+        for vm in vms:
+            self.platform.add_vm(vm)
+        self.service = ScheduledEventsService(self.platform, self.clock)
+        # The rate limiter runs on the same manual time, so no request is refused for arriving
+        # faster than a real second allows.
+        self.endpoint = ImdsEndpoint(self.service, monotonic=self._seconds)
+        self.vms = vms
+
+    def _seconds(self) -> float:
+        return (self.clock.now() - START).total_seconds()
+
+    def request(self, vm: Vm, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
+        response = self.endpoint.handle(
+            ImdsRequest(
+                method=method,
+                path=SCHEDULED_EVENTS_PATH,
+                query=QUERY,
+                headers=HEADERS,
+                body=body,
+                local_address=vm.address or "",
+                peer_address="127.0.0.1",
+            )
+        )
+        return response.status, response.body
+
+
+def _document(fleet: _Fleet, vm: Vm) -> dict[str, Any]:
+    status, body = fleet.request(vm)
+    if status != 200:
+        raise ScenarioError(f"{vm.name}: GET answered {status}: {body!r}")
+    document: dict[str, Any] = orjson.loads(body)
+    return document
+
+
+def run_campaign(count: int) -> CampaignResult:
+    """Every VM of a ``count``-VM fleet gets, approves and finishes one Reboot event."""
+    started = time.perf_counter()
+    fleet = _Fleet(fleet_vms(count))
+    setup = time.perf_counter() - started
+    platform, clock, service = fleet.platform, fleet.clock, fleet.service
+    timing = platform.timing
+    requests = 0
+
+    began = time.perf_counter()
+    began_cpu = time.process_time()
+    event_of: dict[str, str] = {}
+    for vm in fleet.vms:
+        event = platform.schedule(
+            EventType.REBOOT, (vm.name,), source=EventSource.PLATFORM, description=DESCRIPTION
+        )
+        event_of[vm.name] = event.event_id
+    peak = len(platform.events())
+
+    for vm in fleet.vms:
+        document = _document(fleet, vm)
+        events = document["Events"]
+        if [e["EventId"] for e in events] != [event_of[vm.name]]:
+            raise ScenarioError(f"{vm.name} was shown {events}, not its own event")
+        if events[0]["EventStatus"] != "Scheduled":
+            raise ScenarioError(f"{vm.name}: event is {events[0]['EventStatus']} before approval")
+        body = orjson.dumps({"StartRequests": [{"EventId": events[0]["EventId"]}]})
+        status, answer = fleet.request(vm, "POST", body)
+        if status != 200:
+            raise ScenarioError(f"{vm.name}: approval answered {status}: {answer!r}")
+        # Approved by its only party, the Reboot starts at once: the very next request finds
+        # the VM rebooting, so nothing inside it gets an answer.
+        status, _ = fleet.request(vm)
+        if status != 0:
+            raise ScenarioError(f"{vm.name}: answered {status} while rebooting")
+        requests += 3
+
+    # Back from the reboot every VM is shown its event Started, NotBefore "".
+    clock.advance(timing.impact)
+    for vm in fleet.vms:
+        events = _document(fleet, vm)["Events"]
+        if [(e["EventStatus"], e["NotBefore"]) for e in events] != [("Started", "")]:
+            raise ScenarioError(f"{vm.name}: after its reboot it is shown {events}")
+        requests += 1
+
+    # After the Started period every event is removed on the clock alone.
+    clock.advance(timing.started_period)
+    service.catch_up()
+    if platform.events():
+        raise ScenarioError(f"{len(platform.events())} events outlived their Started period")
+    bodies: dict[str, bytes] = {}
+    for vm in fleet.vms:
+        status, body = fleet.request(vm)
+        if status != 200 or orjson.loads(body)["Events"] != []:
+            raise ScenarioError(f"{vm.name}: after the campaign it is shown {status} {body!r}")
+        bodies[vm.name] = body
+        requests += 1
+    campaign = time.perf_counter() - began
+    campaign_cpu = time.process_time() - began_cpu
+
+    # One more change for one VM: only that VM's document may be encoded again.
+    first = fleet.vms[0]
+    platform.schedule(EventType.FREEZE, (first.name,), source=EventSource.PLATFORM)
+    rebuilt = 0
+    for vm in fleet.vms:
+        status, body = fleet.request(vm)
+        if body is not bodies[vm.name]:
+            rebuilt += 1
+    if rebuilt != 1:
+        raise ScenarioError(f"{rebuilt} documents were encoded again after one VM's change")
+    return CampaignResult(
+        vms=count,
+        setup_seconds=setup,
+        campaign_seconds=campaign,
+        campaign_cpu_seconds=campaign_cpu,
+        per_vm_microseconds=campaign / count * 1e6,
+        requests=requests,
+        documents_rebuilt_after_one_change=rebuilt,
+        peak_open_events=peak,
+    )
+
+
+def measure_idle_memory(count: int) -> MemoryResult:
+    """Bytes the process holds per VM that exists and polls, but has no events.
+
+    Each VM makes one request first, so what a polling VM costs (its rate-limit bucket, its
+    cached encoded document) is counted along with the VM itself.
+    """
+    version = find_version(API_VERSION)
+    assert version is not None
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fleet = _Fleet(fleet_vms(count))
+        for vm in fleet.vms:
+            status, _ = fleet.request(vm)
+            if status != 200:
+                raise ScenarioError(f"{vm.name}: GET answered {status}")
+        gc.collect()
+        total = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    del fleet
+    return MemoryResult(vms=count, bytes_total=total, bytes_per_idle_vm=total / count)
+
+
+def scale_results(sizes: list[int]) -> dict[str, Any]:
+    """Campaign and memory at each fleet size, plus how the cost per VM grows."""
+    campaigns = [run_campaign(size) for size in sizes]
+    memory = [measure_idle_memory(size) for size in sizes]
+    smallest, largest = campaigns[0], campaigns[-1]
+    return {
+        "campaigns": [asdict(c) for c in campaigns],
+        "memory": [asdict(m) for m in memory],
+        "time_per_vm_growth": largest.per_vm_microseconds / smallest.per_vm_microseconds,
+        "memory_per_vm_growth": memory[-1].bytes_per_idle_vm / memory[0].bytes_per_idle_vm,
+    }

@@ -1,0 +1,221 @@
+"""The two servers under test, each started on loopback and stopped by its own process id.
+
+nginx serves a static file with the same bytes forewarn answers, checking the Metadata header
+as forewarn does, with the settings that make it fastest for a small file (file cache, no
+sendfile, no access log). It runs one worker: forewarn is one process on one event loop, and
+on the 2-core machines the figures are quoted for, the other core runs the load generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bench.tools import stop, wait_for_port
+
+API_VERSION = "2020-07-01"
+PATH = "/metadata/scheduledevents"
+QUERY = f"api-version={API_VERSION}"
+#: What forewarn answers without the header (wire/errors.py), so nginx fails the same way.
+MISSING_HEADER_BODY = '{"error":"Bad request. Required metadata header not specified"}'
+
+_NGINX_CONF = """\
+daemon off;
+master_process on;
+worker_processes 1;
+pid {work}/nginx.pid;
+error_log {work}/nginx-error.log warn;
+events {{ worker_connections 16384; multi_accept on; }}
+http {{
+    access_log off;
+    server_tokens off;
+    sendfile off;
+    etag off;
+    keepalive_requests 100000000;
+    keepalive_timeout 75s;
+    open_file_cache max=16 inactive=600s;
+    open_file_cache_valid 600s;
+    client_body_temp_path {work}/nginx-tmp/body;
+    proxy_temp_path {work}/nginx-tmp/proxy;
+    fastcgi_temp_path {work}/nginx-tmp/fastcgi;
+    uwsgi_temp_path {work}/nginx-tmp/uwsgi;
+    scgi_temp_path {work}/nginx-tmp/scgi;
+    server {{
+        listen {host}:{port} backlog=4096;
+        root {www};
+        location = {path} {{
+            if ($http_metadata != "true") {{
+                return 400 '{missing}';
+            }}
+            default_type "application/json; charset=utf-8";
+            try_files /document.json =404;
+        }}
+    }}
+}}
+"""
+
+
+class _Process:
+    process: subprocess.Popen[bytes] | None = None
+    stop_signal = signal.SIGTERM
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.process is not None:
+            stop(self.process, sig=self.stop_signal)
+            self.process = None
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Anything the server needed outside its work folder."""
+
+
+class Nginx(_Process):
+    """nginx serving ``body`` at the Scheduled Events path."""
+
+    stop_signal = signal.SIGQUIT  # graceful: the master stops its worker and exits
+
+    def __init__(self, binary: str, work: Path, body: bytes, host: str, port: int) -> None:
+        self.binary, self.work, self.body, self.host, self.port = binary, work, body, host, port
+        self.url = f"http://{host}:{port}{PATH}?{QUERY}"
+        self.www = work / "www"
+
+    def config(self) -> str:
+        return _NGINX_CONF.format(
+            work=self.work,
+            www=self.www,
+            host=self.host,
+            port=self.port,
+            path=PATH,
+            missing=MISSING_HEADER_BODY,
+        )
+
+    def cleanup(self) -> None:
+        if self.www.name.startswith("forewarn-bench-www-"):
+            shutil.rmtree(self.www, ignore_errors=True)
+
+    def __enter__(self) -> Nginx:
+        self.work.mkdir(parents=True, exist_ok=True)
+        (self.work / "nginx-tmp").mkdir(exist_ok=True)
+        # As root, nginx's worker runs as nobody, which cannot enter a private temporary
+        # folder: the document gets a folder of its own that anyone may read.
+        self.www = Path(tempfile.mkdtemp(prefix="forewarn-bench-www-"))
+        self.www.chmod(0o755)
+        document = self.www / "document.json"
+        document.write_bytes(self.body)
+        document.chmod(0o644)
+        conf = self.work / "nginx.conf"
+        conf.write_text(self.config(), encoding="utf-8")
+        log = (self.work / "nginx.out").open("wb")
+        self.process = subprocess.Popen(
+            [self.binary, "-c", str(conf), "-p", str(self.work), "-e", str(self.work / "e.log")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        try:
+            wait_for_port(self.host, self.port, self.process, timeout=10)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+
+class Forewarn(_Process):
+    """``forewarn serve`` for a generated fleet, on a real socket, as users run it."""
+
+    def __init__(
+        self,
+        work: Path,
+        fleet_yaml: str,
+        *,
+        host: str,
+        port: int,
+        control_port: int,
+        rate_limit: float = 5.0,
+        clock: str = "system",
+        start_timeout: float = 120,
+    ) -> None:
+        self.work, self.fleet_yaml = work, fleet_yaml
+        self.host, self.port, self.control_port = host, port, control_port
+        self.rate_limit, self.clock, self.start_timeout = rate_limit, clock, start_timeout
+        self.url = f"http://{host}:{port}{PATH}?{QUERY}"
+        self.control = f"http://{host}:{control_port}/api/v1"
+
+    def __enter__(self) -> Forewarn:
+        self.work.mkdir(parents=True, exist_ok=True)
+        fleet = self.work / "fleet.yaml"
+        fleet.write_text(self.fleet_yaml, encoding="utf-8")
+        log = (self.work / "forewarn.out").open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "forewarn",
+                "serve",
+                "--bind",
+                f"{self.host}:{self.port}",
+                "--control",
+                f"{self.host}:{self.control_port}",
+                "--fleet",
+                str(fleet),
+                "--rate-limit",
+                f"{self.rate_limit:g}",
+                "--clock",
+                self.clock,
+                "--seed",
+                "2024",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        try:
+            # The control API starts after every VM-facing listener is open.
+            wait_for_port(self.host, self.control_port, self.process, self.start_timeout)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            self.control + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def log(self) -> str:
+        return (self.work / "forewarn.out").read_text(encoding="utf-8", errors="replace")
+
+
+def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """One request the way a VM makes it; errors come back as their status and body."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status: int = response.status
+            return status, response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read()
