@@ -32,6 +32,8 @@ class CommandJournal(Protocol):
 
     def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
+    def close(self) -> None: ...
+
 
 class ScheduledEventsService:
     """One platform on one clock, and the operations adapters may perform on it."""

@@ -7,19 +7,16 @@ import contextlib
 import signal
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import uvicorn
 
-from forewarn.clocks import make_clock
-from forewarn.config.fleet import default_fleet, load_fleet
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import PROFILES
 from forewarn.domain.vms import Vm
 from forewarn.server.control import create_control_app
 from forewarn.server.http import start_imds_server
 from forewarn.server.imds import ImdsEndpoint
+from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
 
 DEFAULT_HOST = "127.0.0.1"
@@ -38,25 +35,18 @@ class ServeSettings:
     fleet: Path | None = None
     clock: str = "system"
     scale: float = 60.0
-    profile: str = "documented"
+    profile: str | None = None
     rate_limit: float = 5.0
     seed: int | None = None
     extra_vms: Sequence[Vm] = field(default=())
+    data_dir: Path | None = None
+    store: str | None = None
+    timing_overrides: tuple[tuple[str, timedelta], ...] = ()
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
-    clock = make_clock(settings.clock, scale=settings.scale)
-    platform = Platform(
-        clock.now(),
-        timing=PROFILES[settings.profile],
-        new_event_id=EventIdFactory(settings.seed),
-    )
-    fleet = load_fleet(settings.fleet) if settings.fleet is not None else default_fleet()
-    for scale_set in fleet.scale_sets:
-        platform.add_scale_set(scale_set)
-    for vm in [*fleet.vms, *settings.extra_vms]:
-        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
-    return ScheduledEventsService(platform, clock)
+    """The service for ``settings``: fresh, or rebuilt from its data directory's journal."""
+    return open_service(settings)
 
 
 def listen_addresses(settings: ServeSettings, vms: Sequence[Vm]) -> list[tuple[str, int]]:
@@ -125,7 +115,8 @@ async def serve(
         f"forewarn: Scheduled Events for {len(service.vms())} VM(s) ({vm_names}"
         f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents; "
         f"control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
-        f"clock {settings.clock}, timing profile {settings.profile}."
+        f"clock {settings.clock}, timing profile {service.platform.timing.name}; "
+        f"state in {describe_store(settings)}."
     )
     announce(
         f"  try: curl -H Metadata:true "
@@ -138,6 +129,8 @@ async def serve(
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
         await control_task
+        if service.journal is not None:
+            service.journal.close()
 
 
 def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
