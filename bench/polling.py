@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -50,7 +51,7 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     """Nearest-rank percentile of already sorted values (0.0 when there are none)."""
     if not sorted_values:
         return 0.0
-    rank = max(0, min(len(sorted_values) - 1, round(fraction * len(sorted_values) + 0.5) - 1))
+    rank = max(0, min(len(sorted_values) - 1, math.ceil(fraction * len(sorted_values)) - 1))
     return sorted_values[rank]
 
 

@@ -1,0 +1,129 @@
+"""The benchmark suite, run short: every scenario must still work, so it never rots.
+
+Figures from runs this short are not quoted anywhere; what is asserted is that each scenario
+ran to its end with every answer checked. The scale scenario runs in process and needs
+nothing; polling needs loopback sockets; throughput needs wrk and nginx, and skips (saying so)
+where they are not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.fleetgen import fleet_yaml
+from bench.polling import run_polling
+from bench.scale import ScenarioError, measure_idle_memory, run_campaign
+from bench.servers import Forewarn
+from bench.throughput import run_throughput
+from bench.tools import find_tools, free_port
+from forewarn.domain.platform import Platform
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_campaign_at_1k_vms_runs_every_event_to_its_end() -> None:
+    """scheduled-events-linux.txt, "Event Properties": Started "This event has started";
+    "No Completed or similar status is ever provided. The event is no longer returned when
+    the event is finished." Each of 1,000 VMs gets its event, approves it, reboots (no answer
+    while down), sees it Started, and then no longer sees it; afterwards one VM's change
+    re-encodes that VM's document only."""
+    result = run_campaign(1000)
+    assert result.vms == 1000
+    assert result.peak_open_events == 1000
+    assert result.requests == 5000
+    assert result.documents_rebuilt_after_one_change == 1
+    assert result.campaign_seconds > 0
+    assert result.per_vm_microseconds == pytest.approx(result.campaign_seconds / 1000 * 1e6)
+
+
+def test_campaign_fails_when_an_approval_does_not_start_the_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """scheduled-events-windows-2024.txt, "Start an event": the POST lets the event start
+    early; a platform that ignored approvals must fail the scenario, not yield a figure."""
+    monkeypatch.setattr(Platform, "approve", lambda self, vm_name, event_ids: None)
+    with pytest.raises(ScenarioError, match="while rebooting"):
+        run_campaign(50)
+
+
+def test_idle_memory_is_measured_per_vm() -> None:
+    small, large = measure_idle_memory(200), measure_idle_memory(1000)
+    assert small.bytes_total > 0
+    assert large.bytes_total > small.bytes_total
+    assert large.bytes_per_idle_vm == pytest.approx(large.bytes_total / 1000)
+
+
+@pytest.mark.e2e
+def test_vms_at_their_own_addresses_poll_a_real_server(tmp_path: Path) -> None:
+    """scheduled-events-linux.txt, "Polling frequency": "we recommend that you poll the
+    service once per second". 40 VMs, each at its own address, poll for one second, on kept
+    connections and on a new connection each time; every poll gets a 200."""
+    server = Forewarn(
+        tmp_path / "server",
+        fleet_yaml(40),
+        host="127.0.0.1",
+        port=free_port(),
+        control_port=free_port(),
+    )
+    with server:
+        for close in (False, True):
+            result = run_polling(server.port, 40, close=close, duration=1.0)
+            assert result.requests == 40
+            assert (result.ok, result.failed) == (40, 0)
+            assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms
+
+
+@pytest.mark.e2e
+def test_throughput_beside_nginx(tmp_path: Path) -> None:
+    """SPEC.md section 1 [doc]: "Header `Metadata: true` is required on every request";
+    both servers are checked to refuse a request without it, and to serve the same bytes,
+    before wrk measures either."""
+    tools = find_tools(install=False)
+    if tools.wrk is None or tools.nginx is None:
+        pytest.skip("wrk and nginx are not installed (apt-get install -y wrk nginx-light)")
+    results = run_throughput(
+        tmp_path, wrk=tools.wrk, nginx=tools.nginx, duration=1, rounds=1, connections=8
+    )
+    assert 300 < results["document_bytes"] < 600
+    modes = {mode["mode"]: mode for mode in results["modes"]}
+    assert set(modes) == {"keep-alive", "new connection per request"}
+    for mode in modes.values():
+        assert mode["forewarn_rps"] > 0
+        assert mode["nginx_rps"] > 0
+        assert mode["ratio"] == pytest.approx(mode["forewarn_rps"] / mode["nginx_rps"])
+
+
+def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--no-install",
+            "--only",
+            "scale",
+            "--sizes",
+            "300,600",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Campaign (every VM gets, approves, finishes an event)" in done.stdout
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert [c["vms"] for c in results["scale"]["campaigns"]] == [300, 600]
+    names = [target["name"] for target in results["targets"]]
+    assert "documents encoded again after one VM's change" in names
+    assert results["machine"]["cores"] >= 1
