@@ -1,0 +1,158 @@
+"""Errors every route shares, body limits, and the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forewarn.server.control import MAX_CONTROL_BODY
+
+from .control_support import ok, refused
+
+#: Every route the control API must offer, as (method, path).
+ROUTES = {
+    ("GET", "/api/v1/vms"),
+    ("GET", "/api/v1/vms/{name}"),
+    ("GET", "/api/v1/vms/{name}/document"),
+    ("POST", "/api/v1/vms/{name}/restart"),
+    ("POST", "/api/v1/vms/{name}/redeploy"),
+    ("POST", "/api/v1/vms/{name}/simulate-eviction"),
+    ("POST", "/api/v1/vms/{name}/approve"),
+    ("POST", "/api/v1/scale-sets/{name}/delete-instances"),
+    ("POST", "/api/v1/scale-sets/{name}/simulate-eviction"),
+    ("POST", "/api/v1/scale-sets/{name}/os-image-upgrade"),
+    ("GET", "/api/v1/hosts"),
+    ("POST", "/api/v1/hosts/{name}/live-migrate"),
+    ("POST", "/api/v1/hosts/{name}/maintain"),
+    ("POST", "/api/v1/hosts/{name}/predict-failure"),
+    ("POST", "/api/v1/hosts/{name}/fail"),
+    ("GET", "/api/v1/campaigns"),
+    ("POST", "/api/v1/campaigns"),
+    ("GET", "/api/v1/events"),
+    ("POST", "/api/v1/events"),
+    ("GET", "/api/v1/events/{event_id}"),
+    ("DELETE", "/api/v1/events/{event_id}"),
+    ("GET", "/api/v1/clock"),
+    ("POST", "/api/v1/clock/advance"),
+    ("POST", "/api/v1/clock/set"),
+}
+
+
+def test_openapi_lists_every_route_with_its_models(http: httpx.Client) -> None:
+    """SPEC.md section 1 [ours]: the control API is described by /openapi.json."""
+    document = ok(http.get("/openapi.json"))
+    listed = {
+        (method.upper(), path)
+        for path, operations in document["paths"].items()
+        for method in operations
+    }
+    assert listed == ROUTES
+    for method, path in ROUTES:  # each is served: any answer but "no route" or 405
+        target = path.replace("{name}", "ghost").replace("{event_id}", "ghost")
+        response = http.request(method, target, json={} if method == "POST" else None)
+        assert response.status_code != 405, (method, path)
+        assert "no route" not in response.json().get("error", ""), (method, path)
+    with_body = {path for method, path in ROUTES if method == "POST"} - {
+        f"/api/v1/{kind}/{{name}}/{operation}"
+        for kind, operation in [
+            ("vms", "restart"),
+            ("vms", "redeploy"),
+            ("vms", "simulate-eviction"),
+            ("hosts", "live-migrate"),
+            ("hosts", "maintain"),
+            ("hosts", "predict-failure"),
+            ("hosts", "fail"),
+        ]
+    }
+    for method, path in ROUTES:
+        operation = document["paths"][path][method.lower()]
+        assert ("requestBody" in operation) == (method == "POST" and path in with_body), path
+        assert {"404", "409", "422"} <= set(operation["responses"]), path
+    schemas = document["components"]["schemas"]
+    assert {"EventOut", "VmOut", "CreateEventRequest", "ErrorOut", "ClockOut"} <= set(schemas)
+
+
+def test_docs_page_answers(http: httpx.Client) -> None:
+    """SPEC.md section 1 [ours]: an interactive description at /docs."""
+    response = http.get("/docs")
+    assert response.status_code == 200
+    assert "swagger" in response.text.lower()
+
+
+def test_unknown_routes_and_methods(http: httpx.Client) -> None:
+    """SPEC.md section 1 [doc: IMDS family]: unknown path 404, other methods 405, JSON errors."""
+    refused(http.get("/api/v1/nothing"), 404, "no route GET /api/v1/nothing")
+    refused(http.put("/api/v1/vms"), 405, "PUT is not allowed on /api/v1/vms")
+    refused(http.delete("/api/v1/clock"), 405)
+
+
+def test_malformed_json_is_400_and_changes_nothing(http: httpx.Client) -> None:
+    """SPEC.md section 1 [doc]: a malformed payload is 400."""
+    for body in (b"{", b"{'type': 'Reboot'}", b'{"type": "Reboot",}'):
+        refused(
+            http.post("/api/v1/events", content=body, headers={"content-type": "application/json"}),
+            400,
+            "not valid JSON",
+        )
+    refused(http.post("/api/v1/events", json=["Reboot"]), 422, "invalid request")
+    assert ok(http.get("/api/v1/events")) == {"events": []}
+
+
+def test_bodies_are_bounded(http: httpx.Client) -> None:
+    """SPEC.md section 1 [doc: IMDS family]: request limits. A declared or streamed body over
+    the limit is refused with 413 before it is parsed."""
+    big = json.dumps(
+        {"type": "Reboot", "resources": ["app0"], "description": "x" * MAX_CONTROL_BODY}
+    )
+    refused(http.post("/api/v1/events", content=big.encode()), 413, "larger than")
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(3):
+            yield b" " * (MAX_CONTROL_BODY // 2)
+
+    refused(http.post("/api/v1/events", content=chunks()), 413)
+    assert ok(http.get("/api/v1/events")) == {"events": []}
+
+
+POST_PATHS = [path for method, path in sorted(ROUTES) if method == "POST"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    path=st.sampled_from(POST_PATHS),
+    name=st.sampled_from(["app0", "WestNO_0", "web", "h1", "ghost", "%2F", "a" * 200]),
+    body=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+            st.sampled_from(["type", "resources", "seconds", "now", "eventIds", "instanceIds",
+                             "vms", "eventType", "autoscale", "noticeSeconds", "x"]),
+            inner, max_size=4),
+        max_leaves=8,
+    ),
+)  # fmt: skip
+def test_no_input_gives_a_500(http: httpx.Client, path: str, name: str, body: object) -> None:
+    """SPEC.md section 1 [ours]: bad input is refused with a 4xx and {"error": ...}, never a
+    500; a few valid bodies slip through and succeed, which is fine."""
+    target = path.replace("{name}", name)
+    response = http.post(
+        target, content=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code < 500, (target, body, response.text)
+    if response.status_code >= 400:
+        assert list(response.json()) == ["error"]
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_non_json_content_types_are_refused(http: httpx.Client, content_type: str | None) -> None:
+    """SPEC.md section 1 [ours]: the control API takes JSON bodies; others are 422 or 400."""
+    headers = {"content-type": content_type} if content_type else {}
+    response = http.post("/api/v1/clock/advance", content=b"seconds=5", headers=headers)
+    assert response.status_code in (400, 422), response.text
+    assert list(response.json()) == ["error"]
