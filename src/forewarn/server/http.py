@@ -34,6 +34,20 @@ _REASONS = {
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 IDLE_TIMEOUT = 75.0
+#: After refusing a request, what the client is still sending is read and dropped for this
+#: long, so that it reads the answer instead of a connection reset.
+LINGER_TIMEOUT = 2.0
+#: The request line and headers together. The per-header limits alone would not bound them:
+#: httptools buffers a header name until it ends, however long it is.
+MAX_HEAD_BYTES = 64 * 1024
+#: Large reads are parsed in slices of this size, so the head limit is checked as they go.
+_FEED_SLICE = 16 * 1024
+_UPGRADE_REFUSED = "Bad request. Protocol upgrades are not supported"
+_NOT_HTTP = "Bad request. The request is not valid HTTP/1.1"
+
+
+class _RefusedError(Exception):
+    """Raised in a parser callback to stop parsing a request that breaks a limit."""
 
 
 class _DateHeader:
@@ -63,8 +77,10 @@ class ImdsProtocol(asyncio.Protocol):
         "_closing",
         "_date",
         "_endpoint",
-        "_header_bytes",
+        "_head_bytes",
+        "_header_count",
         "_headers",
+        "_in_head",
         "_in_request",
         "_last_active",
         "_limits",
@@ -73,7 +89,6 @@ class ImdsProtocol(asyncio.Protocol):
         "_parser",
         "_peer",
         "_timer",
-        "_too_large",
         "_transport",
         "_url",
     )  # fmt: skip
@@ -88,9 +103,10 @@ class ImdsProtocol(asyncio.Protocol):
         self._peer = ""
         self._url = bytearray()
         self._headers: dict[str, str] = {}
-        self._header_bytes = 0
+        self._header_count = 0
+        self._head_bytes = 0
+        self._in_head = True
         self._body = bytearray()
-        self._too_large: str | None = None
         self._closing = False
         self._in_request = False
         self._loop = asyncio.get_running_loop()
@@ -118,14 +134,40 @@ class ImdsProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
-            return
+            return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
         try:
-            self._parser.feed_data(data)
+            if len(data) <= _FEED_SLICE:
+                self._feed(data)
+            else:
+                view = memoryview(data)
+                for start in range(0, len(data), _FEED_SLICE):
+                    if self._closing:
+                        return
+                    self._feed(view[start : start + _FEED_SLICE])
         except httptools.HttpParserUpgrade:
-            self._reply_and_close(400, "Bad request. Protocol upgrades are not supported")
+            self._reply_and_close(400, _UPGRADE_REFUSED)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, _RefusedError):
+                self._reply_and_close(400, str(cause))
+            else:
+                self._loop.call_exception_handler(
+                    {"message": "error answering a request", "exception": cause, "protocol": self}
+                )
+                self._reply_and_close(500, "Internal server error")
         except httptools.HttpParserError:
-            self._reply_and_close(400, "Bad request. The request is not valid HTTP/1.1")
+            self._reply_and_close(400, _NOT_HTTP)
+
+    def _feed(self, data: bytes | memoryview) -> None:
+        if self._in_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._reply_and_close(
+                    400, f"Bad request. The request head is larger than {MAX_HEAD_BYTES} bytes"
+                )
+                return
+        self._parser.feed_data(data)
 
     def pause_writing(self) -> None:
         if self._transport is not None:
@@ -141,27 +183,26 @@ class ImdsProtocol(asyncio.Protocol):
         self._in_request = True
         self._url.clear()
         self._headers = {}
-        self._header_bytes = 0
+        self._header_count = 0
         self._body.clear()
-        self._too_large = None
 
     def on_url(self, url: bytes) -> None:
         self._url += url
         if len(self._url) > self._limits.max_url:
-            self._too_large = f"Bad request. The URL is longer than {self._limits.max_url} bytes"
+            raise _RefusedError(f"Bad request. The URL is longer than {self._limits.max_url} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_bytes += len(name) + len(value)
         limits = self._limits
         if len(value) > limits.max_header_value:
-            self._too_large = (
+            raise _RefusedError(
                 f"Header value length is larger than MaxHeaderValueLength: "
                 f"{limits.max_header_value}"
             )
-            return
-        if len(self._headers) >= limits.max_headers:
-            self._too_large = f"Bad request. More than {limits.max_headers} headers"
-            return
+        # Every header line counts, repeated ones too: folding thousands of them would cost
+        # quadratic time on the loop every VM shares.
+        self._header_count += 1
+        if self._header_count > limits.max_headers:
+            raise _RefusedError(f"Bad request. More than {limits.max_headers} headers")
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         previous = self._headers.get(key)
@@ -169,30 +210,31 @@ class ImdsProtocol(asyncio.Protocol):
         self._headers[key] = text if previous is None else previous + ", " + text
 
     def on_headers_complete(self) -> None:
-        if self._too_large is not None:
-            return
+        self._in_head = False
+        if self._parser.should_upgrade():
+            raise _RefusedError(_UPGRADE_REFUSED)
         length = self._headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._limits.max_body:
-            self._too_large = f"Request body is larger than MaxBodyLength: {self._limits.max_body}"
-            return
+            # Refused before the body is sent: a client waiting for 100 Continue gets this.
+            raise _RefusedError(
+                f"Request body is larger than MaxBodyLength: {self._limits.max_body}"
+            )
         if self._headers.get("expect", "").lower() == "100-continue":
             assert self._transport is not None
             self._transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
-        if self._too_large is not None:
-            return
         self._body += body
         if len(self._body) > self._limits.max_body:
-            self._too_large = f"Request body is larger than MaxBodyLength: {self._limits.max_body}"
-            self._body.clear()
+            raise _RefusedError(
+                f"Request body is larger than MaxBodyLength: {self._limits.max_body}"
+            )
 
     def on_message_complete(self) -> None:
         self._in_request = False
+        self._in_head = True  # what follows is the next request's head
+        self._head_bytes = 0
         if self._closing:
-            return
-        if self._too_large is not None:
-            self._reply_and_close(400, self._too_large)
             return
         parser = self._parser
         try:
@@ -239,8 +281,22 @@ class ImdsProtocol(asyncio.Protocol):
         transport.write(b"".join(parts))
 
     def _reply_and_close(self, status: int, message: str) -> None:
+        """Answer with an error and end the connection, lingering: the client may still be
+        sending (a long body, pipelined requests), and closing on unread data would reset the
+        connection before it reads the answer. So: answer, half-close, drop what still comes
+        for up to LINGER_TIMEOUT, then close."""
+        if self._closing:
+            return
         self._write(ImdsResponse(status, error_body(message)), keep_alive=False)
-        self._close()
+        self._closing = True
+        transport = self._transport
+        if transport is None or not transport.can_write_eof():
+            self._close()
+            return
+        transport.write_eof()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(LINGER_TIMEOUT, self._close)
 
     def _close(self) -> None:
         self._closing = True
