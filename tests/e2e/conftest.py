@@ -17,8 +17,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e_support import (
+    OUTSIDER_HOST,
+    PAIR_HOSTS,
     ForewarnServer,
     StartServer,
+    pair_fleet,
     start_forewarn,
     stopped_at_exit,
 )
@@ -46,3 +49,24 @@ def server(start_server: StartServer) -> ForewarnServer:
     """The zero-configuration server (one VM, ``vm0``) with a rate limit high enough for a
     test that asks quickly; the default limit has its own test."""
     return start_server(rate_limit=1000)
+
+
+@pytest.fixture(scope="session")
+def pair_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForewarnServer]:
+    """One server for WestNO_0 and WestNO_1 (and a standalone Outsider), shared: starting a
+    process costs more than most tests, and each test starts from empty documents."""
+    workdir = tmp_path_factory.mktemp("pair")
+    fleet = pair_fleet(*PAIR_HOSTS, OUTSIDER_HOST)
+    hosts = (*PAIR_HOSTS, OUTSIDER_HOST)
+    started = start_forewarn(workdir, fleet=fleet, vm_hosts=hosts, rate_limit=1000)
+    with stopped_at_exit(started) as server:
+        yield server
+
+
+@pytest.fixture
+def pair(pair_server: ForewarnServer) -> ForewarnServer:
+    """The module's shared server, healthy and with empty documents; requests go to WestNO_0
+    unless a test says otherwise."""
+    pair_server.process.assert_healthy()
+    pair_server.clear()
+    return pair_server

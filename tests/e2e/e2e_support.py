@@ -55,6 +55,11 @@ StartServer = Callable[..., "ForewarnServer"]
 _TRACE_MARKERS = ("Traceback (most recent call last)", "Exception in callback", "Fatal error")
 
 
+#: Where WestNO_0 and WestNO_1 (and the standalone Outsider) answer on loopback.
+PAIR_HOSTS = ("127.0.0.2", "127.0.0.3")
+OUTSIDER_HOST = "127.0.0.4"
+
+
 def pair_fleet(leader: str, partner: str, outsider: str | None = None) -> str:
     """Two VMs of one availability set, as in the documentation's live-migration example
     (scheduled-events-windows-2024.txt, "Example responses": WestNO_0 and WestNO_1), plus an
@@ -245,6 +250,23 @@ class ForewarnServer:
     def advance(self, seconds: float) -> None:
         response = self.control.post("/clock/advance", json={"seconds": seconds})
         assert response.status_code == 200, response.text
+
+    def clear(self) -> None:
+        """Back to empty documents: Scheduled events are called off, Started ones run their
+        course (the clock moves past the Started period). Bounded: events never multiply."""
+        for _ in range(3):
+            events = self.events()
+            if not events:
+                break
+            for event_id, event in events.items():
+                if event["EventStatus"] == "Scheduled":
+                    self.cancel(event_id)
+            self.advance(11 * 60)
+        assert not self.events(), self.events()
+        for host in self.vm_hosts:
+            # A request from each VM, as real VMs poll: none goes idle (SPEC.md section 7)
+            # however many tests move the clock.
+            assert self.document_response(host).status == 200
 
     def clock(self) -> str:
         now: str = self.control.get("/clock").json()["now"]
