@@ -112,7 +112,8 @@ def sample_pointing_at(base_url: str) -> str:
 
 
 class Control(Protocol):
-    """What the scenario needs of the control plane (the HTTP API, or the CLI in a netns)."""
+    """What the scenario needs of the control plane: the HTTP API from here, or a relay
+    inside a network namespace."""
 
     def create_event(self, event_type: str, resources: Sequence[str], **fields: Any) -> str: ...
 
