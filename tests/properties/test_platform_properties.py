@@ -1,0 +1,788 @@
+"""Properties of the platform domain over random fleets and random operation sequences.
+
+A Hypothesis state machine drives one :class:`~forewarn.domain.platform.Platform` (a random
+fleet, a seeded EventIdFactory, the documented or the fast timing profile) with every
+operation of SPEC 6, approvals by random VMs with random ids, cancellations, touches and clock
+steps of random sizes, and after every step compares what the platform shows with what the
+documents promise. The checks are in :class:`PlatformProperties` and name their source.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from forewarn.domain import descriptions, operations
+from forewarn.domain.documents import Document
+from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
+from forewarn.domain.events import Event, EventSource, EventStatus, EventType
+from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.platform import CampaignView, EventView, Platform
+from forewarn.domain.timing import DOCUMENTED, TimingProfile
+from forewarn.domain.vms import Priority, Vm
+
+# pytest's importlib mode leaves test folders off sys.path; the shared model sits beside us.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from platform_model import (
+    NO_OS_IMAGE_NOTIFICATION_SIZES,
+    PROFILES,
+    START,
+    Fleet,
+    expected_audience,
+    fault_domain_group,
+    fleets,
+    scope_key,
+)
+
+GUID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$")
+UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
+ZERO = timedelta(0)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything observable about the platform at one moment."""
+
+    now: datetime
+    documents: dict[str, Document]
+    events: dict[str, EventView]
+    reachable: dict[str, bool]
+    receiving: dict[str, bool]
+    campaigns: tuple[CampaignView, ...]
+
+    @classmethod
+    def take(cls, platform: Platform) -> Snapshot:
+        names = [vm.name for vm in platform.vms()]
+        return cls(
+            now=platform.now,
+            documents={name: platform.document(name) for name in names},
+            events={view.event.event_id: view for view in platform.events()},
+            reachable={name: platform.reachable(name) for name in names},
+            receiving={name: platform.receiving(name) for name in names},
+            campaigns=platform.campaigns(),
+        )
+
+
+def seconds(value: int) -> timedelta:
+    return timedelta(seconds=value)
+
+
+def clock_steps(timing: TimingProfile) -> st.SearchStrategy[timedelta]:
+    """Mostly small steps and steps that land on one of the profile's durations (or a second
+    either side); now and then hours, or days past the 24 h idle period and 7-day notices."""
+    landmarks = [
+        timing.impact,
+        timing.started_period,
+        timing.first_call_delay,
+        timing.idle_period,
+        timing.os_image_notice,
+        timing.predicted_failure_notice,
+        *timing.minimum_notice.values(),
+    ]
+    near = [
+        mark + seconds(d) for mark in landmarks for d in (-1, 0, 1) if mark + seconds(d) >= ZERO
+    ]
+    small = st.integers(0, 20).map(seconds)
+    landmark = st.sampled_from(near)
+    return st.one_of(
+        small,
+        landmark,
+        small,
+        landmark,
+        st.integers(0, 2 * 3600).map(seconds),
+        st.integers(0, 9 * 86_400).map(seconds),
+    )
+
+
+class PlatformProperties(RuleBasedStateMachine):
+    """Random operations on a random fleet; every rule ends with :meth:`observe`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.platform = Platform(START)
+        self.timing: TimingProfile = DOCUMENTED
+        self.fleet: dict[str, Vm] = {}
+        self.scale_sets: dict[str, ScaleSet] = {}
+        self.last = Snapshot.take(self.platform)
+        # what the documents let us predict, kept independently of the platform
+        self.first_seen: dict[str, Event] = {}
+        self.started_by: dict[str, datetime] = {}
+        self.removed: set[str] = set()
+        self.left_document: dict[str, set[str]] = defaultdict(set)
+        self.campaign_of: dict[str, int] = {}
+        self.campaign_domains: dict[int, list[int]] = defaultdict(list)
+        self.asked_at: dict[str, datetime] = {}
+        self.enabled_from: dict[str, datetime | None] = {}
+        self.deleted_on_request: set[str] = set()
+        self.outlasting_impact: dict[str, datetime] = {}
+        self.reshown: dict[str, set[str]] = defaultdict(set)
+        self.reenabled_now: str | None = None
+
+    # -- set-up ----------------------------------------------------------------------------
+
+    @initialize(fleet=fleets(), timing=st.sampled_from(PROFILES), seed=st.integers(0, 2**64 - 1))
+    def build(self, fleet: Fleet, timing: TimingProfile, seed: int) -> None:
+        self.platform = fleet.build(timing, seed)
+        self.timing = timing
+        self.fleet = {vm.name: vm for vm in fleet.vms}
+        self.scale_sets = {s.name: s for s in fleet.scale_sets}
+        for vm in fleet.vms:
+            self.asked_at[vm.name] = START
+            self.enabled_from[vm.name] = None if vm.name in fleet.not_receiving else START
+        self.last = Snapshot.take(self.platform)
+        self.observe()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted(vm.name for vm in self.platform.vms())
+
+    def hosts(self) -> list[str]:
+        return sorted({vm.host for vm in self.platform.vms()})
+
+    def draw_vm(self, data: st.DataObject) -> str:
+        return data.draw(st.sampled_from(self.names()), label="vm")
+
+    def has_vms(self) -> bool:
+        return bool(self.platform.vms())
+
+    def expect_events(
+        self,
+        events: Sequence[Event],
+        *,
+        event_type: EventType,
+        source: EventSource,
+        description: str,
+        notice: timedelta | None,
+        duration: int = -1,
+    ) -> None:
+        """The rows of SPEC 6 (scheduled-events-linux.txt, "Event Scheduling" and "User-
+        initiated Maintenance"): type, source, description, and NotBefore = now + notice for
+        each event still Scheduled. ``notice`` None: the event must be Started already."""
+        now = self.platform.now
+        for event in events:
+            assert event.event_type is event_type
+            assert event.source is source
+            assert event.description == description
+            assert event.duration_seconds == duration
+            if notice is None:
+                assert event.status is EventStatus.STARTED
+            elif event.status is EventStatus.SCHEDULED:
+                assert event.not_before == now + notice
+
+    def expect_host_events(self, events: Sequence[Event], on_host: Sequence[Vm]) -> None:
+        """A host operation impacts exactly the VMs on the host, each once, grouped so that
+        every event holds one tenant, one delivery-scope group and one update domain."""
+        impacted = [r.name for e in events for r in e.resources]
+        assert sorted(impacted) == sorted(vm.name for vm in on_host)
+
+    # -- what users and the platform do ----------------------------------------------------
+
+    @precondition(has_vms)
+    @rule(data=st.data())
+    def restart(self, data: st.DataObject) -> None:
+        """scheduled-events-linux.txt, "User-initiated Maintenance": "If you restart a VM, an
+        event with the type Reboot is scheduled"."""
+        name = self.draw_vm(data)
+        vm = self.platform.vm(name)
+        events = operations.restart(self.platform, name)
+        assert [[r.name for r in e.resources] for e in events] == [[name]]
+        self.expect_events(
+            events,
+            event_type=EventType.REBOOT,
+            source=EventSource.USER,
+            description=descriptions.USER_RESTART,
+            notice=None if vm.auto_approve_reboot else self.timing.notice_for(EventType.REBOOT),
+        )
+        self.observe()
+
+    @precondition(has_vms)
+    @rule(data=st.data())
+    def redeploy(self, data: st.DataObject) -> None:
+        """Same section: "If you redeploy a VM, an event with the type Redeploy is scheduled"."""
+        name = self.draw_vm(data)
+        vm = self.platform.vm(name)
+        events = operations.redeploy(self.platform, name)
+        assert [[r.name for r in e.resources] for e in events] == [[name]]
+        auto = vm.auto_approve_redeploy
+        self.expect_events(
+            events,
+            event_type=EventType.REDEPLOY,
+            source=EventSource.USER,
+            description=descriptions.USER_REDEPLOY,
+            notice=None if auto else self.timing.notice_for(EventType.REDEPLOY),
+        )
+        self.observe()
+
+    @precondition(lambda self: any(vm.priority is Priority.SPOT for vm in self.platform.vms()))
+    @rule(data=st.data())
+    def evict(self, data: st.DataObject) -> None:
+        """scheduled-events-linux.txt, "Event Scheduling": Preempt, 30 seconds minimum."""
+        spot = sorted(vm.name for vm in self.platform.vms() if vm.priority is Priority.SPOT)
+        names = data.draw(st.lists(st.sampled_from(spot), min_size=1, max_size=2, unique=True))
+        events = operations.simulate_eviction(self.platform, names)
+        assert [[r.name for r in e.resources] for e in events] == [[n] for n in names]
+        self.expect_events(
+            events,
+            event_type=EventType.PREEMPT,
+            source=EventSource.PLATFORM,
+            description="",
+            notice=self.timing.notice_for(EventType.PREEMPT),
+        )
+        self.observe()
+
+    def has_scale_set_vms(self) -> bool:
+        return any(vm.vm_scale_set_name for vm in self.platform.vms())
+
+    def draw_instances(self, data: st.DataObject) -> tuple[str, list[str]]:
+        in_sets = sorted(vm.name for vm in self.platform.vms() if vm.vm_scale_set_name)
+        scale_set = self.platform.vm(data.draw(st.sampled_from(in_sets))).vm_scale_set_name
+        members = [n for n in in_sets if n.startswith(scale_set + "_")]
+        chosen = data.draw(st.lists(st.sampled_from(members), min_size=1, unique=True))
+        return scale_set, [name.rsplit("_", 1)[1] for name in chosen]
+
+    @precondition(has_scale_set_vms)
+    @rule(data=st.data(), autoscale=st.booleans())
+    def delete_instances(self, data: st.DataObject, autoscale: bool) -> None:
+        """SPEC 6 [doc]: a Terminate (User, or Platform for autoscale) with the scale set's
+        notBeforeTimeout when terminate notification is on; otherwise deleted, no event."""
+        scale_set_name, instances = self.draw_instances(data)
+        scale_set = self.scale_sets[scale_set_name]
+        names = [f"{scale_set_name}_{i}" for i in instances]
+        events = operations.delete_instances(
+            self.platform, scale_set_name, instances, autoscale=autoscale
+        )
+        if not scale_set.terminate_notification:
+            assert events == ()
+            assert not set(names) & set(self.names())
+            self.deleted_on_request.update(names)
+        else:
+            assert [[r.name for r in e.resources] for e in events] == [[n] for n in names]
+            self.expect_events(
+                events,
+                event_type=EventType.TERMINATE,
+                source=EventSource.PLATFORM if autoscale else EventSource.USER,
+                description="",
+                notice=self.timing.terminate_notice or scale_set.terminate_timeout,
+            )
+        self.observe()
+
+    @precondition(has_scale_set_vms)
+    @rule(data=st.data())
+    def os_image_upgrade(self, data: st.DataObject) -> None:
+        """scheduled-events-windows-2024.txt, "User-initiated maintenance": OS upgrade and
+        reimage events are "disabled by default" and "doesn't work for G, M, N, and H series"."""
+        scale_set_name, instances = self.draw_instances(data)
+        scale_set = self.scale_sets[scale_set_name]
+        names = [f"{scale_set_name}_{i}" for i in instances]
+        events = operations.os_image_upgrade(self.platform, scale_set_name, instances)
+        expected = [
+            [n]
+            for n in names
+            if scale_set.os_image_notification
+            and self.fleet[n].vm_size not in NO_OS_IMAGE_NOTIFICATION_SIZES
+        ]
+        assert [[r.name for r in e.resources] for e in events] == expected
+        self.expect_events(
+            events,
+            event_type=EventType.REBOOT,
+            source=EventSource.PLATFORM,
+            description="",
+            notice=self.timing.os_image_notice,
+        )
+        self.observe()
+
+    @precondition(has_vms)
+    @rule(data=st.data(), kind=st.sampled_from(["live", "maintain", "predict", "fail"]))
+    def host_operation(self, data: st.DataObject, kind: str) -> None:
+        """SPEC 6 [doc]: live migration Freeze (a few seconds, 15 min), host maintenance Reboot
+        (15 min), predicted failure Redeploy (days), hardware failure Reboot straight to
+        Started (scheduled-events-windows-2024.txt, "Event scheduling", second note)."""
+        host = data.draw(st.sampled_from(self.hosts()), label="host")
+        on_host = [vm for vm in self.platform.vms() if vm.host == host]
+        timing = self.timing
+        if kind == "live":
+            events = operations.live_migrate(self.platform, host)
+            self.expect_events(
+                events,
+                event_type=EventType.FREEZE,
+                source=EventSource.PLATFORM,
+                description=descriptions.LIVE_MIGRATION,
+                notice=timing.notice_for(EventType.FREEZE),
+                duration=operations.LIVE_MIGRATION_SECONDS,
+            )
+        elif kind == "maintain":
+            events = operations.maintain_host(self.platform, host)
+            self.expect_events(
+                events,
+                event_type=EventType.REBOOT,
+                source=EventSource.PLATFORM,
+                description=descriptions.HOST_MAINTENANCE,
+                notice=timing.notice_for(EventType.REBOOT),
+            )
+        elif kind == "predict":
+            events = operations.predict_failure(self.platform, host)
+            self.expect_events(
+                events,
+                event_type=EventType.REDEPLOY,
+                source=EventSource.PLATFORM,
+                description=descriptions.EMERGENCY_REPAIR,
+                notice=timing.predicted_failure_notice,
+            )
+        else:
+            events = operations.fail_host(self.platform, host)
+            self.expect_events(
+                events,
+                event_type=EventType.REBOOT,
+                source=EventSource.PLATFORM,
+                description=descriptions.VM_FAILURE,
+                notice=None,
+            )
+        self.expect_host_events(events, on_host)
+        self.observe()
+
+    @precondition(lambda self: self.has_vms() and not self.platform.campaigns())
+    @rule(data=st.data(), freeze=st.booleans())
+    def campaign(self, data: st.DataObject, freeze: bool) -> None:
+        """scheduled-events-windows-2024.txt, "High level overview": routine maintenance, one
+        fault domain after another. One campaign at a time: overlapping campaigns are pinned
+        by ``test_overlapping_campaigns_impact_one_fault_domain_at_a_time``."""
+        names = data.draw(
+            st.one_of(st.none(), st.lists(st.sampled_from(self.names()), min_size=1, unique=True))
+        )
+        chosen = self.platform.vms() if names is None else [self.platform.vm(n) for n in names]
+        event_type = EventType.FREEZE if freeze else EventType.REBOOT
+        view = operations.maintenance_campaign(self.platform, names, event_type=event_type)
+        first = [self.platform.event(i).event for i in view.current]
+        assert first, "the first fault domain is scheduled at once"
+        lowest = min(vm.platform_fault_domain for vm in chosen)
+        assert {self.fleet[r.name].platform_fault_domain for e in first for r in e.resources} == {
+            lowest
+        }
+        for event_id in view.current:
+            self.campaign_of[event_id] = view.campaign_id
+        self.expect_events(
+            first,
+            event_type=event_type,
+            source=EventSource.PLATFORM,
+            description=descriptions.LIVE_MIGRATION if freeze else descriptions.HOST_MAINTENANCE,
+            notice=self.timing.notice_for(event_type),
+            duration=operations.LIVE_MIGRATION_SECONDS if freeze else -1,
+        )
+        self.observe()
+
+    @precondition(has_vms)
+    @rule(
+        data=st.data(),
+        event_type=st.sampled_from(EventType),
+        extra=st.sampled_from([0, 1, 60, 3600, 3 * 86_400]),
+        started=st.booleans(),
+        duration=st.sampled_from([-1, 0, 1]),
+    )
+    def schedule(
+        self,
+        data: st.DataObject,
+        event_type: EventType,
+        extra: int,
+        started: bool,
+        duration: int,
+    ) -> None:
+        """A direct event with any notice at or above the type's minimum (scheduled-events-
+        linux.txt, "Event Scheduling": "Each event is scheduled a minimum amount of time in the
+        future based on the event type"); a shorter one is refused and changes nothing."""
+        name = self.draw_vm(data)
+        minimum = self.timing.notice_for(event_type)
+        if not started and minimum > ZERO and data.draw(st.booleans(), label="too soon"):
+            before = Snapshot.take(self.platform)
+            with pytest.raises(InvalidEventError):
+                self.platform.schedule(
+                    event_type,
+                    [name],
+                    source=EventSource.PLATFORM,
+                    notice=minimum - seconds(1),
+                )
+            assert Snapshot.take(self.platform) == before
+        else:
+            notice = minimum + seconds(extra)
+            event = self.platform.schedule(
+                event_type,
+                [name],
+                source=EventSource.PLATFORM,
+                notice=notice,
+                duration_seconds=duration,
+                already_started=started,
+            )
+            self.expect_events(
+                [event],
+                event_type=event_type,
+                source=EventSource.PLATFORM,
+                description="",
+                notice=None if started else notice,
+                duration=duration,
+            )
+        self.observe()
+
+    @precondition(has_vms)
+    @rule(data=st.data())
+    def delete_vm(self, data: st.DataObject) -> None:
+        name = self.draw_vm(data)
+        self.platform.delete_vm(name)
+        self.deleted_on_request.add(name)
+        assert name not in self.names()
+        self.observe()
+
+    # -- what VMs do -----------------------------------------------------------------------
+
+    @precondition(has_vms)
+    @rule(data=st.data())
+    def approve(self, data: st.DataObject) -> None:
+        """SPEC 3: an approval counts for the approver's tenant, only for events it is shown
+        ("Scheduled events are delivered to and can be acknowledged by" the VMs of the scope,
+        scheduled-events-windows-2024.txt, "Scope"); an id it is not shown is refused with no
+        state change (SPEC 3 [ours])."""
+        name = self.draw_vm(data)
+        platform = self.platform
+        shown = [e.event_id for e in platform.document(name).events]
+        live = sorted(platform_event.event.event_id for platform_event in platform.events())
+        only_shown = data.draw(st.booleans(), label="only shown ids")
+        pool = shown if shown and only_shown else [*live, UNKNOWN_ID]
+        ids = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3), label="ids")
+        before = Snapshot.take(platform)
+        if set(ids) <= set(shown):
+            platform.approve(name, ids)
+            tenant = platform.vm(name).tenant
+            after = {view.event.event_id: view for view in platform.events()}
+            for event_id in ids:
+                view = after.get(event_id)
+                if before.events[event_id].event.status is EventStatus.SCHEDULED:
+                    assert view is not None, "an approval removed an event"
+                    assert tenant in view.approvals or view.event.status is EventStatus.STARTED
+        else:
+            with pytest.raises(UnknownEventError):
+                platform.approve(name, ids)
+            assert Snapshot.take(platform) == before
+        self.observe()
+
+    @precondition(lambda self: bool(self.platform.events()))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """scheduled-events-windows-2024.txt, "Event scheduling": "in rare cases, the operation
+        will be canceled by Azure before it starts. In that case the event will be removed from
+        the Events array"; a Started event cannot be called off (SPEC 4)."""
+        live = sorted(v.event.event_id for v in self.platform.events())
+        event_id = data.draw(st.sampled_from(live), label="event")
+        before = Snapshot.take(self.platform)
+        if before.events[event_id].event.status is EventStatus.STARTED:
+            with pytest.raises(InvalidOperationError):
+                self.platform.cancel(event_id)
+            assert Snapshot.take(self.platform) == before
+        else:
+            self.platform.cancel(event_id)
+            for document in Snapshot.take(self.platform).documents.values():
+                assert event_id not in {e.event_id for e in document.events}
+        self.observe()
+
+    @precondition(has_vms)
+    @rule(data=st.data())
+    def touch(self, data: st.DataObject) -> None:
+        """scheduled-events-linux.txt, "Enabling and Disabling": enabled "the first time you
+        make a request", "disabled for your service if it does not make a request for 24
+        hours"; the first call's delay is the profile's (SPEC 7)."""
+        name = self.draw_vm(data)
+        now = self.platform.now
+        idle = now - self.asked_at[name] >= self.timing.idle_period
+        expect_enabling = self.enabled_from[name] is None or idle
+        shown = {e.event_id for e in self.platform.document(name).events}
+        assert self.platform.touch(name) is expect_enabling
+        self.asked_at[name] = now
+        if expect_enabling:
+            self.enabled_from[name] = now + self.timing.first_call_delay
+            # Known defect, pinned by test_enablement.py::
+            # test_first_call_after_idle_keeps_live_events_shown (xfail): a re-enabling request
+            # takes the VM's live events away and shows them again, with the same EventIds.
+            self.reshown[name] |= shown
+            self.reenabled_now = name if shown else None
+        self.observe()
+        self.reenabled_now = None
+
+    @rule(data=st.data())
+    def advance(self, data: st.DataObject) -> None:
+        """Time moves deadline by deadline, observed at each, so that every change of a
+        document is seen and none can hide behind another within one long step."""
+        step = data.draw(clock_steps(self.timing), label="clock step")
+        target = self.platform.now + step
+        while (deadline := self.platform.next_deadline()) is not None and deadline <= target:
+            self.platform.advance_to(deadline)
+            self.observe()
+        self.platform.advance_to(target)
+        assert self.platform.now == target
+        self.observe()
+
+    # -- the checks ------------------------------------------------------------------------
+
+    def observe(self) -> None:
+        previous, current = self.last, Snapshot.take(self.platform)
+        for check in (
+            self.check_event_identity,
+            self.check_documents_show_platform_events,
+            self.check_status_never_goes_back,
+            self.check_incarnations,
+            self.check_bounds,
+            self.check_jobs,
+            self.check_resources_grouping,
+            self.check_delivery_scope,
+            self.check_enablement,
+            self.check_campaign_fault_domains,
+            self.check_vm_removal,
+            self.check_impact,
+        ):
+            check(previous, current)
+        self.last = current
+
+    def check_event_identity(self, previous: Snapshot, current: Snapshot) -> None:
+        """SPEC 2 [doc]: EventId an upper-case GUID, "globally unique, stable for the life of
+        the event": same id, same type, Resources, source, description, duration; NotBefore
+        fixed while Scheduled; a removed id never comes back."""
+        for event_id, view in current.events.items():
+            event = view.event
+            assert GUID.match(event_id), event_id
+            assert event_id not in self.removed, f"{event_id} came back after removal"
+            first = self.first_seen.setdefault(event_id, event)
+            assert (
+                event.event_type,
+                event.resources,
+                event.source,
+                event.description,
+                event.duration_seconds,
+                event.resource_type,
+            ) == (
+                first.event_type,
+                first.resources,
+                first.source,
+                first.description,
+                first.duration_seconds,
+                first.resource_type,
+            )
+            if event.status is EventStatus.SCHEDULED:
+                assert event.not_before == first.not_before
+        self.removed.update(set(previous.events) - set(current.events))
+
+    def check_documents_show_platform_events(self, previous: Snapshot, current: Snapshot) -> None:
+        """Every VM that sees an event sees the same event: the one the platform holds."""
+        del previous
+        for document in current.documents.values():
+            ids = [e.event_id for e in document.events]
+            assert len(ids) == len(set(ids))
+            for event in document.events:
+                assert current.events[event.event_id].event == event
+
+    def check_status_never_goes_back(self, previous: Snapshot, current: Snapshot) -> None:
+        """scheduled-events-windows-2024.txt, "High level overview": Scheduled -> Started ->
+        removed; SPEC 2: "An event never moves back from Started to Scheduled"; NotBefore is a
+        time while Scheduled and "" (None) once Started."""
+        del previous
+        for event_id, view in current.events.items():
+            event = view.event
+            if event.status is EventStatus.STARTED:
+                assert event.not_before is None
+                self.started_by.setdefault(event_id, current.now)
+            else:
+                assert event.not_before is not None
+                assert event_id not in self.started_by, f"{event_id} went back to Scheduled"
+
+    def check_incarnations(self, previous: Snapshot, current: Snapshot) -> None:
+        """scheduled-events-windows-2024.txt, "Example responses": "The DocumentIncarnation is
+        changing every time there's new information in Events"; SPEC 2: it never goes back and
+        the same incarnation always means the same information."""
+        for name, document in current.documents.items():
+            before = previous.documents.get(name)
+            if before is None:
+                continue
+            if document.events != before.events:
+                assert document.incarnation > before.incarnation, name
+            elif name != self.reenabled_now:
+                assert document.incarnation == before.incarnation, name
+            gone = {e.event_id for e in before.events} - {e.event_id for e in document.events}
+            self.left_document[name].update(gone - self.reshown[name])
+            back = self.left_document[name] & {e.event_id for e in document.events}
+            assert not back, f"{name}: {back} left the document and came back"
+
+    def check_bounds(self, previous: Snapshot, current: Snapshot) -> None:
+        """Scheduled no longer than its notice (it starts at NotBefore at the latest: "the
+        event is automatically approved when the NotBefore time is reached",
+        scheduled-events-windows-2024.txt, "High level overview"), never less than the type's
+        minimum notice ("Event Scheduling", scheduled-events-linux.txt), and Started no longer
+        than the profile's Started period ("EventStatus:"Started" to Completed (event removed
+        from Events array): 10 minutes", scheduled-events-windows-2024.txt)."""
+        for event_id, view in current.events.items():
+            event = view.event
+            if event.status is EventStatus.SCHEDULED:
+                assert event.not_before is not None
+                assert current.now < event.not_before, f"{event_id} Scheduled past NotBefore"
+                if event_id not in previous.events:
+                    minimum = self.timing.notice_for(event.event_type)
+                    assert event.not_before >= previous.now + minimum
+            else:
+                started_by = self.started_by[event_id]
+                assert current.now < started_by + self.timing.started_period, (
+                    f"{event_id} Started for longer than {self.timing.started_period}"
+                )
+
+    def check_jobs(self, previous: Snapshot, current: Snapshot) -> None:
+        """SPEC 3 [doc]: "The event starts when every party that must approve has approved, or
+        at NotBefore, whichever is first"; the events of one job start together."""
+        jobs: dict[int, list[EventView]] = defaultdict(list)
+        for view in current.events.values():
+            jobs[view.job_id].append(view)
+        for members in jobs.values():
+            assert len({m.event.status for m in members}) == 1, "a job started in part"
+            if members[0].event.status is EventStatus.SCHEDULED:
+                assert not all(m.parties <= m.approvals for m in members), "approved, not started"
+        for event_id, view in current.events.items():
+            before = previous.events.get(event_id)
+            if (
+                before is not None
+                and before.event.status is EventStatus.SCHEDULED
+                and view.event.status is EventStatus.STARTED
+            ):
+                assert before.event.not_before is not None
+                if current.now < before.event.not_before:
+                    for member in jobs[view.job_id]:
+                        assert member.parties <= member.approvals, f"{event_id} started early"
+
+    def check_resources_grouping(self, previous: Snapshot, current: Snapshot) -> None:
+        """scheduled-events-linux.txt, "Event Properties", Resources: "guaranteed to contain
+        machines from at most one update domain"; one tenant per event, since each tenant on
+        shared hardware approves its own (scheduled-events-windows-2024.txt, "High level
+        overview"); one delivery-scope group, so nobody is shown a neighbour it cannot see."""
+        for event_id in set(current.events) - set(previous.events):
+            vms = [self.fleet[r.name] for r in current.events[event_id].event.resources]
+            assert len({vm.platform_update_domain for vm in vms}) == 1
+            assert len({vm.tenant for vm in vms}) == 1
+            keys = {scope_key(vm, self.scale_sets) or ("vm", vm.name) for vm in vms}
+            assert len(keys) == 1
+
+    def audience(self, event: Event) -> frozenset[str]:
+        impacted = [self.fleet[r.name] for r in event.resources]
+        return expected_audience(impacted, self.fleet.values(), self.scale_sets)
+
+    def check_delivery_scope(self, previous: Snapshot, current: Snapshot) -> None:
+        """SPEC 5: every VM shown an event is in the event's delivery scope, and every VM that
+        is receiving is shown every live event of its scope."""
+        del previous
+        audiences = {i: self.audience(v.event) for i, v in current.events.items()}
+        for name, document in current.documents.items():
+            shown = {e.event_id for e in document.events}
+            for event_id in shown:
+                assert name in audiences[event_id], f"{name} shown {event_id} out of scope"
+            if current.receiving[name]:
+                due = {i for i, audience in audiences.items() if name in audience}
+                assert shown == due, f"{name} receiving but not shown {due - shown}"
+
+    def check_enablement(self, previous: Snapshot, current: Snapshot) -> None:
+        """SPEC 7: receiving from first request + first-call delay until 24 h without one."""
+        del previous
+        for name, receiving in current.receiving.items():
+            enabled_from = self.enabled_from[name]
+            expected = (
+                enabled_from is not None
+                and enabled_from <= current.now
+                and current.now - self.asked_at[name] < self.timing.idle_period
+            )
+            assert receiving is expected, name
+
+    def check_campaign_fault_domains(self, previous: Snapshot, current: Snapshot) -> None:
+        """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
+        domains won't be impacted by routine maintenance operations at the same time"."""
+        del previous
+        for campaign in current.campaigns:
+            for event_id in campaign.current:
+                self.campaign_of[event_id] = campaign.campaign_id
+        in_impact: dict[tuple[str, str], set[int]] = defaultdict(set)
+        live_domains: dict[int, set[int]] = defaultdict(set)
+        for event_id, view in current.events.items():
+            campaign_id = self.campaign_of.get(event_id)
+            if campaign_id is None:
+                continue
+            for resource in view.event.resources:
+                vm = self.fleet[resource.name]
+                live_domains[campaign_id].add(vm.platform_fault_domain)
+                group = fault_domain_group(vm)
+                if (
+                    group is not None
+                    and view.event.status is EventStatus.STARTED
+                    and not current.reachable.get(vm.name, True)
+                ):
+                    in_impact[group].add(vm.platform_fault_domain)
+        for group, domains in in_impact.items():
+            assert len(domains) <= 1, f"{group}: fault domains {domains} in impact at once"
+        for campaign_id, domains in live_domains.items():
+            assert len(domains) == 1, f"campaign {campaign_id} live in fault domains {domains}"
+            (domain,) = domains
+            walked = self.campaign_domains[campaign_id]
+            if not walked or walked[-1] != domain:
+                assert not walked or walked[-1] < domain, "fault domains revisited"
+                walked.append(domain)
+
+    def check_vm_removal(self, previous: Snapshot, current: Snapshot) -> None:
+        """A VM leaves the fleet only when asked to (deleted without terminate notification)
+        or after a Terminate or Preempt event impacting it has started (scheduled-events-
+        linux.txt, "Event Properties": Preempt "is being deleted", Terminate "is scheduled to
+        be deleted")."""
+        for name in set(previous.documents) - set(current.documents):
+            if name in self.deleted_on_request:
+                continue
+            deleting = [
+                view.event
+                for snapshot in (previous, current)
+                for view in snapshot.events.values()
+                if view.event.event_type in (EventType.TERMINATE, EventType.PREEMPT)
+                and view.event.impacts(name)
+            ]
+            assert deleting, f"{name} vanished without a Terminate or Preempt event"
+
+    def check_impact(self, previous: Snapshot, current: Snapshot) -> None:
+        """A VM is unreachable only during the impact of a Started event naming it (SPEC 4:
+        "Started --impact, then done--> (removed)")."""
+        del previous
+        for view in current.events.values():
+            event = view.event
+            if event.status is EventStatus.STARTED and (
+                seconds(event.duration_seconds) > self.timing.started_period
+            ):
+                # Known defect, pinned by test_operations.py::
+                # test_event_outlasting_the_started_period_is_removed_after_its_impact (xfail):
+                # such an event is removed while its impact goes on.
+                until = self.started_by[event.event_id] + seconds(event.duration_seconds)
+                for resource in event.resources:
+                    self.outlasting_impact[resource.name] = max(
+                        until, self.outlasting_impact.get(resource.name, until)
+                    )
+        for name, reachable in current.reachable.items():
+            if reachable or current.now < self.outlasting_impact.get(name, current.now):
+                continue
+            assert any(
+                view.event.status is EventStatus.STARTED and view.event.impacts(name)
+                for view in current.events.values()
+            ), f"{name} unreachable with no Started event impacting it"
+
+
+PlatformProperties.TestCase.settings = settings(
+    max_examples=80,
+    stateful_step_count=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_platform_properties = PlatformProperties.TestCase
