@@ -1,0 +1,115 @@
+"""The control API from Python: what the CLI and the scenario runner both speak through.
+
+It wraps any :class:`httpx.Client`, so the same code talks to ``forewarn serve`` over a socket
+or to the control app in the same process (:class:`AsgiTransport`), where a test owns the
+manual clock and nothing listens on a port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from forewarn.server.control import API
+
+
+class ControlError(Exception):
+    """The control API answered with an error, or could not be reached (``status`` None)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def segment(name: str) -> str:
+    """``name`` quoted as one path segment, whatever characters a host name holds."""
+    return quote(name, safe="")
+
+
+class ControlClient:
+    """Calls ``/api/v1`` routes and returns their JSON, raising :class:`ControlError`."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        self.http = http
+
+    @property
+    def base(self) -> str:
+        return f"{str(self.http.base_url).rstrip('/')}{API}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        payload: Mapping[str, Any] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        try:
+            response = self.http.request(method, API + path, json=payload, params=params)
+        except httpx.HTTPError as exc:
+            raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
+        if response.status_code >= 400:
+            try:
+                message = response.json()["error"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text.strip() or response.reason_phrase
+            raise ControlError(f"{response.status_code}: {message}", response.status_code)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ControlError(f"{self.base}{path} did not answer JSON; is it forewarn?") from None
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        return self.request("GET", path, params=params)
+
+    def post(self, path: str, payload: Mapping[str, Any] | None = None) -> Any:
+        return self.request("POST", path, payload)
+
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)
+
+
+def control_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def connect(host: str, port: int, *, timeout: float = 10.0) -> httpx.Client:
+    """An HTTP client for the control API of ``forewarn serve`` at ``host:port``."""
+    return httpx.Client(base_url=control_url(host, port), timeout=timeout)
+
+
+class AsgiTransport(httpx.BaseTransport):
+    """A synchronous httpx transport that calls an ASGI app in this thread.
+
+    httpx's own ``ASGITransport`` is async-only; the CLI and the scenario runner are not, so
+    each request runs on a private event loop, closed with the client.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._asgi = httpx.ASGITransport(app=app)
+        self._loop = asyncio.Runner()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()  # a streamed body becomes bytes, which the async transport can send
+
+        async def call() -> tuple[int, httpx.Headers, bytes]:
+            response = await self._asgi.handle_async_request(request)
+            body = await response.aread()
+            return response.status_code, response.headers, body
+
+        status, headers, body = self._loop.run(call())
+        return httpx.Response(status, headers=headers, content=body, request=request)
+
+    def close(self) -> None:
+        self._loop.close()
+
+
+def in_process_client(app: Any) -> httpx.Client:
+    """An HTTP client whose requests go straight to ``app`` (close it when done)."""
+    return httpx.Client(transport=AsgiTransport(app), base_url="http://control.invalid")

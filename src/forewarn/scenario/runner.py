@@ -1,0 +1,270 @@
+"""Running a scenario against a control API, step by step, stopping at the first failure.
+
+Later steps build on earlier ones (an approval needs the event the previous step created), so
+the run stops at the first step that fails and says which one, with what was expected and what
+was found. Everything goes through :class:`~forewarn.scenario.client.ControlClient`: the same
+run works against ``forewarn serve`` or in-process on a manual clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from forewarn.scenario.client import ControlClient, ControlError, segment
+from forewarn.scenario.matching import (
+    document_problems,
+    matches,
+    needs_time,
+    vm_problems,
+)
+from forewarn.scenario.schema import (
+    DeleteInstancesStep,
+    EventStep,
+    Expectation,
+    HostStep,
+    MaintenanceStep,
+    ScaleSetInstances,
+    Scenario,
+    SelectEvents,
+    Step,
+)
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """Why step ``number`` failed (0: the scenario's requirements were not met)."""
+
+    number: int
+    label: str
+    problems: tuple[str, ...]
+    expected: Any = None
+    actual: Any = None
+
+    def render(self, source: str, total: int) -> str:
+        where = "before step 1" if self.number == 0 else f"step {self.number} of {total}"
+        lines = [f"{source}: {where} ({self.label}) failed: {self.problems[0]}"]
+        lines += [f"  {problem}" for problem in self.problems[1:]]
+        if self.expected is not None:
+            lines.append(f"  expected: {self.expected}")
+        if self.actual is not None:
+            lines.append(f"  actual:   {self.actual}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    scenario: Scenario
+    steps_run: int
+    failure: StepFailure | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+    def to_json(self) -> dict[str, Any]:
+        failure = self.failure
+        return {
+            "scenario": self.scenario.name,
+            "source": self.scenario.source,
+            "passed": self.passed,
+            "steps": len(self.scenario.steps),
+            "stepsRun": self.steps_run,
+            "failure": None
+            if failure is None
+            else {
+                "step": failure.number,
+                "label": failure.label,
+                "problems": list(failure.problems),
+                "expected": failure.expected,
+                "actual": failure.actual,
+            },
+        }
+
+
+class _StepFailedError(Exception):
+    def __init__(self, *problems: str, expected: Any = None, actual: Any = None) -> None:
+        super().__init__(problems[0])
+        self.problems = problems
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass
+class _Run:
+    client: ControlClient
+
+    def now(self) -> datetime:
+        return datetime.fromisoformat(self.client.get("/clock")["now"])
+
+    def document(self, vm: str, api_version: str | None = None) -> dict[str, Any]:
+        params = {"api-version": api_version} if api_version else None
+        document: dict[str, Any] = self.client.get(f"/vms/{segment(vm)}/document", params)
+        return document
+
+    def selected(self, selection: SelectEvents, verb: str) -> list[str]:
+        """Ids of the events of the VM's document that ``selection`` names."""
+        events = self.document(selection.vm)["Events"]
+        if selection.events == "all":
+            chosen = events
+        else:
+            now = self.now() if needs_time(selection.events) else None
+            chosen = [e for e in events if any(matches(m, e, now) for m in selection.events)]
+        if not chosen:
+            wanted = (
+                "any event" if selection.events == "all" else [m.fields() for m in selection.events]
+            )
+            raise _StepFailedError(
+                f"nothing to {verb}: no event of {selection.vm}'s document matches {wanted}",
+                actual=events,
+            )
+        return [event["EventId"] for event in chosen]
+
+
+def _restart(run: _Run, vm: str) -> None:
+    run.client.post(f"/vms/{segment(vm)}/restart")
+
+
+def _redeploy(run: _Run, vm: str) -> None:
+    run.client.post(f"/vms/{segment(vm)}/redeploy")
+
+
+def _evict(run: _Run, target: str | ScaleSetInstances) -> None:
+    if isinstance(target, str):
+        run.client.post(f"/vms/{segment(target)}/simulate-eviction")
+    else:
+        path = f"/scale-sets/{segment(target.scale_set)}/simulate-eviction"
+        run.client.post(path, {"instanceIds": target.instance_ids})
+
+
+def _delete_instances(run: _Run, step: DeleteInstancesStep) -> None:
+    path = f"/scale-sets/{segment(step.scale_set)}/delete-instances"
+    run.client.post(path, {"instanceIds": step.instance_ids, "autoscale": step.autoscale})
+
+
+def _os_image_upgrade(run: _Run, step: ScaleSetInstances) -> None:
+    path = f"/scale-sets/{segment(step.scale_set)}/os-image-upgrade"
+    run.client.post(path, {"instanceIds": step.instance_ids})
+
+
+def _host(run: _Run, step: HostStep) -> None:
+    action, host = step.action
+    run.client.post(f"/hosts/{segment(host)}/{action}")
+
+
+def _maintenance(run: _Run, step: MaintenanceStep) -> None:
+    run.client.post("/campaigns", {"vms": step.vms, "eventType": step.event_type})
+
+
+def _event(run: _Run, step: EventStep) -> None:
+    payload: dict[str, Any] = {
+        "type": step.type,
+        "resources": step.resources,
+        "source": step.source,
+        "description": step.description,
+        "durationInSeconds": step.duration_in_seconds,
+        "started": step.started,
+    }
+    if step.notice is not None:
+        payload["noticeSeconds"] = step.notice.total_seconds()
+    run.client.post("/events", payload)
+
+
+def _approve(run: _Run, selection: SelectEvents) -> None:
+    ids = run.selected(selection, "approve")
+    run.client.post(f"/vms/{segment(selection.vm)}/approve", {"eventIds": ids})
+
+
+def _cancel(run: _Run, selection: SelectEvents) -> None:
+    for event_id in run.selected(selection, "cancel"):
+        run.client.delete(f"/events/{segment(event_id)}")
+
+
+def _advance(run: _Run, duration: timedelta) -> None:
+    run.client.post("/clock/advance", {"seconds": duration.total_seconds()})
+
+
+def _set_clock(run: _Run, moment: datetime) -> None:
+    run.client.post("/clock/set", {"now": moment.isoformat()})
+
+
+def _expect(run: _Run, expectation: Expectation) -> None:
+    problems: list[str] = []
+    actual: dict[str, Any] = {}
+    if expectation.needs_vm():
+        try:
+            vm: Mapping[str, Any] | None = run.client.get(f"/vms/{segment(expectation.vm)}")
+        except ControlError as exc:
+            if exc.status != 404:
+                raise
+            vm = None
+        if vm is not None:
+            actual.update({k: vm[k] for k in ("reachable", "receiving", "host") if k in vm})
+        else:
+            actual["exists"] = False
+        problems += vm_problems(expectation, vm)
+    if expectation.needs_document() and not problems:
+        now = run.now() if expectation.events and needs_time(expectation.events) else None
+        document = run.document(expectation.vm, expectation.api_version)
+        actual["document"] = document
+        problems += document_problems(expectation, document, now)
+    if problems:
+        expected = expectation.model_dump(by_alias=True, exclude_none=True)
+        raise _StepFailedError(*problems, expected=expected, actual=actual)
+
+
+_ACTIONS: dict[str, Callable[[_Run, Any], None]] = {
+    "restart": _restart,
+    "redeploy": _redeploy,
+    "simulate-eviction": _evict,
+    "delete-instances": _delete_instances,
+    "os-image-upgrade": _os_image_upgrade,
+    "host": _host,
+    "maintenance": _maintenance,
+    "event": _event,
+    "approve": _approve,
+    "cancel": _cancel,
+    "advance": _advance,
+    "set-clock": _set_clock,
+    "expect": _expect,
+}
+
+
+def _requirements(run: _Run, scenario: Scenario) -> None:
+    if scenario.profile is not None:
+        profile = run.client.get("/clock").get("profile")
+        if profile != scenario.profile:
+            raise _StepFailedError(
+                f"the scenario needs timing profile {scenario.profile!r}; "
+                f"the control API at {run.client.base} runs {profile!r}"
+            )
+
+
+def run_scenario(
+    scenario: Scenario,
+    client: ControlClient,
+    *,
+    on_step: Callable[[Step], None] | None = None,
+) -> ScenarioResult:
+    """Run every step in order; ``on_step`` is told of each step done (progress bars)."""
+    run = _Run(client)
+    try:
+        _requirements(run, scenario)
+    except (_StepFailedError, ControlError) as exc:
+        return ScenarioResult(scenario, 0, _failure(0, "requirements", exc))
+    for done, step in enumerate(scenario.steps):
+        try:
+            _ACTIONS[step.kind](run, step.value)
+        except (_StepFailedError, ControlError) as exc:
+            return ScenarioResult(scenario, done, _failure(step.number, step.label, exc))
+        if on_step is not None:
+            on_step(step)
+    return ScenarioResult(scenario, len(scenario.steps))
+
+
+def _failure(number: int, label: str, exc: _StepFailedError | ControlError) -> StepFailure:
+    if isinstance(exc, ControlError):
+        return StepFailure(number, label, (str(exc),))
+    return StepFailure(number, label, exc.problems, exc.expected, exc.actual)

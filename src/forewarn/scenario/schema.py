@@ -1,0 +1,326 @@
+"""The scenario file (YAML): a timeline of operations, clock steps and expectations.
+
+Each step is a mapping with exactly one action key (and an optional ``title``); its value is
+validated with pydantic, so a mistake is reported with the file, the step number and the
+field before anything runs. The schema is documented in ``docs/control.md``::
+
+    name: live migration            # optional
+    fleet: fleet-live-migration.yaml   # optional: the fleet it needs, relative to this file
+    profile: fast                   # optional: refuse to run under another timing profile
+    steps:
+      - host: {live-migrate: h1}
+      - expect: {vm: WestNO_0, incarnation: 2, events: [{EventType: Freeze}]}
+      - approve: {vm: WestNO_1, events: all}
+      - advance: 10m
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from forewarn.domain.api_versions import CURRENT_VERSION, find_version
+from forewarn.domain.errors import ForewarnError
+from forewarn.domain.timing import PROFILES
+from forewarn.scenario.durations import parse_duration
+
+MAX_SCENARIO_BYTES = 4 * 1024 * 1024
+MAX_STEPS = 10_000
+HOST_ACTIONS = ("live-migrate", "maintain", "predict-failure", "fail")
+
+
+class ScenarioFileError(ForewarnError):
+    """The scenario cannot be used; the message names the file, the step and the field."""
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or text like 15m")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        return parse_duration(value)
+    return value
+
+
+def _instance_id(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+VmName = Annotated[str, Field(min_length=1, max_length=128)]
+InstanceId = Annotated[str, BeforeValidator(_instance_id), Field(pattern=r"^[0-9]{1,16}$")]
+InstanceIds = list[InstanceId]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EventMatch(_Strict):
+    """Fields an event must have, named as in the document; unnamed fields are not checked.
+
+    ``NotBefore`` may be ``"+15m"``: the platform time when the step runs, plus 15 minutes.
+    """
+
+    event_id: str | None = Field(default=None, alias="EventId")
+    event_status: Literal["Scheduled", "Started"] | None = Field(default=None, alias="EventStatus")
+    event_type: Literal["Freeze", "Reboot", "Redeploy", "Preempt", "Terminate"] | None = Field(
+        default=None, alias="EventType"
+    )
+    resource_type: str | None = Field(default=None, alias="ResourceType")
+    resources: list[str] | None = Field(default=None, alias="Resources")
+    not_before: str | None = Field(default=None, alias="NotBefore")
+    description: str | None = Field(default=None, alias="Description")
+    event_source: Literal["Platform", "User"] | None = Field(default=None, alias="EventSource")
+    duration_in_seconds: StrictInt | None = Field(default=None, alias="DurationInSeconds")
+
+    @field_validator("not_before")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("+"):
+            parse_duration(value[1:])
+        return value
+
+    def fields(self) -> dict[str, Any]:
+        """The checked fields, by their document names, in document order."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class ScaleSetInstances(_Strict):
+    scale_set: VmName = Field(alias="scaleSet")
+    instance_ids: InstanceIds = Field(alias="instanceIds", min_length=1)
+
+
+class DeleteInstancesStep(ScaleSetInstances):
+    autoscale: StrictBool = False
+
+
+class HostStep(_Strict):
+    """``{live-migrate: h1}``: exactly one action, naming the host."""
+
+    live_migrate: str | None = Field(default=None, alias="live-migrate")
+    maintain: str | None = None
+    predict_failure: str | None = Field(default=None, alias="predict-failure")
+    fail: str | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> HostStep:
+        if len(self.model_dump(exclude_none=True)) != 1:
+            raise ValueError(f"name exactly one of {', '.join(HOST_ACTIONS)}")
+        return self
+
+    @property
+    def action(self) -> tuple[str, str]:
+        ((action, host),) = self.model_dump(by_alias=True, exclude_none=True).items()
+        return action, host
+
+
+class MaintenanceStep(_Strict):
+    vms: list[VmName] | None = Field(default=None, min_length=1)
+    event_type: Literal["Reboot", "Freeze"] = Field(default="Reboot", alias="eventType")
+
+
+class EventStep(_Strict):
+    """An arbitrary event, as ``POST /api/v1/events`` creates it."""
+
+    type: Literal["Freeze", "Reboot", "Redeploy", "Preempt", "Terminate"]
+    resources: list[VmName] = Field(min_length=1)
+    source: Literal["Platform", "User"] = "Platform"
+    description: str = ""
+    duration_in_seconds: StrictInt = Field(default=-1, alias="durationInSeconds", ge=-1)
+    notice: Duration | None = None
+    started: StrictBool = False
+
+
+class SelectEvents(_Strict):
+    """The events of ``vm``'s document to approve or cancel: ``all``, or those matching."""
+
+    vm: VmName
+    events: Literal["all"] | Annotated[list[EventMatch], Field(min_length=1)]
+
+
+class Expectation(_Strict):
+    """What must hold now for one VM; only the named checks are made."""
+
+    vm: VmName
+    api_version: str = Field(default=CURRENT_VERSION.name, alias="apiVersion")
+    incarnation: StrictInt | None = Field(default=None, ge=1)
+    events: list[EventMatch] | None = None
+    exists: StrictBool | None = None
+    reachable: StrictBool | None = None
+    receiving: StrictBool | None = None
+    host: str | None = None
+
+    @field_validator("api_version")
+    @classmethod
+    def _known_version(cls, value: str) -> str:
+        if find_version(value) is None:
+            raise ValueError(f"{value!r} is not a Scheduled Events api-version")
+        return value
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> Expectation:
+        checks = self.model_dump(exclude_none=True, exclude={"vm", "api_version"})
+        if not checks:
+            raise ValueError("name at least one of incarnation, events, exists, reachable, ...")
+        if self.exists is False and len(checks) > 1:
+            raise ValueError("exists: false cannot be combined with other checks")
+        return self
+
+    def needs_document(self) -> bool:
+        return self.incarnation is not None or self.events is not None
+
+    def needs_vm(self) -> bool:
+        return any(v is not None for v in (self.exists, self.reachable, self.receiving, self.host))
+
+
+#: Each action key and the type its value is validated as.
+STEP_TYPES: dict[str, Any] = {
+    "restart": VmName,
+    "redeploy": VmName,
+    "simulate-eviction": VmName | ScaleSetInstances,
+    "delete-instances": DeleteInstancesStep,
+    "os-image-upgrade": ScaleSetInstances,
+    "host": HostStep,
+    "maintenance": MaintenanceStep,
+    "event": EventStep,
+    "approve": SelectEvents,
+    "cancel": SelectEvents,
+    "advance": Duration,
+    "set-clock": AwareDatetime,
+    "expect": Expectation,
+}
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {kind: TypeAdapter(t) for kind, t in STEP_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One validated step: ``number`` counts from 1, as people read the file."""
+
+    number: int
+    kind: str
+    value: Any
+    label: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    source: str
+    name: str
+    steps: tuple[Step, ...]
+    profile: str | None = None
+    fleet: Path | None = None
+
+
+class _Header(_Strict):
+    name: str | None = Field(default=None, max_length=200)
+    description: str | None = None
+    fleet: str | None = None
+    profile: str | None = None
+    steps: list[Any] = Field(min_length=1, max_length=MAX_STEPS)
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROFILES:
+            raise ValueError(f"unknown timing profile; known: {', '.join(sorted(PROFILES))}")
+        return value
+
+
+def _brief(value: Any, limit: int = 60) -> str:
+    if isinstance(value, Mapping):
+        text = ", ".join(f"{key}: {_brief(item, limit)}" for key, item in value.items())
+    elif isinstance(value, list):
+        text = "[" + ", ".join(_brief(item, limit) for item in value) + "]"
+    elif isinstance(value, datetime):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def _step(number: int, raw: Any, source: str) -> Step:
+    where = f"{source}: step {number}"
+    if not isinstance(raw, Mapping):
+        raise ScenarioFileError(f"{where}: a step is a mapping such as {{advance: 10m}}")
+    title = raw.get("title")
+    if title is not None and not isinstance(title, str):
+        raise ScenarioFileError(f"{where}: title must be text")
+    keys = [key for key in raw if key != "title"]
+    unknown = [str(key) for key in keys if key not in STEP_TYPES]
+    if unknown:
+        raise ScenarioFileError(
+            f"{where}: unknown step {unknown[0]!r}; known: {', '.join(STEP_TYPES)}"
+        )
+    if len(keys) != 1:
+        found = ", ".join(str(key) for key in keys) or "none"
+        raise ScenarioFileError(f"{where}: a step has exactly one action (found: {found})")
+    kind = keys[0]
+    try:
+        value = _ADAPTERS[kind].validate_python(raw[kind])
+    except ValidationError as exc:
+        raise ScenarioFileError(f"{where} ({kind}): {_problem(exc)}") from None
+    return Step(number, kind, value, title or f"{kind} {_brief(raw[kind])}")
+
+
+def parse_scenario(text: str, source: str = "<scenario>", base: Path | None = None) -> Scenario:
+    """The scenario ``text`` describes; ``base`` is where a relative ``fleet`` path starts."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioFileError(f"{source}: not valid YAML: {exc}") from None
+    try:
+        header = _Header.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioFileError(f"{source}: {_problem(exc)}") from None
+    steps = tuple(_step(number, item, source) for number, item in enumerate(header.steps, 1))
+    fleet = None
+    if header.fleet is not None:
+        fleet = (base or Path.cwd()) / header.fleet
+    return Scenario(
+        source=source,
+        name=header.name or Path(source).stem,
+        steps=steps,
+        profile=header.profile,
+        fleet=fleet,
+    )
+
+
+def load_scenario(path: Path) -> Scenario:
+    try:
+        if path.stat().st_size > MAX_SCENARIO_BYTES:
+            raise ScenarioFileError(f"{path}: larger than {MAX_SCENARIO_BYTES} bytes")
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioFileError(f"{path}: cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScenarioFileError(f"{path}: not UTF-8 text") from None
+    return parse_scenario(text, str(path), path.parent)
