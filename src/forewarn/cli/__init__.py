@@ -1,0 +1,30 @@
+"""``forewarn``: run the service, and drive it from the shell through the control API.
+
+``forewarn serve`` starts both planes; every other command is a client of the control API
+(``--control HOST:PORT`` or ``FOREWARN_CONTROL``), printing a table, or JSON with ``-o json``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from forewarn import __version__
+from forewarn.cli.clock import clock
+from forewarn.cli.common import CliContext, parse_address, parse_duration
+from forewarn.cli.events import events
+from forewarn.cli.hosts import host, maintenance
+from forewarn.cli.scenario import scenario
+from forewarn.cli.serve import serve
+from forewarn.cli.vms import vm, vmss
+
+
+@click.group()
+@click.version_option(__version__, prog_name="forewarn")
+def main() -> None:
+    """forewarn: the Azure Scheduled Events service, runnable anywhere."""
+
+
+for _command in (serve, vm, vmss, host, maintenance, events, clock, scenario):
+    main.add_command(_command)
+
+__all__ = ["CliContext", "main", "parse_address", "parse_duration"]

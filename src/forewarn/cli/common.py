@@ -1,0 +1,137 @@
+"""What every control command shares: where the control API is, output, and errors.
+
+The HTTP client is made by :class:`CliContext`, which tests replace (``CliRunner.invoke(main,
+args, obj=CliContext(connect=...))``) to drive the real control app in-process, with no socket.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import click
+import httpx
+
+from forewarn.scenario.client import ControlClient, ControlError, connect
+from forewarn.scenario.durations import parse_duration as _parse_duration
+from forewarn.server.runner import DEFAULT_CONTROL_PORT, DEFAULT_HOST
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class CliContext:
+    """How commands reach the control API: ``connect(host, port)`` returns an HTTP client."""
+
+    connect: Callable[[str, int], httpx.Client] = connect
+
+
+def parse_address(text: str, default_port: int) -> tuple[str, int]:
+    """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    else:
+        host, port_text = text, ""
+    if not host:
+        raise click.BadParameter(f"{text!r} has no host")
+    if not port_text:
+        return host, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise click.BadParameter(f"{text!r}: the port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90``, ``90s``, ``15m``, ``1h30m``, ``7d``: a duration for the clock and notices."""
+    try:
+        return _parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@contextmanager
+def control_api(address: str) -> Iterator[ControlClient]:
+    """A client for the control API at ``address``; its errors become one-line CLI errors."""
+    host, port = parse_address(address, DEFAULT_CONTROL_PORT)
+    context = click.get_current_context().find_object(CliContext) or CliContext()
+    with context.connect(host, port) as http:
+        try:
+            yield ControlClient(http)
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+def control_option(function: F) -> F:
+    option = click.option(
+        "--control",
+        "control",
+        default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
+        show_default=True,
+        envvar="FOREWARN_CONTROL",
+        help="The control API's HOST:PORT (env FOREWARN_CONTROL).",
+    )
+    return option(function)
+
+
+def output_option(function: F) -> F:
+    option = click.option(
+        "--output",
+        "-o",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="A table for people, or JSON for scripts.",
+    )
+    return option(function)
+
+
+def cell(value: object) -> str:
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def emit(data: Any, output: str, rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:
+    """``data`` as JSON, or ``rows`` as a table under ``header``."""
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+        return
+    table = [list(header), *([cell(value) for value in row] for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        click.echo(
+            "  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+EVENT_HEADER = ("EVENT ID", "TYPE", "STATUS", "SOURCE", "RESOURCES", "NOT BEFORE")
+
+
+def event_row(event: dict[str, Any]) -> tuple[object, ...]:
+    return (
+        event["EventId"],
+        event["EventType"],
+        event["EventStatus"],
+        event["EventSource"],
+        event["Resources"],
+        event["NotBefore"],
+    )
+
+
+def emit_events(data: dict[str, Any], output: str, nothing: str) -> None:
+    """The events an operation created, or ``nothing`` when it created none."""
+    if output == "table" and not data["events"]:
+        click.echo(nothing)
+        return
+    emit(data, output, [event_row(e) for e in data["events"]], EVENT_HEADER)

@@ -1,0 +1,103 @@
+"""``forewarn serve``: its options are those of :class:`~forewarn.server.runner.ServeSettings`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from forewarn.cli.common import parse_address
+from forewarn.config.fleet import FleetFileError, load_fleet
+from forewarn.domain.timing import PROFILES
+from forewarn.server.runner import (
+    DEFAULT_CONTROL_PORT,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ServeSettings,
+    run,
+)
+
+
+@click.command()
+@click.option(
+    "--bind",
+    "bind",
+    default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+    show_default=True,
+    help="Where the VM-facing endpoint listens (e.g. 169.254.169.254:80).",
+)
+@click.option(
+    "--control",
+    "control",
+    default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
+    show_default=True,
+    help="Where the control API listens.",
+)
+@click.option(
+    "--fleet",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML file describing the VMs (default: one standalone VM, vm0).",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["system", "scaled", "manual"]),
+    default="system",
+    show_default=True,
+    help="Platform time: real, sped up, or moved by `clock advance`.",
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    help="Speed-up factor of --clock scaled.",
+)
+@click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    default="documented",
+    show_default=True,
+    help="Timing profile: documented minimum notices, or fast.",
+)
+@click.option(
+    "--rate-limit",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Requests per second allowed per VM before 429.",
+)
+@click.option("--seed", type=int, default=None, help="Seed for EventIds, to replay a run.")
+def serve(
+    bind: str,
+    control: str,
+    fleet: Path | None,
+    clock: str,
+    scale: float,
+    profile: str,
+    rate_limit: float,
+    seed: int | None,
+) -> None:
+    """Serve /metadata/scheduledevents (and the control API) until interrupted."""
+    host, port = parse_address(bind, DEFAULT_PORT)
+    control_host, control_port = parse_address(control, DEFAULT_CONTROL_PORT)
+    if fleet is not None:
+        try:
+            load_fleet(fleet)
+        except FleetFileError as exc:
+            raise click.ClickException(str(exc)) from None
+    settings = ServeSettings(
+        host=host,
+        port=port,
+        control_host=control_host,
+        control_port=control_port,
+        fleet=fleet,
+        clock=clock,
+        scale=scale,
+        profile=profile,
+        rate_limit=rate_limit,
+        seed=seed,
+    )
+    try:
+        run(settings, announce=lambda line: click.echo(line, err=False))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen: {exc}") from None

@@ -1,0 +1,205 @@
+"""``forewarn vm ...`` and ``forewarn vmss ...``: named and shaped as ``az vm`` / ``az vmss``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from forewarn.cli.common import (
+    F,
+    control_api,
+    control_option,
+    emit,
+    emit_events,
+    output_option,
+)
+from forewarn.scenario.client import segment
+
+VM_HEADER = ("NAME", "ADDRESS", "HOST", "REACHABLE", "RECEIVING", "GROUP")
+
+
+def _group(vm: dict[str, Any]) -> str:
+    for key, kind in (
+        ("availabilitySet", "availability set"),
+        ("scaleSet", "scale set"),
+        ("cloudService", "cloud service"),
+    ):
+        if vm.get(key):
+            return f"{kind} {vm[key]}"
+    return "standalone"
+
+
+def _vm_row(vm: dict[str, Any]) -> tuple[object, ...]:
+    address = vm["address"] or "(bind address)"
+    return (vm["name"], address, vm["host"], vm["reachable"], vm["receiving"], _group(vm))
+
+
+name_option = click.option("--name", "-n", required=True, help="The VM's name.")
+
+
+@click.group()
+def vm() -> None:
+    """Inspect VMs and do to one what a user does: restart, redeploy, evict."""
+
+
+@vm.command("list")
+@control_option
+@output_option
+def vm_list(control: str, output: str) -> None:
+    """List VMs: where each answers, its host, whether it is up and receiving events."""
+    with control_api(control) as api:
+        data = api.get("/vms")
+    emit(data, output, [_vm_row(v) for v in data["vms"]], VM_HEADER)
+
+
+@vm.command("show")
+@name_option
+@control_option
+@output_option
+def vm_show(name: str, control: str, output: str) -> None:
+    """One VM, with its groups and fault/update domains."""
+    with control_api(control) as api:
+        data = api.get(f"/vms/{segment(name)}")
+    keys = (
+        "name",
+        "address",
+        "host",
+        "reachable",
+        "receiving",
+        "subscriptionId",
+        "availabilitySet",
+        "scaleSet",
+        "cloudService",
+        "faultDomain",
+        "updateDomain",
+        "priority",
+    )
+    emit(data, output, [(key, data.get(key)) for key in keys], ("FIELD", "VALUE"))
+
+
+def _vm_operation(operation: str, summary: str) -> click.Command:
+    @click.command(operation, help=summary)
+    @name_option
+    @control_option
+    @output_option
+    def command(name: str, control: str, output: str) -> None:
+        with control_api(control) as api:
+            data = api.post(f"/vms/{segment(name)}/{operation}")
+        emit_events(data, output, f"{operation} {name}: no event")
+
+    return command
+
+
+vm.add_command(
+    _vm_operation("restart", "Restart: a User Reboot event, 15 minutes or approval first.")
+)
+vm.add_command(
+    _vm_operation("redeploy", "Redeploy: a User Redeploy event, 10 minutes or approval first.")
+)
+vm.add_command(
+    _vm_operation("simulate-eviction", "Evict a Spot VM: a Preempt event 30 seconds ahead.")
+)
+
+
+@vm.command("approve")
+@name_option
+@click.argument("event_ids", nargs=-1)
+@click.option("--all", "approve_all", is_flag=True, help="Every event the VM is shown.")
+@control_option
+@output_option
+def vm_approve(
+    name: str, event_ids: tuple[str, ...], approve_all: bool, control: str, output: str
+) -> None:
+    """Approve events as the VM would (real VMs POST StartRequests to the endpoint)."""
+    if approve_all == bool(event_ids):
+        raise click.UsageError("name the EVENT_IDS to approve, or --all (not both)")
+    with control_api(control) as api:
+        data = api.post(
+            f"/vms/{segment(name)}/approve",
+            {"eventIds": "all" if approve_all else list(event_ids)},
+        )
+    if output == "json":
+        emit(data, output, [], ())
+    elif data["approved"]:
+        click.echo(f"{name} approved {', '.join(data['approved'])}")
+    else:
+        click.echo(f"{name} is shown no event to approve")
+
+
+@click.group()
+def vmss() -> None:
+    """Do to scale-set instances what a user or autoscale does."""
+
+
+def _instances(function: F) -> F:
+    """``--name SET --instance-ids 0 1 2``: az's spelling, where one option takes many values.
+
+    click options take one value each, so the ids after the first are gathered by a trailing
+    argument; ``--instance-ids 0 --instance-ids 1`` works as well.
+    """
+    decorators = (
+        click.option("--name", "-n", required=True, help="The scale set's name."),
+        click.option(
+            "--instance-ids",
+            "--instance-id",
+            "instance_ids",
+            multiple=True,
+            help="Instance ids, as az takes them: --instance-ids 0 1 2.",
+        ),
+        click.argument("more_ids", nargs=-1, metavar="[INSTANCE_ID]..."),
+        control_option,
+        output_option,
+    )
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+def _post_instances(
+    operation: str, name: str, ids: tuple[str, ...], control: str, output: str, **extra: Any
+) -> None:
+    if not ids:
+        raise click.UsageError("name at least one instance: --instance-ids 0 1 ...")
+    with control_api(control) as api:
+        data = api.post(
+            f"/scale-sets/{segment(name)}/{operation}", {"instanceIds": list(ids), **extra}
+        )
+    emit_events(data, output, f"{operation} {name} {' '.join(ids)}: done, with no event")
+
+
+@vmss.command("delete-instances")
+@_instances
+@click.option("--autoscale", is_flag=True, help="Scale-in by autoscale: EventSource Platform.")
+def vmss_delete_instances(
+    name: str,
+    instance_ids: tuple[str, ...],
+    more_ids: tuple[str, ...],
+    autoscale: bool,
+    control: str,
+    output: str,
+) -> None:
+    """Delete instances: Terminate events when the set has terminate notification on."""
+    ids = (*instance_ids, *more_ids)
+    _post_instances("delete-instances", name, ids, control, output, autoscale=autoscale)
+
+
+@vmss.command("simulate-eviction")
+@_instances
+def vmss_simulate_eviction(
+    name: str, instance_ids: tuple[str, ...], more_ids: tuple[str, ...], control: str, output: str
+) -> None:
+    """Evict Spot instances: a Preempt event 30 seconds ahead for each."""
+    _post_instances("simulate-eviction", name, (*instance_ids, *more_ids), control, output)
+
+
+@vmss.command("os-image-upgrade")
+@_instances
+def vmss_os_image_upgrade(
+    name: str, instance_ids: tuple[str, ...], more_ids: tuple[str, ...], control: str, output: str
+) -> None:
+    """Guest OS upgrade or reimage: a Reboot notice with osImageNotification on."""
+    _post_instances("os-image-upgrade", name, (*instance_ids, *more_ids), control, output)
+
+
+vmss.add_command(vmss_os_image_upgrade, "reimage")
