@@ -85,6 +85,7 @@ _ALLOWED_METHODS = {
     VERSIONS_PATH: ("GET",),
 }
 _QUERY_CACHE_SIZE = 512
+_OK_CACHE_SIZE = 1024
 
 
 class ImdsEndpoint:
@@ -103,6 +104,7 @@ class ImdsEndpoint:
         self.rate_limiter = RateLimiter(rate_limit)
         self._monotonic = monotonic
         self._queries: dict[str, dict[str, str] | str] = {}
+        self._ok_responses: dict[bytes, ImdsResponse] = {}
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
         path = request.path
@@ -142,7 +144,7 @@ class ImdsEndpoint:
             if version is None:
                 return _INVALID_API_VERSION
             if method == "GET":
-                return ImdsResponse(200, self.service.document_bytes(vm.name, version))
+                return self._ok(self.service.document_bytes(vm.name, version))
             return self._approve(vm, version, request.body)
 
         if not has_header:
@@ -152,6 +154,20 @@ class ImdsEndpoint:
         return self._instance(vm, path, query)
 
     # -- pieces ----------------------------------------------------------------------------
+
+    def _ok(self, body: bytes) -> ImdsResponse:
+        """A 200 carrying ``body``, reused while the body is the same.
+
+        A VM's document bytes stay the same object until its events change, and VMs with the
+        same document share one answer; finding it costs less than building a frozen response
+        on every poll (measured with ``python -m bench``).
+        """
+        response = self._ok_responses.get(body)
+        if response is None:
+            if len(self._ok_responses) >= _OK_CACHE_SIZE:
+                self._ok_responses.clear()
+            response = self._ok_responses[body] = ImdsResponse(200, body)
+        return response
 
     def _approve(self, vm: Vm, version: ApiVersion, body: bytes) -> ImdsResponse:
         del version  # every version approves the same way
