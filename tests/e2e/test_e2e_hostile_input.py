@@ -244,6 +244,17 @@ def test_body_longer_than_its_content_length(target: Target) -> None:
     assert reply.closed
 
 
+def test_body_without_any_length(target: Target) -> None:
+    """RFC 9112 section 6.3: a request with neither Content-Length nor Transfer-Encoding has
+    no body, so the approval after its head is no body (the empty one is not JSON: 400) but
+    the next "request" (not HTTP: 400, closed); nothing is approved."""
+    head = f"POST {TARGET} HTTP/1.1\r\nHost: {AZURE_ENDPOINT}\r\nMetadata: true\r\n\r\n"
+    reply = target.send(head.encode() + _approval(target.event_id))
+    responses = parse_responses(reply.data)
+    assert [r.status for r in responses] == [400, 400]
+    assert reply.closed
+
+
 def test_slow_partial_request_then_disconnect(target: Target) -> None:
     """A client trickles half a request head and goes away: no answer, nothing held."""
     parts = [b"GET /metadata/sch", b"eduledevents?api-", b"version=2020-07-01 HT"]
