@@ -1,0 +1,30 @@
+"""``forewarn serve`` keeps the options the README documents."""
+
+from __future__ import annotations
+
+import click
+
+from forewarn.cli import main
+
+
+def test_serve_options_are_the_documented_ones() -> None:
+    """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
+    --profile, --rate-limit, --seed, with their documented defaults."""
+    serve = main.commands["serve"]
+    context = click.Context(serve)
+    options: dict[str, object] = {}
+    for param in serve.params:
+        if isinstance(param, click.Option) and param.opts[0] != "--help":
+            default = param.get_default(context)
+            # click marks "no default" with its own sentinel; the README says "none" too.
+            options[param.opts[0]] = default if isinstance(default, str | float) else None
+    assert options == {
+        "--bind": "127.0.0.1:16954",
+        "--control": "127.0.0.1:16955",
+        "--fleet": None,
+        "--clock": "system",
+        "--scale": 60.0,
+        "--profile": "documented",
+        "--rate-limit": 5.0,
+        "--seed": None,
+    }
