@@ -64,9 +64,12 @@ def pair_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForewarnSe
 
 
 @pytest.fixture
-def pair(pair_server: ForewarnServer) -> ForewarnServer:
-    """The module's shared server, healthy and with empty documents; requests go to WestNO_0
-    unless a test says otherwise."""
+def pair(pair_server: ForewarnServer) -> Iterator[ForewarnServer]:
+    """The shared server, healthy and with empty documents; requests go to WestNO_0 unless a
+    test says otherwise. What the server printed during the test is shown if it fails."""
     pair_server.process.assert_healthy()
     pair_server.clear()
-    return pair_server
+    start = len(pair_server.process.output())
+    yield pair_server
+    print(f"--- forewarn serve output during the test ---\n{pair_server.process.output()[start:]}")
+    pair_server.process.assert_healthy()
