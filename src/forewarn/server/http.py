@@ -3,22 +3,31 @@
 Why not a framework: every VM polls once a second, often on a new connection each time, so
 this endpoint's throughput decides how many VMs one process can serve (see the benchmarks in
 ``bench/``). httptools (the parser uvicorn uses) does the HTTP parsing; this module only keeps
-connections, applies the size limits before buffering anything, and writes pre-formatted
-responses. The request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
+connections, applies the size limits before buffering anything, reuses the parse of a poll it
+has seen byte for byte (:class:`_ParsedRequests`), and writes pre-formatted responses. The
+request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
+import ipaddress
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import httptools
 
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse, Limits, split_target
+from forewarn.server.imds import (
+    JSON,
+    TEXT,
+    ImdsEndpoint,
+    ImdsRequest,
+    ImdsResponse,
+    Limits,
+    split_target,
+)
 from forewarn.wire.errors import error_body
 
 _REASONS = {
@@ -33,6 +42,22 @@ _REASONS = {
     500: b"Internal Server Error",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[bytes, bytes]:
+    """The fixed parts of a response head: before the Date, and after Content-Length."""
+    after = b"" if content_type is None else b"Content-Type: %s\r\n" % content_type
+    if not keep_alive:
+        after += b"Connection: close\r\n"
+    return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"")), after + b"\r\n"
+
+
+_HEADS = {
+    (status, content_type, keep_alive): _head(status, content_type, keep_alive)
+    for status in _REASONS
+    for content_type in (JSON, TEXT, None)
+    for keep_alive in (True, False)
+}
 IDLE_TIMEOUT = 75.0
 #: After refusing a request, what the client is still sending is read and dropped for this
 #: long, so that it reads the answer instead of a connection reset.
@@ -50,21 +75,67 @@ class _RefusedError(Exception):
     """Raised in a parser callback to stop parsing a request that breaks a limit."""
 
 
+#: Requests longer than this are parsed every time; a poll is about a hundred bytes.
+_CACHEABLE_URL = 512
+_SECOND = timedelta(seconds=1)
+_CACHEABLE_REQUEST = 2048
+#: One entry per distinct request (10,000 VMs at their own addresses send 10,000 Host
+#: headers); at most a few MiB.
+_PARSED_ENTRIES = 16384
+
+
+class _Parsed(NamedTuple):
+    """What httptools made of one whole request: a pure function of its bytes."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+    keep_alive: bool
+
+
+class _ParsedRequests:
+    """Requests already parsed, by their exact bytes, shared by every connection.
+
+    A VM polls with the same bytes every second, so parsing each poll again would only redo
+    work whose outcome is known. Only a read holding exactly one whole bodiless GET, arriving
+    between requests, is remembered, so skipping the parser leaves it where it was. The
+    endpoint still runs every check on every request: only the HTTP parsing is reused.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, _Parsed] = {}
+
+    def get(self, data: bytes) -> _Parsed | None:
+        return self._entries.get(data)
+
+    def put(self, data: bytes, parsed: _Parsed) -> None:
+        if len(data) > _CACHEABLE_REQUEST:
+            return
+        if len(self._entries) >= _PARSED_ENTRIES:
+            self._entries.clear()
+        self._entries[data] = parsed
+
+
 class _DateHeader:
     """The Date header, in the platform's time so clients compare NotBefore against it."""
 
-    __slots__ = ("_clock", "_second", "_value")
+    __slots__ = ("_clock", "_from", "_until", "_value")
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
         self._clock = clock
-        self._second = -1
+        self._from = self._until = datetime.min.replace(tzinfo=UTC)
         self._value = b""
 
     def value(self) -> bytes:
         now = self._clock()
-        second = int(now.timestamp())
-        if second != self._second:
-            self._second = second
+        # Comparing with the current second's bounds costs less than a timestamp per answer.
+        if not self._from <= now < self._until:
+            self._from = now.replace(microsecond=0)
+            self._until = self._from + _SECOND
             self._value = format_datetime(now, usegmt=True).encode()
         return self._value
 
@@ -73,8 +144,11 @@ class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
+        "_at_boundary",
         "_body",
+        "_cacheable",
         "_closing",
+        "_completed",
         "_date",
         "_endpoint",
         "_head_bytes",
@@ -83,9 +157,14 @@ class ImdsProtocol(asyncio.Protocol):
         "_in_head",
         "_in_request",
         "_last_active",
+        "_last_bytes",
+        "_last_date",
+        "_last_response",
         "_limits",
         "_local",
+        "_local_known",
         "_loop",
+        "_parsed",
         "_parser",
         "_peer",
         "_timer",
@@ -93,13 +172,28 @@ class ImdsProtocol(asyncio.Protocol):
         "_url",
     )  # fmt: skip
 
-    def __init__(self, endpoint: ImdsEndpoint, date: _DateHeader) -> None:
+    def __init__(
+        self,
+        endpoint: ImdsEndpoint,
+        date: _DateHeader,
+        parsed: _ParsedRequests,
+        loop: asyncio.AbstractEventLoop,
+        local: str | None = None,
+    ) -> None:
         self._endpoint = endpoint
+        self._parsed = parsed
+        self._at_boundary = True
+        self._completed = 0
+        self._cacheable: _Parsed | None = None
+        self._last_response: ImdsResponse | None = None
+        self._last_date = b""
+        self._last_bytes = b""
         self._limits: Limits = endpoint.limits
         self._date = date
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
-        self._local = ""
+        self._local = local or ""
+        self._local_known = local is not None
         self._peer = ""
         self._url = bytearray()
         self._headers: dict[str, str] = {}
@@ -109,7 +203,7 @@ class ImdsProtocol(asyncio.Protocol):
         self._body = bytearray()
         self._closing = False
         self._in_request = False
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop
         self._last_active = self._loop.time()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -117,13 +211,11 @@ class ImdsProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
-        sockname = transport.get_extra_info("sockname")
+        if not self._local_known:
+            sockname = transport.get_extra_info("sockname")
+            self._local = sockname[0] if sockname else ""
         peername = transport.get_extra_info("peername")
-        self._local = sockname[0] if sockname else ""
         self._peer = peername[0] if peername else ""
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._timer = self._loop.call_later(IDLE_TIMEOUT, self._check_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -131,11 +223,32 @@ class ImdsProtocol(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        # The parser holds this protocol's callbacks: dropping it frees the connection at
+        # once, instead of leaving a cycle per connection for the garbage collector. Nothing
+        # parses after this: data_received stops at _closing.
+        del self._parser
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
+        if self._at_boundary:
+            parsed = self._parsed.get(data)
+            if parsed is not None:
+                try:
+                    self._answer(parsed)
+                except Exception as exc:  # the same 500 as when the parser calls the endpoint
+                    self._internal_error(exc)
+                return
+            self._completed = 0
+            self._cacheable = None
+            self._slow_path(data)
+            if self._completed == 1 and self._at_boundary and self._cacheable is not None:
+                self._parsed.put(data, self._cacheable)
+            return
+        self._slow_path(data)
+
+    def _slow_path(self, data: bytes) -> None:
         try:
             if len(data) <= _FEED_SLICE:
                 self._feed(data)
@@ -152,12 +265,15 @@ class ImdsProtocol(asyncio.Protocol):
             if isinstance(cause, _RefusedError):
                 self._reply_and_close(400, str(cause))
             else:
-                self._loop.call_exception_handler(
-                    {"message": "error answering a request", "exception": cause, "protocol": self}
-                )
-                self._reply_and_close(500, "Internal server error")
+                self._internal_error(cause)
         except httptools.HttpParserError:
             self._reply_and_close(400, _NOT_HTTP)
+
+    def _internal_error(self, cause: BaseException | None) -> None:
+        self._loop.call_exception_handler(
+            {"message": "error answering a request", "exception": cause, "protocol": self}
+        )
+        self._reply_and_close(500, "Internal server error")
 
     def _feed(self, data: bytes | memoryview) -> None:
         if self._in_head:
@@ -180,6 +296,7 @@ class ImdsProtocol(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self._at_boundary = False
         self._in_request = True
         self._url.clear()
         self._headers = {}
@@ -243,12 +360,32 @@ class ImdsProtocol(asyncio.Protocol):
             self._reply_and_close(400, "Bad request. The URL is not valid UTF-8")
             return
         path, query = split_target(target)
+        parsed = _Parsed(
+            parser.get_method().decode("ascii", "replace"),
+            path,
+            query,
+            self._headers,
+            bytes(self._body),
+            parser.should_keep_alive(),
+        )
+        self._completed += 1
+        self._at_boundary = True
+        if (
+            parsed.method == "GET"
+            and not parsed.body
+            and len(self._url) <= _CACHEABLE_URL
+            and "expect" not in parsed.headers
+        ):
+            self._cacheable = parsed
+        self._answer(parsed)
+
+    def _answer(self, parsed: _Parsed) -> None:
         request = ImdsRequest(
-            method=parser.get_method().decode("ascii", "replace"),
-            path=path,
-            query=query,
-            headers=self._headers,
-            body=bytes(self._body),
+            method=parsed.method,
+            path=parsed.path,
+            query=parsed.query,
+            headers=parsed.headers,
+            body=parsed.body,
             local_address=self._local,
             peer_address=self._peer,
         )
@@ -256,7 +393,7 @@ class ImdsProtocol(asyncio.Protocol):
         if response.status == 0:  # the VM is down: no answer at all
             self._close()
             return
-        keep_alive = parser.should_keep_alive()
+        keep_alive = parsed.keep_alive
         self._write(response, keep_alive)
         if not keep_alive:
             self._close()
@@ -267,18 +404,24 @@ class ImdsProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
+        date = self._date.value()
+        if response is self._last_response and date is self._last_date and keep_alive:
+            transport.write(self._last_bytes)  # a poll answered the same within a second
+            return
+        head = _HEADS.get((response.status, response.content_type, keep_alive))
+        if head is None:
+            head = _head(response.status, response.content_type, keep_alive)
         body = response.body
-        parts = [
-            b"HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Length: %d\r\n"
-            % (response.status, _REASONS.get(response.status, b""), self._date.value(), len(body))
-        ]
-        if response.content_type is not None:
-            parts.append(b"Content-Type: %s\r\n" % response.content_type)
-        if not keep_alive:
-            parts.append(b"Connection: close\r\n")
-        parts.append(b"\r\n")
-        parts.append(body)
-        transport.write(b"".join(parts))
+        data = b"%sDate: %s\r\nContent-Length: %d\r\n%s%s" % (
+            head[0],
+            date,
+            len(body),
+            head[1],
+            body,
+        )
+        if keep_alive:
+            self._last_response, self._last_date, self._last_bytes = response, date, data
+        transport.write(data)
 
     def _reply_and_close(self, status: int, message: str) -> None:
         """Answer with an error and end the connection, lingering: the client may still be
@@ -313,6 +456,16 @@ class ImdsProtocol(asyncio.Protocol):
         self._timer = self._loop.call_later(IDLE_TIMEOUT - idle, self._check_idle)
 
 
+def _listening_address(host: str) -> str | None:
+    """The local address of every connection to ``host``, when that is one address: then
+    no connection has to convert its socket address again."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None  # a name may resolve to several addresses
+    return None if address.is_unspecified else str(address)
+
+
 async def start_imds_server(
     endpoint: ImdsEndpoint,
     host: str,
@@ -324,8 +477,10 @@ async def start_imds_server(
     """Listen on ``host:port`` and answer the VM-facing endpoint there."""
     loop = asyncio.get_running_loop()
     date = _DateHeader(endpoint.service.clock.now)
+    parsed = _ParsedRequests()
+    local = _listening_address(host)
     return await loop.create_server(
-        lambda: ImdsProtocol(endpoint, date),
+        lambda: ImdsProtocol(endpoint, date, parsed, loop, local),
         host,
         port,
         reuse_port=reuse_port,
