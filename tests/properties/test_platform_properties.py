@@ -182,8 +182,8 @@ class PlatformProperties(RuleBasedStateMachine):
                 assert event.not_before == now + notice
 
     def expect_host_events(self, events: Sequence[Event], on_host: Sequence[Vm]) -> None:
-        """A host operation impacts exactly the VMs on the host, each once, grouped so that
-        every event holds one tenant, one delivery-scope group and one update domain."""
+        """A host operation impacts exactly the VMs on the host, each once (how they are
+        grouped into events is checked for every new event by :meth:`check_resources_grouping`)."""
         impacted = [r.name for e in events for r in e.resources]
         assert sorted(impacted) == sorted(vm.name for vm in on_host)
 
@@ -779,7 +779,7 @@ class PlatformProperties(RuleBasedStateMachine):
 
 
 PlatformProperties.TestCase.settings = settings(
-    max_examples=80,
+    max_examples=60,
     stateful_step_count=40,
     deadline=None,
     database=None,
