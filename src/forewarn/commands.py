@@ -120,9 +120,10 @@ class StartCampaign(Command):
     event_type: str = EventType.REBOOT.value
 
     def apply(self, platform: Platform) -> Result:
+        """The events of the campaign's first step."""
         event_type = EventType(self.event_type)
-        operations.maintenance_campaign(platform, self.vms, event_type=event_type)
-        return tuple(view.event for view in platform.events())
+        campaign = operations.maintenance_campaign(platform, self.vms, event_type=event_type)
+        return tuple(platform.event(event_id).event for event_id in sorted(campaign.current))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

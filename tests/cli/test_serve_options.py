@@ -9,7 +9,8 @@ from forewarn.cli import main
 
 def test_serve_options_are_the_documented_ones() -> None:
     """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
-    --profile, --rate-limit, --seed, with their documented defaults."""
+    --profile, --timing, --data-dir, --store, --rate-limit, --seed, with their documented
+    defaults (no --profile means documented, or what the data directory was created with)."""
     serve = main.commands["serve"]
     context = click.Context(serve)
     options: dict[str, object] = {}
@@ -24,7 +25,10 @@ def test_serve_options_are_the_documented_ones() -> None:
         "--fleet": None,
         "--clock": "system",
         "--scale": 60.0,
-        "--profile": "documented",
+        "--profile": None,
+        "--timing": None,
+        "--data-dir": None,
+        "--store": None,
         "--rate-limit": 5.0,
         "--seed": None,
     }

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
-from forewarn.cli.common import parse_address
+from forewarn.cli.common import parse_address, parse_duration
 from forewarn.config.fleet import FleetFileError, load_fleet
 from forewarn.domain.timing import PROFILES
 from forewarn.server.runner import (
@@ -16,6 +17,8 @@ from forewarn.server.runner import (
     ServeSettings,
     run,
 )
+from forewarn.server.state import StateMismatchError
+from forewarn.storage.errors import StorageError
 
 
 @click.command()
@@ -55,9 +58,31 @@ from forewarn.server.runner import (
 @click.option(
     "--profile",
     type=click.Choice(sorted(PROFILES)),
-    default="documented",
-    show_default=True,
-    help="Timing profile: documented minimum notices, or fast.",
+    default=None,
+    help="Timing profile: documented minimum notices (the default), or fast. A data "
+    "directory keeps the profile it was created with.",
+)
+@click.option(
+    "--timing",
+    "timing",
+    multiple=True,
+    metavar="NAME=DURATION",
+    help="Override one duration of the profile, e.g. notice.Reboot=5m, started_period=30s, "
+    "first_call_delay=0 (repeatable).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep state in DIR (SQLite) so it survives restarts; default: in memory.",
+)
+@click.option(
+    "--store",
+    default=None,
+    metavar="URL",
+    envvar="FOREWARN_STORE",
+    help="Keep state in another store instead: postgresql://... or sqlite:///path "
+    "(env FOREWARN_STORE).",
 )
 @click.option(
     "--rate-limit",
@@ -73,7 +98,10 @@ def serve(
     fleet: Path | None,
     clock: str,
     scale: float,
-    profile: str,
+    profile: str | None,
+    timing: tuple[str, ...],
+    data_dir: Path | None,
+    store: str | None,
     rate_limit: float,
     seed: int | None,
 ) -> None:
@@ -96,8 +124,31 @@ def serve(
         profile=profile,
         rate_limit=rate_limit,
         seed=seed,
+        data_dir=data_dir,
+        store=store,
+        timing_overrides=_timing_overrides(profile, timing),
     )
+    if data_dir is not None and store is not None:
+        raise click.UsageError("choose one of --data-dir and --store")
     try:
         run(settings, announce=lambda line: click.echo(line, err=False))
+    except (FleetFileError, StateMismatchError, StorageError) as exc:
+        raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot listen: {exc}") from None
+
+
+def _timing_overrides(
+    profile: str | None, items: tuple[str, ...]
+) -> tuple[tuple[str, timedelta], ...]:
+    overrides: dict[str, timedelta] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not NAME=DURATION", param_hint="--timing")
+        overrides[name.strip()] = parse_duration(value.strip())
+    try:  # refuse unknown names now, not after the listeners are up
+        PROFILES[profile or "documented"].with_overrides(overrides)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timing") from None
+    return tuple(sorted(overrides.items()))

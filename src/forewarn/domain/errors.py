@@ -5,6 +5,7 @@ The HTTP edge maps these to status codes; nothing here knows what a status code 
     ForewarnError
     └── DomainError
         ├── UnknownVmError          no VM of that name or address
+        ├── UnknownGroupError       no scale set or host of that name
         ├── UnknownEventError       an event id the calling VM cannot see
         ├── InvalidOperationError   the request makes no sense in the current state
         └── InvalidEventError       an event that breaks a documented rule (notice, type...)
@@ -27,6 +28,15 @@ class UnknownVmError(DomainError):
     def __init__(self, what: str) -> None:
         super().__init__(f"no virtual machine {what}")
         self.what = what
+
+
+class UnknownGroupError(DomainError):
+    """Raised when a scale set or host named by an operation does not exist."""
+
+    def __init__(self, kind: str, name: str, message: str | None = None) -> None:
+        super().__init__(message or f"no {kind} named {name!r}")
+        self.kind = kind
+        self.name = name
 
 
 class UnknownEventError(DomainError):

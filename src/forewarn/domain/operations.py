@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from forewarn.domain import descriptions
-from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import CampaignView, EventRequest, Platform
 from forewarn.domain.vms import Priority, Vm
@@ -142,7 +142,7 @@ def group_requests(
 def _on_host(platform: Platform, host: str) -> list[Vm]:
     vms = [vm for vm in platform.vms() if vm.host == host]
     if not vms:
-        raise InvalidOperationError(f"no virtual machine runs on host {host!r}")
+        raise UnknownGroupError("host", host, f"no virtual machine runs on host {host!r}")
     return vms
 
 

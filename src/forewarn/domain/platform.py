@@ -33,6 +33,7 @@ from forewarn.domain.errors import (
     InvalidEventError,
     InvalidOperationError,
     UnknownEventError,
+    UnknownGroupError,
     UnknownVmError,
 )
 from forewarn.domain.events import (
@@ -167,7 +168,7 @@ class Platform:
         try:
             return self._scale_sets[name]
         except KeyError:
-            raise InvalidOperationError(f"no scale set named {name!r}") from None
+            raise UnknownGroupError("scale set", name) from None
 
     def add_vm(self, vm: Vm, *, receiving: bool = True) -> None:
         """Add ``vm``; ``receiving`` VMs start as if they had just made their first request."""

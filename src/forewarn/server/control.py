@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from forewarn import __version__
@@ -49,28 +48,39 @@ from forewarn.domain.errors import (
     InvalidEventError,
     InvalidOperationError,
     UnknownEventError,
+    UnknownGroupError,
     UnknownVmError,
 )
-from forewarn.domain.events import Event, EventSource, EventStatus, EventType
-from forewarn.domain.platform import CampaignView, EventView, VmState
+from forewarn.domain.events import Event
+from forewarn.domain.platform import EventView
+from forewarn.server.control_models import (
+    API,
+    ERROR_RESPONSES,
+    MAX_CONTROL_BODY,
+    AdvanceClockRequest,
+    ApprovedOut,
+    ApproveRequest,
+    CampaignRequest,
+    CampaignsOut,
+    CampaignStartedOut,
+    ClockOut,
+    CreateEventRequest,
+    DeleteInstancesRequest,
+    DocumentOut,
+    EventOut,
+    EventsOut,
+    HostOut,
+    HostsOut,
+    InstancesRequest,
+    SetClockRequest,
+    VmOut,
+    VmsOut,
+    campaign_out,
+    event_out,
+    vm_out,
+)
 from forewarn.service import ScheduledEventsService
-from forewarn.wire.documents import document_fields, event_fields
-from forewarn.wire.instance import compute_fields
-
-MAX_CONTROL_BODY = 64 * 1024
-API = "/api/v1"
-#: Upper bounds that keep every duration far from datetime's year-9999 overflow.
-MAX_SECONDS = 100 * 365 * 24 * 3600
-MAX_NAMES = 10_000
-
-VmName = Annotated[str, Field(min_length=1, max_length=128)]
-InstanceId = Annotated[str, Field(pattern=r"^[0-9]{1,16}$")]
-EventIds = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=MAX_NAMES)]
-Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
-
-
-class NotFoundError(Exception):
-    """A host or scale set the fleet does not have (the domain calls these wrong state)."""
+from forewarn.wire.documents import document_fields
 
 
 class InvalidInputError(Exception):
@@ -78,7 +88,7 @@ class InvalidInputError(Exception):
 
 
 _STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
-    (NotFoundError, 404),
+    (UnknownGroupError, 404),
     (InvalidInputError, 422),
     (UnknownVmError, 404),
     (UnknownEventError, 404),
@@ -86,194 +96,6 @@ _STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
     (InvalidOperationError, 409),
     (DomainError, 409),
 )
-
-
-# -- request bodies -----------------------------------------------------------------------------
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CreateEventRequest(_Body):
-    type: EventType
-    resources: list[VmName] = Field(min_length=1, max_length=MAX_NAMES)
-    source: EventSource = EventSource.PLATFORM
-    description: str = Field(default="", max_length=1024)
-    duration_in_seconds: StrictInt = Field(
-        default=-1, alias="durationInSeconds", ge=-1, le=MAX_SECONDS
-    )
-    notice_seconds: Seconds | None = Field(default=None, alias="noticeSeconds")
-    started: StrictBool = False
-
-
-class InstancesRequest(_Body):
-    instance_ids: list[InstanceId] = Field(alias="instanceIds", min_length=1, max_length=MAX_NAMES)
-
-
-class DeleteInstancesRequest(InstancesRequest):
-    autoscale: StrictBool = False
-
-
-class ApproveRequest(_Body):
-    event_ids: EventIds | Literal["all"] = Field(alias="eventIds")
-
-
-class CampaignRequest(_Body):
-    vms: list[VmName] | None = Field(default=None, min_length=1, max_length=MAX_NAMES)
-    event_type: Literal["Reboot", "Freeze"] = Field(default="Reboot", alias="eventType")
-
-
-class AdvanceClockRequest(_Body):
-    seconds: Seconds
-
-
-class SetClockRequest(_Body):
-    now: AwareDatetime
-
-
-# -- responses ----------------------------------------------------------------------------------
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class EventOut(_Out):
-    """The event as api-version 2020-07-01 shows it, plus who sees and who approved it."""
-
-    event_id: str = Field(alias="EventId")
-    event_status: EventStatus = Field(alias="EventStatus")
-    event_type: EventType = Field(alias="EventType")
-    resource_type: str = Field(alias="ResourceType")
-    resources: list[str] = Field(alias="Resources")
-    not_before: str = Field(alias="NotBefore")
-    description: str = Field(alias="Description")
-    event_source: EventSource = Field(alias="EventSource")
-    duration_in_seconds: int = Field(alias="DurationInSeconds")
-    audience: list[str] = Field(description="VMs whose document shows the event")
-    parties: list[str] = Field(description="Tenants (subscriptions) that must approve")
-    approved_by: list[str] = Field(alias="approvedBy", description="Tenants that approved")
-    job_id: int | None = Field(alias="jobId", description="Events of one job start together")
-
-
-class EventsOut(_Out):
-    events: list[EventOut]
-
-
-class ApprovedOut(_Out):
-    approved: list[str]
-
-
-class VmOut(_Out):
-    name: str
-    address: str | None
-    host: str
-    reachable: bool = Field(description="False while an impact is under way")
-    receiving: bool = Field(description="Scheduled Events is on for this VM")
-    subscription_id: str = Field(alias="subscriptionId")
-    availability_set: str | None = Field(alias="availabilitySet")
-    scale_set: str | None = Field(alias="scaleSet")
-    cloud_service: str | None = Field(alias="cloudService")
-    fault_domain: int = Field(alias="faultDomain")
-    update_domain: int = Field(alias="updateDomain")
-    priority: str
-    compute: dict[str, Any] = Field(description="The VM's /metadata/instance compute section")
-
-
-class VmsOut(_Out):
-    vms: list[VmOut]
-
-
-class DocumentOut(_Out):
-    document_incarnation: int = Field(alias="DocumentIncarnation")
-    events: list[dict[str, Any]] = Field(alias="Events")
-
-
-class HostOut(_Out):
-    name: str
-    vms: list[str]
-
-
-class HostsOut(_Out):
-    hosts: list[HostOut]
-
-
-class CampaignOut(_Out):
-    id: int
-    step: int = Field(description="Steps (fault domains) begun so far")
-    steps: int
-    current_events: list[str] = Field(alias="currentEvents")
-
-
-class CampaignsOut(_Out):
-    campaigns: list[CampaignOut]
-
-
-class CampaignStartedOut(_Out):
-    campaign: CampaignOut | None = Field(description="None when it had nothing left to do")
-    events: list[EventOut]
-
-
-class ClockOut(_Out):
-    now: str
-    kind: str
-    profile: str
-    next_deadline: str | None = Field(alias="nextDeadline")
-
-
-class ErrorOut(_Out):
-    error: str
-
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (400, 404, 409, 413, 422)
-}
-
-
-# -- mapping ------------------------------------------------------------------------------------
-
-
-def _event_out(event: Event, view: EventView | None) -> EventOut:
-    return EventOut.model_validate(
-        {
-            **event_fields(view.event if view else event, CURRENT_VERSION),
-            "audience": sorted(view.audience) if view else [],
-            "parties": sorted(view.parties) if view else [],
-            "approvedBy": sorted(view.approvals) if view else [],
-            "jobId": view.job_id if view else None,
-        }
-    )
-
-
-def _vm_out(state: VmState) -> VmOut:
-    vm = state.vm
-    return VmOut.model_validate(
-        {
-            "name": vm.name,
-            "address": vm.address,
-            "host": vm.host,
-            "reachable": state.reachable,
-            "receiving": state.receiving,
-            "subscriptionId": vm.subscription_id,
-            "availabilitySet": vm.availability_set,
-            "scaleSet": vm.vm_scale_set_name or None,
-            "cloudService": vm.cloud_service,
-            "faultDomain": vm.platform_fault_domain,
-            "updateDomain": vm.platform_update_domain,
-            "priority": vm.priority.value,
-            "compute": compute_fields(vm),
-        }
-    )
-
-
-def _campaign_out(view: CampaignView) -> CampaignOut:
-    return CampaignOut(
-        id=view.campaign_id,
-        step=view.step,
-        steps=view.steps,
-        currentEvents=sorted(view.current),
-    )
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
@@ -349,27 +171,17 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
         description="Drive the simulated platform behind the Scheduled Events endpoint.",
         redoc_url=None,
     )
-    router = APIRouter(prefix=API, responses=_ERRORS)
+    router = APIRouter(prefix=API, responses=ERROR_RESPONSES)
 
     def views() -> dict[str, EventView]:
         return {view.event.event_id: view for view in service.events()}
 
     def events_out(events: Sequence[Event]) -> EventsOut:
         live = views()
-        return EventsOut(events=[_event_out(e, live.get(e.event_id)) for e in events])
+        return EventsOut(events=[event_out(e, live.get(e.event_id)) for e in events])
 
     def execute(command: Command) -> EventsOut:
         return events_out(service.execute(command))
-
-    def require_scale_set(name: str) -> None:
-        try:
-            service.platform.scale_set(name)
-        except InvalidOperationError:
-            raise NotFoundError(f"no scale set named {name!r}") from None
-
-    def require_host(name: str) -> None:
-        if not any(vm.host == name for vm in service.vms()):
-            raise NotFoundError(f"no virtual machine runs on host {name!r}")
 
     def clock_out() -> ClockOut:
         now = service.catch_up()
@@ -385,12 +197,12 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
 
     @router.get("/vms", tags=["vms"])
     async def list_vms() -> VmsOut:
-        return VmsOut(vms=[_vm_out(state) for state in service.vm_states()])
+        return VmsOut(vms=[vm_out(state) for state in service.vm_states()])
 
     @router.get("/vms/{name}", tags=["vms"])
     async def show_vm(name: str) -> VmOut:
         service.catch_up()
-        return _vm_out(service.platform.vm_state(name))
+        return vm_out(service.platform.vm_state(name))
 
     @router.get("/vms/{name}/document", tags=["vms"])
     async def vm_document(
@@ -432,17 +244,15 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
     @router.post("/scale-sets/{name}/delete-instances", tags=["scale sets"])
     async def delete_instances(name: str, body: DeleteInstancesRequest) -> EventsOut:
         """Terminate events when the set has terminate notification; else instances just go."""
-        require_scale_set(name)
         return execute(DeleteInstances(name, tuple(body.instance_ids), body.autoscale))
 
     @router.post("/scale-sets/{name}/simulate-eviction", tags=["scale sets"])
     async def evict_instances(name: str, body: InstancesRequest) -> EventsOut:
-        require_scale_set(name)
+        service.platform.scale_set(name)  # an unknown set is a 404 before any instance is
         return execute(SimulateEviction(tuple(f"{name}_{i}" for i in body.instance_ids)))
 
     @router.post("/scale-sets/{name}/os-image-upgrade", tags=["scale sets"])
     async def os_image_upgrade(name: str, body: InstancesRequest) -> EventsOut:
-        require_scale_set(name)
         return execute(OsImageUpgrade(name, tuple(body.instance_ids)))
 
     # -- hosts ----------------------------------------------------------------------------------
@@ -458,7 +268,6 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
 
     def host_route(action: str, summary: str) -> None:
         async def host_operation(name: str) -> EventsOut:
-            require_host(name)
             return execute(HostOperation(name, action))
 
         router.add_api_route(
@@ -479,27 +288,26 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
 
     @router.get("/campaigns", tags=["maintenance"])
     async def list_campaigns() -> CampaignsOut:
-        return CampaignsOut(campaigns=[_campaign_out(view) for view in service.campaigns()])
+        return CampaignsOut(campaigns=[campaign_out(view) for view in service.campaigns()])
 
     @router.post("/campaigns", status_code=201, tags=["maintenance"])
     async def start_campaign(body: CampaignRequest) -> CampaignStartedOut:
         """Routine maintenance one fault domain at a time, over the listed VMs or all."""
-        before_events = set(views())
         before_campaigns = {view.campaign_id for view in service.campaigns()}
         vms = tuple(body.vms) if body.vms is not None else None
-        service.execute(StartCampaign(vms, body.event_type))
-        created = [view for view in service.events() if view.event.event_id not in before_events]
+        created = service.execute(StartCampaign(vms, body.event_type))
         started = [c for c in service.campaigns() if c.campaign_id not in before_campaigns]
+        live = views()
         return CampaignStartedOut(
-            campaign=_campaign_out(started[0]) if started else None,
-            events=[_event_out(view.event, view) for view in created],
+            campaign=campaign_out(started[0]) if started else None,
+            events=[event_out(event, live.get(event.event_id)) for event in created],
         )
 
     # -- events ---------------------------------------------------------------------------------
 
     @router.get("/events", tags=["events"])
     async def list_events() -> EventsOut:
-        return EventsOut(events=[_event_out(view.event, view) for view in service.events()])
+        return EventsOut(events=[event_out(view.event, view) for view in service.events()])
 
     @router.post("/events", status_code=201, tags=["events"])
     async def create_event(body: CreateEventRequest) -> EventOut:
@@ -515,13 +323,13 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
                 started=body.started,
             )
         )
-        return _event_out(event, views().get(event.event_id))
+        return event_out(event, views().get(event.event_id))
 
     @router.get("/events/{event_id}", tags=["events"])
     async def show_event(event_id: str) -> EventOut:
         service.catch_up()
         view = service.platform.event(event_id)
-        return _event_out(view.event, view)
+        return event_out(view.event, view)
 
     @router.delete("/events/{event_id}", status_code=204, tags=["events"])
     async def cancel_event(event_id: str) -> Response:
@@ -583,7 +391,6 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": f"internal error: {type(exc).__name__}"}, status_code=500)
 
     app.add_exception_handler(DomainError, on_domain_error)
-    app.add_exception_handler(NotFoundError, on_domain_error)
     app.add_exception_handler(InvalidInputError, on_domain_error)
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
