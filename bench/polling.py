@@ -7,6 +7,10 @@ is measured from the moment a request is sent (for a new connection: from the co
 last byte of the answer. How late the generator itself sent requests is reported beside it,
 so a busy generator is not mistaken for a slow server.
 
+The generator drives plain non-blocking sockets from the event loop's reader and writer
+callbacks: on a 2-core machine it shares the CPU with the server, and asyncio transports and a
+task per connection would cost it several times more per poll than the server spends.
+
 The run is bounded twice: by its duration in seconds, and by a request budget of
 ``vms * duration``.
 """
@@ -14,8 +18,9 @@ The run is bounded twice: by its duration in seconds, and by a request budget of
 from __future__ import annotations
 
 import asyncio
-import functools
+import errno
 import math
+import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +31,7 @@ from bench.fleetgen import addresses
 from bench.servers import PATH, QUERY
 
 _TICK = 0.001
+_CONNECTING = (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK, 0)
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,6 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[rank]
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.latencies: list[float] = []
-        self.lateness: list[float] = []
-        self.failed = 0
-        self.in_flight = 0
-
-
 def _request(host: str, close: bool) -> bytes:
     connection = b"Connection: close\r\n" if close else b""
     return (
@@ -72,154 +70,184 @@ def _request(host: str, close: bool) -> bytes:
     )
 
 
-class _Client(asyncio.Protocol):
-    """One VM's connection; reads one response at a time by its Content-Length."""
+def _complete(buffer: bytes) -> tuple[bool, bool]:
+    """(a whole response is in ``buffer``, it is a 200)."""
+    head_end = buffer.find(b"\r\n\r\n")
+    if head_end < 0:
+        return False, False
+    head = buffer[:head_end].lower()
+    marker = head.find(b"content-length:")
+    length = 0
+    if marker >= 0:
+        line_end = head.find(b"\r\n", marker)
+        length = int(head[marker + 15 : line_end if line_end >= 0 else len(head)])
+    return len(buffer) >= head_end + 4 + length, buffer.startswith(b"HTTP/1.1 200 ")
 
-    def __init__(self, recorder: _Recorder, request: bytes, close: bool) -> None:
-        self.recorder = recorder
-        self.request = request
+
+class _Poller:
+    """Every VM's socket and the bookkeeping of one run."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, hosts: list[str], port: int, *, close: bool
+    ) -> None:
+        self.loop = loop
+        self.hosts = hosts
+        self.port = port
         self.close = close
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
-        self.sent_at = 0.0
-        self.busy = False
-        self.connected = asyncio.get_running_loop().create_future()
+        self.requests = [_request(host, close) for host in hosts]
+        self.sockets: list[socket.socket | None] = [None] * len(hosts)
+        self.sent_at = [0.0] * len(hosts)
+        self.buffers = [b""] * len(hosts)
+        self.busy = [False] * len(hosts)
+        self.latencies: list[float] = []
+        self.lateness: list[float] = []
+        self.failed = 0
+        self.in_flight = 0
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
-        if not self.connected.done():
-            self.connected.set_result(None)
+    # -- keep-alive: connect everyone first ------------------------------------------------
 
-    def send(self, started: float) -> None:
-        assert self.transport is not None
-        self.busy = True
-        self.sent_at = started
-        self.recorder.in_flight += 1
-        self.transport.write(self.request)
+    async def connect_all(self) -> None:
+        for index, host in enumerate(self.hosts):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            await self.loop.sock_connect(sock, (host, self.port))
+            self.sockets[index] = sock
+            self.loop.add_reader(sock.fileno(), self._readable, index)
 
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        head, separator, body = self.buffer.partition(b"\r\n\r\n")
-        if not separator:
+    # -- one poll --------------------------------------------------------------------------
+
+    def poll(self, index: int, due: float) -> None:
+        now = time.perf_counter()
+        self.lateness.append(now - due)
+        if self.busy[index] or (not self.close and self.sockets[index] is None):
+            self.failed += 1  # still unanswered a second later, or the server hung up
             return
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        if len(body) < length:
+        self.busy[index] = True
+        self.in_flight += 1
+        self.sent_at[index] = now
+        if not self.close:
+            sock = self.sockets[index]
+            assert sock is not None  # checked above
+            self._send(index, sock)
             return
-        self.buffer = body[length:]
-        self._done(ok=head.startswith(b"HTTP/1.1 200 "))
-
-    def _done(self, *, ok: bool) -> None:
-        if not self.busy:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        self.sockets[index] = sock
+        code = sock.connect_ex((self.hosts[index], self.port))
+        if code not in _CONNECTING:
+            self._finish(index, ok=False)
             return
-        self.busy = False
-        recorder = self.recorder
-        recorder.in_flight -= 1
-        if ok:
-            recorder.latencies.append(time.perf_counter() - self.sent_at)
-        else:
-            recorder.failed += 1
-        if self.close and self.transport is not None:
-            self.transport.close()
+        self.loop.add_writer(sock.fileno(), self._connected, index)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.connected.done():
-            self.connected.set_exception(exc or ConnectionError("closed"))
-        if self.busy:
-            self._done(ok=False)
+    def _connected(self, index: int) -> None:
+        sock = self.sockets[index]
+        assert sock is not None
+        self.loop.remove_writer(sock.fileno())
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+            self._finish(index, ok=False)
+            return
+        self.loop.add_reader(sock.fileno(), self._readable, index)
+        self._send(index, sock)
+
+    def _send(self, index: int, sock: socket.socket) -> None:
+        try:
+            sock.send(self.requests[index])  # ~100 bytes: always fits an empty send buffer
+        except OSError:
+            self._finish(index, ok=False)
+
+    def _readable(self, index: int) -> None:
+        sock = self.sockets[index]
+        assert sock is not None
+        try:
+            data = sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._finish(index, ok=False)
+            return
+        if not self.busy[index]:
+            return  # an answer nobody asked for: ignore it
+        self.buffers[index] += data
+        done, ok = _complete(self.buffers[index])
+        if done:
+            self.buffers[index] = b""
+            self._finish(index, ok=ok)
+
+    def _finish(self, index: int, *, ok: bool) -> None:
+        if self.busy[index]:
+            self.busy[index] = False
+            self.in_flight -= 1
+            if ok:
+                self.latencies.append(time.perf_counter() - self.sent_at[index])
+            else:
+                self.failed += 1
+        if self.close or not ok:
+            self._hang_up(index)
+
+    def _hang_up(self, index: int) -> None:
+        sock = self.sockets[index]
+        if sock is None:
+            return
+        self.sockets[index] = None
+        self.loop.remove_reader(sock.fileno())
+        self.loop.remove_writer(sock.fileno())
+        sock.close()
+
+    def hang_up_all(self) -> None:
+        for index in range(len(self.sockets)):
+            self._hang_up(index)
 
 
-async def _poll(
-    hosts: list[str], port: int, *, close: bool, duration: float, recorder: _Recorder
-) -> float:
-    loop = asyncio.get_running_loop()
-    count = len(hosts)
-    requests = [_request(host, close) for host in hosts]
-    clients: list[_Client | None] = [None] * count
-    if not close:
-        # Keep-alive: every VM connects first, then polls on its own connection.
-        for start in range(0, count, 500):
-            batch = range(start, min(count, start + 500))
-            made = await asyncio.gather(
-                *(
-                    loop.create_connection(
-                        functools.partial(_Client, recorder, requests[i], False), hosts[i], port
-                    )
-                    for i in batch
-                )
-            )
-            for i, (_, protocol) in zip(batch, made, strict=True):
-                clients[i] = protocol
+async def _run(poller: _Poller, duration: float) -> float:
+    if not poller.close:
+        await poller.connect_all()
+    count = len(poller.hosts)
     budget = int(count * duration)
     began = time.perf_counter()
     sent = 0
-    pending: set[asyncio.Task[Any]] = set()
-
-    async def connect_and_send(index: int, due: float) -> None:
-        started = time.perf_counter()
-        recorder.lateness.append(started - due)
-        try:
-            _, protocol = await loop.create_connection(
-                functools.partial(_Client, recorder, requests[index], True), hosts[index], port
-            )
-        except OSError:
-            recorder.failed += 1
-            return
-        protocol.send(started)
-
-    while sent < budget:
-        now = time.perf_counter()
-        elapsed = now - began
-        if elapsed > duration + 5:
-            break  # the generator could not keep up; what was sent is what counts
-        due_count = min(budget, int(elapsed * count) + 1)
-        while sent < due_count:
-            index = sent % count
-            due = began + sent / count
-            if close:
-                task = loop.create_task(connect_and_send(index, due))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-            else:
-                client = clients[index]
-                assert client is not None
-                if client.busy:
-                    recorder.failed += 1  # the last poll has not been answered a second later
-                else:
-                    recorder.lateness.append(now - due)
-                    client.send(now)
-            sent += 1
-        await asyncio.sleep(_TICK)
-    # Let the last answers arrive (bounded), then hang up.
-    deadline = time.perf_counter() + 5
-    while (recorder.in_flight or pending) and time.perf_counter() < deadline:
-        await asyncio.sleep(0.01)
-    for task in list(pending):
-        task.cancel()
-    for client in clients:
-        if client is not None and client.transport is not None:
-            client.transport.close()
-    await asyncio.sleep(0)
+    try:
+        while sent < budget:
+            elapsed = time.perf_counter() - began
+            if elapsed > duration + 5:
+                break  # the generator could not keep up; what was sent is what counts
+            due_count = min(budget, int(elapsed * count) + 1)
+            while sent < due_count:
+                poller.poll(sent % count, began + sent / count)
+                sent += 1
+            await asyncio.sleep(_TICK)
+        # Let the last answers arrive (bounded), then hang up.
+        deadline = time.perf_counter() + 5
+        while poller.in_flight and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        poller.failed += poller.in_flight
+    finally:
+        poller.hang_up_all()
     return time.perf_counter() - began
 
 
-def run_polling(port: int, vms: int, *, close: bool, duration: float) -> PollingResult:
-    """Poll ``vms`` addresses (from :func:`bench.fleetgen.addresses`) on ``port``."""
-    hosts = list(addresses(vms))
-    recorder = _Recorder()
-    seconds = uvloop.run(_poll(hosts, port, close=close, duration=duration, recorder=recorder))
-    latencies = sorted(value * 1000 for value in recorder.latencies)
-    lateness = sorted(value * 1000 for value in recorder.lateness)
+def run_polling(
+    port: int, vms: int, *, close: bool, duration: float, single_host: str | None = None
+) -> PollingResult:
+    """``vms`` VMs poll ``port``, each at its own address (:func:`bench.fleetgen.addresses`),
+    or all at ``single_host``: how a server that does not tell VMs apart (nginx) is polled."""
+    hosts = [single_host] * vms if single_host else list(addresses(vms))
+
+    async def main() -> tuple[_Poller, float]:
+        poller = _Poller(asyncio.get_running_loop(), hosts, port, close=close)
+        return poller, await _run(poller, duration)
+
+    poller, seconds = uvloop.run(main())
+    latencies = sorted(value * 1000 for value in poller.latencies)
+    lateness = sorted(value * 1000 for value in poller.lateness)
     return PollingResult(
         vms=vms,
         mode="new connection per request" if close else "keep-alive",
         seconds=seconds,
-        requests=len(latencies) + recorder.failed,
+        requests=len(latencies) + poller.failed,
         ok=len(latencies),
-        failed=recorder.failed,
+        failed=poller.failed,
         p50_ms=percentile(latencies, 0.50),
         p90_ms=percentile(latencies, 0.90),
         p99_ms=percentile(latencies, 0.99),

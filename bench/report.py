@@ -92,6 +92,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 )
             )
     for polling in results.get("polling", []):
+        if polling.get("server", "forewarn") != "forewarn":
+            continue
         found.append(
             Target(
                 f"p99 latency, {polling['vms']} VMs polling 1/s, {polling['mode']}",
@@ -162,18 +164,29 @@ def table(results: dict[str, Any]) -> str:
             f"Throughput, {throughput['document_bytes']}-byte document, "
             f"{throughput['rounds']} round(s) of {throughput['duration_s']:g} s, median:"
         )
-        lines.append(f"  {'mode':<28} {'forewarn req/s':>15} {'nginx req/s':>12} {'ratio':>7}")
+        lines.append(
+            f"  {'mode':<28} {'forewarn req/s':>15} {'nginx req/s':>12} {'ratio':>7}"
+            f" {'CPU us/req forewarn':>20} {'nginx':>6} {'CPU ratio':>9}"
+        )
         for mode in throughput["modes"]:
             lines.append(
                 f"  {mode['mode']:<28} {mode['forewarn_rps']:>15,.0f} "
                 f"{mode['nginx_rps']:>12,.0f} {mode['ratio']:>6.2f}x"
+                f" {mode['forewarn_cpu_us']:>20.1f} {mode['nginx_cpu_us']:>6.1f}"
+                f" {mode['cpu_ratio']:>8.2f}x"
             )
     for polling in results.get("polling", []):
+        where = (
+            "at their own addresses"
+            if polling.get("server", "forewarn") == "forewarn"
+            else f"against {polling['server']}"
+        )
         lines.append(
-            f"Polling, {polling['vms']} VMs at their own addresses, {polling['mode']}: "
+            f"Polling, {polling['vms']} VMs {where}, {polling['mode']}: "
             f"{polling['ok']}/{polling['requests']} ok, p50 {polling['p50_ms']:.2f} ms, "
             f"p99 {polling['p99_ms']:.2f} ms, max {polling['max_ms']:.2f} ms "
-            f"(generator late by {polling['send_lateness_p99_ms']:.2f} ms at p99)"
+            f"(generator late by {polling['send_lateness_p99_ms']:.2f} ms at p99; "
+            f"server CPU {polling.get('server_cpu_us_per_poll', 0.0):.0f} us per poll)"
         )
     scale = results.get("scale")
     if scale:

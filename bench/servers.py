@@ -65,9 +65,30 @@ http {{
 """
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` (Linux ``/proc``): what serving cost, whatever else
+    the machine was doing at the time."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICKS
+
+
 class _Process:
     process: subprocess.Popen[bytes] | None = None
     stop_signal = signal.SIGTERM
+
+    def serving_pids(self) -> list[int]:
+        """The processes that answer requests."""
+        return [] if self.process is None else [self.process.pid]
 
     def __exit__(
         self,
@@ -103,6 +124,19 @@ class Nginx(_Process):
             path=PATH,
             missing=MISSING_HEADER_BODY,
         )
+
+    def serving_pids(self) -> list[int]:
+        """nginx's workers: the master only accepts signals."""
+        if self.process is None:
+            return []
+        pids: list[int] = []
+        try:
+            for task in os.listdir(f"/proc/{self.process.pid}/task"):
+                with open(f"/proc/{self.process.pid}/task/{task}/children", encoding="ascii") as f:
+                    pids.extend(int(pid) for pid in f.read().split())
+        except OSError:
+            return []
+        return pids
 
     def cleanup(self) -> None:
         if self.www.name.startswith("forewarn-bench-www-"):

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.servers import PATH, Forewarn, Nginx, fetch
+from bench.servers import PATH, Forewarn, Nginx, cpu_seconds, fetch
 from bench.tools import free_port
 from bench.wrk import WrkResult, run_wrk, write_script
 
@@ -36,10 +36,26 @@ class ThroughputError(AssertionError):
 
 
 @dataclass(frozen=True)
+class Run:
+    """One wrk run, and the CPU the server spent answering it."""
+
+    wrk: WrkResult
+    server_cpu_us_per_request: float
+
+
+@dataclass(frozen=True)
 class ModeResult:
     mode: str
-    forewarn: list[WrkResult]
-    nginx: list[WrkResult]
+    forewarn_runs: list[Run]
+    nginx_runs: list[Run]
+
+    @property
+    def forewarn(self) -> list[WrkResult]:
+        return [run.wrk for run in self.forewarn_runs]
+
+    @property
+    def nginx(self) -> list[WrkResult]:
+        return [run.wrk for run in self.nginx_runs]
 
     @property
     def ratios(self) -> list[float]:
@@ -57,9 +73,22 @@ class ModeResult:
             "ratios": self.ratios,
             "forewarn_p99_ms": statistics.median(r.p99_ms for r in self.forewarn),
             "nginx_p99_ms": statistics.median(r.p99_ms for r in self.nginx),
+            # Contention-proof companion figure: server CPU per request, and nginx's over
+            # forewarn's (the throughput ratio if each server had a core to itself).
+            "forewarn_cpu_us": statistics.median(
+                r.server_cpu_us_per_request for r in self.forewarn_runs
+            ),
+            "nginx_cpu_us": statistics.median(r.server_cpu_us_per_request for r in self.nginx_runs),
+            "cpu_ratio": statistics.median(
+                n.server_cpu_us_per_request / f.server_cpu_us_per_request
+                for f, n in zip(self.forewarn_runs, self.nginx_runs, strict=True)
+                if f.server_cpu_us_per_request > 0
+            )
+            if any(f.server_cpu_us_per_request > 0 for f in self.forewarn_runs)
+            else 0.0,
             "rounds": {
-                "forewarn": [asdict(r) for r in self.forewarn],
-                "nginx": [asdict(r) for r in self.nginx],
+                "forewarn": [asdict(r) for r in self.forewarn_runs],
+                "nginx": [asdict(r) for r in self.nginx_runs],
             },
         }
 
@@ -122,13 +151,17 @@ def run_throughput(
             _check_endpoint(static.url, body, "nginx")
             results = []
             for mode, headers in MODES.items():
-                ours: list[WrkResult] = []
-                theirs: list[WrkResult] = []
+                ours: list[Run] = []
+                theirs: list[Run] = []
                 for round_index in range(rounds):
-                    order = [(server.url, ours), (static.url, theirs)]
+                    order = [
+                        (server.url, server.serving_pids(), ours),
+                        (static.url, static.serving_pids(), theirs),
+                    ]
                     if round_index % 2:
                         order.reverse()
-                    for url, into in order:
+                    for url, pids, into in order:
+                        cpu_before = cpu_seconds(pids)
                         result = run_wrk(
                             wrk,
                             url,
@@ -140,7 +173,8 @@ def run_throughput(
                         if not result.clean:
                             who = "forewarn" if url == server.url else "nginx"
                             raise ThroughputError(f"{who}, {mode}: errors in {result}")
-                        into.append(result)
+                        cpu = cpu_seconds(pids) - cpu_before
+                        into.append(Run(result, cpu / result.requests * 1e6))
                 results.append(ModeResult(mode, ours, theirs).summary())
             # Still answering correctly after the load.
             _check_endpoint(server.url, body, "forewarn")
