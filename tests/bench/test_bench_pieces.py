@@ -68,6 +68,9 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([], 0.99) == 0.0
 
 
+CPU = {"forewarn_cpu_us": 10.0, "nginx_cpu_us": 5.0, "cpu_ratio": 0.5}
+
+
 def test_targets_compare_each_figure_in_its_own_direction() -> None:
     results = {
         "throughput": {
@@ -75,13 +78,15 @@ def test_targets_compare_each_figure_in_its_own_direction() -> None:
             "rounds": 1,
             "duration_s": 1.0,
             "modes": [
-                {"mode": "keep-alive", "ratio": 0.59, "forewarn_rps": 59.0, "nginx_rps": 100.0},
+                {"mode": "keep-alive", "ratio": 0.59, "forewarn_rps": 59.0, "nginx_rps": 100.0}
+                | CPU,
                 {
                     "mode": "new connection per request",
                     "ratio": 0.81,
                     "forewarn_rps": 81.0,
                     "nginx_rps": 100.0,
-                },
+                }
+                | CPU,
             ],
         }
     }
