@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import orjson
 import pytest
@@ -86,7 +87,7 @@ def test_a_state_change_reaches_the_next_identical_poll() -> None:
     DocumentIncarnation "increases whenever this VM's Events array changes". The third poll is
     byte for byte the second, whose parse is reused, and must still show the new event."""
     world = World()
-    seen: list[dict[str, object]] = []
+    seen: list[dict[str, Any]] = []
 
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for step in range(3):
@@ -100,7 +101,7 @@ def test_a_state_change_reaches_the_next_identical_poll() -> None:
     run(world, client)
     assert seen[0] == seen[1] == {"DocumentIncarnation": 1, "Events": []}
     assert seen[2]["DocumentIncarnation"] == 2
-    assert [e["EventType"] for e in seen[2]["Events"]] == ["Freeze"]  # type: ignore[union-attr]
+    assert [e["EventType"] for e in seen[2]["Events"]] == ["Freeze"]
 
 
 def test_every_check_runs_on_a_reused_parse() -> None:
