@@ -150,12 +150,6 @@ def test_events_created_while_disabled_arrive_once_enabled_again() -> None:
     assert shown_ids(platform, "as-0") == [event.event_id]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Platform.touch clears a re-enabled VM's shown events and shows them again at "
-    "enable time: the live events vanish (read as completed) and return with the same "
-    "EventIds, or, with no first-call delay, DocumentIncarnation moves with nothing changed",
-)
 @pytest.mark.parametrize("timing", [DOCUMENTED, FAST], ids=lambda t: t.name)
 def test_first_call_after_idle_keeps_live_events_shown(timing: TimingProfile) -> None:
     """SPEC 2 [doc]: "a finished or cancelled event simply disappears from the array" (so a

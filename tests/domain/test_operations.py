@@ -364,11 +364,6 @@ def test_auto_approval_is_for_user_initiated_operations_only(platform: Platform)
 # -- known defects -----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an event is removed at start + started_period even when its impact "
-    "(DurationInSeconds) lasts longer: the fast profile removes a 5 s Freeze after 2 s",
-)
 def test_event_outlasting_the_started_period_is_removed_after_its_impact() -> None:
     """SPEC 4: "Started --impact, then done--> (removed)"; scheduled-events-windows-2024.txt,
     "High level overview": "When the event has reached a terminal state, it's removed from the
@@ -429,11 +424,6 @@ def test_campaign_walks_fault_domains_and_groups_update_domains(platform: Platfo
     assert platform.campaigns() == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="campaigns are serialized only within themselves: two campaigns over one "
-    "availability set impact two of its fault domains at once",
-)
 def test_overlapping_campaigns_impact_one_fault_domain_at_a_time(platform: Platform) -> None:
     """scheduled-events-windows-2024.txt, "High level overview": "As part of Azure's
     availability guarantee, VMs in different fault domains won't be impacted by routine

@@ -160,7 +160,8 @@ def test_each_vm_sees_its_scope_in_order(fleet_server: tuple[int, str]) -> None:
         forewarn(control, "vmss", "delete-instances", "--name", "web", "--instance-ids", "0")
         settle(pollers, control)
         # 4. time passes: every event starts, impacts and is removed
-        for _ in range(7):  # fast profile: 3 s notice, 1 s impact, 2 s Started period
+        # fast profile: 3 s notice, then a 5 s Freeze (the removal waits for the impact)
+        for _ in range(9):
             forewarn_plain(control, "clock", "advance", "1s")
         settle({n: p for n, p in pollers.items() if n != "web_0"}, control)
     finally:

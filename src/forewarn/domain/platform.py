@@ -264,9 +264,6 @@ class Platform:
         self._last_request[vm_name] = now
         if enabled_at is not None and not idle:
             return False  # on already, or waiting for its first-call delay
-        if self._visible[vm_name]:
-            self._visible[vm_name] = {}
-            self._refresh((vm_name,))
         enable_at = now + self.timing.first_call_delay
         self._enabled_at[vm_name] = enable_at
         if enable_at <= now:
@@ -381,11 +378,17 @@ class Platform:
         self, steps: Sequence[Sequence[EventRequest]], *, notice: timedelta | None = None
     ) -> CampaignView:
         """Run ``steps`` one after another: each starts when the previous one's events are
-        all gone, so no two steps (fault domains) are in impact at once (SPEC 4)."""
+        all gone, so no two steps (fault domains) are in impact at once (SPEC 4).
+
+        Campaigns queue behind each other: one started while another runs waits for it, so
+        two campaigns over one set cannot impact two of its fault domains at once.
+        """
         self._sequence += 1
         campaign = _Campaign(self._sequence, [list(step) for step in steps if step], notice)
+        running = bool(self._campaigns)
         self._campaigns[campaign.campaign_id] = campaign
-        self._next_campaign_step(campaign)
+        if not running:
+            self._next_campaign_step(campaign)
         return CampaignView(
             campaign.campaign_id, campaign.step, len(campaign.steps), frozenset(campaign.current)
         )
@@ -491,7 +494,10 @@ class Platform:
                 previous = self._unreachable_until.get(resource.name)
                 self._unreachable_until[resource.name] = max(until, previous or until)
         self._push(until, event_id, _Deadline.IMPACT_END)
-        self._push(self._now + self.timing.started_period, event_id, _Deadline.REMOVE)
+        # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast
+        # profile's Started period.
+        removal = self._now + max(self.timing.started_period, impact)
+        self._push(removal, event_id, _Deadline.REMOVE)
         self._refresh(live.audience)
 
     def _impact_of(self, event: Event) -> timedelta:
@@ -561,6 +567,8 @@ class Platform:
                 self.schedule_job(requests, notice=campaign.notice, campaign=campaign)
                 return
         del self._campaigns[campaign.campaign_id]
+        if self._campaigns:  # the next queued campaign takes its turn
+            self._next_campaign_step(next(iter(self._campaigns.values())))
 
     def _enable(self, name: str) -> None:
         visible = self._visible[name]
