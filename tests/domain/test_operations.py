@@ -361,7 +361,7 @@ def test_auto_approval_is_for_user_initiated_operations_only(platform: Platform)
     assert [e.status for e in events] == [EventStatus.SCHEDULED] * 2
 
 
-# -- known defects -----------------------------------------------------------------------------
+# -- an impact longer than the Started period ------------------------------------------------
 
 
 def test_event_outlasting_the_started_period_is_removed_after_its_impact() -> None:

@@ -69,9 +69,6 @@ class Invariants:
             vm.name: None if vm.name in fleet.not_receiving else START for vm in fleet.vms
         }
         self.deleted_on_request: set[str] = set()
-        self.outlasting_impact: dict[str, datetime] = {}
-        self.reshown: dict[str, set[str]] = defaultdict(set)
-        self.reenabled_now: str | None = None
 
     def request_enables(self, name: str, now: datetime) -> bool:
         """SPEC 7: a request turns Scheduled Events on when it is the VM's first, or its
@@ -79,15 +76,10 @@ class Invariants:
         idle = now - self.asked_at[name] >= self.timing.idle_period
         return self.enabled_from[name] is None or idle
 
-    def requested(self, name: str, now: datetime, shown: set[str]) -> None:
-        """Record a request from ``name``, which saw ``shown`` just before it."""
+    def requested(self, name: str, now: datetime) -> None:
+        """Record a request from ``name``."""
         if self.request_enables(name, now):
             self.enabled_from[name] = now + self.timing.first_call_delay
-            # Known defect, pinned by test_enablement.py::
-            # test_first_call_after_idle_keeps_live_events_shown (xfail): a re-enabling request
-            # takes the VM's live events away and shows them again, with the same EventIds.
-            self.reshown[name] |= shown
-            self.reenabled_now = name if shown else None
         self.asked_at[name] = now
 
     def observe(self, platform: Platform) -> None:
@@ -171,10 +163,10 @@ class Invariants:
                 continue
             if document.events != before.events:
                 assert document.incarnation > before.incarnation, name
-            elif name != self.reenabled_now:
+            else:
                 assert document.incarnation == before.incarnation, name
             gone = {e.event_id for e in before.events} - {e.event_id for e in document.events}
-            self.left_document[name].update(gone - self.reshown[name])
+            self.left_document[name].update(gone)
             back = self.left_document[name] & {e.event_id for e in document.events}
             assert not back, f"{name}: {back} left the document and came back"
 
@@ -184,7 +176,8 @@ class Invariants:
         scheduled-events-windows-2024.txt, "High level overview"), never less than the type's
         minimum notice ("Event Scheduling", scheduled-events-linux.txt), and Started no longer
         than the profile's Started period ("EventStatus:"Started" to Completed (event removed
-        from Events array): 10 minutes", scheduled-events-windows-2024.txt)."""
+        from Events array): 10 minutes", scheduled-events-windows-2024.txt), or than its impact
+        where that is longer (SPEC 4: "Started --impact, then done--> (removed)")."""
         for event_id, view in current.events.items():
             event = view.event
             if event.status is EventStatus.SCHEDULED:
@@ -194,9 +187,13 @@ class Invariants:
                     minimum = self.timing.notice_for(event.event_type)
                     assert event.not_before >= previous.now + minimum
             else:
-                started_by = self.started_by[event_id]
-                assert current.now < started_by + self.timing.started_period, (
-                    f"{event_id} Started for longer than {self.timing.started_period}"
+                longest = max(
+                    self.timing.started_period,
+                    self.timing.impact,
+                    seconds(event.duration_seconds),
+                )
+                assert current.now < self.started_by[event_id] + longest, (
+                    f"{event_id} Started for longer than {longest}"
                 )
 
     def check_jobs(self, previous: Snapshot, current: Snapshot) -> None:
@@ -316,21 +313,8 @@ class Invariants:
         """A VM is unreachable only during the impact of a Started event naming it (SPEC 4:
         "Started --impact, then done--> (removed)")."""
         del previous
-        for view in current.events.values():
-            event = view.event
-            if event.status is EventStatus.STARTED and (
-                seconds(event.duration_seconds) > self.timing.started_period
-            ):
-                # Known defect, pinned by test_operations.py::
-                # test_event_outlasting_the_started_period_is_removed_after_its_impact (xfail):
-                # such an event is removed while its impact goes on.
-                until = self.started_by[event.event_id] + seconds(event.duration_seconds)
-                for resource in event.resources:
-                    self.outlasting_impact[resource.name] = max(
-                        until, self.outlasting_impact.get(resource.name, until)
-                    )
         for name, reachable in current.reachable.items():
-            if reachable or current.now < self.outlasting_impact.get(name, current.now):
+            if reachable:
                 continue
             assert any(
                 view.event.status is EventStatus.STARTED and view.event.impacts(name)

@@ -341,8 +341,6 @@ def _apply(platform: Platform, step: Step) -> str:
     elif kind == "fail_host":
         created = operations.fail_host(platform, host)
     elif kind == "campaign":
-        if platform.campaigns():
-            return "skip"
         event_type = EventType.FREEZE if amount % 2 else EventType.REBOOT
         view = operations.maintenance_campaign(platform, event_type=event_type)
         return f"campaign {view.campaign_id} " + ",".join(sorted(view.current))
