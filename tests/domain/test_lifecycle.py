@@ -257,3 +257,15 @@ def test_first_call_enables_after_delay(platform: Platform) -> None:
     assert [e.event_id for e in platform.document("vm0").events] == [second.event_id]
     platform.advance_to(START + 13 * MIN + timedelta(hours=24))
     assert not platform.receiving("vm0")
+
+
+def test_set_member_is_waited_for_when_the_impacted_vm_is_off(platform: Platform) -> None:
+    """scheduled-events-windows-2024.txt, "Scope": events are "delivered to and can be
+    acknowledged by ... All the VMs in an availability set"; "Enabling and disabling": a VM
+    that has not asked is not waited for. So a receiving member still gets the notice."""
+    platform.add_vm(make_vm("as-0", availability_set="as"), receiving=False)
+    platform.add_vm(make_vm("as-1", availability_set="as"))
+    (event,) = operations.restart(platform, "as-0")
+    assert statuses(platform, "as-1") == [("Reboot", "Scheduled")]
+    platform.approve("as-1", [event.event_id])
+    assert statuses(platform, "as-1") == [("Reboot", "Started")]

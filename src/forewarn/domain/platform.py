@@ -457,17 +457,20 @@ class Platform:
             duration_seconds=request.duration_seconds,
         )
         seen_by = audience(vms, self._vms, self._scale_sets)
+        receiving = [name for name in seen_by if self.receiving(name)]
+        # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
+        # a VM with Scheduled Events off is not waited for, and with nobody shown the event
+        # nobody is waited for at all.
         live = _LiveEvent(
             event=event,
             audience=seen_by,
-            parties=frozenset(vm.tenant for vm in vms if self.receiving(vm.name)),
+            parties=frozenset(self._vms[name].tenant for name in receiving),
             job=job,
         )
         job.events.append(live)
         self._events[event.event_id] = live
         if job.campaign is not None:
             job.campaign.current.add(event.event_id)
-        receiving = [name for name in seen_by if self.receiving(name)]
         for name in receiving:
             self._visible[name][event.event_id] = None
         if show:
