@@ -203,3 +203,36 @@ def test_the_date_header_follows_the_platform_clock_second_by_second() -> None:
         "Mon, 11 Apr 2022 22:11:59 GMT",
         "Mon, 11 Apr 2022 23:11:59 GMT",
     ]
+
+
+def test_idle_and_stuck_connections_are_closed_by_the_listener_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """forewarn.server.http, IDLE_TIMEOUT [ours]: a connection idle, or stuck half-way through
+    a request, for longer than the timeout is closed, so dead clients cannot pile up. One timer
+    per listener does it (the timeouts are shortened here so the test takes a second)."""
+    from forewarn.server import http
+
+    monkeypatch.setattr(http, "IDLE_TIMEOUT", 0.3)
+    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    world = World()
+    outcomes: list[bytes] = []
+
+    async def idle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(POLL)
+        await read_response(reader)
+        outcomes.append(await asyncio.wait_for(reader.read(), 3))  # b"" once closed
+
+    async def stuck(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(POLL[:30])
+        outcomes.append(await asyncio.wait_for(reader.read(), 3))
+
+    async def busy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(8):  # a poll every 0.1 s: never idle for 0.3 s
+            writer.write(POLL)
+            assert (await read_response(reader))[0] == 200
+            await asyncio.sleep(0.1)
+        outcomes.append(b"still open")
+
+    run(world, idle, stuck, busy)
+    assert outcomes == [b"", b"", b"still open"]
