@@ -135,6 +135,16 @@ def targets(results: dict[str, Any]) -> list[Target]:
         )
         found.append(
             Target(
+                "cost of one event in availability sets of 10, largest fleet / smallest "
+                "(constant: <= 1.5)",
+                scale["grouped_schedule_growth"],
+                1.5,
+                "x",
+                False,
+            )
+        )
+        found.append(
+            Target(
                 "documents encoded again after one VM's change",
                 largest["documents_rebuilt_after_one_change"],
                 1,
@@ -202,6 +212,13 @@ def table(results: dict[str, Any]) -> str:
                 f"{campaign['per_vm_microseconds']:>7.0f} {campaign['setup_seconds']:>8.2f} "
                 f"{memory['bytes_per_idle_vm']:>10,.0f}"
             )
+        lines.append(
+            "  scheduling one event, VMs in availability sets of 10: "
+            + ", ".join(
+                f"{float(us):,.0f} us at {int(vms):,} VMs"
+                for vms, us in scale["grouped_schedule_us"].items()
+            )
+        )
     if results.get("targets"):
         lines.append("Targets:")
         for target in results["targets"]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -210,14 +210,44 @@ def measure_idle_memory(count: int) -> MemoryResult:
     return MemoryResult(vms=count, bytes_total=total, bytes_per_idle_vm=total / count)
 
 
+def grouped_schedule_cost(count: int, events: int = 200) -> float:
+    """CPU microseconds to schedule one event when VMs are in availability sets of 10.
+
+    Everyone in a set sees its members' events (scheduled-events-linux.txt, "The Basics":
+    "All the VMs in an availability set"), so a campaign over a grouped fleet schedules
+    events there; their cost must not grow with the size of the fleet.
+    """
+    vms = [
+        replace(vm, availability_set=f"set{index // 10:06d}")
+        for index, vm in enumerate(fleet_vms(count))
+    ]
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(7))
+    for vm in vms:
+        platform.add_vm(vm)
+    events = min(events, count)
+    step = count // events
+    began = time.process_time()
+    for index in range(events):
+        platform.schedule(
+            EventType.REBOOT,
+            (vms[index * step].name,),
+            source=EventSource.PLATFORM,
+            description=DESCRIPTION,
+        )
+    return (time.process_time() - began) / events * 1e6
+
+
 def scale_results(sizes: list[int]) -> dict[str, Any]:
     """Campaign and memory at each fleet size, plus how the cost per VM grows."""
     campaigns = [run_campaign(size) for size in sizes]
     memory = [measure_idle_memory(size) for size in sizes]
+    grouped = [grouped_schedule_cost(size) for size in sizes]
     smallest, largest = campaigns[0], campaigns[-1]
     return {
         "campaigns": [asdict(c) for c in campaigns],
         "memory": [asdict(m) for m in memory],
+        "grouped_schedule_us": dict(zip(map(str, sizes), grouped, strict=True)),
         "time_per_vm_growth": largest.per_vm_microseconds / smallest.per_vm_microseconds,
         "memory_per_vm_growth": memory[-1].bytes_per_idle_vm / memory[0].bytes_per_idle_vm,
+        "grouped_schedule_growth": grouped[-1] / grouped[0],
     }
