@@ -1,0 +1,34 @@
+"""Testing applications that handle Scheduled Events: a platform in the test's process.
+
+The pytest plugin (:mod:`forewarn.testing.plugin`, registered through the ``pytest11`` entry
+point, so installing forewarn is enough) gives a test a :class:`ForewarnPlatform` on a manual
+clock::
+
+    def test_drains_and_approves(forewarn_platform):
+        worker = Worker(endpoint=forewarn_platform.url)
+        (event,) = forewarn_platform.restart("vm0")
+        worker.poll_once()
+        forewarn_platform.assert_approved(event, by="vm0", within=1)
+
+Usage, the fixtures and the marker are in ``docs/testing.md``; the same handle works without
+pytest as a context manager (``with ForewarnPlatform(vms=["a", "b"]) as platform: ...``).
+"""
+
+from __future__ import annotations
+
+from forewarn.testing._platform import (
+    DEFAULT_WAIT,
+    EventRef,
+    ForewarnPlatform,
+    event_id_of,
+)
+from forewarn.testing._recording import Approval, RecordedRequest
+
+__all__ = [
+    "DEFAULT_WAIT",
+    "Approval",
+    "EventRef",
+    "ForewarnPlatform",
+    "RecordedRequest",
+    "event_id_of",
+]

@@ -1,0 +1,163 @@
+"""What the application under test did: every request it sent, and the approvals among them.
+
+The recording sits between the transports and :class:`~forewarn.server.imds.ImdsEndpoint`, so
+it sees exactly what the endpoint saw (header names lower-cased, the raw query, the body as
+sent) and what it answered, stamped with the platform's manual clock rather than the wall
+clock: a test asks "approved within 30 s of the event appearing" in the platform's time,
+which is the only time that moves in such a test.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import parse_qsl
+
+import orjson
+
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.service import ScheduledEventsService
+from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the endpoint saw it and answered it.
+
+    ``vm`` is the VM the request was attributed to (by the address it arrived at), None when
+    no VM answers there; ``status`` 0 means no answer at all, as for a VM that is down.
+    """
+
+    at: datetime
+    vm: str | None
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+    status: int
+    response_body: bytes
+
+    @property
+    def params(self) -> dict[str, str]:
+        return dict(parse_qsl(self.query, keep_blank_values=True))
+
+    @property
+    def api_version(self) -> str | None:
+        return self.params.get("api-version")
+
+    @property
+    def is_approval(self) -> bool:
+        """A successful ``POST`` of StartRequests."""
+        return self.method == "POST" and self.path == SCHEDULED_EVENTS_PATH and self.status == 200
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One accepted ``POST``: which EventIds, by which VM, when (platform time), how."""
+
+    event_ids: tuple[str, ...]
+    vm: str | None
+    at: datetime
+    headers: dict[str, str]
+    request: RecordedRequest = field(repr=False)
+
+    @property
+    def api_version(self) -> str | None:
+        return self.request.api_version
+
+
+def _shown_event_ids(body: bytes) -> tuple[str, ...]:
+    try:
+        document = orjson.loads(body)
+        return tuple(str(event["EventId"]).upper() for event in document["Events"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return ()
+
+
+class Recorder:
+    """The requests so far, safe to read from the test's thread while the server appends.
+
+    ``first_shown`` remembers when each EventId first appeared in a document the application
+    read: the moment it could have started to react.
+    """
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self._requests: list[RecordedRequest] = []
+        self._first_shown: dict[str, datetime] = {}
+
+    def add(self, request: RecordedRequest) -> None:
+        shown: tuple[str, ...] = ()
+        if (
+            request.method == "GET"
+            and request.path == SCHEDULED_EVENTS_PATH
+            and request.status == 200
+        ):
+            shown = _shown_event_ids(request.response_body)
+        with self.changed:
+            self._requests.append(request)
+            for event_id in shown:
+                self._first_shown.setdefault(event_id, request.at)
+            self.changed.notify_all()
+
+    def requests(self) -> list[RecordedRequest]:
+        with self.changed:
+            return list(self._requests)
+
+    def first_shown(self, event_id: str) -> datetime | None:
+        with self.changed:
+            return self._first_shown.get(event_id.upper())
+
+    def approvals(self) -> list[Approval]:
+        return [approval for r in self.requests() if (approval := approval_of(r)) is not None]
+
+    def wait(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Block until ``ready()`` holds after some request, for at most ``timeout`` seconds."""
+        with self.changed:
+            return self.changed.wait_for(ready, timeout)
+
+    def clear(self) -> None:
+        with self.changed:
+            self._requests.clear()
+
+
+def approval_of(request: RecordedRequest) -> Approval | None:
+    if not request.is_approval:
+        return None
+    try:
+        event_ids = parse_start_requests(request.body)
+    except MalformedApprovalError:  # pragma: no cover - the endpoint answered 400 then
+        return None
+    return Approval(event_ids, request.vm, request.at, request.headers, request)
+
+
+class RecordingEndpoint(ImdsEndpoint):
+    """The real endpoint, keeping every request and answer in a :class:`Recorder`."""
+
+    def __init__(
+        self, service: ScheduledEventsService, recorder: Recorder, *, rate_limit: float
+    ) -> None:
+        super().__init__(service, rate_limit=rate_limit)
+        self.recorder = recorder
+
+    def handle(self, request: ImdsRequest) -> ImdsResponse:
+        at = self.service.clock.now()
+        vm = self.service.resolve_vm(request.local_address, request.peer_address)
+        response = super().handle(request)
+        self.recorder.add(
+            RecordedRequest(
+                at=at,
+                vm=None if vm is None else vm.name,
+                method=request.method,
+                path=request.path,
+                query=request.query,
+                headers=dict(request.headers),
+                body=request.body,
+                status=response.status,
+                response_body=response.body,
+            )
+        )
+        return response
