@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from forewarn import __version__
+from forewarn.agent.cli import agent
 from forewarn.cli.clock import clock
 from forewarn.cli.common import CliContext, parse_address, parse_duration
 from forewarn.cli.events import events
@@ -26,5 +27,6 @@ def main() -> None:
 
 for _command in (serve, vm, vmss, host, maintenance, events, clock, scenario):
     main.add_command(_command)
+main.add_command(agent)
 
 __all__ = ["CliContext", "main", "parse_address", "parse_duration"]
