@@ -23,12 +23,14 @@ from forewarn.testing._platform import (
     event_id_of,
 )
 from forewarn.testing._recording import Approval, RecordedRequest
+from forewarn.testing.plugin import MakePlatform
 
 __all__ = [
     "DEFAULT_WAIT",
     "Approval",
     "EventRef",
     "ForewarnPlatform",
+    "MakePlatform",
     "RecordedRequest",
     "event_id_of",
 ]
