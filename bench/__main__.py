@@ -42,8 +42,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, default=Path("bench/results.json"))
     parser.add_argument("--no-install", action="store_true", help="never run apt-get")
-    parser.add_argument("--duration", type=float, help="seconds per wrk run (default 5)")
-    parser.add_argument("--rounds", type=int, help="wrk rounds per server and mode (default 3)")
+    parser.add_argument("--duration", type=float, help="seconds per wrk run (default 4)")
+    parser.add_argument("--rounds", type=int, help="wrk rounds per server and mode (default 5)")
     parser.add_argument("--poll-vms", type=int, help="VMs polling at once (default 10000)")
     parser.add_argument("--poll-seconds", type=float, help="seconds of polling (default 10)")
     parser.add_argument(
@@ -55,8 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     smoke = args.smoke
-    args.duration = args.duration or (1.0 if smoke else 5.0)
-    args.rounds = args.rounds or (1 if smoke else 3)
+    args.duration = args.duration or (1.0 if smoke else 4.0)
+    args.rounds = args.rounds or (1 if smoke else 5)
     args.poll_vms = args.poll_vms or (200 if smoke else 10_000)
     args.poll_seconds = args.poll_seconds or (1.0 if smoke else 10.0)
     args.poll_close_vms = args.poll_close_vms or (100 if smoke else 2000)
