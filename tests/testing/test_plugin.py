@@ -1,0 +1,157 @@
+"""The pytest plugin as a user's test suite meets it: fixtures, the marker, teardown; and the
+worked example in ``examples/app_under_test``, run as its own test suite."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "app_under_test"
+#: "The pytest example passes in seconds": generous for a loaded 2-core machine.
+EXAMPLE_BUDGET_SECONDS = 30.0
+
+
+def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import requests
+
+        def test_default(forewarn_platform):
+            assert forewarn_platform.vm_names == ("vm0",)
+            assert forewarn_platform.service.platform.timing.name == "documented"
+            response = requests.get(
+                forewarn_platform.scheduled_events_url(),
+                params={"api-version": "2020-07-01"},
+                headers={"Metadata": "true"},
+                timeout=5,
+            )
+            assert response.json() == {"DocumentIncarnation": 1, "Events": []}
+
+        @pytest.mark.forewarn(vms=["a", "b"], profile="fast", seed=7)
+        def test_marked(forewarn_platform):
+            assert forewarn_platform.vm_names == ("a", "b")
+            assert forewarn_platform.service.platform.timing.name == "fast"
+        """
+    )
+    pytester.makepyfile(
+        test_module_marker="""
+        import pytest
+
+        pytestmark = pytest.mark.forewarn(vms=["m"])
+
+        def test_module_marker(forewarn_platform):
+            assert forewarn_platform.vm_names == ("m",)
+        """
+    )
+    result = pytester.runpytest_subprocess("--strict-markers", "-W", "error")
+    result.assert_outcomes(passed=3)
+
+
+def test_the_factory_makes_several_platforms_and_closes_each(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import socket
+
+        import pytest
+
+        PORTS = []
+
+        def test_two(make_forewarn_platform):
+            blue = make_forewarn_platform(vms=["blue"])
+            green = make_forewarn_platform(vms=["green"], seed=7)
+            assert blue.url != green.url
+            (event,) = green.restart("green")
+            assert blue.events() == ()
+            PORTS.extend([blue.port, green.port])
+
+        def test_closed_after_the_test():
+            assert len(PORTS) == 2
+            for port in PORTS:
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        """
+    )
+    result = pytester.runpytest_subprocess("-W", "error")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_test_that_does_not_approve_fails_with_what_was_seen(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import requests
+
+        def test_forgets_to_approve(forewarn_platform):
+            (event,) = forewarn_platform.restart("vm0")
+            requests.get(
+                forewarn_platform.scheduled_events_url(),
+                params={"api-version": "2020-07-01"},
+                headers={"Metadata": "true"},
+                timeout=5,
+            )
+            forewarn_platform.assert_approved(event)
+        """
+    )
+    result = pytester.runpytest_subprocess("-W", "error")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*was not approved; no approvals at all (1 GET request(s) seen)*"])
+
+
+def test_the_marker_is_registered_and_refuses_positional_arguments(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.forewarn("fast")
+        def test_positional(forewarn_platform):
+            pass
+        """
+    )
+    markers = pytester.runpytest_subprocess("--markers")
+    markers.stdout.fnmatch_lines(["@pytest.mark.forewarn(**options):*"])
+    result = pytester.runpytest_subprocess("--strict-markers")
+    result.stdout.fnmatch_lines(["*the forewarn marker takes keyword arguments only*"])
+    assert result.ret != 0
+
+
+def test_the_plugin_can_be_turned_off(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_uses_it(forewarn_platform):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:forewarn")
+    result.stdout.fnmatch_lines(["*fixture 'forewarn_platform' not found*"])
+
+
+def test_the_worked_example_passes_in_seconds() -> None:
+    """The example application's own suite, with its own pytest settings (warnings are
+    errors there too), in a process of its own as its developers would run it."""
+    started = time.monotonic()
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q"],
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    summary = re.search(r"(\d+) passed", completed.stdout)
+    assert summary is not None, completed.stdout
+    assert int(summary.group(1)) >= 6
+    assert "failed" not in completed.stdout
+    assert elapsed < EXAMPLE_BUDGET_SECONDS, f"the example took {elapsed:.1f} s"
