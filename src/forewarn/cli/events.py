@@ -1,8 +1,15 @@
-"""``forewarn events ...``: any event, by hand, and the list of live ones."""
+"""``forewarn events ...``: any event, by hand, and the list of live ones.
+
+``get`` and ``approve`` are the other side: they talk to the VM-facing endpoint, as software
+inside a VM does, through the SDK (:class:`forewarn.client.Client`), so they work against Azure
+and forewarn alike and find the endpoint the way the SDK does.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
 
@@ -15,13 +22,24 @@ from forewarn.cli.common import (
     output_option,
     parse_duration,
 )
+from forewarn.client import (
+    DEFAULT_API_VERSION,
+    ENDPOINT_ENVIRONMENT_VARIABLE,
+    Client,
+    ImdsError,
+    InvalidApiVersionError,
+    RetryPolicy,
+    ScheduledEvent,
+)
 from forewarn.domain.events import EventSource, EventType
 from forewarn.scenario.client import segment
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @click.group()
 def events() -> None:
-    """Create, list, show and cancel scheduled events."""
+    """Create, list, show and cancel scheduled events; get and approve them as a VM does."""
 
 
 @events.command("list")
@@ -108,3 +126,94 @@ def events_cancel(event_id: str, control: str) -> None:
     with control_api(control) as api:
         api.delete(f"/events/{segment(event_id)}")
     click.echo(f"cancelled {event_id}")
+
+
+# -- as the VM sees them: the VM-facing endpoint -------------------------------------------
+
+
+def _endpoint_options(function: _F) -> _F:
+    for option in reversed(
+        (
+            click.option(
+                "--endpoint",
+                help=(
+                    "The Scheduled Events endpoint: a URL or HOST[:PORT]. Default: found as "
+                    f"the SDK finds it ({ENDPOINT_ENVIRONMENT_VARIABLE}, DHCP option 245 "
+                    "leases, 169.254.169.254)."
+                ),
+            ),
+            click.option("--api-version", default=DEFAULT_API_VERSION, show_default=True),
+            click.option(
+                "--retries",
+                type=click.IntRange(min=0),
+                default=3,
+                show_default=True,
+                help="Retries of a transient failure (no answer, 410, 429, 5xx).",
+            ),
+        )
+    ):
+        function = option(function)
+    return function
+
+
+@contextmanager
+def _imds_client(endpoint: str | None, api_version: str, retries: int) -> Iterator[Client]:
+    """The SDK client; its errors become one-line CLI errors naming the endpoint."""
+    try:
+        client = Client(endpoint, api_version=api_version, retry=RetryPolicy(attempts=retries + 1))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--endpoint'") from None
+    with client:
+        try:
+            yield client
+        except ImdsError as exc:
+            message = f"{client.endpoint.base_url}: {exc}"
+            if isinstance(exc, InvalidApiVersionError) and exc.newest_versions:
+                message += f" (newest versions: {', '.join(exc.newest_versions)})"
+            raise click.ClickException(message) from None
+
+
+def _imds_row(event: ScheduledEvent) -> tuple[object, ...]:
+    return (
+        event.event_id,
+        event.event_type,
+        event.status,
+        event.source,
+        list(event.resources),
+        event.raw.get("NotBefore"),
+    )
+
+
+@events.command("get")
+@_endpoint_options
+@output_option
+def events_get(endpoint: str | None, api_version: str, retries: int, output: str) -> None:
+    """Read this VM's Scheduled Events document from the VM-facing endpoint."""
+    with _imds_client(endpoint, api_version, retries) as client:
+        document = client.get()
+        where = client.endpoint.base_url
+    data = {
+        "DocumentIncarnation": document.incarnation,
+        "Events": [dict(event.raw) for event in document.events],
+    }
+    if output == "table":
+        click.echo(f"DocumentIncarnation {document.incarnation} at {where}")
+    emit(data, output, [_imds_row(event) for event in document.events], EVENT_HEADER)
+
+
+@events.command("approve")
+@click.argument("event_ids", nargs=-1, required=True)
+@_endpoint_options
+@output_option
+def events_approve(
+    event_ids: tuple[str, ...], endpoint: str | None, api_version: str, retries: int, output: str
+) -> None:
+    """Approve events (POST StartRequests), so they start now instead of at NotBefore."""
+    with _imds_client(endpoint, api_version, retries) as client:
+        client.approve(*event_ids)
+        where = client.endpoint.base_url
+    if output == "json":
+        emit({"approved": list(event_ids), "endpoint": where}, output, [], ())
+        return
+    for event_id in event_ids:
+        click.echo(f"approved {event_id} at {where}")
