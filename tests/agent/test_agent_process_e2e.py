@@ -64,15 +64,14 @@ def serve(tmp_path: Path) -> Iterator[tuple[str, httpx.Client, subprocess.Popen[
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET)
     imds, control_port = free_port(), free_port()
+    command = [
+        sys.executable, "-m", "forewarn", "serve", "--fleet", str(fleet),
+        "--bind", f"127.0.0.1:{imds}", "--control", f"127.0.0.1:{control_port}",
+        "--clock", "manual", "--seed", "1", "--rate-limit", "100",
+        "--timing", "first_call_delay=0",
+    ]  # fmt: skip
     with (tmp_path / "serve.log").open("wb") as serve_log:
-        process = subprocess.Popen(
-        [sys.executable, "-m", "forewarn", "serve", "--fleet", str(fleet),
-         "--bind", f"127.0.0.1:{imds}", "--control", f"127.0.0.1:{control_port}",
-         "--clock", "manual", "--seed", "1", "--rate-limit", "100",
-         "--timing", "first_call_delay=0"],
-        stdout=subprocess.DEVNULL,
-        stderr=serve_log,
-    )  # fmt: skip
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=serve_log)
     control = httpx.Client(base_url=f"http://127.0.0.1:{control_port}/api/v1", trust_env=False)
 
     def up() -> bool:
@@ -109,15 +108,13 @@ def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
         "FOREWARN_AGENT_POLL_INTERVAL": "0.05",  # environment over the file's 1 s
     }
     environ.pop("FOREWARN_WEBHOOK_URL", None)
+    command = [
+        sys.executable, "-m", "forewarn", "agent", "--config", str(EXAMPLE),
+        "--endpoint", endpoint, "--state-dir", str(tmp_path / "state"),
+        "--metrics-address", f"127.0.0.1:{metrics_port}",
+    ]  # fmt: skip
     with log_path.open("wb") as agent_log:
-        agent = subprocess.Popen(
-        [sys.executable, "-m", "forewarn", "agent", "--config", str(EXAMPLE),
-         "--endpoint", endpoint, "--state-dir", str(tmp_path / "state"),
-         "--metrics-address", f"127.0.0.1:{metrics_port}"],
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=agent_log,
-    )  # fmt: skip
+        agent = subprocess.Popen(command, env=environ, stdout=subprocess.DEVNULL, stderr=agent_log)
     metrics = httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", trust_env=False)
 
     def logs() -> list[dict[str, object]]:
