@@ -365,6 +365,8 @@ class Pipeline:
         decision = self.decision(event)
         if not decision.action.acts:
             self.log.info("event gone", **_fields(event))
+            with self._lock:
+                self._decisions.pop(event.event_id.upper(), None)
             return
         if self.dry_run:
             self.log.info("dry run: nothing done", **_fields(event), would=["run recover hooks"])
