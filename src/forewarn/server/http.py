@@ -11,6 +11,7 @@ request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -139,8 +140,16 @@ class _DateHeader:
         if not self._from <= now < self._until:
             self._from = now.replace(microsecond=0)
             self._until = self._from + _SECOND
-            self._value = format_datetime(now, usegmt=True).encode()
+            self._value = _http_date(self._from)
         return self._value
+
+
+@functools.lru_cache(maxsize=8)
+def _http_date(second: datetime) -> bytes:
+    """A whole second as an HTTP date. Every VM address has a listener of its own, each
+    polled once a second, so without sharing this each poll would format the date anew
+    (4.5 us, a tenth of a poll's CPU with 10,000 VMs)."""
+    return format_datetime(second, usegmt=True).encode()
 
 
 class _Connections:
