@@ -85,7 +85,7 @@ def raise_open_files(wanted: int) -> int:
     """Raise RLIMIT_NOFILE (children inherit it); returns the soft limit now in force.
 
     One listening socket per VM address plus one connection per polling VM needs more than
-    the usual 1024; root may also raise the hard limit.
+    the usual 1024; with CAP_SYS_RESOURCE the hard limit is raised too.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= wanted:
