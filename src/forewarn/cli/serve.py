@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from forewarn.cli.common import parse_address, parse_duration
-from forewarn.config.fleet import FleetFileError, load_fleet
+from forewarn.config.fleet import FleetFileError
 from forewarn.domain.timing import PROFILES
 from forewarn.server.runner import (
     DEFAULT_CONTROL_PORT,
@@ -108,11 +108,6 @@ def serve(
     """Serve /metadata/scheduledevents (and the control API) until interrupted."""
     host, port = parse_address(bind, DEFAULT_PORT)
     control_host, control_port = parse_address(control, DEFAULT_CONTROL_PORT)
-    if fleet is not None:
-        try:
-            load_fleet(fleet)
-        except FleetFileError as exc:
-            raise click.ClickException(str(exc)) from None
     settings = ServeSettings(
         host=host,
         port=port,

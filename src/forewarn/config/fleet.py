@@ -393,7 +393,8 @@ def _check_unique(fleet: Fleet, source: str) -> None:
 def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     """The fleet described by YAML ``text``; raises :class:`FleetFileError` naming ``source``."""
     try:
-        raw = yaml.safe_load(text)
+        # libyaml's loader when present: a 10k-VM fleet file parses in a fraction of the time
+        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise FleetFileError(f"{source}: not valid YAML: {exc}") from None
     try:

@@ -140,6 +140,8 @@ class Platform:
         self._vms: dict[str, Vm] = {}
         self._scale_sets: dict[str, ScaleSet] = {}
         self._by_address: dict[str, str] = {}
+        # scope group -> its members' names, so an event's audience costs its group's size
+        self._groups: dict[tuple[str, str], dict[str, None]] = {}
         self._documents: dict[str, Document] = {}
         # vm name -> ids of the live events it is shown, in creation order (dicts keep order)
         self._visible: dict[str, dict[str, None]] = {}
@@ -180,6 +182,7 @@ class Platform:
         if vm.vm_scale_set_name and vm.vm_scale_set_name not in self._scale_sets:
             self._scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         self._vms[vm.name] = vm
+        self._groups.setdefault(scope_group(vm, self._scale_sets), {})[vm.name] = None
         if vm.address is not None:
             self._by_address[vm.address] = vm.name
         self._documents[vm.name] = EMPTY_DOCUMENT
@@ -456,7 +459,7 @@ class Platform:
             source=request.source,
             duration_seconds=request.duration_seconds,
         )
-        seen_by = audience(vms, self._vms, self._scale_sets)
+        seen_by = audience(vms, self._group_members, self._scale_sets)
         receiving = [name for name in seen_by if self.receiving(name)]
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event
@@ -525,8 +528,12 @@ class Platform:
         hosts = sorted({vm.host for vm in self._vms.values()} - {current, ""})
         return hosts[0] if hosts else f"{current or 'host'}-redeployed"
 
+    def _group_members(self, group: tuple[str, str]) -> Iterable[str]:
+        return self._groups.get(group, {}).keys()
+
     def _delete_vm(self, vm: Vm) -> None:
         del self._vms[vm.name]
+        self._groups.get(scope_group(vm, self._scale_sets), {}).pop(vm.name, None)
         if vm.address is not None:
             self._by_address.pop(vm.address, None)
         for table in (

@@ -11,7 +11,7 @@ lists only the impacted VMs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.vms import Vm
@@ -33,18 +33,19 @@ def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> tuple[str, str]:
 
 def audience(
     impacted: Iterable[Vm],
-    fleet: Mapping[str, Vm],
+    members: Callable[[tuple[str, str]], Iterable[str]],
     scale_sets: Mapping[str, ScaleSet] | None = None,
 ) -> frozenset[str]:
-    """Names of every VM that sees an event impacting ``impacted``."""
+    """Names of every VM that sees an event impacting ``impacted``.
+
+    ``members`` gives the names in a scope group; the platform keeps that index so that an
+    event costs the size of its groups, not of the fleet.
+    """
     scale_sets = scale_sets or {}
-    groups = set()
     names: set[str] = set()
     for vm in impacted:
         names.add(vm.name)
         group = scope_group(vm, scale_sets)
         if group[0] != "vm":
-            groups.add(group)
-    if groups:
-        names.update(vm.name for vm in fleet.values() if scope_group(vm, scale_sets) in groups)
+            names.update(members(group))
     return frozenset(names)

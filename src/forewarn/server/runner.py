@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,13 @@ async def serve(
                 f"{settings.control_host}:{settings.control_port}"
             )
         await asyncio.sleep(0.01)
+
+    # Everything built so far (the fleet, the platform, the listeners) lives as long as the
+    # process: move it out of the collector's sight, so full collections, which otherwise
+    # walk every VM's objects and stall every poll for a quarter second at 10k VMs, stay
+    # proportional to what requests allocate.
+    gc.collect()
+    gc.freeze()
 
     endpoint_url = url_for(settings.host, settings.port)
     vm_names = ", ".join(vm.name for vm in service.vms()[:5])

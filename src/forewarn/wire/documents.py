@@ -52,5 +52,9 @@ def document_fields(document: Document, version: ApiVersion) -> dict[str, Any]:
 
 
 def encode_document(document: Document, version: ApiVersion) -> bytes:
-    """The exact response body of ``GET /metadata/scheduledevents`` for this version."""
-    return orjson.dumps(document_fields(document, version))
+    """The exact response body of ``GET /metadata/scheduledevents`` for this version.
+
+    Copied out of orjson's buffer: orjson hands back its whole (about 4 KiB) output buffer,
+    and these bodies are cached per VM, so the copy is what keeps an idle VM small.
+    """
+    return bytes(memoryview(orjson.dumps(document_fields(document, version))))
