@@ -1,9 +1,7 @@
-# The documentation's sample below keeps its trailing spaces, so the copy stays exact.
-# ruff: noqa: W291, W293
 """The documented client, run unchanged against the endpoint in-process (SPEC 8).
 
-The functions below are scheduled-events-windows-2024.txt, "Python Sample", copied as the
-documentation prints them. They run with ``requests`` and ``sleep`` swapped for stand-ins
+The sample is scheduled-events-windows-2024.txt, "Python Sample", as the documentation prints
+it (the end-to-end tier's copy, ``tests/e2e/samples/``). Its functions run with ``requests`` and ``sleep`` swapped for stand-ins
 that call :meth:`ImdsEndpoint.handle` and move the manual clock, so the sample's once-a-second
 loop runs in no time and never touches a socket.
 """
@@ -12,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
@@ -25,78 +24,11 @@ from forewarn.server.imds import ImdsResponse
 if TYPE_CHECKING:
     from unit.conftest import Imds
 
-DOCUMENTED_SAMPLE = """
-#!/usr/bin/python
-import json
-import requests
-from time import sleep
-
-# The URL to access the metadata service
-metadata_url ="http://169.254.169.254/metadata/scheduledevents"
-# This must be sent otherwise the request will be ignored
-header = {'Metadata' : 'true'}
-# Current version of the API
-query_params = {'api-version':'2020-07-01'}
-
-def get_scheduled_events():           
-    resp = requests.get(metadata_url, headers = header, params = query_params)
-    data = resp.json()
-    return data
-
-def confirm_scheduled_event(event_id):  
-    # This payload confirms a single event with id event_id
-    # You can confirm multiple events in a single request if needed      
-    payload = json.dumps({"StartRequests": [{"EventId": event_id }]})
-    response = requests.post(metadata_url, 
-                            headers= header,
-                            params = query_params, 
-                            data = payload)    
-    return response.status_code
-
-def log(event): 
-    # This is an optional placeholder for logging events to your system 
-    print(event["Description"])
-    return
-
-def advanced_sample(last_document_incarnation): 
-    # Poll every second to see if there are new scheduled events to process
-    # Since some events may have necessarily short warning periods, it is 
-    # recommended to poll frequently
-    found_document_incarnation = last_document_incarnation
-    while (last_document_incarnation == found_document_incarnation):
-        sleep(1)
-        payload = get_scheduled_events()    
-        found_document_incarnation = payload["DocumentIncarnation"]        
-        
-    # We recommend processing all events in a document together, 
-    # even if you won't be actioning on them right away
-    for event in payload["Events"]:
-
-        # Events that have already started, logged for tracking
-        if (event["EventStatus"] == "Started"):
-            log(event)
-            
-        # Approve all user initiated events. These are typically created by an 
-        # administrator and approving them immediately can help to avoid delays 
-        # in admin actions
-        elif (event["EventSource"] == "User"):
-            confirm_scheduled_event(event["EventId"])            
-            
-        # For this application, freeze events less that 9 seconds are considered
-        # no impact. This will immediately approve them
-        elif (event["EventType"] == "Freeze" and 
-            int(event["DurationInSeconds"]) >= 0  and 
-            int(event["DurationInSeconds"]) < 9):
-            confirm_scheduled_event(event["EventId"])
-            
-        # Events that may be impactful (for example reboot or redeploy) may need custom 
-        # handling for your application
-        else: 
-            #TODO Custom handling for impactful events
-            log(event)
-    print("Processed events from document: " + str(found_document_incarnation))
-    return found_document_incarnation
-"""
+#: The sample as the documentation prints it; the end-to-end tier checks this copy against
+#: the reference text byte for byte and runs it against a real server.
+DOCUMENTED_SAMPLE = (
+    Path(__file__).resolve().parents[1] / "e2e" / "samples" / "scheduled_events_windows_2024.py"
+).read_text(encoding="utf-8")
 
 #: A poll loop that never sees a change would spin for ever; an hour of polls is plenty.
 MAX_POLLS = 3600
