@@ -60,6 +60,9 @@ _HEADS = {
     for keep_alive in (True, False)
 }
 IDLE_TIMEOUT = 75.0
+#: A request whose head and body take longer than this to arrive is closed, however steadily
+#: its bytes trickle in (a client sending a byte a minute never looks idle).
+REQUEST_TIMEOUT = 30.0
 #: How often a listener looks for idle connections: one is closed 75 to 94 s after its last
 #: byte.
 _IDLE_SWEEP = IDLE_TIMEOUT / 4
@@ -210,6 +213,7 @@ class ImdsProtocol(asyncio.Protocol):
         "_parsed",
         "_parser",
         "_peer",
+        "_request_started",
         "_timer",
         "_transport",
         "_url",
@@ -251,6 +255,7 @@ class ImdsProtocol(asyncio.Protocol):
         self._in_request = False
         self._loop = loop
         self._last_active = self._loop.time()
+        self._request_started = self._last_active
         self._timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -346,6 +351,7 @@ class ImdsProtocol(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self._request_started = self._loop.time()
         self._at_boundary = False
         self._in_request = True
         self._url.clear()
@@ -500,6 +506,9 @@ class ImdsProtocol(asyncio.Protocol):
             self._transport.close()
 
     def idle_since(self, now: float) -> float:
+        """Seconds idle; a request stuck past REQUEST_TIMEOUT counts as idle for good."""
+        if self._in_request and now - self._request_started >= REQUEST_TIMEOUT:
+            return IDLE_TIMEOUT
         return now - self._last_active
 
     def close_idle(self) -> None:
