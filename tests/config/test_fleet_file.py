@@ -6,9 +6,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from forewarn.cli import main
 from forewarn.config.fleet import FleetFileError, load_fleet, parse_fleet
 from forewarn.domain.vms import Priority
+from forewarn.server.runner import ServeSettings
+from forewarn.server.state import open_service
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -117,3 +121,15 @@ def test_unreadable_and_oversized_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(FleetFileError, match="not UTF-8"):
         load_fleet(binary)
+
+
+def test_serve_refuses_an_unreadable_fleet_naming_it(tmp_path: Path) -> None:
+    """Invalid fleet files get a clear error naming the file; nothing starts (issue text),
+    also before any state is opened, and the CLI says so instead of a listening error."""
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(FleetFileError, match=r"missing\.yaml: cannot be read"):
+        open_service(ServeSettings(fleet=missing, clock="manual"))
+    result = CliRunner().invoke(main, ["serve", "--fleet", str(missing)])
+    assert result.exit_code == 1
+    assert "missing.yaml: cannot be read" in result.output
+    assert "cannot listen" not in result.output

@@ -412,17 +412,21 @@ def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     return fleet
 
 
-def load_fleet(path: Path) -> Fleet:
+def read_fleet_text(path: Path) -> str:
+    """The fleet file's text, bounded in size; every failure names the file."""
     try:
         size = path.stat().st_size
         if size > MAX_FLEET_FILE_BYTES:
             raise FleetFileError(f"{path}: larger than {MAX_FLEET_FILE_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FleetFileError(f"{path}: cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise FleetFileError(f"{path}: not UTF-8 text") from None
-    return parse_fleet(text, str(path))
+
+
+def load_fleet(path: Path) -> Fleet:
+    return parse_fleet(read_fleet_text(path), str(path))
 
 
 def default_fleet() -> Fleet:

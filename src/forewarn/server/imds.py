@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote
 
-from forewarn.domain.api_versions import ApiVersion, find_version
+from forewarn.domain.api_versions import find_version
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
@@ -145,7 +145,7 @@ class ImdsEndpoint:
                 return _INVALID_API_VERSION
             if method == "GET":
                 return self._ok(self.service.document_bytes(vm.name, version))
-            return self._approve(vm, version, request.body)
+            return self._approve(vm, request.body)
 
         if not has_header:
             return _MISSING_HEADER
@@ -169,8 +169,8 @@ class ImdsEndpoint:
             response = self._ok_responses[body] = ImdsResponse(200, body)
         return response
 
-    def _approve(self, vm: Vm, version: ApiVersion, body: bytes) -> ImdsResponse:
-        del version  # every version approves the same way
+    def _approve(self, vm: Vm, body: bytes) -> ImdsResponse:
+        """Every api-version approves the same way."""
         if len(body) > self.limits.max_body:
             return _error(400, f"Request body is larger than MaxBodyLength: {self.limits.max_body}")
         try:

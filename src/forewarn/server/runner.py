@@ -7,7 +7,7 @@ import contextlib
 import gc
 import signal
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -39,7 +39,6 @@ class ServeSettings:
     profile: str | None = None
     rate_limit: float = 5.0
     seed: int | None = None
-    extra_vms: Sequence[Vm] = field(default=())
     data_dir: Path | None = None
     store: str | None = None
     timing_overrides: tuple[tuple[str, timedelta], ...] = ()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forewarn.clocks import make_clock
-from forewarn.config.fleet import Fleet, default_fleet, load_fleet, parse_fleet
+from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
 from forewarn.domain.errors import ForewarnError
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
@@ -63,7 +63,7 @@ def store_url(settings: ServeSettings) -> str | None:
 
 def _pin(settings: ServeSettings, journal: Journal | None) -> _Pinned:
     meta = journal.metadata() if journal is not None else {}
-    given_text = settings.fleet.read_text(encoding="utf-8") if settings.fleet else None
+    given_text = read_fleet_text(settings.fleet) if settings.fleet else None
     where = store_url(settings) or "memory"
     fleet_text: str | None = meta.get("fleet", given_text)
     if "fleet" in meta and given_text is not None and given_text != meta["fleet"]:
@@ -71,8 +71,6 @@ def _pin(settings: ServeSettings, journal: Journal | None) -> _Pinned:
             f"{where} holds the state of another fleet ({meta.get('fleet_source', '?')}); "
             f"start it with that fleet file, or use another data directory"
         )
-    if "fleet" in meta and meta["fleet"] == "" and given_text is not None:
-        raise StateMismatchError(f"{where} holds the state of the default one-VM fleet")
     given_timing = _timing_text(settings.timing_overrides) if settings.timing_overrides else None
     for key, given in (
         ("seed", settings.seed),
@@ -121,8 +119,6 @@ def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsS
     pinned = _pin(settings, journal)
     if pinned.fleet_text is None:
         fleet: Fleet = default_fleet()
-    elif settings.fleet is not None and journal is None:
-        fleet = load_fleet(settings.fleet)
     else:
         fleet = parse_fleet(pinned.fleet_text, pinned.fleet_source)
     clock = make_clock(settings.clock, scale=settings.scale, start=pinned.created_at)
@@ -133,7 +129,7 @@ def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsS
     platform = Platform(created_at, timing=timing, new_event_id=EventIdFactory(pinned.seed))
     for scale_set in fleet.scale_sets:
         platform.add_scale_set(scale_set)
-    for vm in [*fleet.vms, *settings.extra_vms]:
+    for vm in fleet.vms:
         platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
     if journal is not None and pinned.created_at is None:
         journal.set_metadata("fleet", pinned.fleet_text or "")
