@@ -90,27 +90,18 @@ class OsImageUpgrade(Command):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HostOperation(Command):
-    """live-migrate, maintain, predict-failure or fail a host."""
+    """One of :data:`~forewarn.domain.operations.HOST_ACTIONS` (live-migrate, maintain...)."""
 
     op: ClassVar[str] = "host"
     host: str
     action: str
 
-    ACTIONS: ClassVar[dict[str, Any]] = {
-        "live-migrate": operations.live_migrate,
-        "maintain": operations.maintain_host,
-        "predict-failure": operations.predict_failure,
-        "fail": operations.fail_host,
-    }
-
     def apply(self, platform: Platform) -> Result:
-        action = self.ACTIONS.get(self.action)
+        action = operations.HOST_ACTIONS.get(self.action)
         if action is None:
-            raise InvalidOperationError(
-                f"unknown host action {self.action!r}; known: {', '.join(self.ACTIONS)}"
-            )
-        result: Result = action(platform, self.host)
-        return result
+            known = ", ".join(operations.HOST_ACTIONS)
+            raise InvalidOperationError(f"unknown host action {self.action!r}; known: {known}")
+        return action(platform, self.host)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

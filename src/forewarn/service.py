@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forewarn.commands import Approve, ClockMoved, Command, Result, Touch, from_record
 from forewarn.domain.api_versions import ApiVersion
@@ -23,6 +23,9 @@ from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.wire.documents import encode_document
+
+if TYPE_CHECKING:
+    from forewarn.registry import Operation
 
 
 class CommandJournal(Protocol):
@@ -86,6 +89,15 @@ class ScheduledEventsService:
             # otherwise claim a change a restart would lose).
             self.journal.append(command.to_record(now))
         return result
+
+    def perform(
+        self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
+    ) -> Result:
+        """Run a :mod:`forewarn.registry` operation on the VM, scale set or host ``target``."""
+        self.catch_up()
+        if operation.check is not None:
+            operation.check(self.platform, target)
+        return self.execute(operation.command(target, **(arguments or {})))
 
     # -- the VM-facing endpoint ------------------------------------------------------------
 

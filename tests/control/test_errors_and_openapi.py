@@ -27,6 +27,7 @@ ROUTES = {
     ("POST", "/api/v1/scale-sets/{name}/simulate-eviction"),
     ("POST", "/api/v1/scale-sets/{name}/os-image-upgrade"),
     ("GET", "/api/v1/hosts"),
+    ("GET", "/api/v1/operations"),
     ("POST", "/api/v1/hosts/{name}/live-migrate"),
     ("POST", "/api/v1/hosts/{name}/maintain"),
     ("POST", "/api/v1/hosts/{name}/predict-failure"),

@@ -13,14 +13,7 @@ from forewarn.cli.common import (
     emit_events,
     output_option,
 )
-from forewarn.scenario.client import segment
-
-HOST_ACTIONS = {
-    "live-migrate": "Live migration: a Platform Freeze of a few seconds for every VM on the host.",
-    "maintain": "Host maintenance needing a reboot: a Platform Reboot for every VM on the host.",
-    "predict-failure": "Predicted hardware failure: a Platform Redeploy days ahead.",
-    "fail": "Hardware failure: a Started Reboot at once for every VM on the host, no notice.",
-}
+from forewarn.registry import HOST, Operation, for_target
 
 
 @click.group()
@@ -38,21 +31,21 @@ def host_list(control: str, output: str) -> None:
     emit(data, output, [(h["name"], h["vms"]) for h in data["hosts"]], ("HOST", "VMS"))
 
 
-def _host_command(action: str, summary: str) -> click.Command:
-    @click.command(action, help=summary)
-    @click.option("--name", "-n", required=True, help="The host's name (see `host list`).")
+def _host_command(operation: Operation) -> click.Command:
+    @click.command(operation.name, help=operation.summary)
+    @click.option("--name", "-n", required=True, help=HOST.name_help)
     @control_option
     @output_option
     def command(name: str, control: str, output: str) -> None:
         with control_api(control) as api:
-            data = api.post(f"/hosts/{segment(name)}/{action}")
-        emit_events(data, output, f"{action} {name}: no event")
+            data = api.post(operation.path(name))
+        emit_events(data, output, f"{operation.name} {name}: no event")
 
     return command
 
 
-for _action, _summary in HOST_ACTIONS.items():
-    host.add_command(_host_command(_action, _summary))
+for _operation in for_target(HOST):
+    host.add_command(_host_command(_operation))
 
 
 @click.group()

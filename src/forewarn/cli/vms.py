@@ -14,6 +14,7 @@ from forewarn.cli.common import (
     emit_events,
     output_option,
 )
+from forewarn.registry import SCALE_SET, VM, Operation, for_target
 from forewarn.scenario.client import segment
 
 VM_HEADER = ("NAME", "ADDRESS", "HOST", "REACHABLE", "RECEIVING", "GROUP")
@@ -78,28 +79,21 @@ def vm_show(name: str, control: str, output: str) -> None:
     emit(data, output, [(key, data.get(key)) for key in keys], ("FIELD", "VALUE"))
 
 
-def _vm_operation(operation: str, summary: str) -> click.Command:
-    @click.command(operation, help=summary)
+def _vm_operation(operation: Operation) -> click.Command:
+    @click.command(operation.name, help=operation.summary)
     @name_option
     @control_option
     @output_option
     def command(name: str, control: str, output: str) -> None:
         with control_api(control) as api:
-            data = api.post(f"/vms/{segment(name)}/{operation}")
-        emit_events(data, output, f"{operation} {name}: no event")
+            data = api.post(operation.path(name))
+        emit_events(data, output, f"{operation.name} {name}: no event")
 
     return command
 
 
-vm.add_command(
-    _vm_operation("restart", "Restart: a User Reboot event, 15 minutes or approval first.")
-)
-vm.add_command(
-    _vm_operation("redeploy", "Redeploy: a User Redeploy event, 10 minutes or approval first.")
-)
-vm.add_command(
-    _vm_operation("simulate-eviction", "Evict a Spot VM: a Preempt event 30 seconds ahead.")
-)
+for _operation in for_target(VM):
+    vm.add_command(_vm_operation(_operation))
 
 
 @vm.command("approve")
@@ -156,50 +150,32 @@ def _instances(function: F) -> F:
     return function
 
 
-def _post_instances(
-    operation: str, name: str, ids: tuple[str, ...], control: str, output: str, **extra: Any
-) -> None:
-    if not ids:
-        raise click.UsageError("name at least one instance: --instance-ids 0 1 ...")
-    with control_api(control) as api:
-        data = api.post(
-            f"/scale-sets/{segment(name)}/{operation}", {"instanceIds": list(ids), **extra}
-        )
-    emit_events(data, output, f"{operation} {name} {' '.join(ids)}: done, with no event")
+def _scale_set_operation(operation: Operation) -> click.Command:
+    """``vmss OPERATION --name SET --instance-ids 0 1 [--flag]`` for a registry operation."""
+
+    def command(
+        name: str,
+        instance_ids: tuple[str, ...],
+        more_ids: tuple[str, ...],
+        control: str,
+        output: str,
+        **flags: bool,
+    ) -> None:
+        ids = (*instance_ids, *more_ids)
+        if not ids:
+            raise click.UsageError("name at least one instance: --instance-ids 0 1 ...")
+        with control_api(control) as api:
+            data = api.post(operation.path(name), operation.body({"instance_ids": ids, **flags}))
+        emit_events(data, output, f"{operation.name} {name} {' '.join(ids)}: done, with no event")
+
+    for param in reversed(operation.params):
+        if param.kind == "flag":
+            flag = "--" + param.name.replace("_", "-")
+            command = click.option(flag, param.name, is_flag=True, help=param.help)(command)
+    return click.command(operation.name, help=operation.summary)(_instances(command))
 
 
-@vmss.command("delete-instances")
-@_instances
-@click.option("--autoscale", is_flag=True, help="Scale-in by autoscale: EventSource Platform.")
-def vmss_delete_instances(
-    name: str,
-    instance_ids: tuple[str, ...],
-    more_ids: tuple[str, ...],
-    autoscale: bool,
-    control: str,
-    output: str,
-) -> None:
-    """Delete instances: Terminate events when the set has terminate notification on."""
-    ids = (*instance_ids, *more_ids)
-    _post_instances("delete-instances", name, ids, control, output, autoscale=autoscale)
-
-
-@vmss.command("simulate-eviction")
-@_instances
-def vmss_simulate_eviction(
-    name: str, instance_ids: tuple[str, ...], more_ids: tuple[str, ...], control: str, output: str
-) -> None:
-    """Evict Spot instances: a Preempt event 30 seconds ahead for each."""
-    _post_instances("simulate-eviction", name, (*instance_ids, *more_ids), control, output)
-
-
-@vmss.command("os-image-upgrade")
-@_instances
-def vmss_os_image_upgrade(
-    name: str, instance_ids: tuple[str, ...], more_ids: tuple[str, ...], control: str, output: str
-) -> None:
-    """Guest OS upgrade or reimage: a Reboot notice with osImageNotification on."""
-    _post_instances("os-image-upgrade", name, (*instance_ids, *more_ids), control, output)
-
-
-vmss.add_command(vmss_os_image_upgrade, "reimage")
+for _operation in for_target(SCALE_SET):
+    _command = _scale_set_operation(_operation)
+    for _name in (_operation.name, *_operation.cli_aliases):
+        vmss.add_command(_command, _name)

@@ -11,7 +11,7 @@ also approve"), so one host operation is one job with one event per tenant and s
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from forewarn.domain import descriptions
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
@@ -180,6 +180,17 @@ def fail_host(platform: Platform, host: str) -> tuple[Event, ...]:
         platform, _on_host(platform, host), EventType.REBOOT, descriptions.VM_FAILURE
     )
     return platform.schedule_job(requests, already_started=True)
+
+
+HostAction = Callable[[Platform, str], tuple[Event, ...]]
+
+#: What each host action does, by the name it is journaled under (``HostOperation.action``).
+HOST_ACTIONS: dict[str, HostAction] = {
+    "live-migrate": live_migrate,
+    "maintain": maintain_host,
+    "predict-failure": predict_failure,
+    "fail": fail_host,
+}
 
 
 def maintenance_campaign(

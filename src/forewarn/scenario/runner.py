@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from forewarn.registry import HOST, SCALE_SET, VM, find
 from forewarn.scenario.client import ControlClient, ControlError, segment
 from forewarn.scenario.matching import (
     document_problems,
@@ -21,10 +22,9 @@ from forewarn.scenario.matching import (
     vm_problems,
 )
 from forewarn.scenario.schema import (
-    DeleteInstancesStep,
+    OPERATION_STEPS,
     EventStep,
     Expectation,
-    HostStep,
     MaintenanceStep,
     ScaleSetInstances,
     Scenario,
@@ -123,35 +123,22 @@ class _Run:
         return [event["EventId"] for event in chosen]
 
 
-def _restart(run: _Run, vm: str) -> None:
-    run.client.post(f"/vms/{segment(vm)}/restart")
+def _operation(kind: str) -> Callable[[_Run, Any], None]:
+    """The step ``kind`` names a registry operation: a VM's name, a scale set's instances, or
+    (``host``) one host action; the request is the one the operation's route takes."""
 
+    def perform(run: _Run, value: Any) -> None:
+        if isinstance(value, str):
+            operation, target, arguments = find(VM, kind), value, {}
+        elif isinstance(value, ScaleSetInstances):
+            operation, target = find(SCALE_SET, kind), value.scale_set
+            arguments = value.model_dump(exclude={"scale_set"})
+        else:
+            action, target = value.action
+            operation, arguments = find(HOST, action), {}
+        run.client.post(operation.path(target), operation.body(arguments))
 
-def _redeploy(run: _Run, vm: str) -> None:
-    run.client.post(f"/vms/{segment(vm)}/redeploy")
-
-
-def _evict(run: _Run, target: str | ScaleSetInstances) -> None:
-    if isinstance(target, str):
-        run.client.post(f"/vms/{segment(target)}/simulate-eviction")
-    else:
-        path = f"/scale-sets/{segment(target.scale_set)}/simulate-eviction"
-        run.client.post(path, {"instanceIds": target.instance_ids})
-
-
-def _delete_instances(run: _Run, step: DeleteInstancesStep) -> None:
-    path = f"/scale-sets/{segment(step.scale_set)}/delete-instances"
-    run.client.post(path, {"instanceIds": step.instance_ids, "autoscale": step.autoscale})
-
-
-def _os_image_upgrade(run: _Run, step: ScaleSetInstances) -> None:
-    path = f"/scale-sets/{segment(step.scale_set)}/os-image-upgrade"
-    run.client.post(path, {"instanceIds": step.instance_ids})
-
-
-def _host(run: _Run, step: HostStep) -> None:
-    action, host = step.action
-    run.client.post(f"/hosts/{segment(host)}/{action}")
+    return perform
 
 
 def _maintenance(run: _Run, step: MaintenanceStep) -> None:
@@ -216,12 +203,7 @@ def _expect(run: _Run, expectation: Expectation) -> None:
 
 
 _ACTIONS: dict[str, Callable[[_Run, Any], None]] = {
-    "restart": _restart,
-    "redeploy": _redeploy,
-    "simulate-eviction": _evict,
-    "delete-instances": _delete_instances,
-    "os-image-upgrade": _os_image_upgrade,
-    "host": _host,
+    **{kind: _operation(kind) for kind in OPERATION_STEPS},
     "maintenance": _maintenance,
     "event": _event,
     "approve": _approve,

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
@@ -33,6 +33,7 @@ from pydantic import (
     StrictInt,
     TypeAdapter,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -40,11 +41,12 @@ from pydantic import (
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
 from forewarn.domain.errors import ForewarnError
 from forewarn.domain.timing import PROFILES
+from forewarn.registry import HOST, SCALE_SET, VM, Operation, for_target
 from forewarn.scenario.durations import parse_duration
 
 MAX_SCENARIO_BYTES = 4 * 1024 * 1024
 MAX_STEPS = 10_000
-HOST_ACTIONS = ("live-migrate", "maintain", "predict-failure", "fail")
+HOST_ACTIONS = tuple(operation.name for operation in for_target(HOST))
 
 
 class ScenarioFileError(ForewarnError):
@@ -112,20 +114,22 @@ class ScaleSetInstances(_Strict):
     instance_ids: InstanceIds = Field(alias="instanceIds", min_length=1)
 
 
-class DeleteInstancesStep(ScaleSetInstances):
-    autoscale: StrictBool = False
+def _scale_set_step(operation: Operation) -> type[ScaleSetInstances]:
+    """``{scaleSet: web, instanceIds: [0, 1]}`` plus the operation's flags (``autoscale``)."""
+    flags: dict[str, Any] = {
+        param.name: (StrictBool, Field(default=False, alias=param.wire))
+        for param in operation.params
+        if param.kind == "flag"
+    }
+    if not flags:
+        return ScaleSetInstances
+    name = "".join(part.title() for part in operation.name.split("-")) + "Step"
+    return create_model(name, __base__=ScaleSetInstances, **flags)
 
 
-class HostStep(_Strict):
-    """``{live-migrate: h1}``: exactly one action, naming the host."""
-
-    live_migrate: str | None = Field(default=None, alias="live-migrate")
-    maintain: str | None = None
-    predict_failure: str | None = Field(default=None, alias="predict-failure")
-    fail: str | None = None
-
+class _OneHostAction(_Strict):
     @model_validator(mode="after")
-    def _one_action(self) -> HostStep:
+    def _one_action(self) -> _OneHostAction:
         if len(self.model_dump(exclude_none=True)) != 1:
             raise ValueError(f"name exactly one of {', '.join(HOST_ACTIONS)}")
         return self
@@ -134,6 +138,13 @@ class HostStep(_Strict):
     def action(self) -> tuple[str, str]:
         ((action, host),) = self.model_dump(by_alias=True, exclude_none=True).items()
         return action, host
+
+
+_HOST_FIELDS: dict[str, Any] = {
+    name.replace("-", "_"): (str | None, Field(default=None, alias=name)) for name in HOST_ACTIONS
+}
+#: ``{live-migrate: h1}``: exactly one host action, naming the host.
+HostStep = create_model("HostStep", __base__=_OneHostAction, **_HOST_FIELDS)
 
 
 class MaintenanceStep(_Strict):
@@ -195,14 +206,21 @@ class Expectation(_Strict):
         return any(v is not None for v in (self.exists, self.reachable, self.receiving, self.host))
 
 
+def _operation_steps() -> dict[str, Any]:
+    """A key per VM or scale-set operation (a VM's name, or the set and its instances), then
+    ``host`` holding one host action; a name used for both (simulate-eviction) takes either."""
+    types: dict[str, list[Any]] = {}
+    for operation in (*for_target(VM), *for_target(SCALE_SET)):
+        step = VmName if operation.target is VM else _scale_set_step(operation)
+        types.setdefault(operation.name, []).append(step)
+    steps: dict[str, Any] = {key: Union[tuple(kinds)] for key, kinds in types.items()}  # noqa: UP007
+    steps["host"] = HostStep
+    return steps
+
+
 #: Each action key and the type its value is validated as.
 STEP_TYPES: dict[str, Any] = {
-    "restart": VmName,
-    "redeploy": VmName,
-    "simulate-eviction": VmName | ScaleSetInstances,
-    "delete-instances": DeleteInstancesStep,
-    "os-image-upgrade": ScaleSetInstances,
-    "host": HostStep,
+    **_operation_steps(),
     "maintenance": MaintenanceStep,
     "event": EventStep,
     "approve": SelectEvents,
@@ -211,6 +229,8 @@ STEP_TYPES: dict[str, Any] = {
     "set-clock": AwareDatetime,
     "expect": Expectation,
 }
+#: The keys whose step is a :mod:`forewarn.registry` operation.
+OPERATION_STEPS = frozenset(_operation_steps())
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {kind: TypeAdapter(t) for kind, t in STEP_TYPES.items()}
 
 

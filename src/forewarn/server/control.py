@@ -19,6 +19,7 @@ and every error body is ``{"error": "..."}``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from datetime import timedelta
 from typing import Annotated, Any
@@ -26,20 +27,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from forewarn import __version__
 from forewarn.commands import (
     Approve,
     CancelEvent,
-    Command,
-    DeleteInstances,
-    HostOperation,
-    OsImageUpgrade,
-    Redeploy,
-    Restart,
     ScheduleEvent,
-    SimulateEviction,
     StartCampaign,
 )
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
@@ -53,6 +48,7 @@ from forewarn.domain.errors import (
 )
 from forewarn.domain.events import Event
 from forewarn.domain.platform import EventView
+from forewarn.registry import OPERATIONS, Operation, describe
 from forewarn.server.control_models import (
     API,
     ERROR_RESPONSES,
@@ -65,18 +61,18 @@ from forewarn.server.control_models import (
     CampaignStartedOut,
     ClockOut,
     CreateEventRequest,
-    DeleteInstancesRequest,
     DocumentOut,
     EventOut,
     EventsOut,
     HostOut,
     HostsOut,
-    InstancesRequest,
+    OperationsOut,
     SetClockRequest,
     VmOut,
     VmsOut,
     campaign_out,
     event_out,
+    request_model,
     vm_out,
 )
 from forewarn.service import ScheduledEventsService
@@ -180,9 +176,6 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
         live = views()
         return EventsOut(events=[event_out(e, live.get(e.event_id)) for e in events])
 
-    def execute(command: Command) -> EventsOut:
-        return events_out(service.execute(command))
-
     def clock_out() -> ClockOut:
         now = service.catch_up()
         deadline = service.platform.next_deadline()
@@ -214,18 +207,6 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
             raise InvalidInputError(f"unknown api-version {api_version!r}")
         return DocumentOut.model_validate(document_fields(service.document(name), version))
 
-    @router.post("/vms/{name}/restart", tags=["vms"])
-    async def restart_vm(name: str) -> EventsOut:
-        return execute(Restart(name))
-
-    @router.post("/vms/{name}/redeploy", tags=["vms"])
-    async def redeploy_vm(name: str) -> EventsOut:
-        return execute(Redeploy(name))
-
-    @router.post("/vms/{name}/simulate-eviction", tags=["vms"])
-    async def evict_vm(name: str) -> EventsOut:
-        return execute(SimulateEviction((name,)))
-
     @router.post("/vms/{name}/approve", tags=["vms"])
     async def approve(name: str, body: ApproveRequest) -> ApprovedOut:
         """Approve as the VM would through the endpoint; real VMs POST StartRequests there."""
@@ -239,22 +220,6 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
         service.execute(Approve(name, ids))
         return ApprovedOut(approved=list(ids))
 
-    # -- scale sets -----------------------------------------------------------------------------
-
-    @router.post("/scale-sets/{name}/delete-instances", tags=["scale sets"])
-    async def delete_instances(name: str, body: DeleteInstancesRequest) -> EventsOut:
-        """Terminate events when the set has terminate notification; else instances just go."""
-        return execute(DeleteInstances(name, tuple(body.instance_ids), body.autoscale))
-
-    @router.post("/scale-sets/{name}/simulate-eviction", tags=["scale sets"])
-    async def evict_instances(name: str, body: InstancesRequest) -> EventsOut:
-        service.platform.scale_set(name)  # an unknown set is a 404 before any instance is
-        return execute(SimulateEviction(tuple(f"{name}_{i}" for i in body.instance_ids)))
-
-    @router.post("/scale-sets/{name}/os-image-upgrade", tags=["scale sets"])
-    async def os_image_upgrade(name: str, body: InstancesRequest) -> EventsOut:
-        return execute(OsImageUpgrade(name, tuple(body.instance_ids)))
-
     # -- hosts ----------------------------------------------------------------------------------
 
     @router.get("/hosts", tags=["hosts"])
@@ -266,23 +231,15 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
             hosts=[HostOut(name=host, vms=sorted(vms)) for host, vms in sorted(by_host.items())]
         )
 
-    def host_route(action: str, summary: str) -> None:
-        async def host_operation(name: str) -> EventsOut:
-            return execute(HostOperation(name, action))
+    # -- operations on one named VM, scale set or host, from the registry ----------------------
 
-        router.add_api_route(
-            f"/hosts/{{name}}/{action}",
-            host_operation,
-            methods=["POST"],
-            tags=["hosts"],
-            summary=summary,
-            operation_id=f"host_{action.replace('-', '_')}",
-        )
+    @router.get("/operations", tags=["operations"])
+    async def list_operations() -> OperationsOut:
+        """Every operation below, with its parameters: what a dashboard builds its forms from."""
+        return OperationsOut.model_validate({"operations": describe()})
 
-    host_route("live-migrate", "Freeze every VM on the host (memory-preserving maintenance)")
-    host_route("maintain", "Reboot every VM on the host (maintenance needing a reboot)")
-    host_route("predict-failure", "Redeploy every VM on the host, days ahead")
-    host_route("fail", "Hardware failure: a Started Reboot at once, no notice")
+    for operation in OPERATIONS:
+        _add_operation_route(router, operation, service, events_out)
 
     # -- maintenance campaigns ------------------------------------------------------------------
 
@@ -363,6 +320,41 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
     return app
+
+
+_TAGS = {"vm": "vms", "scale-set": "scale sets", "host": "hosts"}
+
+
+def _add_operation_route(
+    router: APIRouter,
+    operation: Operation,
+    service: ScheduledEventsService,
+    events_out: Callable[[Sequence[Event]], EventsOut],
+) -> None:
+    """``POST`` :attr:`Operation.route`, its body model built from the operation's parameters."""
+    model = request_model(operation)
+
+    async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
+        arguments = body.model_dump() if body is not None else {}
+        return events_out(service.perform(operation, name, arguments))
+
+    parameters = [
+        inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)
+    ]
+    if model is not None:
+        parameters.append(
+            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)
+        )
+    perform.__signature__ = inspect.Signature(parameters, return_annotation=EventsOut)  # type: ignore[attr-defined]
+    kind = operation.target.kind
+    router.add_api_route(
+        operation.route,
+        perform,
+        methods=["POST"],
+        tags=[_TAGS[kind]],
+        summary=operation.summary,
+        operation_id=f"{kind.replace('-', '_')}_{operation.name.replace('-', '_')}",
+    )
 
 
 def _install_error_handlers(app: FastAPI) -> None:

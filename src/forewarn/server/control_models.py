@@ -7,11 +7,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    create_model,
+)
 
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.platform import CampaignView, EventView, VmState
+from forewarn.registry import Operation, Param
 from forewarn.wire.documents import event_fields
 from forewarn.wire.instance import compute_fields
 
@@ -46,12 +55,20 @@ class CreateEventRequest(_Body):
     started: StrictBool = False
 
 
-class InstancesRequest(_Body):
-    instance_ids: list[InstanceId] = Field(alias="instanceIds", min_length=1, max_length=MAX_NAMES)
+def _field(param: Param) -> tuple[Any, Any]:
+    if param.kind == "instance-ids":
+        ids = Field(alias=param.wire, min_length=1, max_length=MAX_NAMES, description=param.help)
+        return list[InstanceId], ids
+    return StrictBool, Field(default=False, alias=param.wire, description=param.help)
 
 
-class DeleteInstancesRequest(InstancesRequest):
-    autoscale: StrictBool = False
+def request_model(operation: Operation) -> type[BaseModel] | None:
+    """The body model of ``operation``'s route, from its parameters; None when it takes none."""
+    if not operation.params:
+        return None
+    name = "".join(part.title() for part in operation.name.split("-")) + "Request"
+    fields: dict[str, Any] = {param.name: _field(param) for param in operation.params}
+    return create_model(name, __base__=_Body, **fields)
 
 
 class ApproveRequest(_Body):
@@ -159,6 +176,27 @@ class ClockOut(_Out):
     kind: str
     profile: str
     next_deadline: str | None = Field(alias="nextDeadline")
+
+
+class ParameterOut(_Out):
+    name: str
+    type: str
+    required: bool
+    help: str
+
+
+class OperationOut(_Out):
+    name: str
+    target: Literal["vm", "scale-set", "host"]
+    method: str
+    path: str
+    summary: str
+    cli: str = Field(description="The CLI command that performs it")
+    parameters: list[ParameterOut] = Field(description="The JSON body's fields")
+
+
+class OperationsOut(_Out):
+    operations: list[OperationOut]
 
 
 class ErrorOut(_Out):

@@ -29,11 +29,6 @@ from forewarn.client import ENDPOINT_ENVIRONMENT_VARIABLE, Client
 from forewarn.commands import (
     CancelEvent,
     Command,
-    DeleteInstances,
-    HostOperation,
-    OsImageUpgrade,
-    Redeploy,
-    Restart,
     ScheduleEvent,
     SimulateEviction,
     StartCampaign,
@@ -45,6 +40,7 @@ from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import EventView, VmState
 from forewarn.domain.timing import PROFILES
 from forewarn.domain.vms import Vm
+from forewarn.registry import by_plugin_method
 from forewarn.scenario.inprocess import DEFAULT_START, service_for_fleet
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH
 from forewarn.service import ScheduledEventsService
@@ -229,18 +225,51 @@ class ForewarnPlatform:
 
     def execute(self, command: Command) -> tuple[Event, ...]:
         """Apply any :mod:`forewarn.commands` command now; the events it created."""
-        created = self._run(lambda: (self.service.execute(command), self.clock.now()))
-        events, at = created
+        return self._created_by(lambda: self.service.execute(command))
+
+    def perform(
+        self, operation: str, target: str, *instance_ids: str, **flags: bool
+    ) -> tuple[Event, ...]:
+        """Run the :mod:`forewarn.registry` operation whose plugin method is ``operation``
+        (``"live_migrate"``...) on the VM, scale set or host ``target``; the events it created.
+
+        Every registered operation is also a method of its own name: ``platform.maintain_host
+        ("h1")`` is ``platform.perform("maintain_host", "h1")``.
+        """
+        try:
+            found = by_plugin_method()[operation]
+        except KeyError:
+            known = ", ".join(by_plugin_method())
+            raise ValueError(f"no operation {operation!r}; known: {known}") from None
+        arguments: dict[str, Any] = dict(flags)
+        if any(param.kind == "instance-ids" for param in found.params):
+            arguments["instance_ids"] = instance_ids
+        elif instance_ids:
+            raise TypeError(f"{operation} takes no instance ids")
+        return self._created_by(lambda: self.service.perform(found, target, arguments))
+
+    def __getattr__(self, name: str) -> Callable[..., tuple[Event, ...]]:
+        if name.startswith("_") or name not in by_plugin_method():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+        def operation(target: str, *instance_ids: str, **flags: bool) -> tuple[Event, ...]:
+            return self.perform(name, target, *instance_ids, **flags)
+
+        operation.__doc__ = by_plugin_method()[name].summary
+        return operation
+
+    def _created_by(self, action: Callable[[], tuple[Event, ...]]) -> tuple[Event, ...]:
+        events, at = self._run(lambda: (action(), self.clock.now()))
         for event in events:
             self._created.setdefault(event.event_id.upper(), at)
         return events
 
     def restart(self, vm: str) -> tuple[Event, ...]:
         """A user restart: Reboot, source User, 15 minutes' notice or until approved."""
-        return self.execute(Restart(vm))
+        return self.perform("restart", vm)
 
     def redeploy(self, vm: str) -> tuple[Event, ...]:
-        return self.execute(Redeploy(vm))
+        return self.perform("redeploy", vm)
 
     def evict(self, *vms: str) -> tuple[Event, ...]:
         """Spot eviction (simulate-eviction): Preempt, 30 seconds' notice, the VM goes away."""
@@ -249,24 +278,24 @@ class ForewarnPlatform:
     def delete_instances(
         self, scale_set: str, *instance_ids: str, autoscale: bool = False
     ) -> tuple[Event, ...]:
-        return self.execute(DeleteInstances(scale_set, tuple(instance_ids), autoscale))
+        return self.perform("delete_instances", scale_set, *instance_ids, autoscale=autoscale)
 
     def os_image_upgrade(self, scale_set: str, *instance_ids: str) -> tuple[Event, ...]:
-        return self.execute(OsImageUpgrade(scale_set, tuple(instance_ids)))
+        return self.perform("os_image_upgrade", scale_set, *instance_ids)
 
     def live_migrate(self, host: str) -> tuple[Event, ...]:
         """Freeze for every tenant of ``host`` (VMs made from ``vms=[name]`` are on
         ``host-{name}``)."""
-        return self.execute(HostOperation(host, "live-migrate"))
+        return self.perform("live_migrate", host)
 
     def maintain_host(self, host: str) -> tuple[Event, ...]:
-        return self.execute(HostOperation(host, "maintain"))
+        return self.perform("maintain_host", host)
 
     def predict_failure(self, host: str) -> tuple[Event, ...]:
-        return self.execute(HostOperation(host, "predict-failure"))
+        return self.perform("predict_failure", host)
 
     def fail_host(self, host: str) -> tuple[Event, ...]:
-        return self.execute(HostOperation(host, "fail"))
+        return self.perform("fail_host", host)
 
     def start_maintenance(
         self, vms: Sequence[str] | None = None, *, event_type: str = "Reboot"

@@ -1,0 +1,270 @@
+"""Every operation on a named VM, scale set or host, declared once.
+
+Each :class:`Operation` says what it is called, what it targets, which parameters it takes
+(typed, with help), the one-line summary people read, and which journaled
+:class:`~forewarn.commands.Command` it becomes. Every adapter is built from this table:
+
+- the control API route ``POST /api/v1/{vms|scale-sets|hosts}/{name}/{operation}`` and its
+  request model (:mod:`forewarn.server.control`), and ``GET /api/v1/operations``, which
+  returns :func:`describe` so a dashboard builds its buttons and forms from it;
+- the CLI command ``forewarn {vm|vmss|host} OPERATION --name ...`` (:mod:`forewarn.cli`);
+- the scenario step key (``restart: web-0``, ``delete-instances: {...}``,
+  ``host: {live-migrate: h1}``) and what the runner sends (:mod:`forewarn.scenario`);
+- the pytest plugin's method (``platform.restart("web-0")``, :mod:`forewarn.testing`).
+
+Adding such an operation is a domain function and one entry here (plus, for a host action,
+its entry in :data:`forewarn.domain.operations.HOST_ACTIONS`, which replay looks up by name).
+Operations that are not "do X to this named thing" (campaigns, arbitrary events, approvals,
+cancellation, the clock) keep routes of their own, described by ``/openapi.json``.
+
+This module imports nothing of the server stack, so the CLI and the SDK side can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+from forewarn.commands import (
+    Command,
+    DeleteInstances,
+    HostOperation,
+    OsImageUpgrade,
+    Redeploy,
+    Restart,
+    SimulateEviction,
+)
+from forewarn.domain.platform import Platform
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an operation names: its route collection, CLI group and name option's help."""
+
+    kind: Literal["vm", "scale-set", "host"]
+    collection: str
+    cli_group: str
+    name_help: str
+
+
+VM = Target("vm", "vms", "vm", "The VM's name.")
+SCALE_SET = Target("scale-set", "scale-sets", "vmss", "The scale set's name.")
+HOST = Target("host", "hosts", "host", "The host's name (see `host list`).")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter beyond the target's name.
+
+    ``kind`` fixes its type everywhere: ``instance-ids`` is a non-empty list of numeric
+    instance ids (``--instance-ids 0 1 2`` on the command line), ``flag`` a boolean that
+    defaults to false (``--autoscale``). ``name`` is the Python keyword, ``wire`` the JSON key.
+    """
+
+    name: str
+    wire: str
+    kind: Literal["instance-ids", "flag"]
+    help: str
+
+
+INSTANCE_IDS = Param(
+    "instance_ids", "instanceIds", "instance-ids", "Instance ids, as az takes them: 0 1 2."
+)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation: ``command(target_name, **arguments)`` is what gets journaled.
+
+    ``check`` runs on the platform before the command is built, for a refusal the command's
+    own effect would word less clearly (an unknown scale set before its unknown instances).
+    ``plugin_method`` is the name of the pytest plugin's method; ``cli_aliases`` are extra
+    command names (``vmss reimage``).
+    """
+
+    name: str
+    target: Target
+    summary: str
+    command: Callable[..., Command]
+    plugin_method: str
+    params: tuple[Param, ...] = ()
+    check: Callable[[Platform, str], object] | None = None
+    cli_aliases: tuple[str, ...] = ()
+
+    @property
+    def route(self) -> str:
+        """The control API path under ``/api/v1``, with a ``{name}`` placeholder."""
+        return f"/{self.target.collection}/{{name}}/{self.name}"
+
+    def path(self, target_name: str) -> str:
+        """:attr:`route` for ``target_name``, quoted as one path segment."""
+        return self.route.replace("{name}", quote(target_name, safe=""))
+
+    def body(self, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The JSON body of the route for ``arguments`` (by :attr:`Param.name`), or None."""
+        if not self.params:
+            return None
+        return {
+            param.wire: list(arguments[param.name])
+            if param.kind == "instance-ids"
+            else bool(arguments.get(param.name, False))
+            for param in self.params
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """The operation as ``GET /api/v1/operations`` lists it."""
+        return {
+            "name": self.name,
+            "target": self.target.kind,
+            "method": "POST",
+            "path": "/api/v1" + self.route,
+            "summary": self.summary,
+            "cli": f"forewarn {self.target.cli_group} {self.name}",
+            "parameters": [
+                {
+                    "name": param.wire,
+                    "type": "array of instance ids" if param.kind == "instance-ids" else "boolean",
+                    "required": param.kind == "instance-ids",
+                    "help": param.help,
+                }
+                for param in self.params
+            ],
+        }
+
+
+def _instances(scale_set: str, instance_ids: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{scale_set}_{instance}" for instance in instance_ids)
+
+
+def _scale_set_exists(platform: Platform, name: str) -> object:
+    return platform.scale_set(name)
+
+
+def _host_action(action: str) -> Callable[[str], Command]:
+    def command(host: str) -> Command:
+        return HostOperation(host, action)
+
+    return command
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "restart",
+        VM,
+        "Restart: a User Reboot event, 15 minutes or approval first.",
+        Restart,
+        "restart",
+    ),
+    Operation(
+        "redeploy",
+        VM,
+        "Redeploy: a User Redeploy event, 10 minutes or approval first.",
+        Redeploy,
+        "redeploy",
+    ),
+    Operation(
+        "simulate-eviction",
+        VM,
+        "Evict a Spot VM: a Preempt event 30 seconds ahead.",
+        lambda vm: SimulateEviction((vm,)),
+        "evict",
+    ),
+    Operation(
+        "simulate-eviction",
+        SCALE_SET,
+        "Evict Spot instances: a Preempt event 30 seconds ahead for each.",
+        lambda name, instance_ids: SimulateEviction(_instances(name, tuple(instance_ids))),
+        "evict_instances",
+        params=(INSTANCE_IDS,),
+        check=_scale_set_exists,
+    ),
+    Operation(
+        "delete-instances",
+        SCALE_SET,
+        "Delete instances: Terminate events when the set has terminate notification on.",
+        lambda name, instance_ids, autoscale=False: DeleteInstances(
+            name, tuple(instance_ids), autoscale
+        ),
+        "delete_instances",
+        params=(
+            INSTANCE_IDS,
+            Param("autoscale", "autoscale", "flag", "Scale-in by autoscale: EventSource Platform."),
+        ),
+    ),
+    Operation(
+        "os-image-upgrade",
+        SCALE_SET,
+        "Guest OS upgrade or reimage: a Reboot notice with osImageNotification on.",
+        lambda name, instance_ids: OsImageUpgrade(name, tuple(instance_ids)),
+        "os_image_upgrade",
+        params=(INSTANCE_IDS,),
+        cli_aliases=("reimage",),
+    ),
+    Operation(
+        "live-migrate",
+        HOST,
+        "Live migration: a Platform Freeze of a few seconds for every VM on the host.",
+        _host_action("live-migrate"),
+        "live_migrate",
+    ),
+    Operation(
+        "maintain",
+        HOST,
+        "Host maintenance needing a reboot: a Platform Reboot for every VM on the host.",
+        _host_action("maintain"),
+        "maintain_host",
+    ),
+    Operation(
+        "predict-failure",
+        HOST,
+        "Predicted hardware failure: a Platform Redeploy days ahead.",
+        _host_action("predict-failure"),
+        "predict_failure",
+    ),
+    Operation(
+        "fail",
+        HOST,
+        "Hardware failure: a Started Reboot at once for every VM on the host, no notice.",
+        _host_action("fail"),
+        "fail_host",
+    ),
+)
+
+
+def for_target(target: Target) -> Iterator[Operation]:
+    """The operations on ``target``, in declaration order."""
+    return (operation for operation in OPERATIONS if operation.target is target)
+
+
+def find(target: Target, name: str) -> Operation:
+    """The operation ``name`` on ``target``; KeyError when there is none."""
+    for operation in for_target(target):
+        if operation.name == name:
+            return operation
+    raise KeyError(f"no {target.kind} operation {name!r}")
+
+
+def by_plugin_method() -> dict[str, Operation]:
+    return {operation.plugin_method: operation for operation in OPERATIONS}
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every operation, as ``GET /api/v1/operations`` returns it."""
+    return [operation.describe() for operation in OPERATIONS]
+
+
+__all__ = [
+    "HOST",
+    "OPERATIONS",
+    "SCALE_SET",
+    "VM",
+    "Operation",
+    "Param",
+    "Target",
+    "by_plugin_method",
+    "describe",
+    "find",
+    "for_target",
+]
