@@ -210,6 +210,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "live_migrate",
     ),
     Operation(
+        "update",
+        HOST,
+        "Memory-preserving host update: a Platform Freeze of about 9 s for every VM on the host.",
+        _host_action("update"),
+        "update_host",
+    ),
+    Operation(
         "maintain",
         HOST,
         "Host maintenance needing a reboot: a Platform Reboot for every VM on the host.",

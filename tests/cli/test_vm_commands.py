@@ -109,6 +109,7 @@ def test_vmss_simulate_eviction_and_os_image_upgrade(cli: Cli) -> None:
     ("action", "event_type", "status"),
     [
         ("live-migrate", "Freeze", "Scheduled"),
+        ("update", "Freeze", "Scheduled"),
         ("maintain", "Reboot", "Scheduled"),
         ("predict-failure", "Redeploy", "Scheduled"),
         ("fail", "Reboot", "Started"),

@@ -1,4 +1,4 @@
-"""Host routes (live-migrate, maintain, predict-failure, fail) and maintenance campaigns."""
+"""Host routes (live-migrate, update, maintain, predict-failure, fail) and maintenance campaigns."""
 
 from __future__ import annotations
 
@@ -53,6 +53,10 @@ def test_live_migration_matches_the_documented_example(http: httpx.Client) -> No
         # Properties": Description example "Host server is undergoing maintenance."
         ("maintain", "Reboot", "Scheduled", timedelta(minutes=15),
          "Host server is undergoing maintenance."),
+        # SPEC.md section 6 [seen]: the memory-preserving host update, a Freeze with the
+        # host-maintenance description, 15 minutes ahead.
+        ("update", "Freeze", "Scheduled", timedelta(minutes=15),
+         "Host server is undergoing maintenance."),
         # scheduled-events-windows-2024.txt, "Event scheduling": degraded hardware predicted to
         # fail, "Azure tries to give 7 days' advance notice when possible".
         ("predict-failure", "Redeploy", "Scheduled", timedelta(days=7),
@@ -83,7 +87,9 @@ def test_host_actions(
     assert event["NotBefore"] == expected
 
 
-@pytest.mark.parametrize("action", ["live-migrate", "maintain", "predict-failure", "fail"])
+@pytest.mark.parametrize(
+    "action", ["live-migrate", "update", "maintain", "predict-failure", "fail"]
+)
 def test_unknown_host_is_404(http: httpx.Client, action: str) -> None:
     """SPEC.md section 6 [ours] for the control plane: an unknown host is 404."""
     refused(http.post(f"/api/v1/hosts/h9/{action}"), 404, "no virtual machine runs on host 'h9'")

@@ -253,6 +253,29 @@ def test_live_migration_is_a_freeze_of_a_few_seconds(platform: Platform) -> None
     assert platform.reachable("vm0")
 
 
+def test_a_memory_preserving_host_update_is_a_freeze_of_about_nine_seconds(
+    platform: Platform,
+) -> None:
+    """SPEC.md section 6 [seen: public captures and Microsoft's mock]: "memory-preserving host
+    update (the most common real event) | Freeze, "Host server is undergoing maintenance.",
+    DurationInSeconds ~9 (1-15) | Platform | 15 min"."""
+    add(platform, "vm0", host="h1")
+    (event,) = operations.update_host(platform, "h1")
+    assert row(event) == (
+        "Freeze",
+        "Platform",
+        "Scheduled",
+        descriptions.HOST_MAINTENANCE,
+        15 * MIN,
+    )
+    assert event.duration_seconds == 9
+    platform.approve("vm0", [event.event_id])
+    platform.advance_to(START + 8 * SECOND)
+    assert not platform.reachable("vm0")
+    platform.advance_to(START + 9 * SECOND)
+    assert platform.reachable("vm0")
+
+
 def test_host_maintenance_is_a_platform_reboot(platform: Platform) -> None:
     """SPEC 6 [doc]: host maintenance needing reboot: Reboot, Platform, 15 min; description
     "Host server is undergoing maintenance." (scheduled-events-linux.txt, "Event

@@ -40,6 +40,7 @@ def snapshot(service: ScheduledEventsService) -> dict[str, bytes]:
 def test_restart_rebuilds_documents_byte_for_byte(tmp_path: Path) -> None:
     first = open_service(settings(tmp_path))
     first.execute(HostOperation("h1", "live-migrate"))
+    first.execute(HostOperation("h1", "update"))
     (reboot,) = first.execute(Restart("WestNO_0"))
     first.approve("WestNO_1", [reboot.event_id])
     first.advance_clock(timedelta(minutes=5))

@@ -35,6 +35,18 @@ def test_a_wrong_expectation_fails_with_expected_and_actual() -> None:
     assert rendered.splitlines()[0].startswith("test.yaml: step 2 of 2 (expect vm: WestNO_0")
 
 
+def test_a_host_update_step_freezes_every_vm_on_the_host() -> None:
+    """SPEC.md section 6 [seen]: "memory-preserving host update ... Freeze, "Host server is
+    undergoing maintenance.", DurationInSeconds ~9"; the step key comes from the registry."""
+    result = run_text(
+        "steps:\n"
+        "  - host: {update: h1}\n"
+        "  - expect: {vm: WestNO_0, events: [{EventType: Freeze, DurationInSeconds: 9,"
+        " Description: 'Host server is undergoing maintenance.', Resources: [WestNO_0, WestNO_1]}]}\n"
+    )
+    assert result.failure is None, result.failure
+
+
 def test_event_count_and_older_api_versions() -> None:
     """SPEC.md section 2, "What each api-version shows": 2019-01-01 is the first to know
     Terminate; an older version is not shown the event at all."""

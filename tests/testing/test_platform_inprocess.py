@@ -122,6 +122,22 @@ def test_every_operation_of_the_handle_makes_its_documented_event() -> None:
         assert made["fail"][0].status.value == "Started"
 
 
+def test_every_registered_operation_is_a_method_of_the_handle() -> None:
+    """SPEC.md section 6 [seen]: the memory-preserving host update, a Freeze of about 9 s with
+    the host-maintenance description, reached as ``update_host`` with no method written for it;
+    an unknown name is still an AttributeError."""
+    with ForewarnPlatform(vms=["a"]) as platform:
+        (event,) = platform.update_host("host-a")
+        assert (event.event_type.value, event.duration_seconds) == ("Freeze", 9)
+        assert event.description == "Host server is undergoing maintenance."
+        (again,) = platform.perform("update_host", "host-a")
+        assert again.event_type.value == "Freeze"
+        with pytest.raises(AttributeError, match="update_hosts"):
+            platform.update_hosts("host-a")
+        with pytest.raises(ValueError, match="no operation 'reboot'; known: restart, "):
+            platform.perform("reboot", "a")
+
+
 def test_a_cancelled_event_vanishes() -> None:
     """scheduled-events-windows-2024.txt, "Event scheduling": "in rare cases, the operation
     will be canceled by Azure before it starts. In that case the event will be removed from
