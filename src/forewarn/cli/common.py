@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import click
 import httpx
 
+from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST
 from forewarn.scenario.client import ControlClient, ControlError, connect
 from forewarn.scenario.durations import parse_duration as _parse_duration
-from forewarn.server.runner import DEFAULT_CONTROL_PORT, DEFAULT_HOST
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from forewarn.cli.common import control_api, control_option, output_option
-from forewarn.scenario.inprocess import run_in_process
-from forewarn.scenario.runner import ScenarioResult, run_scenario
-from forewarn.scenario.schema import Scenario, ScenarioFileError, Step, load_scenario
+
+if TYPE_CHECKING:
+    from forewarn.scenario.runner import ScenarioResult
+    from forewarn.scenario.schema import Scenario, Step
 
 
 def _load(path: Path) -> Scenario:
+    # pydantic and YAML are imported by the commands that read a scenario, not by every CLI start
+    from forewarn.scenario.schema import ScenarioFileError, load_scenario
+
     try:
         return load_scenario(path)
     except ScenarioFileError as exc:
@@ -45,8 +50,13 @@ def scenario_validate(file: Path) -> None:
 @output_option
 def scenario_run(file: Path, in_process: bool, control: str, output: str) -> None:
     """Run FILE against the control API; exit 1 naming the first step that fails."""
+    from forewarn.scenario.runner import run_scenario
+    from forewarn.scenario.schema import ScenarioFileError
+
     loaded = _load(file)
     if in_process:
+        from forewarn.scenario.inprocess import run_in_process  # the whole server, in-process
+
         try:
             result = run_in_process(loaded)
         except ScenarioFileError as exc:

@@ -8,17 +8,8 @@ from pathlib import Path
 import click
 
 from forewarn.cli.common import parse_address, parse_duration
-from forewarn.config.fleet import FleetFileError
+from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.timing import PROFILES
-from forewarn.server.runner import (
-    DEFAULT_CONTROL_PORT,
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    ServeSettings,
-    run,
-)
-from forewarn.server.state import StateMismatchError
-from forewarn.storage.errors import StorageError
 
 
 @click.command()
@@ -106,6 +97,13 @@ def serve(
     seed: int | None,
 ) -> None:
     """Serve /metadata/scheduledevents (and the control API) until interrupted."""
+    # The server stack is imported here, by the one command that runs it, so the client
+    # commands and `forewarn agent` never load it.
+    from forewarn.config.fleet import FleetFileError
+    from forewarn.server.runner import ServeSettings, run
+    from forewarn.server.state import StateMismatchError
+    from forewarn.storage.errors import StorageError
+
     host, port = parse_address(bind, DEFAULT_PORT)
     control_host, control_port = parse_address(control, DEFAULT_CONTROL_PORT)
     settings = ServeSettings(

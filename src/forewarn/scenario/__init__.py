@@ -7,23 +7,61 @@ service in this process on a manual clock, as the tests do.
 
 from __future__ import annotations
 
-from forewarn.scenario.client import (
-    AsgiTransport,
-    ControlClient,
-    ControlError,
-    connect,
-    in_process_client,
-)
-from forewarn.scenario.durations import format_duration, parse_duration
-from forewarn.scenario.inprocess import in_process_control, run_in_process, service_for_fleet
-from forewarn.scenario.runner import ScenarioResult, StepFailure, run_scenario
-from forewarn.scenario.schema import (
-    Scenario,
-    ScenarioFileError,
-    Step,
-    load_scenario,
-    parse_scenario,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forewarn.scenario.client import (
+        AsgiTransport,
+        ControlClient,
+        ControlError,
+        connect,
+        in_process_client,
+    )
+    from forewarn.scenario.durations import format_duration, parse_duration
+    from forewarn.scenario.inprocess import in_process_control, run_in_process, service_for_fleet
+    from forewarn.scenario.runner import ScenarioResult, StepFailure, run_scenario
+    from forewarn.scenario.schema import (
+        Scenario,
+        ScenarioFileError,
+        Step,
+        load_scenario,
+        parse_scenario,
+    )
+
+#: Where each public name lives. Loaded on first use (PEP 562): the control client is light,
+#: while running in-process needs the whole server; ``forewarn.scenario.client`` alone must not
+#: pull the server stack into the CLI.
+_HOMES = {
+    "AsgiTransport": "client",
+    "ControlClient": "client",
+    "ControlError": "client",
+    "connect": "client",
+    "in_process_client": "client",
+    "format_duration": "durations",
+    "parse_duration": "durations",
+    "in_process_control": "inprocess",
+    "run_in_process": "inprocess",
+    "service_for_fleet": "inprocess",
+    "ScenarioResult": "runner",
+    "StepFailure": "runner",
+    "run_scenario": "runner",
+    "Scenario": "schema",
+    "ScenarioFileError": "schema",
+    "Step": "schema",
+    "load_scenario": "schema",
+    "parse_scenario": "schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AsgiTransport",

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from forewarn.server.control import API
+from forewarn.defaults import CONTROL_API as API
 
 
 class ControlError(Exception):

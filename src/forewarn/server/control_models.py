@@ -17,6 +17,7 @@ from pydantic import (
     create_model,
 )
 
+from forewarn.defaults import CONTROL_API
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.platform import CampaignView, EventView, VmState
@@ -25,7 +26,7 @@ from forewarn.wire.documents import event_fields
 from forewarn.wire.instance import compute_fields
 
 MAX_CONTROL_BODY = 64 * 1024
-API = "/api/v1"
+API = CONTROL_API
 #: Upper bounds that keep every duration far from datetime's year-9999 overflow.
 MAX_SECONDS = 100 * 365 * 24 * 3600
 MAX_NAMES = 10_000

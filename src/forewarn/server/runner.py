@@ -13,16 +13,13 @@ from pathlib import Path
 
 import uvicorn
 
+from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.vms import Vm
 from forewarn.server.control import create_control_app
 from forewarn.server.http import start_imds_server
 from forewarn.server.imds import ImdsEndpoint
 from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 16954
-DEFAULT_CONTROL_PORT = 16955
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""What runs on a VM loads no server framework (STYLE.md habit 17, "A light client side").
+
+The SDK, the agent and the CLI's client commands run inside VMs, where the server stack would
+be paid for on every start and never used; only ``forewarn serve`` (and in-process scenario
+runs) import it. Each check runs in a fresh interpreter, since this test process has long since
+imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SERVER_STACK = ("fastapi", "starlette", "uvicorn", "httptools", "forewarn.server")
+
+LOADED = f"""
+import json, sys
+print(json.dumps(sorted(m for m in {SERVER_STACK!r} if m in sys.modules)))
+"""
+
+
+def server_modules_after(code: str) -> list[str]:
+    completed = subprocess.run(
+        [sys.executable, "-c", code + LOADED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    loaded: list[str] = json.loads(completed.stdout.splitlines()[-1])
+    return loaded
+
+
+def run_cli(*args: str) -> str:
+    """``forewarn ARGS`` in this interpreter, as the console script runs it."""
+    return f"import sys\nfrom forewarn.cli import main\nsys.argv = ['forewarn', *{args!r}]\n" + (
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import forewarn.client",
+        "import forewarn.agent",
+        "import forewarn.cli",
+        "import forewarn.registry",
+        "import forewarn.scenario.client",
+        run_cli("agent", "--help"),
+        run_cli("vm", "restart", "--help"),
+        run_cli("host", "--help"),
+        run_cli("scenario", "run", "--help"),
+    ],
+)
+def test_the_client_side_loads_no_server_stack(code: str) -> None:
+    assert server_modules_after(code) == []
+
+
+def test_the_check_sees_the_server_stack_when_it_is_loaded() -> None:
+    """The probe itself works: ``forewarn serve``'s modules do load the stack."""
+    loaded = server_modules_after("import forewarn.server.runner")
+    assert {"fastapi", "starlette", "uvicorn", "forewarn.server"} <= set(loaded)
