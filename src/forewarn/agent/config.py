@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from forewarn.domain.errors import ForewarnError
+from forewarn.errors import ForewarnError
 
 ENVIRONMENT_PREFIX = "FOREWARN_AGENT_"
 MAX_CONFIG_FILE_BYTES = 1024 * 1024

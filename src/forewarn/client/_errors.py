@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from forewarn.domain.errors import ForewarnError
+from forewarn.errors import ForewarnError
 
 
 class ImdsError(ForewarnError):

@@ -23,9 +23,10 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from forewarn.domain.errors import DomainError, ForewarnError
+from forewarn.domain.errors import DomainError
 from forewarn.domain.fleet import AvailabilitySet, ScaleSet
 from forewarn.domain.vms import Priority, Vm
+from forewarn.errors import ForewarnError
 
 MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024
 MAX_VMS = 1_000_000

@@ -1,8 +1,10 @@
 """Errors the domain raises, independent of any transport.
 
-The HTTP edge maps these to status codes; nothing here knows what a status code is.
+The HTTP edge maps these to status codes; nothing here knows what a status code is. The root,
+:class:`~forewarn.errors.ForewarnError`, lives in :mod:`forewarn.errors` (standard library
+only), so the SDK, storage and the agent need not import the domain for it.
 
-    ForewarnError
+    ForewarnError                   (forewarn.errors)
     └── DomainError
         ├── UnknownVmError          no VM of that name or address
         ├── UnknownGroupError       no scale set or host of that name
@@ -13,9 +15,7 @@ The HTTP edge maps these to status codes; nothing here knows what a status code 
 
 from __future__ import annotations
 
-
-class ForewarnError(Exception):
-    """Root of every error forewarn raises on purpose."""
+from forewarn.errors import ForewarnError
 
 
 class DomainError(ForewarnError):
@@ -57,3 +57,14 @@ class InvalidOperationError(DomainError):
 
 class InvalidEventError(DomainError):
     """Raised when a requested event breaks a rule of its type."""
+
+
+__all__ = [
+    "DomainError",
+    "ForewarnError",
+    "InvalidEventError",
+    "InvalidOperationError",
+    "UnknownEventError",
+    "UnknownGroupError",
+    "UnknownVmError",
+]

@@ -15,9 +15,10 @@ from urllib.parse import quote
 import httpx
 
 from forewarn.defaults import CONTROL_API as API
+from forewarn.errors import ForewarnError
 
 
-class ControlError(Exception):
+class ControlError(ForewarnError):
     """The control API answered with an error, or could not be reached (``status`` None)."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -39,8 +39,8 @@ from pydantic import (
 )
 
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
-from forewarn.domain.errors import ForewarnError
 from forewarn.domain.timing import PROFILES
+from forewarn.errors import ForewarnError
 from forewarn.registry import HOST, SCALE_SET, VM, Operation, for_target
 from forewarn.scenario.durations import parse_duration
 

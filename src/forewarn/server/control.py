@@ -48,6 +48,7 @@ from forewarn.domain.errors import (
 )
 from forewarn.domain.events import Event
 from forewarn.domain.platform import EventView
+from forewarn.errors import ForewarnError, InvalidInputError
 from forewarn.registry import OPERATIONS, Operation, describe
 from forewarn.server.control_models import (
     API,
@@ -78,20 +79,27 @@ from forewarn.server.control_models import (
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.documents import document_fields
 
+#: The status of each error class; an error gets the entry nearest it along its MRO, as
+#: starlette looks up exception handlers, so a new subclass inherits its parent's status and
+#: no ordering of checks matters. An error with no entry is a bug (500).
+STATUS_BY_ERROR: dict[type[Exception], int] = {
+    UnknownVmError: 404,
+    UnknownGroupError: 404,
+    UnknownEventError: 404,
+    InvalidInputError: 422,
+    InvalidEventError: 422,
+    InvalidOperationError: 409,
+    DomainError: 409,
+}
 
-class InvalidInputError(Exception):
-    """A value the request models cannot check alone (an unknown api-version...)."""
 
-
-_STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
-    (UnknownGroupError, 404),
-    (InvalidInputError, 422),
-    (UnknownVmError, 404),
-    (UnknownEventError, 404),
-    (InvalidEventError, 422),
-    (InvalidOperationError, 409),
-    (DomainError, 409),
-)
+def status_of(error: BaseException) -> int | None:
+    """The status :data:`STATUS_BY_ERROR` gives ``error``'s nearest class, or None."""
+    for cls in type(error).__mro__:
+        status = STATUS_BY_ERROR.get(cls)
+        if status is not None:
+            return status
+    return None
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
@@ -358,11 +366,11 @@ def _add_operation_route(
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    async def on_domain_error(request: Request, exc: Exception) -> Response:
-        for error_type, status in _STATUS_BY_ERROR:
-            if isinstance(exc, error_type):
-                return JSONResponse({"error": str(exc)}, status_code=status)
-        raise exc
+    async def on_forewarn_error(request: Request, exc: Exception) -> Response:
+        status = status_of(exc)
+        if status is None:
+            return await on_bug(request, exc)
+        return JSONResponse({"error": str(exc)}, status_code=status)
 
     async def on_invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -382,11 +390,17 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def on_bug(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": f"internal error: {type(exc).__name__}"}, status_code=500)
 
-    app.add_exception_handler(DomainError, on_domain_error)
-    app.add_exception_handler(InvalidInputError, on_domain_error)
+    app.add_exception_handler(ForewarnError, on_forewarn_error)
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_bug)
 
 
-__all__ = ["API", "MAX_CONTROL_BODY", "create_control_app"]
+__all__ = [
+    "API",
+    "MAX_CONTROL_BODY",
+    "STATUS_BY_ERROR",
+    "InvalidInputError",
+    "create_control_app",
+    "status_of",
+]

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from forewarn.clocks import make_clock
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
-from forewarn.domain.errors import ForewarnError
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES
+from forewarn.errors import ForewarnError
 from forewarn.service import ScheduledEventsService
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ exception types.
 
 from __future__ import annotations
 
-from forewarn.domain.errors import ForewarnError
+from forewarn.errors import ForewarnError
 
 
 class StorageError(ForewarnError):

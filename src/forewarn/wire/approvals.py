@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from forewarn.domain.errors import ForewarnError
+from forewarn.errors import ForewarnError
 
 #: More ids than this in one request is not a real client (an approval names live events).
 MAX_START_REQUESTS = 100

@@ -1,0 +1,41 @@
+"""The root of every error forewarn raises on purpose, in a module that depends on nothing.
+
+The domain, the SDK, the agent, storage and the adapters all derive their errors from
+:class:`ForewarnError`, so a caller can catch everything forewarn means to raise, or one
+branch of it, without importing the domain or the server. No error knows what an HTTP status
+is: the control API assigns statuses at its edge by walking an error's MRO
+(:data:`forewarn.server.control.STATUS_BY_ERROR`), as starlette's exception handlers do.
+
+::
+
+    ForewarnError                         forewarn.errors
+    ├── InvalidInputError                 forewarn.errors: a value no model can check alone
+    ├── DomainError                       forewarn.domain.errors: a rule of the platform
+    │   ├── UnknownVmError                no VM of that name or address
+    │   ├── UnknownGroupError             no scale set or host of that name
+    │   ├── UnknownEventError             an event id the calling VM cannot see
+    │   ├── InvalidOperationError         not possible in the current state
+    │   └── InvalidEventError             an event that breaks a documented rule
+    ├── MalformedApprovalError            forewarn.wire.approvals: a StartRequests body
+    ├── FleetFileError                    forewarn.config.fleet
+    ├── ScenarioFileError                 forewarn.scenario.schema
+    ├── ControlError                      forewarn.scenario.client: the control API refused
+    ├── StorageError                      forewarn.storage.errors (its own tree below it)
+    ├── StateMismatchError                forewarn.server.state: a store of another fleet
+    ├── ImdsError                         forewarn.client (its own tree below it)
+    └── AgentConfigError                  forewarn.agent.config
+"""
+
+from __future__ import annotations
+
+
+class ForewarnError(Exception):
+    """Root of every error forewarn raises on purpose."""
+
+
+class InvalidInputError(ForewarnError):
+    """A value a request or call cannot use, found beyond what its schema checks (an unknown
+    api-version, a moment past the year 9000...)."""
+
+
+__all__ = ["ForewarnError", "InvalidInputError"]
