@@ -221,10 +221,7 @@ class _Builder:
             self._scale_set(set_index, scale_spec)
         for service in self.spec.cloud_services:
             self._cloud_service(service)
-        availability = tuple(
-            AvailabilitySet(s.name, s.fault_domains, s.update_domains)
-            for s in self.spec.availability_sets
-        )
+        availability = tuple(AvailabilitySet(s.name) for s in self.spec.availability_sets)
         return Fleet(
             tuple(self.vms), tuple(self.scale_sets), availability, frozenset(self.not_receiving)
         )

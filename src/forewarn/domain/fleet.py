@@ -46,6 +46,7 @@ class ScaleSet:
 
 @dataclass(frozen=True, slots=True)
 class AvailabilitySet:
+    """A named availability set; its members carry their own fault and update domains (the
+    fleet file checks them against the set's counts), so the set itself needs only its name."""
+
     name: str
-    fault_domain_count: int = 2
-    update_domain_count: int = 5

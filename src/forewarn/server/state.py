@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from forewarn.clocks import make_clock
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
@@ -23,10 +23,34 @@ from forewarn.errors import ForewarnError
 from forewarn.service import ScheduledEventsService
 
 if TYPE_CHECKING:
-    from forewarn.server.runner import ServeSettings
     from forewarn.storage import Journal
 
 SQLITE_FILE = "forewarn.sqlite3"
+
+
+class ServeSettings(Protocol):
+    """What opening the state reads of ``forewarn serve``'s settings.
+
+    :class:`forewarn.server.runner.ServeSettings` provides it; naming only the fields used here
+    keeps this module from importing the runner, which imports this module.
+    """
+
+    @property
+    def fleet(self) -> Path | None: ...
+    @property
+    def clock(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def profile(self) -> str | None: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def data_dir(self) -> Path | None: ...
+    @property
+    def store(self) -> str | None: ...
+    @property
+    def timing_overrides(self) -> tuple[tuple[str, timedelta], ...]: ...
 
 
 class StateMismatchError(ForewarnError):
