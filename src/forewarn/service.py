@@ -20,11 +20,14 @@ from forewarn.domain.api_versions import ApiVersion
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
+    from forewarn.config.fleet import Fleet
+    from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
 
 
@@ -179,3 +182,16 @@ class ScheduledEventsService:
         if self.journal is not None:
             self.journal.append(ClockMoved().to_record(now))
         return now
+
+
+def service_for_fleet(
+    fleet: Fleet, clock: Clock, *, timing: TimingProfile, seed: int = 0
+) -> ScheduledEventsService:
+    """A fresh platform holding ``fleet``, on ``clock``, with no journal (tests, in-process
+    scenario runs and the pytest plugin; ``forewarn serve`` opens its state in server.state)."""
+    platform = Platform(clock.now(), timing=timing, new_event_id=EventIdFactory(seed))
+    for scale_set in fleet.scale_sets:
+        platform.add_scale_set(scale_set)
+    for vm in fleet.vms:
+        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
+    return ScheduledEventsService(platform, clock)

@@ -59,6 +59,13 @@ def test_the_client_side_loads_no_server_stack(code: str) -> None:
     assert server_modules_after(code) == []
 
 
+def test_the_pytest_plugin_loads_no_web_framework() -> None:
+    """The plugin is loaded by every pytest run in a user's environment; it serves the
+    endpoint (httptools) but has no use for the control API's framework."""
+    loaded = server_modules_after("import forewarn.testing")
+    assert not {"fastapi", "starlette", "uvicorn"} & set(loaded), loaded
+
+
 def test_the_check_sees_the_server_stack_when_it_is_loaded() -> None:
     """The probe itself works: ``forewarn serve``'s modules do load the stack."""
     loaded = server_modules_after("import forewarn.server.runner")

@@ -9,6 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+#: Where a manual clock starts unless told: the moment of the documentation's live-migration
+#: example (scheduled-events-windows-2024.txt, "Example responses": NotBefore
+#: "Mon, 11 Apr 2022 22:26:58 GMT", 15 minutes later).
+DEFAULT_START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+
 
 class Clock(Protocol):
     """Anything that can say what time it is on the simulated platform."""

@@ -9,34 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 
-from forewarn.config.fleet import Fleet, load_fleet
-from forewarn.domain.clock import Clock, ManualClock
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import PROFILES, TimingProfile
+from forewarn.config.fleet import load_fleet
+from forewarn.domain.clock import DEFAULT_START, ManualClock
+from forewarn.domain.timing import PROFILES
 from forewarn.scenario.client import ControlClient, in_process_client
 from forewarn.scenario.runner import ScenarioResult, run_scenario
 from forewarn.scenario.schema import Scenario, ScenarioFileError
 from forewarn.server.control import create_control_app
-from forewarn.service import ScheduledEventsService
-
-#: The moment of the documentation's live-migration example (scheduled-events-windows-2024.txt,
-#: "Example responses": NotBefore "Mon, 11 Apr 2022 22:26:58 GMT", 15 minutes later).
-DEFAULT_START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
-
-
-def service_for_fleet(
-    fleet: Fleet, clock: Clock, *, timing: TimingProfile, seed: int = 0
-) -> ScheduledEventsService:
-    """A fresh platform holding ``fleet``, on ``clock``, with no journal."""
-    platform = Platform(clock.now(), timing=timing, new_event_id=EventIdFactory(seed))
-    for scale_set in fleet.scale_sets:
-        platform.add_scale_set(scale_set)
-    for vm in fleet.vms:
-        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
-    return ScheduledEventsService(platform, clock)
+from forewarn.service import ScheduledEventsService, service_for_fleet
 
 
 @contextmanager
@@ -57,3 +39,11 @@ def run_in_process(
     service = service_for_fleet(fleet, ManualClock(start), timing=timing, seed=seed)
     with in_process_control(service) as client:
         return run_scenario(scenario, client)
+
+
+__all__ = [
+    "DEFAULT_START",
+    "in_process_control",
+    "run_in_process",
+    "service_for_fleet",
+]

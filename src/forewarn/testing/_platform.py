@@ -34,16 +34,15 @@ from forewarn.commands import (
     StartCampaign,
 )
 from forewarn.config.fleet import Fleet, load_fleet, parse_fleet
-from forewarn.domain.clock import ManualClock
+from forewarn.domain.clock import DEFAULT_START, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import EventView, VmState
 from forewarn.domain.timing import PROFILES
 from forewarn.domain.vms import Vm
 from forewarn.registry import by_plugin_method
-from forewarn.scenario.inprocess import DEFAULT_START, service_for_fleet
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH
-from forewarn.service import ScheduledEventsService
+from forewarn.service import ScheduledEventsService, service_for_fleet
 from forewarn.testing._recording import Approval, RecordedRequest, Recorder, RecordingEndpoint
 from forewarn.testing._server import ServerThread
 from forewarn.testing._transport import endpoint_transport
