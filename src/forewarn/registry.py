@@ -36,6 +36,7 @@ from forewarn.commands import (
     Restart,
     SimulateEviction,
 )
+from forewarn.domain.operations import instance_names
 from forewarn.domain.platform import Platform
 
 
@@ -134,10 +135,6 @@ class Operation:
         }
 
 
-def _instances(scale_set: str, instance_ids: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(f"{scale_set}_{instance}" for instance in instance_ids)
-
-
 def _scale_set_exists(platform: Platform, name: str) -> object:
     return platform.scale_set(name)
 
@@ -175,7 +172,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "simulate-eviction",
         SCALE_SET,
         "Evict Spot instances: a Preempt event 30 seconds ahead for each.",
-        lambda name, instance_ids: SimulateEviction(_instances(name, tuple(instance_ids))),
+        lambda name, instance_ids: SimulateEviction(instance_names(name, instance_ids)),
         "evict_instances",
         params=(INSTANCE_IDS,),
         check=_scale_set_exists,

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from forewarn.domain.errors import DomainError
 from forewarn.domain.fleet import AvailabilitySet, ScaleSet
+from forewarn.domain.operations import instance_name
 from forewarn.domain.vms import Priority, Vm
 from forewarn.errors import ForewarnError
 
@@ -301,10 +302,11 @@ class _Builder:
         for position, instance in enumerate(instances):
             hosts = spec.hosts or [f"host-{spec.name}-{i}" for i in range(fd_count)]
             zones = spec.zones or [""]
+            name = instance_name(spec.name, instance.id)
             self.vms.append(
                 Vm(
-                    name=f"{spec.name}_{instance.id}",
-                    vm_id=_vm_id(f"{spec.name}_{instance.id}"),
+                    name=name,
+                    vm_id=_vm_id(name),
                     subscription_id=spec.subscription_id or self.defaults.subscription_id,
                     resource_group=self.defaults.resource_group,
                     location=self.defaults.location,

@@ -76,6 +76,15 @@ def simulate_eviction(platform: Platform, vm_names: Sequence[str]) -> tuple[Even
     return tuple(events)
 
 
+def instance_name(scale_set_name: str, instance_id: str) -> str:
+    """The VM name of a scale set's instance: instance ``0`` of ``web`` is ``web_0``."""
+    return f"{scale_set_name}_{instance_id}"
+
+
+def instance_names(scale_set_name: str, instance_ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(instance_name(scale_set_name, instance) for instance in instance_ids)
+
+
 def delete_instances(
     platform: Platform,
     scale_set_name: str,
@@ -89,7 +98,7 @@ def delete_instances(
     same NotBefore form one job: "all must be approved before any proceeds" (SPEC 3).
     """
     scale_set = platform.scale_set(scale_set_name)
-    names = [f"{scale_set_name}_{instance}" for instance in instance_ids]
+    names = instance_names(scale_set_name, instance_ids)
     for name in names:
         platform.vm(name)
     if not scale_set.terminate_notification:
@@ -108,7 +117,7 @@ def os_image_upgrade(
     """Guest OS upgrade or reimage: a Reboot notice only with OS image notification on and a
     size that supports it; otherwise the upgrade happens with no event."""
     scale_set = platform.scale_set(scale_set_name)
-    names = [f"{scale_set_name}_{instance}" for instance in instance_ids]
+    names = instance_names(scale_set_name, instance_ids)
     vms = [platform.vm(name) for name in names]
     if not scale_set.os_image_notification:
         return ()
