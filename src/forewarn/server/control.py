@@ -48,7 +48,7 @@ from forewarn.domain.errors import (
 )
 from forewarn.domain.events import Event
 from forewarn.domain.platform import EventView
-from forewarn.errors import ForewarnError, InvalidInputError
+from forewarn.errors import InvalidInputError
 from forewarn.registry import OPERATIONS, Operation, describe
 from forewarn.server.control_models import (
     API,
@@ -366,10 +366,10 @@ def _add_operation_route(
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    async def on_forewarn_error(request: Request, exc: Exception) -> Response:
+    async def on_known_error(request: Request, exc: Exception) -> Response:
         status = status_of(exc)
-        if status is None:
-            return await on_bug(request, exc)
+        if status is None:  # unreachable: registered only for the table's classes
+            raise exc
         return JSONResponse({"error": str(exc)}, status_code=status)
 
     async def on_invalid(request: Request, exc: Exception) -> Response:
@@ -390,7 +390,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def on_bug(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": f"internal error: {type(exc).__name__}"}, status_code=500)
 
-    app.add_exception_handler(ForewarnError, on_forewarn_error)
+    # Starlette finds the handler along the error's MRO too; anything else (a store failure, a
+    # bug) reaches the 500 handler, which also lets the server log it.
+    for error_type in STATUS_BY_ERROR:
+        app.add_exception_handler(error_type, on_known_error)
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_bug)
