@@ -59,6 +59,17 @@ def test_the_client_side_loads_no_server_stack(code: str) -> None:
     assert server_modules_after(code) == []
 
 
+def test_the_operation_registry_needs_nothing_beyond_the_standard_library() -> None:
+    """Every adapter builds on :mod:`forewarn.registry`, the CLI included, so it may not pull
+    in a validation or HTTP library either."""
+    code = "import forewarn.registry"
+    probe = "\nimport sys\nprint(sorted(m for m in ('pydantic', 'httpx', 'click', 'yaml') if m in sys.modules))"
+    completed = subprocess.run(
+        [sys.executable, "-c", code + probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout.strip() == "[]"
+
+
 def test_the_pytest_plugin_loads_no_web_framework() -> None:
     """The plugin is loaded by every pytest run in a user's environment; it serves the
     endpoint (httptools) but has no use for the control API's framework."""
