@@ -218,9 +218,12 @@ def _operation_steps() -> dict[str, Any]:
     return steps
 
 
+_OPERATION_STEP_TYPES = _operation_steps()
+#: The keys whose step is a :mod:`forewarn.registry` operation.
+OPERATION_STEPS = frozenset(_OPERATION_STEP_TYPES)
 #: Each action key and the type its value is validated as.
 STEP_TYPES: dict[str, Any] = {
-    **_operation_steps(),
+    **_OPERATION_STEP_TYPES,
     "maintenance": MaintenanceStep,
     "event": EventStep,
     "approve": SelectEvents,
@@ -229,8 +232,6 @@ STEP_TYPES: dict[str, Any] = {
     "set-clock": AwareDatetime,
     "expect": Expectation,
 }
-#: The keys whose step is a :mod:`forewarn.registry` operation.
-OPERATION_STEPS = frozenset(_operation_steps())
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {kind: TypeAdapter(t) for kind, t in STEP_TYPES.items()}
 
 
