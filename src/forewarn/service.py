@@ -15,7 +15,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forewarn.commands import Approve, ClockMoved, Command, Result, Touch, from_record
+from forewarn.commands import (
+    Approve,
+    ClockMoved,
+    Command,
+    Result,
+    StartCampaign,
+    Touch,
+    from_record,
+)
 from forewarn.domain.api_versions import ApiVersion
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
@@ -145,6 +153,22 @@ class ScheduledEventsService:
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         self.execute(Approve(vm_name, tuple(event_ids)))
 
+    def approve_for(self, vm_name: str, event_ids: Iterable[str] | None) -> tuple[str, ...]:
+        """Approve on ``vm_name``'s behalf (the control plane), every event its document shows
+        when ``event_ids`` is None; the ids approved. A VM that is down cannot ask, so neither
+        can anyone on its behalf."""
+        self.catch_up()
+        if not self.platform.vm_state(vm_name).reachable:
+            raise InvalidOperationError(
+                f"{vm_name} is down (an impact is under way) and cannot ask"
+            )
+        if event_ids is None:
+            ids = tuple(event.event_id for event in self.platform.document(vm_name).events)
+        else:
+            ids = tuple(event_ids)
+        self.execute(Approve(vm_name, ids))
+        return ids
+
     # -- the control plane -----------------------------------------------------------------
 
     def events(self) -> tuple[EventView, ...]:
@@ -161,6 +185,16 @@ class ScheduledEventsService:
     def campaigns(self) -> tuple[CampaignView, ...]:
         self.catch_up()
         return self.platform.campaigns()
+
+    def start_campaign(
+        self, vm_names: tuple[str, ...] | None, event_type: str
+    ) -> tuple[CampaignView | None, Result]:
+        """Start a maintenance campaign; the campaign (None when it had nothing left to do
+        after its first step) and the events of that step."""
+        before = {view.campaign_id for view in self.campaigns()}
+        created = self.execute(StartCampaign(vm_names, event_type))
+        started = [view for view in self.platform.campaigns() if view.campaign_id not in before]
+        return (started[0] if started else None), created
 
     def advance_clock(self, delta: timedelta) -> datetime:
         """Move a manual clock; other clocks follow real time and refuse."""

@@ -31,12 +31,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from forewarn import __version__
-from forewarn.commands import (
-    Approve,
-    CancelEvent,
-    ScheduleEvent,
-    StartCampaign,
-)
+from forewarn.commands import CancelEvent, ScheduleEvent
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
 from forewarn.domain.errors import (
     DomainError,
@@ -218,15 +213,8 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
     @router.post("/vms/{name}/approve", tags=["vms"])
     async def approve(name: str, body: ApproveRequest) -> ApprovedOut:
         """Approve as the VM would through the endpoint; real VMs POST StartRequests there."""
-        service.catch_up()
-        if not service.platform.vm_state(name).reachable:
-            raise InvalidOperationError(f"{name} is down (an impact is under way) and cannot ask")
-        if body.event_ids == "all":
-            ids = tuple(event.event_id for event in service.document(name).events)
-        else:
-            ids = tuple(body.event_ids)
-        service.execute(Approve(name, ids))
-        return ApprovedOut(approved=list(ids))
+        wanted = None if body.event_ids == "all" else tuple(body.event_ids)
+        return ApprovedOut(approved=list(service.approve_for(name, wanted)))
 
     # -- hosts ----------------------------------------------------------------------------------
 
@@ -258,13 +246,11 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
     @router.post("/campaigns", status_code=201, tags=["maintenance"])
     async def start_campaign(body: CampaignRequest) -> CampaignStartedOut:
         """Routine maintenance one fault domain at a time, over the listed VMs or all."""
-        before_campaigns = {view.campaign_id for view in service.campaigns()}
         vms = tuple(body.vms) if body.vms is not None else None
-        created = service.execute(StartCampaign(vms, body.event_type))
-        started = [c for c in service.campaigns() if c.campaign_id not in before_campaigns]
+        campaign, created = service.start_campaign(vms, body.event_type)
         live = views()
         return CampaignStartedOut(
-            campaign=campaign_out(started[0]) if started else None,
+            campaign=campaign_out(campaign) if campaign is not None else None,
             events=[event_out(event, live.get(event.event_id)) for event in created],
         )
 
