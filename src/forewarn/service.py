@@ -12,6 +12,7 @@ only when its events changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,6 +30,7 @@ from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.wire.documents import encode_document
@@ -37,6 +39,21 @@ if TYPE_CHECKING:
     from forewarn.config.fleet import Fleet
     from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedDocument:
+    """A document's bytes and its ETag, the incarnation (SPEC 1: reference/imds/
+    vmss-terminate-notification.md calls DocumentIncarnation "an ETag")."""
+
+    body: bytes
+    tag: str
+    etag: bytes
+
+    @classmethod
+    def of(cls, document: Document, version: ApiVersion) -> EncodedDocument:
+        tag = str(document.incarnation)
+        return cls(encode_document(document, version), tag, b'"%s"' % tag.encode())
 
 
 class CommandJournal(Protocol):
@@ -58,7 +75,7 @@ class ScheduledEventsService:
         self.platform = platform
         self.clock = clock
         self.journal = journal
-        self._encoded: dict[tuple[str, str], tuple[Document, bytes]] = {}
+        self._encoded: dict[tuple[str, str], tuple[Document, EncodedDocument]] = {}
 
     def catch_up(self) -> datetime:
         now = self.clock.now()
@@ -125,26 +142,33 @@ class ScheduledEventsService:
                 return vms[0]
         return vm
 
-    def vm_request(self, vm_name: str) -> bool:
-        """A request from ``vm_name`` arrived: False while the VM is down (reboot, freeze,
-        deleted), when nothing inside it could be asking; otherwise it counts as a request."""
+    def vm_request(self, vm_name: str) -> Pause | None:
+        """A request from ``vm_name`` arrived: it counts as a request (turning Scheduled Events
+        on when it is the first), unless the VM is down (reboot, freeze, deleted) when nothing
+        inside it could be asking. None when it can be answered now; otherwise why and until
+        when not (the first-call delay included)."""
         self.catch_up()
         platform = self.platform
         if not platform.reachable(vm_name):
-            return False
+            return platform.pause(vm_name)
         if platform.touch(vm_name) and self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
-        return True
+        return platform.pause(vm_name)
 
     def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
+        return self.encoded_document(vm_name, version).body
+
+    def encoded_document(self, vm_name: str, version: ApiVersion) -> EncodedDocument:
+        """``vm_name``'s document as ``version`` shows it, with its tag; cached until the
+        VM's events change."""
         document = self.platform.document(vm_name)
         key = (vm_name, version.name)
         cached = self._encoded.get(key)
         if cached is not None and cached[0] is document:
             return cached[1]
-        body = encode_document(document, version)
-        self._encoded[key] = (document, body)
-        return body
+        encoded = EncodedDocument.of(document, version)
+        self._encoded[key] = (document, encoded)
+        return encoded
 
     def document(self, vm_name: str) -> Document:
         self.catch_up()

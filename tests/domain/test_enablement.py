@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from forewarn.domain import operations
+from forewarn.domain.documents import FIRST_INCARNATION, Document
 from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
@@ -156,16 +157,38 @@ def test_first_call_after_idle_keeps_live_events_shown(timing: TimingProfile) ->
     disappearance means finished: "event gone -> recover", SPEC 8) and DocumentIncarnation
     "increases whenever this VM's Events array changes" (documents.py: "whenever, and only
     when"). A VM back after 24 h idle must not be told its pending predicted-failure Redeploy
-    is over."""
+    is over.
+
+    SPEC 2 [seen]: "when Scheduled Events is re-enabled for a VM after 24 h without requests,
+    the incarnation starts afresh (ClusterLabs azure-events-az clears its last-seen
+    incarnation for exactly this reason)": the events stay, the counter restarts at 1."""
     platform = make_platform(timing)
     add(platform, "vm0", host="h1")
     platform.schedule(
         EventType.REDEPLOY, ["vm0"], source=EventSource.PLATFORM, notice=timedelta(days=7)
     )
     before = platform.document("vm0")
+    assert before.incarnation > FIRST_INCARNATION
     platform.advance_to(START + DAY + MIN)
     assert not platform.receiving("vm0")
     assert platform.touch("vm0") is True
-    assert platform.document("vm0") == before
+    afresh = Document(FIRST_INCARNATION, before.events)
+    assert platform.document("vm0") == afresh
     platform.advance_to(START + DAY + MIN + timing.first_call_delay)
-    assert platform.document("vm0") == before
+    assert platform.document("vm0") == afresh
+
+
+def test_re_enablement_resets_incarnation_but_a_request_within_the_idle_period_does_not() -> None:
+    """SPEC 2 [seen]: the incarnation starts afresh only on re-enablement after 24 h without
+    a request (scheduled-events-linux.txt, "Enabling and disabling": "disabled ... after 24
+    hours without a request"); one second short of it, the count goes on."""
+    platform = make_platform(FAST)
+    add(platform, "vm0", host="h1")
+    platform.schedule(
+        EventType.REDEPLOY, ["vm0"], source=EventSource.PLATFORM, notice=timedelta(days=7)
+    )
+    counted = platform.document("vm0")
+    assert counted.incarnation > FIRST_INCARNATION
+    platform.advance_to(START + DAY - timedelta(seconds=1))
+    assert platform.touch("vm0") is False
+    assert platform.document("vm0") is counted

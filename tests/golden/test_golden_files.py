@@ -27,7 +27,7 @@ from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Priority, Vm
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse, response_headers
 from forewarn.service import ScheduledEventsService
 
 HERE = Path(__file__).resolve().parent
@@ -81,10 +81,19 @@ def check_golden(path: Path, actual: bytes, *, regenerate: bool) -> None:
         pytest.fail(f"{path.name} differs from the response:\n{diff}\n{expected!r}\n{actual!r}")
 
 
+#: What changes on every response, masked so the files keep the headers' order and values.
+MASKED_REQUEST_ID = b"<x-ms-request-id>"
+MASKED_DATE = b"<Date>"
+
+
 def response_file(response: ImdsResponse) -> bytes:
-    """A response as a golden file: status and Content-Type on one line, then the body."""
-    content_type = response.content_type.decode() if response.content_type else "-"
-    return f"{response.status} {content_type}\n".encode() + response.body
+    """A response as a golden file: the status, the headers in order as every transport
+    sends them (request id and Date masked; SPEC 1 "Response headers seen on the real
+    service, in this order"), a blank line, then the body."""
+    lines = [b"%d" % response.status]
+    for name, value in response_headers(response, MASKED_REQUEST_ID, MASKED_DATE):
+        lines.append(name + b": " + value)
+    return b"\n".join(lines) + b"\n\n" + response.body
 
 
 # -- the fixed platform ------------------------------------------------------------------------
@@ -235,6 +244,8 @@ def start_requests(*event_ids: str) -> bytes:
 
 
 RESPONSE_CASES: dict[str, Case] = {
+    "document": Case(),
+    "not-modified": Case(headers={"metadata": "true", "if-none-match": '"6"'}),
     "approved": Case(method="POST", approve=("Freeze",)),
     "instance": Case(path="/metadata/instance", query="api-version=2021-02-01"),
     "instance-leaf-text": Case(

@@ -102,8 +102,9 @@ def test_vms_by_name_get_consecutive_loopback_addresses() -> None:
 def test_a_vm_that_is_down_does_not_answer_and_the_silence_is_recorded() -> None:
     """scheduled-events-windows-2024.txt, "Use the API": once approved, "Azure generates a new
     scheduled event payload with EventStatus:"Started" and triggers the start of the
-    maintenance event"; a rebooting VM cannot reach its endpoint (SPEC.md section 4)."""
-    with ForewarnPlatform() as platform, requests.Session() as session:
+    maintenance event"; a rebooting VM cannot reach its endpoint (SPEC.md section 4). With
+    the ``drop`` policy the connection closes unanswered."""
+    with ForewarnPlatform(impact={"Reboot": "drop"}) as platform, requests.Session() as session:
         (event,) = platform.restart("vm0")
         _approve(session, platform.url, event.event_id)
         with pytest.raises(requests.ConnectionError):
@@ -114,6 +115,39 @@ def test_a_vm_that_is_down_does_not_answer_and_the_silence_is_recorded() -> None
         platform.advance(timedelta(minutes=11))  # impact (7 s) and Started period (10 min)
         assert _get(session, platform.url).json()["Events"] == []
         assert platform.event(event) is None
+
+
+def test_a_request_during_an_impact_is_held_until_the_clock_passes_its_end() -> None:
+    """The default ``hold`` policy (README "Faithfulness"): a paused VM's own call "simply takes
+    longer" and completes once the VM runs again, here once the manual clock passes the
+    impact's end (the documented 7 s, scheduled-events-windows-2024.txt "Impact Duration: 7
+    seconds"); the answer shows the event Started, never a reset."""
+    with ForewarnPlatform() as platform, requests.Session() as session:
+        (event,) = platform.restart("vm0")
+        _approve(session, platform.url, event.event_id)
+        answers: list[requests.Response] = []
+        poller = threading.Thread(target=lambda: answers.append(_get(session, platform.url)))
+        poller.start()
+        poller.join(1.0)
+        assert poller.is_alive(), "the request was answered during the impact"
+        platform.advance(timedelta(seconds=6))
+        poller.join(0.5)
+        assert poller.is_alive(), "answered before the impact ended"
+        platform.advance(timedelta(seconds=1))
+        poller.join(5)
+        assert not poller.is_alive()
+        (answer,) = answers
+        assert answer.status_code == 200
+        assert answer.json()["Events"][0]["EventStatus"] == "Started"
+
+
+def test_refuse_resets_the_connection_as_for_a_vm_that_is_off() -> None:
+    """The ``refuse`` policy (README "Faithfulness"): the connection is reset at once."""
+    with ForewarnPlatform(impact={"Reboot": "refuse"}) as platform, requests.Session() as s:
+        (event,) = platform.restart("vm0")
+        _approve(s, platform.url, event.event_id)
+        with pytest.raises(requests.ConnectionError, match=r"reset|aborted"):
+            _get(s, platform.url)
 
 
 def test_platform_time_moves_only_when_told() -> None:
@@ -133,7 +167,11 @@ def test_platform_time_moves_only_when_told() -> None:
 
 def test_an_application_thread_and_the_test_use_the_platform_at_the_same_time() -> None:
     """The platform is touched only on the server's loop, whatever thread asks."""
-    with ForewarnPlatform(vms=["a", "b"], rate_limit=10_000) as platform:
+    # No first-call delay: 50 hours pass while "a" may not have asked yet, and a first call
+    # after 24 h idle is otherwise held for up to two minutes of a clock that no longer moves.
+    with ForewarnPlatform(
+        vms=["a", "b"], rate_limit=10_000, timing={"first_call_delay": 0}
+    ) as platform:
         stop = threading.Event()
         statuses: list[int] = []
 

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from forewarn.domain.clock import ensure_utc
-from forewarn.domain.documents import EMPTY_DOCUMENT, Document
+from forewarn.domain.documents import EMPTY_DOCUMENT, FIRST_INCARNATION, Document
 from forewarn.domain.errors import (
     InvalidEventError,
     InvalidOperationError,
@@ -46,6 +46,7 @@ from forewarn.domain.events import (
 )
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.impact import Pause
 from forewarn.domain.scope import audience, scope_group
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
@@ -148,6 +149,8 @@ class Platform:
         self._enabled_at: dict[str, datetime | None] = {}
         self._last_request: dict[str, datetime] = {}
         self._unreachable_until: dict[str, datetime] = {}
+        # vm name -> the type of the event whose impact it is under (for the impact policy)
+        self._impact_type: dict[str, EventType] = {}
         self._events: dict[str, _LiveEvent] = {}
         self._open_jobs: dict[str, _Job] = {}
         self._campaigns: dict[int, _Campaign] = {}
@@ -222,6 +225,19 @@ class Platform:
         until = self._unreachable_until.get(name)
         return until is None or self._now >= until
 
+    def pause(self, name: str) -> Pause | None:
+        """Why ``name``'s requests cannot be answered now (:mod:`forewarn.domain.impact`):
+        an impact under way, the first-call delay after enablement, or the VM being gone."""
+        if name not in self._vms:
+            return Pause(None)
+        until = self._unreachable_until.get(name)
+        if until is not None and self._now < until:
+            return Pause(until, self._impact_type[name])
+        enabled_at = self._enabled_at[name]
+        if enabled_at is not None and self._now < enabled_at:
+            return Pause(enabled_at)
+        return None
+
     def receiving(self, name: str) -> bool:
         """Scheduled Events is on for ``name``: enabled, and asked within the idle period."""
         enabled_at = self._enabled_at.get(name)
@@ -267,6 +283,11 @@ class Platform:
         self._last_request[vm_name] = now
         if enabled_at is not None and not idle:
             return False  # on already, or waiting for its first-call delay
+        if enabled_at is not None:
+            # Re-enabled after the idle period: Azure starts the DocumentIncarnation afresh
+            # (SPEC 2; ClusterLabs azure-events-az forgets its last incarnation for this).
+            events = self._documents[vm_name].events
+            self._documents[vm_name] = Document(FIRST_INCARNATION, events)
         enable_at = now + self.timing.first_call_delay
         self._enabled_at[vm_name] = enable_at
         if enable_at <= now:
@@ -498,7 +519,9 @@ class Platform:
         for resource in live.event.resources:
             if resource.name in self._vms and impact > timedelta(0):
                 previous = self._unreachable_until.get(resource.name)
-                self._unreachable_until[resource.name] = max(until, previous or until)
+                if previous is None or until >= previous:
+                    self._unreachable_until[resource.name] = until
+                    self._impact_type[resource.name] = live.event.event_type
         self._push(until, event_id, _Deadline.IMPACT_END)
         # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast
         # profile's Started period.
@@ -542,6 +565,7 @@ class Platform:
             self._enabled_at,
             self._last_request,
             self._unreachable_until,
+            self._impact_type,
         ):
             table.pop(vm.name, None)
 

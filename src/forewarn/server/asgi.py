@@ -7,11 +7,20 @@ it sees the same bytes as one talking to ``forewarn serve``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import datetime
+from email.utils import format_datetime
 from typing import Any
 
 import httpx
 
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest, split_target
+from forewarn.server.imds import (
+    ImdsEndpoint,
+    ImdsRequest,
+    ImdsResponse,
+    RequestIds,
+    response_headers,
+    split_target,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -19,11 +28,34 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+def unanswered_error(response: ImdsResponse, request: httpx.Request | None = None) -> Exception:
+    """What an httpx client meets, in-process, from a response with no answer (status 0).
+
+    Held (an impact or the first-call delay): in-process there is no other thread to answer
+    later without deadlocking a single-threaded test, so the request fails at once as one whose
+    timeout is shorter than the pause ([ours], README "Faithfulness"). Reset and dropped: what
+    httpx raises when a real server does that.
+    """
+    if response.held_until is not None:
+        message = f"the VM is paused; its request is held until {response.held_until}"
+        return httpx.ReadTimeout(message, request=request)
+    if response.reset:
+        return httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+    return httpx.RemoteProtocolError(
+        "Server disconnected without sending a response.", request=request
+    )
+
+
+def http_date(moment: datetime) -> bytes:
+    return format_datetime(moment, usegmt=True).encode()
+
+
 class ImdsAsgiApp:
     """ASGI wrapper; the caller's address comes from the scope's ``client``/``server``."""
 
     def __init__(self, endpoint: ImdsEndpoint) -> None:
         self.endpoint = endpoint
+        self._request_ids = RequestIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,12 +93,13 @@ class ImdsAsgiApp:
             )
         )
         if response.status == 0:
-            # What httpx raises when a real server drops the connection unanswered.
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
-        response_headers = [(b"content-length", str(len(response.body)).encode())]
-        if response.content_type is not None:
-            response_headers.append((b"content-type", response.content_type))
+            raise unanswered_error(response)
+        reply_headers = response_headers(
+            response,
+            self._request_ids.next(),
+            http_date(self.endpoint.service.clock.now()),
+        )
         await send(
-            {"type": "http.response.start", "status": response.status, "headers": response_headers}
+            {"type": "http.response.start", "status": response.status, "headers": reply_headers}
         )
         await send({"type": "http.response.body", "body": response.body})

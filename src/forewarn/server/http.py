@@ -11,8 +11,13 @@ request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import heapq
 import ipaddress
+import socket
+import struct
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -22,18 +27,21 @@ import httptools
 
 from forewarn.server.imds import (
     JSON,
+    SERVER,
     TEXT,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
     Limits,
+    RequestIds,
     split_target,
 )
-from forewarn.wire.errors import error_body
+from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, error_body
 
 _REASONS = {
     100: b"Continue",
     200: b"OK",
+    304: b"Not Modified",
     400: b"Bad Request",
     404: b"Not Found",
     405: b"Method Not Allowed",
@@ -46,11 +54,15 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[bytes, bytes]:
-    """The fixed parts of a response head: before the Date, and after Content-Length."""
-    after = b"" if content_type is None else b"Content-Type: %s\r\n" % content_type
-    if not keep_alive:
-        after += b"Connection: close\r\n"
-    return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"")), after + b"\r\n"
+    """The fixed parts of a response head, in the order of real captures (SPEC 1:
+    Content-Type, Server, x-ms-request-id, Date, Content-Length): up to the request id's
+    value, and what follows the length."""
+    before = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
+    if content_type is not None:
+        before += b"Content-Type: %s\r\n" % content_type
+    before += b"Server: %s\r\nx-ms-request-id: " % SERVER
+    after = b"" if keep_alive else b"Connection: close\r\n"
+    return before, after + b"\r\n"
 
 
 _HEADS = {
@@ -59,6 +71,10 @@ _HEADS = {
     for content_type in (JSON, TEXT, None)
     for keep_alive in (True, False)
 }
+#: How often held requests are looked at (in real time) to release those whose pause is over;
+#: the clock may be the system's, a scaled one or a manual one moved by the control API.
+_HOLD_TICK = 0.05
+_RESET_LINGER = struct.pack("ii", 1, 0)
 IDLE_TIMEOUT = 75.0
 #: A request whose head and body take longer than this to arrive is closed, however steadily
 #: its bytes trickle in (a client sending a byte a minute never looks idle).
@@ -185,6 +201,62 @@ class _Connections:
         self._timer = self._loop.call_later(_IDLE_SWEEP, self._sweep) if self._open else None
 
 
+class _HeldRequests:
+    """Connections whose request waits for its VM's pause to end (the ``hold`` policy of
+    :mod:`forewarn.domain.impact`), released in order of that end.
+
+    One timer for the whole server while anything is held: the platform clock decides, and
+    a manual clock moves only when the control API moves it, so the held requests are looked
+    at every ``_HOLD_TICK`` of real time rather than timed once.
+    """
+
+    __slots__ = ("_clock", "_heap", "_loop", "_sequence", "_timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime]) -> None:
+        self._loop = loop
+        self._clock = clock
+        self._heap: list[tuple[datetime, int, ImdsProtocol]] = []
+        self._sequence = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def hold(self, until: datetime, connection: ImdsProtocol) -> None:
+        self._sequence += 1
+        heapq.heappush(self._heap, (until, self._sequence, connection))
+        if self._timer is None:
+            self._timer = self._loop.call_later(_HOLD_TICK, self._tick)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def _tick(self) -> None:
+        now = self._clock()
+        heap = self._heap
+        due: list[ImdsProtocol] = []
+        while heap and heap[0][0] <= now:
+            due.append(heapq.heappop(heap)[2])
+        self._timer = self._loop.call_later(_HOLD_TICK, self._tick) if heap else None
+        for connection in due:
+            connection.release()
+
+
+class _Shared:
+    """What every listener of one endpoint shares: one Date, one parse cache, one request-id
+    sequence and one set of held requests, however many VM addresses it listens on."""
+
+    __slots__ = ("date", "held", "loop", "parsed", "request_ids")
+
+    def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
+        clock = endpoint.service.clock.now
+        self.loop = loop
+        self.date = _DateHeader(clock)
+        self.parsed = _ParsedRequests()
+        self.request_ids = RequestIds()
+        self.held = _HeldRequests(loop, clock)
+
+
+_SHARED: weakref.WeakKeyDictionary[ImdsEndpoint, _Shared] = weakref.WeakKeyDictionary()
+
+
 class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
@@ -200,12 +272,10 @@ class ImdsProtocol(asyncio.Protocol):
         "_head_bytes",
         "_header_count",
         "_headers",
+        "_held",
         "_in_head",
         "_in_request",
         "_last_active",
-        "_last_bytes",
-        "_last_date",
-        "_last_response",
         "_limits",
         "_local",
         "_local_known",
@@ -213,7 +283,9 @@ class ImdsProtocol(asyncio.Protocol):
         "_parsed",
         "_parser",
         "_peer",
+        "_request_ids",
         "_request_started",
+        "_shared",
         "_timer",
         "_transport",
         "_url",
@@ -222,22 +294,21 @@ class ImdsProtocol(asyncio.Protocol):
     def __init__(
         self,
         endpoint: ImdsEndpoint,
-        date: _DateHeader,
-        parsed: _ParsedRequests,
+        shared: _Shared,
         loop: asyncio.AbstractEventLoop,
         connections: _Connections,
         local: str | None = None,
     ) -> None:
         self._endpoint = endpoint
-        self._parsed = parsed
+        self._shared = shared
+        self._parsed = shared.parsed
+        self._request_ids = shared.request_ids
         self._at_boundary = True
         self._completed = 0
         self._cacheable: _Parsed | None = None
-        self._last_response: ImdsResponse | None = None
-        self._last_date = b""
-        self._last_bytes = b""
+        self._held: list[_Parsed] | None = None
         self._limits: Limits = endpoint.limits
-        self._date = date
+        self._date = shared.date
         # Made at the first request that is not a known poll: most connections never need it.
         self._parser: httptools.HttpRequestParser | None = None
         self._connections = connections
@@ -345,7 +416,7 @@ class ImdsProtocol(asyncio.Protocol):
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self._transport is not None and not self._closing:
+        if self._transport is not None and not self._closing and self._held is None:
             self._transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
@@ -367,10 +438,7 @@ class ImdsProtocol(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         limits = self._limits
         if len(value) > limits.max_header_value:
-            raise _RefusedError(
-                f"Header value length is larger than MaxHeaderValueLength: "
-                f"{limits.max_header_value}"
-            )
+            raise _RefusedError(HEADER_VALUE_TOO_LONG.format(limits.max_header_value))
         # Every header line counts, repeated ones too: folding thousands of them would cost
         # quadratic time on the loop every VM shares.
         self._header_count += 1
@@ -439,6 +507,9 @@ class ImdsProtocol(asyncio.Protocol):
         self._answer(parsed)
 
     def _answer(self, parsed: _Parsed) -> None:
+        if self._held is not None:
+            self._held.append(parsed)  # pipelined behind a held request: answered after it
+            return
         request = ImdsRequest(
             method=parsed.method,
             path=parsed.path,
@@ -449,13 +520,41 @@ class ImdsProtocol(asyncio.Protocol):
             peer_address=self._peer,
         )
         response = self._endpoint.handle(request)
-        if response.status == 0:  # the VM is down: no answer at all
-            self._close()
+        if response.status == 0:  # the VM cannot answer now: hold, reset or close
+            if response.held_until is not None:
+                self._held = [parsed]
+                self._shared.held.hold(response.held_until, self)
+                if self._transport is not None:
+                    self._transport.pause_reading()
+            elif response.reset:
+                self._reset()
+            else:
+                self._close()
             return
         keep_alive = parsed.keep_alive
         self._write(response, keep_alive)
         if not keep_alive:
             self._close()
+
+    def release(self) -> None:
+        """The pause a held request waited for is over: handle it (and what queued behind it)
+        again, as a paused VM's call completes once the VM runs again."""
+        held, self._held = self._held, None
+        if held is None or self._closing:
+            return
+        for index, parsed in enumerate(held):
+            try:
+                self._answer(parsed)
+            except Exception as exc:  # the same 500 as anywhere else
+                self._internal_error(exc)
+                return
+            if self._closing:
+                return
+            if self._held is not None:  # paused again (another impact): keep the order
+                self._held.extend(held[index + 1 :])
+                return
+        if self._transport is not None:
+            self._transport.resume_reading()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -463,24 +562,30 @@ class ImdsProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        date = self._date.value()
-        if response is self._last_response and date is self._last_date and keep_alive:
-            transport.write(self._last_bytes)  # a poll answered the same within a second
-            return
-        head = _HEADS.get((response.status, response.content_type, keep_alive))
+        status = response.status
+        head = _HEADS.get((status, response.content_type, keep_alive))
         if head is None:
-            head = _head(response.status, response.content_type, keep_alive)
+            head = _head(status, response.content_type, keep_alive)
+        etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
+        if status == 304:  # no body, so no length (RFC 9110 8.6)
+            transport.write(
+                b"%s%s\r\nDate: %s\r\n%s%s"
+                % (head[0], self._request_ids.next(), self._date.value(), etag, head[1])
+            )
+            return
         body = response.body
-        data = b"%sDate: %s\r\nContent-Length: %d\r\n%s%s" % (
-            head[0],
-            date,
-            len(body),
-            head[1],
-            body,
+        transport.write(
+            b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s"
+            % (
+                head[0],
+                self._request_ids.next(),
+                self._date.value(),
+                len(body),
+                etag,
+                head[1],
+                body,
+            )
         )
-        if keep_alive:
-            self._last_response, self._last_date, self._last_bytes = response, date, data
-        transport.write(data)
 
     def _reply_and_close(self, status: int, message: str) -> None:
         """Answer with an error and end the connection, lingering: the client may still be
@@ -506,13 +611,28 @@ class ImdsProtocol(asyncio.Protocol):
             self._transport.close()
 
     def idle_since(self, now: float) -> float:
-        """Seconds idle; a request stuck past REQUEST_TIMEOUT counts as idle for good."""
+        """Seconds idle; a request stuck past REQUEST_TIMEOUT counts as idle for good, and a
+        held one (its VM paused) not at all."""
+        if self._held is not None:
+            return 0.0
         if self._in_request and now - self._request_started >= REQUEST_TIMEOUT:
             return IDLE_TIMEOUT
         return now - self._last_active
 
     def close_idle(self) -> None:
         self._close()
+
+    def _reset(self) -> None:
+        """Reset the connection (RST), as a VM that is off answers nothing but a refusal."""
+        self._closing = True
+        transport = self._transport
+        if transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        # Without a socket to linger on, a plain close is the nearest thing.
+        with contextlib.suppress(AttributeError, OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_LINGER)
+        transport.abort()
 
 
 def _listening_address(host: str) -> str | None:
@@ -535,12 +655,13 @@ async def start_imds_server(
 ) -> asyncio.Server:
     """Listen on ``host:port`` and answer the VM-facing endpoint there."""
     loop = asyncio.get_running_loop()
-    date = _DateHeader(endpoint.service.clock.now)
-    parsed = _ParsedRequests()
+    shared = _SHARED.get(endpoint)
+    if shared is None or shared.loop is not loop:
+        shared = _SHARED[endpoint] = _Shared(endpoint, loop)
     connections = _Connections(loop)
     local = _listening_address(host)
     return await loop.create_server(
-        lambda: ImdsProtocol(endpoint, date, parsed, loop, connections, local),
+        lambda: ImdsProtocol(endpoint, shared, loop, connections, local),
         host,
         port,
         reuse_port=reuse_port,

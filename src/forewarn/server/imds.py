@@ -8,13 +8,17 @@ caller, rate limit, X-Forwarded-For, query, Metadata header, api-version.
 
 from __future__ import annotations
 
+import itertools
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import parse_qsl, unquote
 
 from forewarn.domain.api_versions import find_version
 from forewarn.domain.errors import UnknownEventError
+from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
 from forewarn.service import ScheduledEventsService
@@ -28,6 +32,26 @@ TEXT = b"text/plain; charset=utf-8"
 SCHEDULED_EVENTS_PATH = "/metadata/scheduledevents"
 INSTANCE_PATH = "/metadata/instance"
 VERSIONS_PATH = "/metadata/versions"
+
+#: The Server header of real responses, which some SDKs check names IMDS (SPEC 1: "Server:
+#: IMDS/150.870.65.1854", the build number varies).
+SERVER = b"IMDS/150.870.65.1854"
+
+
+class RequestIds:
+    """``x-ms-request-id`` values: a GUID per response, as the real service sends (SPEC 1).
+
+    A random prefix per process and a counter: unique without the cost of a uuid4 per poll.
+    """
+
+    __slots__ = ("_counter", "_prefix")
+
+    def __init__(self) -> None:
+        self._prefix = str(uuid.uuid4())[:24].encode()
+        self._counter = itertools.count(1)
+
+    def next(self) -> bytes:
+        return b"%s%012x" % (self._prefix, next(self._counter) & 0xFFFFFFFFFFFF)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +81,16 @@ class ImdsRequest:
 
 @dataclass(frozen=True, slots=True)
 class ImdsResponse:
+    """What to answer. Status 0 is no answer now: the connection is closed, or reset when
+    ``reset``, or, when ``held_until`` is set, the request waits until that platform time and
+    is then handled again (:mod:`forewarn.domain.impact`)."""
+
     status: int
     body: bytes = b""
     content_type: bytes | None = JSON
+    etag: bytes | None = None
+    held_until: datetime | None = None
+    reset: bool = False
 
 
 class _BadQueryError(Exception):
@@ -71,6 +102,7 @@ def _error(status: int, message: str) -> ImdsResponse:
 
 
 _INVALID_API_VERSION = ImdsResponse(400, messages.invalid_api_version_body())
+_MISSING_API_VERSION = ImdsResponse(400, messages.invalid_api_version_body(given=False))
 _MISSING_HEADER = _error(400, messages.MISSING_METADATA_HEADER)
 _FORWARDED = _error(400, messages.FORWARDED_REQUEST)
 _TOO_MANY = _error(429, messages.TOO_MANY_REQUESTS)
@@ -79,6 +111,8 @@ _APPROVED = ImdsResponse(200, b"", None)
 #: Status 0: close the connection without a response, as a VM that is rebooting, frozen or
 #: deleted cannot be talking to its endpoint at all.
 NO_ANSWER = ImdsResponse(0, b"", None)
+#: Status 0 with a reset: the connection is reset at once, as for a VM that is off.
+RESET = ImdsResponse(0, b"", None, reset=True)
 
 _ALLOWED_METHODS = {
     SCHEDULED_EVENTS_PATH: ("GET", "POST"),
@@ -98,13 +132,16 @@ class ImdsEndpoint:
         rate_limit: float = 5.0,
         limits: Limits | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        impact: ImpactPolicies | None = None,
     ) -> None:
         self.service = service
+        self.impact = impact or ImpactPolicies()
         self.limits = limits or Limits()
         self.rate_limiter = RateLimiter(rate_limit)
         self._monotonic = monotonic
         self._queries: dict[str, dict[str, str] | str] = {}
         self._ok_responses: dict[bytes, ImdsResponse] = {}
+        self._not_modified_responses: dict[bytes, ImdsResponse] = {}
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
         path = request.path
@@ -123,8 +160,9 @@ class ImdsEndpoint:
             return _error(
                 400, f"Bad request. No virtual machine answers at {request.local_address}"
             )
-        if not self.service.vm_request(vm.name):
-            return NO_ANSWER
+        pause = self.service.vm_request(vm.name)
+        if pause is not None:
+            return self._paused(pause)
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
             return _TOO_MANY
         headers = request.headers
@@ -136,15 +174,20 @@ class ImdsEndpoint:
         has_header = headers.get("metadata", "").lower() == "true"
 
         if path == SCHEDULED_EVENTS_PATH:
-            version = find_version(query.get("api-version", ""))
+            given = query.get("api-version")
+            version = find_version(given or "")
             if not has_header and not (
                 method == "POST" and version is not None and not version.metadata_header_on_post
             ):
                 return _MISSING_HEADER
             if version is None:
-                return _INVALID_API_VERSION
+                return _INVALID_API_VERSION if given else _MISSING_API_VERSION
             if method == "GET":
-                return self._ok(self.service.document_bytes(vm.name, version))
+                encoded = self.service.encoded_document(vm.name, version)
+                tags = headers.get("if-none-match")
+                if tags is not None and _matches(tags, encoded.tag):
+                    return self._not_modified(encoded.etag)
+                return self._ok(encoded.body, encoded.etag)
             return self._approve(vm, request.body)
 
         if not has_header:
@@ -155,18 +198,34 @@ class ImdsEndpoint:
 
     # -- pieces ----------------------------------------------------------------------------
 
-    def _ok(self, body: bytes) -> ImdsResponse:
+    def _paused(self, pause: Pause) -> ImdsResponse:
+        policy = self.impact.for_pause(pause)
+        if policy is ImpactPolicy.HOLD:
+            return ImdsResponse(0, b"", None, held_until=pause.until)
+        return RESET if policy is ImpactPolicy.REFUSE else NO_ANSWER
+
+    def _ok(self, body: bytes, etag: bytes) -> ImdsResponse:
         """A 200 carrying ``body``, reused while the body is the same.
 
         A VM's document bytes stay the same object until its events change, and VMs with the
         same document share one answer; finding it costs less than building a frozen response
-        on every poll (measured with ``python -m bench``).
+        on every poll (measured with ``python -m bench``). The body holds the incarnation, so
+        the same body always has the same tag.
         """
         response = self._ok_responses.get(body)
         if response is None:
             if len(self._ok_responses) >= _OK_CACHE_SIZE:
                 self._ok_responses.clear()
-            response = self._ok_responses[body] = ImdsResponse(200, body)
+            response = self._ok_responses[body] = ImdsResponse(200, body, etag=etag)
+        return response
+
+    def _not_modified(self, etag: bytes) -> ImdsResponse:
+        response = self._not_modified_responses.get(etag)
+        if response is None:
+            if len(self._not_modified_responses) >= _OK_CACHE_SIZE:
+                self._not_modified_responses.clear()
+            response = ImdsResponse(304, b"", None, etag=etag)
+            self._not_modified_responses[etag] = response
         return response
 
     def _approve(self, vm: Vm, body: bytes) -> ImdsResponse:
@@ -237,6 +296,38 @@ class ImdsEndpoint:
                 raise _BadQueryError(messages.DUPLICATE_PARAMETER)
             params[key] = value
         return params
+
+
+def response_headers(
+    response: ImdsResponse, request_id: bytes, date: bytes
+) -> list[tuple[bytes, bytes]]:
+    """A response's headers in the order of real captures (SPEC 1), for transports that
+    build header lists; the socket server writes the same bytes from pre-formatted parts."""
+    headers: list[tuple[bytes, bytes]] = []
+    if response.content_type is not None:
+        headers.append((b"Content-Type", response.content_type))
+    headers += [(b"Server", SERVER), (b"x-ms-request-id", request_id), (b"Date", date)]
+    if response.status != 304:
+        headers.append((b"Content-Length", b"%d" % len(response.body)))
+    if response.etag is not None:
+        headers.append((b"ETag", response.etag))
+    return headers
+
+
+def _matches(if_none_match: str, tag: str) -> bool:
+    """RFC 9110 13.1.2's weak comparison of an If-None-Match list with the current tag.
+
+    Clients echo the tag as they got it; Microsoft's sample (Azure/vm-scheduled-events)
+    stores it and sends it back, starting from a bare ``0`` before its first answer.
+    """
+    for candidate in if_none_match.split(","):
+        value = candidate.strip()
+        if value == "*":
+            return True
+        value = value.removeprefix("W/").strip('"')
+        if value == tag:
+            return True
+    return False
 
 
 def split_target(target: str) -> tuple[str, str]:

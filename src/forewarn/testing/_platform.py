@@ -37,6 +37,7 @@ from forewarn.config.fleet import Fleet, load_fleet, parse_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.events import Event, EventSource, EventType
+from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.platform import EventView, VmState
 from forewarn.domain.timing import PROFILES
 from forewarn.domain.vms import Vm
@@ -114,6 +115,10 @@ class ForewarnPlatform:
     free on a manual clock) or ``"fast"``; ``timing`` overrides single durations
     (``{"notice.Reboot": 60}``). ``seed`` makes EventIds the same on every run.
     ``rate_limit`` is the documented 5 requests per second per VM, in real time.
+    ``impact`` sets what a VM's requests meet during an impact, per event type
+    (``{"Reboot": "refuse"}``; :mod:`forewarn.domain.impact`): held by default. Over
+    sockets a held request is answered once the clock passes the impact's end; in-process,
+    where nothing else could answer it, it fails at once with ``httpx.ReadTimeout``.
     """
 
     def __init__(
@@ -126,7 +131,9 @@ class ForewarnPlatform:
         seed: int = 0,
         start: datetime = DEFAULT_START,
         rate_limit: float = 5.0,
+        impact: Mapping[str, str] | None = None,
     ) -> None:
+        policies = ImpactPolicies.parse(f"{k}={v}" for k, v in (impact or {}).items())
         try:
             profile_value = PROFILES[profile]
         except KeyError:
@@ -142,7 +149,9 @@ class ForewarnPlatform:
             _fleet_of(vms, fleet), self.clock, timing=profile_value, seed=seed
         )
         self.recorder = Recorder()
-        self.endpoint = RecordingEndpoint(self.service, self.recorder, rate_limit=rate_limit)
+        self.endpoint = RecordingEndpoint(
+            self.service, self.recorder, rate_limit=rate_limit, impact=policies
+        )
         self._server: ServerThread | None = None
         self._created: dict[str, datetime] = {}
         self._closed = False

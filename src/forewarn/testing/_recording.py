@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
+from forewarn.domain.impact import ImpactPolicies
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
@@ -138,9 +139,14 @@ class RecordingEndpoint(ImdsEndpoint):
     """The real endpoint, keeping every request and answer in a :class:`Recorder`."""
 
     def __init__(
-        self, service: ScheduledEventsService, recorder: Recorder, *, rate_limit: float
+        self,
+        service: ScheduledEventsService,
+        recorder: Recorder,
+        *,
+        rate_limit: float,
+        impact: ImpactPolicies | None = None,
     ) -> None:
-        super().__init__(service, rate_limit=rate_limit)
+        super().__init__(service, rate_limit=rate_limit, impact=impact)
         self.recorder = recorder
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:

@@ -10,12 +10,18 @@ connection unanswered.
 from __future__ import annotations
 
 from collections.abc import Callable
-from email.utils import format_datetime
 from typing import Protocol, TypeVar
 
 import httpx
 
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest, split_target
+from forewarn.server.asgi import http_date, unanswered_error
+from forewarn.server.imds import (
+    ImdsEndpoint,
+    ImdsRequest,
+    RequestIds,
+    response_headers,
+    split_target,
+)
 
 _T = TypeVar("_T")
 
@@ -45,6 +51,8 @@ def endpoint_transport(
     is running), so transports and sockets can be used side by side.
     """
 
+    request_ids = RequestIds()
+
     def handler(request: httpx.Request) -> httpx.Response:
         path, query = split_target(request.url.raw_path.decode("ascii"))
         imds_request = ImdsRequest(
@@ -58,12 +66,8 @@ def endpoint_transport(
         )
         response, now = call(lambda: (endpoint.handle(imds_request), endpoint.service.clock.now()))
         if response.status == 0:
-            raise httpx.RemoteProtocolError(
-                "Server disconnected without sending a response.", request=request
-            )
-        headers = {"Date": format_datetime(now, usegmt=True)}
-        if response.content_type is not None:
-            headers["Content-Type"] = response.content_type.decode("latin-1")
+            raise unanswered_error(response, request)
+        headers = response_headers(response, request_ids.next(), http_date(now))
         return httpx.Response(response.status, headers=headers, content=response.body)
 
     return httpx.MockTransport(handler)

@@ -11,10 +11,18 @@ import orjson
 from forewarn.domain.api_versions import NEWEST_VERSIONS
 
 MISSING_METADATA_HEADER = "Bad request. Required metadata header not specified"
-INVALID_API_VERSION = (
-    "Bad request. api-version is invalid or was not specified in the request. "
+#: reference/imds/instance-metadata-service.md, "Versioning": the text for a request without
+#: an api-version.
+MISSING_API_VERSION = (
+    "Bad request. api-version was not specified in the request. "
     "For more information refer to aka.ms/azureimds"
 )
+#: The same family's text for a version that is not served (SPEC 1).
+INVALID_API_VERSION = (
+    "Bad request. api-version is invalid. For more information refer to aka.ms/azureimds"
+)
+#: reference/imds/troubleshoot-load-balancer-imds.md, "Error codes".
+HEADER_VALUE_TOO_LONG = "Parameter header value length is larger than MaxHeaderValueLength: {}"
 FORWARDED_REQUEST = "Bad request. Requests with an X-Forwarded-For header are not allowed"
 DUPLICATE_PARAMETER = "Bad request. Query parameter names must not repeat"
 TOO_MANY_REQUESTS = "Too many requests"
@@ -24,13 +32,15 @@ def error_body(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-def invalid_api_version_body_for(newest: tuple[str, ...]) -> bytes:
-    return orjson.dumps({"error": INVALID_API_VERSION, "newest-versions": list(newest)})
+def invalid_api_version_body_for(newest: tuple[str, ...], *, given: bool = True) -> bytes:
+    """The 400 for a missing (``given`` False) or unserved api-version, with the newest ones."""
+    message = INVALID_API_VERSION if given else MISSING_API_VERSION
+    return orjson.dumps({"error": message, "newest-versions": list(newest)})
 
 
-def invalid_api_version_body() -> bytes:
+def invalid_api_version_body(*, given: bool = True) -> bytes:
     """The Scheduled Events flavour: its own three newest versions ([ours])."""
-    return invalid_api_version_body_for(NEWEST_VERSIONS)
+    return invalid_api_version_body_for(NEWEST_VERSIONS, given=given)
 
 
 def not_found_message(path: str, method: str) -> str:
