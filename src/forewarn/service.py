@@ -155,6 +155,11 @@ class ScheduledEventsService:
             self.journal.append(Touch(vm_name).to_record(platform.now))
         return platform.pause(vm_name)
 
+    def impacts(self) -> dict[str, Pause]:
+        """The VMs under an impact now (for impact hooks), after catching up."""
+        self.catch_up()
+        return self.platform.impacts()
+
     def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
         return self.encoded_document(vm_name, version).body
 

@@ -120,9 +120,11 @@ def serve_argv(
     seed: int,
     fleet: Path | None = None,
     rate_limit: float | None = None,
+    clock: str = "manual",
+    extra: Sequence[str] = (),
 ) -> list[str]:
     argv = [sys.executable, "-m", "forewarn", "serve", "--bind", bind, "--control", control]
-    argv += ["--clock", "manual", "--seed", str(seed)]
+    argv += ["--clock", clock, "--seed", str(seed), *extra]
     if fleet is not None:
         argv += ["--fleet", str(fleet)]
     if rate_limit is not None:
@@ -313,6 +315,8 @@ def start_forewarn(
     vm_hosts: Sequence[str] = ("127.0.0.1",),
     rate_limit: float | None = None,
     seed: int = 2022,
+    clock: str = "manual",
+    extra: Sequence[str] = (),
 ) -> ForewarnServer:
     """Start ``forewarn serve`` on free loopback ports and wait until both planes answer."""
     fleet_path = None
@@ -329,6 +333,8 @@ def start_forewarn(
         seed=seed,
         fleet=fleet_path,
         rate_limit=rate_limit,
+        clock=clock,
+        extra=extra,
     )
     process = ServerProcess(argv, workdir / "forewarn-serve.log")
     server = ForewarnServer(process, port, f"http://127.0.0.1:{control_port}/api/v1", (*vm_hosts,))

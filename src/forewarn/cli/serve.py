@@ -83,6 +83,29 @@ from forewarn.domain.timing import PROFILES
     help="Requests per second allowed per VM before 429.",
 )
 @click.option("--seed", type=int, default=None, help="Seed for EventIds, to replay a run.")
+@click.option(
+    "--impact",
+    "impact",
+    multiple=True,
+    metavar="TYPE=POLICY",
+    help="What a VM's requests meet during an impact of event TYPE: hold (the default: "
+    "answered when the impact ends, as a paused VM), drop (closed unanswered) or refuse "
+    "(connection reset), e.g. Reboot=refuse (repeatable).",
+)
+@click.option(
+    "--impact-hook",
+    default=None,
+    metavar="COMMAND",
+    help="Shell command run when a VM's impact starts and ends, with FOREWARN_VM, "
+    "FOREWARN_EVENT_ID, FOREWARN_EVENT_TYPE and FOREWARN_IMPACT=start|end set.",
+)
+@click.option(
+    "--impact-hook-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds before an impact hook is killed.",
+)
 def serve(
     bind: str,
     control: str,
@@ -95,6 +118,9 @@ def serve(
     store: str | None,
     rate_limit: float,
     seed: int | None,
+    impact: tuple[str, ...],
+    impact_hook: str | None,
+    impact_hook_timeout: float,
 ) -> None:
     """Serve /metadata/scheduledevents (and the control API) until interrupted."""
     # The server stack is imported here, by the one command that runs it, so the client
@@ -120,6 +146,9 @@ def serve(
         data_dir=data_dir,
         store=store,
         timing_overrides=_timing_overrides(profile, timing),
+        impact=_impact_policies(impact),
+        impact_hook=impact_hook,
+        impact_hook_timeout=impact_hook_timeout,
     )
     if data_dir is not None and store is not None:
         raise click.UsageError("choose one of --data-dir and --store")
@@ -129,6 +158,16 @@ def serve(
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot listen: {exc}") from None
+
+
+def _impact_policies(items: tuple[str, ...]) -> tuple[str, ...]:
+    from forewarn.domain.impact import ImpactPolicies
+
+    try:  # refuse a bad policy now, not after the listeners are up
+        ImpactPolicies.parse(items)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--impact") from None
+    return items
 
 
 def _timing_overrides(

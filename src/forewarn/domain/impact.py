@@ -41,6 +41,7 @@ class Pause:
 
     until: datetime | None
     event_type: EventType | None = None
+    event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

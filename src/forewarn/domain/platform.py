@@ -149,8 +149,8 @@ class Platform:
         self._enabled_at: dict[str, datetime | None] = {}
         self._last_request: dict[str, datetime] = {}
         self._unreachable_until: dict[str, datetime] = {}
-        # vm name -> the type of the event whose impact it is under (for the impact policy)
-        self._impact_type: dict[str, EventType] = {}
+        # vm name -> the event whose impact it is under (for the impact policy and hooks)
+        self._impact_of_vm: dict[str, Event] = {}
         self._events: dict[str, _LiveEvent] = {}
         self._open_jobs: dict[str, _Job] = {}
         self._campaigns: dict[int, _Campaign] = {}
@@ -232,11 +232,21 @@ class Platform:
             return Pause(None)
         until = self._unreachable_until.get(name)
         if until is not None and self._now < until:
-            return Pause(until, self._impact_type[name])
+            event = self._impact_of_vm[name]
+            return Pause(until, event.event_type, event.event_id)
         enabled_at = self._enabled_at[name]
         if enabled_at is not None and self._now < enabled_at:
             return Pause(enabled_at)
         return None
+
+    def impacts(self) -> dict[str, Pause]:
+        """Every VM under an impact now, with the event causing it."""
+        impacts: dict[str, Pause] = {}
+        for name, until in self._unreachable_until.items():
+            if self._now < until:
+                event = self._impact_of_vm[name]
+                impacts[name] = Pause(until, event.event_type, event.event_id)
+        return impacts
 
     def receiving(self, name: str) -> bool:
         """Scheduled Events is on for ``name``: enabled, and asked within the idle period."""
@@ -521,7 +531,7 @@ class Platform:
                 previous = self._unreachable_until.get(resource.name)
                 if previous is None or until >= previous:
                     self._unreachable_until[resource.name] = until
-                    self._impact_type[resource.name] = live.event.event_type
+                    self._impact_of_vm[resource.name] = live.event
         self._push(until, event_id, _Deadline.IMPACT_END)
         # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast
         # profile's Started period.
@@ -565,7 +575,7 @@ class Platform:
             self._enabled_at,
             self._last_request,
             self._unreachable_until,
-            self._impact_type,
+            self._impact_of_vm,
         ):
             table.pop(vm.name, None)
 

@@ -14,10 +14,12 @@ from pathlib import Path
 import uvicorn
 
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
+from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.server.control import create_control_app
 from forewarn.server.http import start_imds_server
 from forewarn.server.imds import ImdsEndpoint
+from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
 
@@ -39,6 +41,10 @@ class ServeSettings:
     data_dir: Path | None = None
     store: str | None = None
     timing_overrides: tuple[tuple[str, timedelta], ...] = ()
+    #: ``TYPE=POLICY`` settings of :class:`~forewarn.domain.impact.ImpactPolicies`.
+    impact: tuple[str, ...] = ()
+    impact_hook: str | None = None
+    impact_hook_timeout: float = 30.0
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -76,7 +82,9 @@ async def serve(
 ) -> None:
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     service = build_service(settings)
-    endpoint = ImdsEndpoint(service, rate_limit=settings.rate_limit)
+    endpoint = ImdsEndpoint(
+        service, rate_limit=settings.rate_limit, impact=ImpactPolicies.parse(settings.impact)
+    )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -126,9 +134,15 @@ async def serve(
         f"  try: curl -H Metadata:true "
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
     )
+    hooks_task = None
+    if settings.impact_hook is not None:
+        hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
+        hooks_task = asyncio.create_task(watch_impacts(service.impacts, hooks, stop))
     try:
         await stop.wait()
     finally:
+        if hooks_task is not None:
+            await hooks_task
         control.should_exit = True
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
