@@ -4,15 +4,18 @@ document announcing the VM's eviction."""
 
 import importlib.util
 import sys
+from typing import Any
 
 spec = importlib.util.spec_from_file_location("sample", sys.argv[1])
-sample = importlib.util.module_from_spec(spec)
+assert spec is not None
+assert spec.loader is not None
+sample: Any = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sample)
 read = sample.get_scheduled_events
-seen = []
+seen: list[dict[str, Any]] = []
 
 
-def reading():
+def reading() -> Any:
     payload = read()
     seen.append(payload)
     return payload
