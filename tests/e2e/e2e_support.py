@@ -457,7 +457,7 @@ def parse_responses(data: bytes) -> list[RawResponse]:
             assert colon, f"bad header line {line!r}"
             headers.append((name.decode("latin-1"), value.strip().decode("latin-1")))
         response = RawResponse(int(match.group(1)), match.group(2).decode(), headers, b"", head)
-        if response.status == 100:
+        if response.status in (100, 304):  # never a body (RFC 9110 15.2, 15.4.5)
             responses.append(response)
             continue
         length = response.header("Content-Length")

@@ -7,6 +7,7 @@ few pipelined; each must get exactly one well-formed response per request, in or
 from __future__ import annotations
 
 import json
+import re
 import socket
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -214,3 +215,58 @@ def test_rate_limit_answers_429_per_vm(start_server: StartServer) -> None:
     assert responses[5].header("Content-Type") == JSON
     other = server.document_response(hosts[1])
     assert other.status == 200
+
+
+def test_headers_are_those_of_real_responses_in_their_order(pair: ForewarnServer) -> None:
+    """SPEC.md section 1 [seen: SDK logs and public captures]: "Response headers seen on the
+    real service, in this order: Content-Type, Server: IMDS/150.870.65.1854 (the build number
+    varies), x-ms-request-id: <GUID> (a new one per response), Date, Content-Length"; "Some
+    SDKs reject a metadata response whose Server does not contain 'IMDS'". Errors too."""
+    reply = exchange(pair.host, pair.port, _get(), _get(), _get("/x"), until=responses_complete(3))
+    responses = parse_responses(reply.data)
+    assert [r.status for r in responses] == [200, 200, 404]
+    guid = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    for response in responses:
+        names = [name for name, _ in response.headers]
+        expected = ["Content-Type", "Server", "x-ms-request-id", "Date", "Content-Length"]
+        assert names[:5] == expected, names
+        assert "IMDS" in (response.header("Server") or "")
+        assert guid.match(response.header("x-ms-request-id") or ""), response.headers
+    ids = {response.header("x-ms-request-id") for response in responses}
+    assert len(ids) == 3
+
+
+def test_if_none_match_answers_304_until_the_document_changes(pair: ForewarnServer) -> None:
+    """SPEC.md section 1 [seen]: "documents carry an ETag; a GET with If-None-Match equal to
+    the current tag answers 304 Not Modified with no body"; Microsoft's sample service
+    (Azure/vm-scheduled-events, node/src/index.ts) sends ``If-None-Match`` with its last tag on
+    GETs and on its approval POST, and "only treats a 200 as a new document". The tag is the
+    DocumentIncarnation ("The DocumentIncarnation is an ETag",
+    reference/imds/vmss-terminate-notification.md)."""
+    first = pair.document_response()
+    etag = first.header("ETag")
+    assert etag == f'"{first.json()["DocumentIncarnation"]}"'
+    for sent in (etag, etag.strip('"'), f"W/{etag}", f'"0", {etag}', "*"):
+        (unchanged,) = parse_responses(
+            exchange(pair.host, pair.port, _get(extra=f"If-None-Match: {sent}\r\n")).data
+        )
+        assert unchanged.status == 304, sent
+        assert unchanged.body == b""
+        assert unchanged.header("ETag") == etag
+        assert unchanged.header("Content-Length") is None
+    event_id = pair.create_event("Reboot", ["WestNO_1"], source="User")
+    (changed,) = parse_responses(
+        exchange(pair.host, pair.port, _get(extra=f"If-None-Match: {etag}\r\n")).data
+    )
+    assert changed.status == 200
+    assert changed.json()["Events"][0]["EventId"] == event_id
+    assert changed.header("ETag") == f'"{changed.json()["DocumentIncarnation"]}"'
+    # The approval POST carries the tag too, as the sample sends it: it still approves.
+    body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
+    post = (
+        f"POST {TARGET} HTTP/1.1\r\nMetadata: true\r\nIf-None-Match: {changed.header('ETag')}"
+        f"\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    (approved,) = parse_responses(exchange(pair.host, pair.port, post).data)
+    assert approved.status == 200
+    assert pair.events()[event_id]["EventStatus"] == "Started"
