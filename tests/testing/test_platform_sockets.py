@@ -11,6 +11,7 @@ import socket
 import threading
 from datetime import timedelta
 
+import httpx
 import pytest
 import requests
 
@@ -227,3 +228,42 @@ def test_wait_for_approval_gives_up_after_its_timeout() -> None:
             platform.wait_for_approval(event, timeout=0.05)
         with pytest.raises(AssertionError, match="no matching request"):
             platform.wait_for_request(timeout=0.05)
+
+
+FIRST_CALL_FLEET = "vms:\n  - {name: vm0, scheduledEventsEnabled: false}\n"
+
+
+def test_the_first_call_is_answered_after_the_first_call_delay() -> None:
+    """scheduled-events-linux.txt, "Enabling and disabling Scheduled Events": "You should
+    expect a delayed response in your first call of up to two minutes and you'll start
+    receiving events within 5 minutes." The first call is held for the profile's
+    ``first_call_delay`` (2 minutes documented), here on the manual clock; a client with a
+    shorter timeout meets it as a timeout."""
+    with ForewarnPlatform(fleet=FIRST_CALL_FLEET) as platform, requests.Session() as session:
+        assert not platform.vm_state().receiving
+        with pytest.raises(requests.exceptions.ReadTimeout):
+            session.get(
+                platform.url + "/metadata/scheduledevents", params=API, headers=HEADERS, timeout=1
+            )
+        answers: list[requests.Response] = []
+        poller = threading.Thread(target=lambda: answers.append(_get(session, platform.url)))
+        poller.start()
+        poller.join(0.5)
+        assert poller.is_alive(), "answered before the first-call delay"
+        platform.advance(timedelta(minutes=2))
+        poller.join(5)
+        assert not poller.is_alive()
+        assert answers[0].status_code == 200
+        assert platform.vm_state().receiving
+
+
+def test_in_process_a_held_request_fails_at_once_as_a_timeout() -> None:
+    """README "Faithfulness": the in-process transport has no other thread to answer a held
+    request later, so rather than deadlock a single-threaded test it raises
+    ``httpx.ReadTimeout`` at once, as a client whose timeout is shorter than the pause."""
+    with ForewarnPlatform(fleet=FIRST_CALL_FLEET) as platform:
+        client = httpx.Client(transport=platform.transport(), base_url="http://169.254.169.254")
+        with pytest.raises(httpx.ReadTimeout):
+            client.get("/metadata/scheduledevents", params=API, headers=HEADERS)
+        platform.advance(timedelta(minutes=2))
+        assert client.get("/metadata/scheduledevents", params=API, headers=HEADERS).is_success
