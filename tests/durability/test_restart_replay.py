@@ -93,3 +93,28 @@ def test_other_fleet_or_seed_is_refused(tmp_path: Path) -> None:
         open_service(settings(tmp_path, fleet=other))
     with pytest.raises(StateMismatchError, match="seed"):
         open_service(settings(tmp_path, seed=12))
+
+
+def test_re_enablement_resets_the_incarnation_and_a_restart_replays_it(tmp_path: Path) -> None:
+    """SPEC 2 [seen]: a VM re-enabled after 24 h without requests starts its
+    DocumentIncarnation afresh (ClusterLabs azure-events-az forgets its last incarnation for
+    this); a restart of forewarn itself never makes it go backwards [ours]: the replayed
+    journal rebuilds the reset, and the restart is no re-enablement."""
+    first = open_service(settings(tmp_path, timing_overrides=(("first_call_delay", timedelta(0)),)))
+    first.execute(HostOperation("h1", "predict-failure"))  # a Redeploy days ahead
+    first.catch_up()
+    counted = first.document("WestNO_0").incarnation
+    assert counted > 1
+    first.advance_clock(timedelta(hours=25))
+    assert first.vm_request("WestNO_0") is None
+    assert first.document("WestNO_0").incarnation == 1
+    before = snapshot(first)
+    assert first.journal is not None
+    first.journal.close()
+
+    second = open_service(
+        settings(tmp_path, timing_overrides=(("first_call_delay", timedelta(0)),))
+    )
+    assert snapshot(second) == before
+    assert second.vm_request("WestNO_0") is None
+    assert snapshot(second) == before
