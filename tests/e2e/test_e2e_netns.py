@@ -12,14 +12,11 @@ otherwise.
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
 import shutil
-import signal
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +31,7 @@ from e2e_documented import (
     drive_advanced_sample,
     write_sample,
 )
+from e2e_netns_support import Namespace, namespace_for_test
 from e2e_support import (
     AZURE_ENDPOINT,
     TENANT,
@@ -51,52 +49,10 @@ CONTROL = "127.0.0.1:16955"  # the namespace is new, so the default port is free
 PARTNER = "127.0.0.3"  # WestNO_1, on the namespace's own loopback
 
 
-@dataclass(frozen=True)
-class Namespace:
-    name: str
-
-    def argv(self, *argv: str) -> list[str]:
-        """``argv`` run inside the namespace."""
-        return ["ip", "netns", "exec", self.name, *argv]
-
-
-def _skip_unless_namespaces_work() -> None:
-    if not sys.platform.startswith("linux"):
-        pytest.skip(f"network namespaces are Linux-only (this is {sys.platform})")
-    if os.geteuid() != 0:
-        pytest.skip(f"creating a network namespace needs root (running as uid {os.geteuid()})")
-    if shutil.which("ip") is None:
-        pytest.skip("iproute2's `ip` is not installed")
-
-
-def _kill_everything_in(namespace: str) -> None:
-    """Only this test starts processes in its namespace; none may outlive it."""
-    listed = run(["ip", "netns", "pids", namespace], timeout=10)
-    for pid in listed.stdout.split():
-        with suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
-
-
 @pytest.fixture(scope="module")
 def namespace() -> Iterator[Namespace]:
-    _skip_unless_namespaces_work()
-    name = f"forewarn-e2e-{os.getpid()}-{secrets.token_hex(3)}"
-    added = run(["ip", "netns", "add", name], timeout=10)
-    if added.returncode != 0:
-        pytest.skip(f"`ip netns add {name}` failed: {added.stderr.strip()}")
-    namespace = Namespace(name)
-    try:
-        for argv in (
-            ["ip", "link", "set", "lo", "up"],
-            ["ip", "addr", "add", f"{AZURE_ENDPOINT}/32", "dev", "lo"],
-        ):
-            result = run(namespace.argv(*argv), timeout=10)
-            assert result.returncode == 0, f"{' '.join(argv)}: {result.stderr}"
-        yield namespace
-    finally:
-        _kill_everything_in(name)
-        deleted = run(["ip", "netns", "del", name], timeout=10)
-        assert deleted.returncode == 0, deleted.stderr
+    with namespace_for_test() as created:
+        yield created
 
 
 _WAIT_READY = """
