@@ -22,6 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+#: The control API's token, which the test run sets (tests/conftest.py).
+AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +75,9 @@ def serve(tmp_path: Path) -> Iterator[tuple[str, httpx.Client, subprocess.Popen[
     ]  # fmt: skip
     with (tmp_path / "serve.log").open("wb") as serve_log:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=serve_log)
-    control = httpx.Client(base_url=f"http://127.0.0.1:{control_port}/api/v1", trust_env=False)
+    control = httpx.Client(
+        base_url=f"http://127.0.0.1:{control_port}/api/v1", trust_env=False, headers=AUTH
+    )
 
     def up() -> bool:
         try:

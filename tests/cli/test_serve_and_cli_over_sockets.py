@@ -19,6 +19,9 @@ from forewarn.cli import main
 
 from .cli_support import EXAMPLES
 
+#: The control API's token, which the test run sets (tests/conftest.py).
+AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
+
 pytestmark = pytest.mark.e2e
 
 
@@ -53,7 +56,7 @@ def served() -> Iterator[str]:
                 output = process.stdout.read().decode() if process.stdout else ""
                 pytest.fail(f"forewarn serve exited with {process.returncode}: {output}")
             try:
-                httpx.get(f"http://{address}/api/v1/clock", timeout=1.0)
+                httpx.get(f"http://{address}/api/v1/clock", timeout=1.0, headers=AUTH)
                 break
             except httpx.HTTPError:
                 if time.monotonic() > deadline:

@@ -9,7 +9,8 @@ from forewarn.cli import main
 
 def test_serve_options_are_the_documented_ones() -> None:
     """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
-    --profile, --timing, --data-dir, --store, --rate-limit, --seed, with their documented
+    --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
+    --impact-hook-timeout, --token, with their documented
     defaults (no --profile means documented, or what the data directory was created with)."""
     serve = main.commands["serve"]
     context = click.Context(serve)
@@ -31,4 +32,8 @@ def test_serve_options_are_the_documented_ones() -> None:
         "--store": None,
         "--rate-limit": 5.0,
         "--seed": None,
+        "--impact": None,
+        "--impact-hook": None,
+        "--impact-hook-timeout": 30.0,
+        "--token": None,
     }

@@ -7,6 +7,7 @@ reached directly), and platform time moves only through the control API's manual
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -26,6 +27,9 @@ from forewarn.client import (
     EventStatus,
     TooManyRequestsError,
 )
+
+#: The control API's token, which the test run sets (tests/conftest.py).
+AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +83,9 @@ def server() -> Iterator[Server]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    control = httpx.Client(base_url=f"http://127.0.0.1:{control_port}", trust_env=False)
+    control = httpx.Client(
+        base_url=f"http://127.0.0.1:{control_port}", trust_env=False, headers=AUTH
+    )
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
         while True:

@@ -20,6 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+#: The control API's token, which the test run sets (tests/conftest.py).
+AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
+
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
 VMS = {"WestNO_0": "127.0.0.2", "WestNO_1": "127.0.0.3"}
 URL = "http://{}:{}/metadata/scheduledevents?api-version=2020-07-01"
@@ -46,7 +49,7 @@ def server(data_dir: Path, port: int, control_port: int) -> Iterator[subprocess.
         deadline = time.monotonic() + 15
         while True:
             try:
-                httpx.get(f"http://127.0.0.1:{control_port}/api/v1/clock", timeout=1)
+                httpx.get(f"http://127.0.0.1:{control_port}/api/v1/clock", timeout=1, headers=AUTH)
                 break
             except httpx.TransportError:
                 if process.poll() is not None or time.monotonic() > deadline:
@@ -78,7 +81,9 @@ def test_sigkill_mid_campaign_loses_nothing(tmp_path: Path) -> None:
     port, control_port = free_port(), free_port()
     control = f"http://127.0.0.1:{control_port}/api/v1"
     with server(tmp_path, port, control_port) as process:
-        assert httpx.post(f"{control}/campaigns", json={}, timeout=5).status_code == 201
+        assert (
+            httpx.post(f"{control}/campaigns", json={}, timeout=5, headers=AUTH).status_code == 201
+        )
         first = documents(port)
         (event,) = httpx.get(URL.format(VMS["WestNO_0"], port), headers=HEADERS).json()["Events"]
         # WestNO_0 approves its own fault domain's event through its endpoint
@@ -88,22 +93,22 @@ def test_sigkill_mid_campaign_loses_nothing(tmp_path: Path) -> None:
             content=f'{{"StartRequests":[{{"EventId":"{event["EventId"]}"}}]}}',
         )
         assert approval.status_code == 200
-        httpx.post(f"{control}/clock/advance", json={"seconds": 60}, timeout=5)
+        httpx.post(f"{control}/clock/advance", json={"seconds": 60}, timeout=5, headers=AUTH)
         before = documents(port)
-        events_before = httpx.get(f"{control}/events").json()
-        clock_before = httpx.get(f"{control}/clock").json()["now"]
+        events_before = httpx.get(f"{control}/events", headers=AUTH).json()
+        clock_before = httpx.get(f"{control}/clock", headers=AUTH).json()["now"]
         os.kill(process.pid, signal.SIGKILL)
         process.wait(10)
 
     with server(tmp_path, port, control_port):
-        assert httpx.get(f"{control}/clock").json()["now"] == clock_before
-        assert httpx.get(f"{control}/events").json() == events_before
+        assert httpx.get(f"{control}/clock", headers=AUTH).json()["now"] == clock_before
+        assert httpx.get(f"{control}/events", headers=AUTH).json() == events_before
         after = documents(port)
         assert after == before
         for name in VMS:
             assert incarnation(after[name]) >= incarnation(first[name])
         # the campaign goes on: fault domain 0's event ends, then fault domain 1 is scheduled
-        httpx.post(f"{control}/clock/advance", json={"seconds": 600}, timeout=5)
+        httpx.post(f"{control}/clock/advance", json={"seconds": 600}, timeout=5, headers=AUTH)
         later = httpx.get(URL.format(VMS["WestNO_1"], port), headers=HEADERS).json()
         assert incarnation(before["WestNO_1"]) < later["DocumentIncarnation"]
         assert [e["EventStatus"] for e in later["Events"]] == ["Scheduled"]

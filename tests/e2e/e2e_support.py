@@ -218,7 +218,13 @@ class ForewarnServer:
     control: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
-        self.control = httpx.Client(base_url=self.control_url, timeout=5.0, trust_env=False)
+        token = os.environ["FOREWARN_TOKEN"]  # set for the whole run by tests/conftest.py
+        self.control = httpx.Client(
+            base_url=self.control_url,
+            timeout=5.0,
+            trust_env=False,
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
     @property
     def host(self) -> str:

@@ -22,6 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
+#: The control API's token, which the test run sets (tests/conftest.py).
+AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
+
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet-full.yaml"
 WATCHED = {
     "db0": "127.0.10.1",
@@ -82,7 +85,7 @@ def fleet_server() -> Iterator[tuple[int, str]]:
         deadline = time.monotonic() + 15
         while True:
             try:
-                httpx.get(f"http://{control}/api/v1/clock", timeout=1)
+                httpx.get(f"http://{control}/api/v1/clock", timeout=1, headers=AUTH)
                 break
             except httpx.TransportError:
                 assert process.poll() is None, process.stdout.read() if process.stdout else ""
@@ -126,12 +129,12 @@ def settle(pollers: dict[str, Poller], control: str) -> None:
     A VM in impact (rebooting, frozen) cannot read its endpoint, so it is not waited for.
     """
     deadline = time.monotonic() + 10
-    vms = httpx.get(f"http://{control}/api/v1/vms").json()["vms"]
+    vms = httpx.get(f"http://{control}/api/v1/vms", headers=AUTH).json()["vms"]
     reachable = {vm["name"] for vm in vms if vm["reachable"]}
     for name, poller in pollers.items():
         if name not in reachable:
             continue
-        want = httpx.get(f"http://{control}/api/v1/vms/{name}/document").json()
+        want = httpx.get(f"http://{control}/api/v1/vms/{name}/document", headers=AUTH).json()
         while poller.incarnation < want["DocumentIncarnation"] or poller.seen[-1] != want:
             assert time.monotonic() < deadline, (name, want, poller.seen[-1:])
             time.sleep(0.05)

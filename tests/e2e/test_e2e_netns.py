@@ -56,12 +56,13 @@ def namespace() -> Iterator[Namespace]:
 
 
 _WAIT_READY = """
-import sys, time, urllib.error, urllib.request
+import os, sys, time, urllib.error, urllib.request
 deadline = time.monotonic() + 10
+auth = {"Authorization": "Bearer " + os.environ["FOREWARN_TOKEN"]}
 for url, wanted in ((sys.argv[1], 200), (sys.argv[2], 404)):
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=1) as response:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=1) as response:
                 status = response.status
         except urllib.error.HTTPError as error:
             status = error.code
@@ -76,13 +77,14 @@ for url, wanted in ((sys.argv[1], 200), (sys.argv[2], 404)):
 """
 
 _RELAY = """
-import json, sys, urllib.error, urllib.request
+import json, os, sys, urllib.error, urllib.request
 for line in sys.stdin:
     call = json.loads(line)
     data = None if call["body"] is None else json.dumps(call["body"]).encode()
     request = urllib.request.Request(
         sys.argv[1] + call["path"], data=data, method=call["method"],
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Bearer " + os.environ["FOREWARN_TOKEN"]},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:

@@ -106,6 +106,14 @@ from forewarn.domain.timing import PROFILES
     show_default=True,
     help="Seconds before an impact hook is killed.",
 )
+@click.option(
+    "--token",
+    default=None,
+    envvar="FOREWARN_TOKEN",
+    metavar="TOKEN",
+    help="The control API's token (env FOREWARN_TOKEN); default: a new one at each start, "
+    "printed and written where the CLI finds it. Required with --control off loopback.",
+)
 def serve(
     bind: str,
     control: str,
@@ -121,12 +129,13 @@ def serve(
     impact: tuple[str, ...],
     impact_hook: str | None,
     impact_hook_timeout: float,
+    token: str | None,
 ) -> None:
     """Serve /metadata/scheduledevents (and the control API) until interrupted."""
     # The server stack is imported here, by the one command that runs it, so the client
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
-    from forewarn.server.runner import ServeSettings, run
+    from forewarn.server.runner import ExposureError, ServeSettings, run
     from forewarn.server.state import StateMismatchError
     from forewarn.storage.errors import StorageError
 
@@ -149,12 +158,13 @@ def serve(
         impact=_impact_policies(impact),
         impact_hook=impact_hook,
         impact_hook_timeout=impact_hook_timeout,
+        token=token or None,
     )
     if data_dir is not None and store is not None:
         raise click.UsageError("choose one of --data-dir and --store")
     try:
         run(settings, announce=lambda line: click.echo(line, err=False))
-    except (FleetFileError, StateMismatchError, StorageError) as exc:
+    except (FleetFileError, StateMismatchError, StorageError, ExposureError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot listen: {exc}") from None

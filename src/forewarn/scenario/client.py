@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
+from forewarn.control_token import find_token
 from forewarn.defaults import CONTROL_API as API
 from forewarn.errors import ForewarnError
 
@@ -81,8 +82,11 @@ def control_url(host: str, port: int) -> str:
 
 
 def connect(host: str, port: int, *, timeout: float = 10.0) -> httpx.Client:
-    """An HTTP client for the control API of ``forewarn serve`` at ``host:port``."""
-    return httpx.Client(base_url=control_url(host, port), timeout=timeout)
+    """An HTTP client for the control API of ``forewarn serve`` at ``host:port``, carrying
+    its token (:func:`forewarn.control_token.find_token`) when there is one."""
+    token = find_token(host, port)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=control_url(host, port), timeout=timeout, headers=headers)
 
 
 class AsgiTransport(httpx.BaseTransport):

@@ -169,6 +169,9 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
         version=__version__,
         description="Drive the simulated platform behind the Scheduled Events endpoint.",
         redoc_url=None,
+        # Swagger UI loads its assets from a CDN, so it is blank offline: /openapi.json is
+        # the description, for any OpenAPI viewer.
+        docs_url=None,
     )
     router = APIRouter(prefix=API, responses=ERROR_RESPONSES)
 

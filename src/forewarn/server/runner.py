@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import signal
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -13,10 +14,13 @@ from pathlib import Path
 
 import uvicorn
 
+from forewarn.control_token import new_token, write_token
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
+from forewarn.errors import ForewarnError
 from forewarn.server.control import create_control_app
+from forewarn.server.control_guard import ControlGuard
 from forewarn.server.http import start_imds_server
 from forewarn.server.imds import ImdsEndpoint
 from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
@@ -45,6 +49,8 @@ class ServeSettings:
     impact: tuple[str, ...] = ()
     impact_hook: str | None = None
     impact_hook_timeout: float = 30.0
+    #: The control API's token; None: a new one at each start.
+    token: str | None = None
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -69,6 +75,41 @@ class _ControlServer(uvicorn.Server):
         yield
 
 
+def accepted_hosts(host: str, port: int) -> list[str] | None:
+    """The ``Host`` headers the control API answers: its own names on loopback (so a page
+    on another name, rebound to 127.0.0.1, is refused); any elsewhere, where the token alone
+    decides."""
+    if not _is_loopback(host):
+        return None
+    names = {host, "localhost", "127.0.0.1", "[::1]"}
+    hosts = [f"{name}:{port}" for name in names]
+    if port == 80:
+        hosts += list(names)
+    return hosts
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_control_exposure(settings: ServeSettings) -> None:
+    """Refuse to offer the control API beyond this machine under a token nobody chose."""
+    if settings.token is None and not _is_loopback(settings.control_host):
+        raise ExposureError(
+            f"refusing to serve the control API on {settings.control_host} without a token: "
+            "pass --token (or FOREWARN_TOKEN), or --control 127.0.0.1:PORT"
+        )
+
+
+class ExposureError(ForewarnError):
+    """The control API would be reachable from elsewhere with no chosen token."""
+
+
 def url_for(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}" + ("" if port == 80 else f":{port}")
@@ -81,6 +122,7 @@ async def serve(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
+    check_control_exposure(settings)
     service = build_service(settings)
     endpoint = ImdsEndpoint(
         service, rate_limit=settings.rate_limit, impact=ImpactPolicies.parse(settings.impact)
@@ -94,9 +136,16 @@ async def serve(
     servers = []
     for host, port in listen_addresses(settings, service.vms()):
         servers.append(await start_imds_server(endpoint, host, port))
+    token = settings.token or new_token()
+    token_path = write_token(settings.control_host, settings.control_port, token)
+    guarded = ControlGuard(
+        create_control_app(service),
+        token=token,
+        hosts=accepted_hosts(settings.control_host, settings.control_port),
+    )
     control = _ControlServer(
         uvicorn.Config(
-            create_control_app(service),
+            guarded,
             host=settings.control_host,
             port=settings.control_port,
             log_level="warning",
@@ -134,6 +183,8 @@ async def serve(
         f"  try: curl -H Metadata:true "
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
     )
+    control_url = url_for(settings.control_host, settings.control_port)
+    announce(f"  control: {control_url}/?token={token} (the token is also in {token_path})")
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)

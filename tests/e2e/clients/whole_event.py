@@ -10,6 +10,7 @@ the logs and checks what the clients saw.
 Usage: whole_event.py WORKDIR VM_ADDRESS PORT CONTROL_PORT
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -20,7 +21,11 @@ import httpx
 HERE = Path(__file__).parent
 workdir, vm_address, port, control_port = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 base = f"http://{vm_address}" + ("" if port == "80" else f":{port}")
-control = httpx.Client(base_url=f"http://127.0.0.1:{control_port}/api/v1", timeout=10)
+control = httpx.Client(
+    base_url=f"http://127.0.0.1:{control_port}/api/v1",
+    timeout=10,
+    headers={"Authorization": "Bearer " + os.environ["FOREWARN_TOKEN"]},
+)
 fleet = workdir / "fleet.yaml"
 fleet.write_text(f"vms:\n  - {{name: vm0, address: {vm_address}, host: node-0, priority: Spot}}\n")
 stop_file = workdir / "stop"
