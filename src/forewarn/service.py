@@ -33,12 +33,26 @@ from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
+from forewarn.errors import ForewarnError
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
     from forewarn.config.fleet import Fleet
     from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
+
+
+class ReplayError(ForewarnError):
+    """A journal record that cannot be applied: the journal and this version disagree."""
+
+    def __init__(self, position: int, record: Mapping[str, Any], cause: Exception) -> None:
+        kind = record.get("op", "?")
+        super().__init__(
+            f"cannot replay journal record {position} ({kind}): {cause}. The store was written "
+            "by another version or edited; keep it for inspection and start with a new one "
+            "(another --data-dir, or --store naming a new namespace)"
+        )
+        self.position = position
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +108,13 @@ class ScheduledEventsService:
             return 0
         count = 0
         last: datetime | None = None
-        for _, record in self.journal.records():
-            at, command = from_record(record)
-            self.platform.advance_to(at)
-            command.apply(self.platform)
+        for position, record in self.journal.records():
+            try:
+                at, command = from_record(record)
+                self.platform.advance_to(at)
+                command.apply(self.platform)
+            except (ForewarnError, KeyError, TypeError, ValueError) as exc:
+                raise ReplayError(position, record, exc) from exc
             last = at
             count += 1
         if last is not None and isinstance(self.clock, ManualClock) and last > self.clock.now():

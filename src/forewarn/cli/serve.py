@@ -137,10 +137,15 @@ def serve(
     from forewarn.config.fleet import FleetFileError
     from forewarn.server.runner import ExposureError, ServeSettings, run
     from forewarn.server.state import StateMismatchError
+    from forewarn.service import ReplayError
     from forewarn.storage.errors import StorageError
 
     host, port = parse_address(bind, DEFAULT_PORT)
     control_host, control_port = parse_address(control, DEFAULT_CONTROL_PORT)
+    if (host, port) == (control_host, control_port):
+        raise click.ClickException(
+            f"--bind and --control are both {bind}: the control API needs an address of its own"
+        )
     settings = ServeSettings(
         host=host,
         port=port,
@@ -164,10 +169,12 @@ def serve(
         raise click.UsageError("choose one of --data-dir and --store")
     try:
         run(settings, announce=lambda line: click.echo(line, err=False))
-    except (FleetFileError, StateMismatchError, StorageError, ExposureError) as exc:
+    except (FleetFileError, StateMismatchError, StorageError, ExposureError, ReplayError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot listen: {exc}") from None
+        raise click.ClickException(
+            str(exc) if "cannot listen" in str(exc) else f"cannot listen: {exc}"
+        ) from None
 
 
 def _impact_policies(items: tuple[str, ...]) -> tuple[str, ...]:

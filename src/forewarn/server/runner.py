@@ -7,6 +7,7 @@ import contextlib
 import gc
 import ipaddress
 import signal
+import socket
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -75,6 +76,26 @@ class _ControlServer(uvicorn.Server):
         yield
 
 
+#: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
+_LISTED = 8
+
+
+def _listen(host: str, port: int, what: str) -> socket.socket:
+    """A listening socket for ``what``, bound here so that an address in use is one clear
+    error (uvicorn would log a traceback and exit 3)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"{what} cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
 def accepted_hosts(host: str, port: int) -> list[str] | None:
     """The ``Host`` headers the control API answers: its own names on loopback (so a page
     on another name, rebound to 127.0.0.1, is refused); any elsewhere, where the token alone
@@ -135,7 +156,13 @@ async def serve(
 
     servers = []
     for host, port in listen_addresses(settings, service.vms()):
-        servers.append(await start_imds_server(endpoint, host, port))
+        try:
+            servers.append(await start_imds_server(endpoint, host, port))
+        except OSError as exc:
+            reason = exc.strerror or str(exc).rpartition(": ")[2]
+            raise OSError(
+                f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
+            ) from None
     token = settings.token or new_token()
     token_path = write_token(settings.control_host, settings.control_port, token)
     guarded = ControlGuard(
@@ -143,6 +170,7 @@ async def serve(
         token=token,
         hosts=accepted_hosts(settings.control_host, settings.control_port),
     )
+    control_socket = _listen(settings.control_host, settings.control_port, "the control API")
     control = _ControlServer(
         uvicorn.Config(
             guarded,
@@ -152,7 +180,7 @@ async def serve(
             lifespan="off",
         )
     )
-    control_task = asyncio.create_task(control.serve())
+    control_task = asyncio.create_task(control.serve(sockets=[control_socket]))
     while not control.started:
         if control_task.done():
             await control_task
@@ -179,6 +207,13 @@ async def serve(
         f"clock {settings.clock}, timing profile {service.platform.timing.name}; "
         f"state in {describe_store(settings)}."
     )
+    addressed = [vm for vm in service.vms() if vm.address is not None]
+    if addressed:
+        shown = ", ".join(f"{vm.name} at {vm.address}" for vm in addressed[:_LISTED])
+        rest = len(addressed) - _LISTED
+        announce(f"  VMs: {shown}{f' and {rest} more' if rest > 0 else ''}")
+        # The bind address is no VM's: ask where the first VM answers.
+        endpoint_url = url_for(addressed[0].address or settings.host, settings.port)
     announce(
         f"  try: curl -H Metadata:true "
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'

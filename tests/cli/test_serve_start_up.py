@@ -1,0 +1,99 @@
+"""``forewarn serve`` explains itself (README "`forewarn serve` options"): where every VM
+answers and a curl line that works for the fleet; a start-up failure is one line and exit
+status 1, never a traceback."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from forewarn.commands import Approve
+from forewarn.storage import open_journal
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _serve(*args: str) -> list[str]:
+    return [sys.executable, "-m", "forewarn", "serve", *args]
+
+
+def _refusal(argv: list[str]) -> str:
+    finished = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert finished.returncode == 1, (finished.returncode, finished.stderr)
+    lines = finished.stderr.strip().splitlines()
+    assert len(lines) == 1, finished.stderr
+    assert "Traceback" not in finished.stderr
+    return lines[0]
+
+
+def test_the_start_up_lines_name_every_vm_and_the_curl_line_works(tmp_path: Path) -> None:
+    port, control = _free_port(), _free_port()
+    argv = _serve("--fleet", str(EXAMPLES / "fleet.yaml"), "--bind", f"127.0.0.1:{port}")
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([*argv, "--control", f"127.0.0.1:{control}"], stdout=out)
+    try:
+        deadline = time.monotonic() + 20
+        while "try: curl" not in log.read_text():
+            assert process.poll() is None
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        text = log.read_text()
+        assert "VMs: WestNO_0 at 127.0.0.2, WestNO_1 at 127.0.0.3" in text
+        match = re.search(r'try: curl -H Metadata:true "(\S+)"', text)
+        assert match is not None, text
+        answer = httpx.get(match.group(1), headers={"Metadata": "true"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["Events"] == []
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_control_address_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _refusal(
+            _serve("--bind", f"127.0.0.1:{_free_port()}", "--control", f"127.0.0.1:{port}")
+        )
+    assert f"the control API cannot listen on 127.0.0.1:{port}" in line
+
+
+def test_bind_equal_to_control_is_one_line() -> None:
+    line = _refusal(_serve("--bind", "127.0.0.1:17600", "--control", "127.0.0.1:17600"))
+    assert "--bind and --control are both 127.0.0.1:17600" in line
+
+
+def test_a_journal_record_that_cannot_be_replayed_is_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    port, control = _free_port(), _free_port()
+    argv = _serve("--data-dir", str(data), "--bind", f"127.0.0.1:{port}")
+    argv += ["--control", f"127.0.0.1:{control}", "--clock", "manual"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as started:
+        assert started.stdout is not None
+        started.stdout.readline()  # up: its journal exists
+        started.terminate()
+    journal = open_journal(f"sqlite:///{data / 'forewarn.sqlite3'}")
+    try:
+        journal.append(Approve("vm0", ("NO-SUCH-EVENT",)).to_record(datetime.now(UTC)))
+    finally:
+        journal.close()
+    line = _refusal(argv)
+    assert "cannot replay journal record" in line
+    assert "approve" in line
