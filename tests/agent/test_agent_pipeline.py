@@ -175,3 +175,28 @@ def test_dry_run_decides_and_logs_only(world: World, tmp_path: Path) -> None:
         ["run recover hooks"],
     ]
     assert messages(agent).count("event seen") == 1
+
+
+def test_an_event_back_after_its_recovery_is_prepared_again(world: World, tmp_path: Path) -> None:
+    """An endpoint that lost its state shows an event the agent already recovered from as
+    Scheduled again (the same EventId from the same seed). The recover hooks undid what the
+    prepare hooks did, so approving straight away would approve an unprepared VM: the agent
+    prepares again first."""
+    log = tmp_path / "hooks.log"
+    agent = world.agent("vm0", policies=PREPARE_POLICY, hooks=both_hooks(log))
+    agent.loop.poll_once()
+    (event,) = world.service.execute(Restart("vm0"))
+    agent.loop.poll_once()
+    assert world.posts() == [[event.event_id]]
+    world.advance(minutes=11)  # impact and Started period: the event is over
+    agent.loop.poll_once()
+    assert [line[0] for line in hook_lines(log)] == ["prepare", "recover"]
+
+    world.__post_init__()  # the endpoint restarts with nothing of its past
+    agent.loop.poll_once()
+    (again,) = world.service.execute(Restart("vm0"))
+    assert again.event_id == event.event_id
+    agent.loop.poll_once()
+    assert [line[0] for line in hook_lines(log)] == ["prepare", "recover", "prepare"]
+    assert world.posts() == [[event.event_id], [event.event_id]]
+    assert "event back after recovery: preparing again" in messages(agent)

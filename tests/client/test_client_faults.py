@@ -380,3 +380,29 @@ def test_retry_policy_refuses_nonsense() -> None:
         RetryPolicy(jitter=1.5)
     with pytest.raises(ValueError, match="negative"):
         RetryPolicy(initial_delay=-1)
+
+
+def test_a_body_larger_than_any_document_is_refused_unread() -> None:
+    """A 40 MB answer once took a reader to 378 MB: past a MiB (real documents are a few KiB)
+    the body is malformed, whether its length is declared or only streamed."""
+    huge = b'{"DocumentIncarnation": 1, "Events": [' + b" " * (2 * 1024 * 1024) + b"]}"
+
+    def streamed() -> Iterable[bytes]:
+        for start in range(0, len(huge), 65536):
+            yield huge[start : start + 65536]
+
+    for response in (
+        httpx.Response(200, content=huge),
+        httpx.Response(200, content=streamed()),
+    ):
+        script = Script([response])
+        with script.client() as client, pytest.raises(MalformedResponseError, match="larger"):
+            client.get()
+
+
+def test_a_negative_document_incarnation_is_malformed() -> None:
+    """SPEC 2: DocumentIncarnation increases from where a VM's documents start; a negative one
+    is no document of the service's."""
+    script = Script([httpx.Response(200, json={"DocumentIncarnation": -1, "Events": []})])
+    with script.client() as client, pytest.raises(MalformedResponseError, match="negative"):
+        client.get()

@@ -187,6 +187,14 @@ class Pipeline:
             return
         event_id = event.event_id.upper()
         steps = self.store.steps(event_id)
+        if Step.RECOVERED in steps and event.is_scheduled:
+            # Recovered, yet Scheduled again: the endpoint lost its state and shows the event
+            # anew. Whatever was prepared has been undone by the recover hooks: start over.
+            self.log.warning("event back after recovery: preparing again", **_fields(event))
+            self.store.reopen(event_id)
+            with self._lock:
+                self._approval_failures.pop(event_id, None)
+            steps = self.store.steps(event_id)
         if event.is_scheduled:
             if decision.action.prepares and Step.PREPARED not in steps:
                 self._submit(event_id, Step.PREPARED, self._prepare_then_approve, event)

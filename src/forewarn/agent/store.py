@@ -90,6 +90,15 @@ class HandledStore:
             ).fetchall()
         return [event_id for (event_id,) in rows]
 
+    def reopen(self, event_id: str) -> None:
+        """Forget every step after the decision: the event is back and must go through them
+        again (the endpoint lost its state and shows it anew)."""
+        with self._lock:
+            self._db.execute(
+                "DELETE FROM handled WHERE event_id = ? AND step != ?",
+                (event_id.upper(), Step.DECIDED.value),
+            )
+
     def forget_before(self, moment: datetime) -> int:
         """Drop events recovered before ``moment``: EventIds are never reused."""
         with self._lock:

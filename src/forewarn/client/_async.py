@@ -20,8 +20,10 @@ from forewarn.client._protocol import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
     FIRST_CALL_TIMEOUT,
+    MAX_BODY_BYTES,
     Call,
     ClientCore,
+    read_bounded,
 )
 from forewarn.client._retry import RetryPolicy
 from forewarn.client._watch import (
@@ -145,20 +147,26 @@ class AsyncClient:
         core = self._core
         while True:
             try:
-                response = await self._http.request(
+                async with self._http.stream(
                     call.method,
                     core.url(call),
                     params=dict(call.params),
                     headers=dict(call.headers),
                     content=call.content,
                     timeout=call.timeout,
-                )
+                ) as response:
+                    received = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        received += chunk
+                        if len(received) > MAX_BODY_BYTES:
+                            break  # read_bounded refuses it; no need to read the rest
+                    content = read_bounded(response.headers, [bytes(received)])
             except httpx.TransportError as exc:
                 error = core.on_transport_error(call, exc)
                 if error is None:
                     continue
                 raise error from exc
-            body = core.on_answer(call, response.status_code, response.content, response.headers)
+            body = core.on_answer(call, response.status_code, content, response.headers)
             if body is not None:
                 return body
 

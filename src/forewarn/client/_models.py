@@ -239,6 +239,9 @@ def parse_document(payload: Any, api_version: str | None = None) -> ScheduledEve
     if "DocumentIncarnation" not in payload:
         raise _malformed("no DocumentIncarnation")
     incarnation = _integer(payload["DocumentIncarnation"], "DocumentIncarnation")
+    if incarnation < 0:
+        # SPEC 2: an integer that only ever increases from where a VM's documents start.
+        raise _malformed("DocumentIncarnation is negative")
     events = payload.get("Events")
     if not isinstance(events, list):
         raise _malformed("no Events array")

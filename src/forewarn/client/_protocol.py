@@ -100,6 +100,25 @@ def approval_body(event_ids: Sequence[str]) -> bytes:
     return json.dumps({"StartRequests": requests}, separators=(",", ":")).encode()
 
 
+#: The most of an answer the client reads. A real document is a few KiB (at most 100
+#: StartRequests' worth of events); a 40 MB one took a reader to 378 MB, so anything larger
+#: is refused before it is buffered.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def read_bounded(headers: Mapping[str, str], chunks: Iterable[bytes]) -> bytes:
+    """The body from ``chunks``, refused as malformed past :data:`MAX_BODY_BYTES`."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise MalformedResponseError(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    body = bytearray()
+    for chunk in chunks:
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise MalformedResponseError(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    return bytes(body)
+
+
 def decode_json(body: bytes) -> Any:
     try:
         return json.loads(body)

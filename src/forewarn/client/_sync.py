@@ -21,6 +21,7 @@ from forewarn.client._protocol import (
     FIRST_CALL_TIMEOUT,
     Call,
     ClientCore,
+    read_bounded,
 )
 from forewarn.client._retry import RetryPolicy
 from forewarn.client._watch import (
@@ -154,20 +155,21 @@ class Client:
         core = self._core
         while True:
             try:
-                response = self._http.request(
+                with self._http.stream(
                     call.method,
                     core.url(call),
                     params=dict(call.params),
                     headers=dict(call.headers),
                     content=call.content,
                     timeout=call.timeout,
-                )
+                ) as response:
+                    content = read_bounded(response.headers, response.iter_bytes())
             except httpx.TransportError as exc:
                 error = core.on_transport_error(call, exc)
                 if error is None:
                     continue
                 raise error from exc
-            body = core.on_answer(call, response.status_code, response.content, response.headers)
+            body = core.on_answer(call, response.status_code, content, response.headers)
             if body is not None:
                 return body
 
