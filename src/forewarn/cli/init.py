@@ -14,7 +14,6 @@ import click
 __all__ = ["init"]
 
 
-
 def _files() -> list[tuple[str, bytes, bool]]:
     """(relative path, content, executable) for every starter file."""
     root = resources.files("forewarn").joinpath("starter")

@@ -45,6 +45,7 @@ from forewarn.domain.events import Event
 from forewarn.domain.platform import EventView
 from forewarn.errors import InvalidInputError
 from forewarn.registry import OPERATIONS, Operation, describe
+from forewarn.server.activity import Activity
 from forewarn.server.control_models import (
     API,
     ERROR_RESPONSES,
@@ -71,6 +72,7 @@ from forewarn.server.control_models import (
     request_model,
     vm_out,
 )
+from forewarn.server.dashboard import add_dashboard
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.documents import document_fields
 
@@ -162,8 +164,11 @@ class BodyLimit:
 # -- the app ------------------------------------------------------------------------------------
 
 
-def create_control_app(service: ScheduledEventsService) -> FastAPI:
-    """The control API around ``service``."""
+def create_control_app(
+    service: ScheduledEventsService, *, activity: Activity | None = None
+) -> FastAPI:
+    """The control API around ``service``, and the dashboard; ``activity`` is what the VMs'
+    endpoint records for the dashboard's timelines."""
     app = FastAPI(
         title="forewarn control API",
         version=__version__,
@@ -314,6 +319,7 @@ def create_control_app(service: ScheduledEventsService) -> FastAPI:
         return clock_out()
 
     app.include_router(router)
+    add_dashboard(app, service, activity or Activity(service.clock.now))
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
     return app

@@ -20,10 +20,10 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
+from forewarn.server.activity import Activity, ActivityEndpoint
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.http import start_imds_server
-from forewarn.server.imds import ImdsEndpoint
 from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
@@ -145,8 +145,12 @@ async def serve(
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     check_control_exposure(settings)
     service = build_service(settings)
-    endpoint = ImdsEndpoint(
-        service, rate_limit=settings.rate_limit, impact=ImpactPolicies.parse(settings.impact)
+    activity = Activity(service.clock.now)
+    endpoint = ActivityEndpoint(
+        service,
+        activity,
+        rate_limit=settings.rate_limit,
+        impact=ImpactPolicies.parse(settings.impact),
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -166,7 +170,7 @@ async def serve(
     token = settings.token or new_token()
     token_path = write_token(settings.control_host, settings.control_port, token)
     guarded = ControlGuard(
-        create_control_app(service),
+        create_control_app(service, activity=activity),
         token=token,
         hosts=accepted_hosts(settings.control_host, settings.control_port),
     )

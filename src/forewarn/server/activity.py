@@ -1,0 +1,104 @@
+"""What each VM did and was shown, for the dashboard's per-VM timeline.
+
+A bounded record per VM: its last requests (method, path, status, the incarnation it was
+answered with) and each new document it was shown. Kept in memory only: it is for watching
+a handler at work, not state; a restart starts it empty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.service import ScheduledEventsService
+
+__all__ = ["Activity", "ActivityEndpoint", "Entry"]
+
+#: Entries kept per VM: a minute and a half of polling once a second, plus its approvals.
+KEPT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    at: datetime
+    kind: str  # "request" or "document"
+    method: str = ""
+    path: str = ""
+    status: int = 0
+    incarnation: int | None = None
+    events: tuple[tuple[str, str, str], ...] = ()  # (EventId, EventType, EventStatus)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "kind": self.kind,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "incarnation": self.incarnation,
+            "events": [
+                {"EventId": event_id, "EventType": kind, "EventStatus": status}
+                for event_id, kind, status in self.events
+            ],
+        }
+
+
+class Activity:
+    """Per-VM entries, newest last, and how many requests each VM made."""
+
+    def __init__(self, clock: Callable[[], datetime]) -> None:
+        self._clock = clock
+        self._entries: dict[str, deque[Entry]] = {}
+        self._shown: dict[str, int] = {}
+        self.requests: dict[str, int] = {}
+
+    def record(self, vm: str, request: ImdsRequest, response: ImdsResponse) -> None:
+        at = self._clock()
+        incarnation = None
+        if response.etag is not None:
+            incarnation = int(response.etag.strip(b'"'))
+        entries = self._entries.get(vm)
+        if entries is None:
+            entries = self._entries[vm] = deque(maxlen=KEPT)
+        entries.append(
+            Entry(at, "request", request.method, request.path, response.status, incarnation)
+        )
+        self.requests[vm] = self.requests.get(vm, 0) + 1
+        if (
+            response.status == 200
+            and request.path == SCHEDULED_EVENTS_PATH
+            and incarnation is not None
+            and self._shown.get(vm) != incarnation
+        ):
+            self._shown[vm] = incarnation
+            document = orjson.loads(response.body)
+            events = tuple(
+                (e.get("EventId", ""), e.get("EventType", ""), e.get("EventStatus", ""))
+                for e in document.get("Events", [])
+            )
+            entries.append(Entry(at, "document", incarnation=incarnation, events=events))
+
+    def of(self, vm: str) -> list[Entry]:
+        return list(self._entries.get(vm, ()))
+
+
+class ActivityEndpoint(ImdsEndpoint):
+    """The endpoint, recording each answered request of a known VM in an :class:`Activity`."""
+
+    def __init__(self, service: ScheduledEventsService, activity: Activity, **options: Any) -> None:
+        super().__init__(service, **options)
+        self.activity = activity
+
+    def handle(self, request: ImdsRequest) -> ImdsResponse:
+        response = super().handle(request)
+        if response.status:  # held, dropped or reset requests are recorded when answered
+            vm = self.service.resolve_vm(request.local_address, request.peer_address)
+            if vm is not None:
+                self.activity.record(vm.name, request, response)
+        return response

@@ -1,0 +1,123 @@
+"""The live dashboard at ``/`` on the control port: the fleet, the events, each VM's timeline,
+and every operation as a form.
+
+Plain HTML, CSS and JavaScript shipped inside the package (no build step, no CDN: it works
+offline). The page learns what changed from one server-sent-events stream
+(``/api/v1/stream``), which sends a snapshot only when it differs from the last one, so an
+open page costs a comparison twice a second rather than a request storm. Its actions are
+built from ``GET /api/v1/operations`` (:mod:`forewarn.registry`), so a new operation appears
+on the page without touching it. The control guard (:mod:`forewarn.server.control_guard`)
+decides who may load it; every call it makes is same-origin, carrying the guard's cookie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+
+from forewarn.defaults import CONTROL_API
+from forewarn.server.activity import Activity
+from forewarn.server.control_models import campaign_out, event_out, vm_out
+from forewarn.service import ScheduledEventsService
+
+__all__ = ["add_dashboard", "snapshot"]
+
+#: How often, in real time, the stream looks for a change to send.
+STREAM_INTERVAL = 0.5
+#: A comment line this often keeps proxies and the browser from closing an idle stream.
+_KEEPALIVE = 15.0
+#: The most VMs a snapshot lists: the page is for people, ``GET /api/v1/vms`` has them all.
+SHOWN_VMS = 500
+_ASSETS = {
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+
+
+def _asset(name: str) -> bytes:
+    return resources.files(__name__).joinpath(name).read_bytes()
+
+
+def snapshot(service: ScheduledEventsService, activity: Activity) -> dict[str, Any]:
+    """Everything the page shows but the timelines, as one JSON-ready value."""
+    now = service.catch_up()
+    platform = service.platform
+    deadline = platform.next_deadline()
+    vms = []
+    for state in service.vm_states()[:SHOWN_VMS]:
+        shown = vm_out(state).model_dump(by_alias=True, mode="json", exclude={"compute"})
+        shown["incarnation"] = platform.document(state.vm.name).incarnation
+        shown["requests"] = activity.requests.get(state.vm.name, 0)
+        vms.append(shown)
+    return {
+        "clock": {
+            "now": now.isoformat(),
+            "kind": type(service.clock).__name__,
+            "profile": platform.timing.name,
+            "nextDeadline": deadline.isoformat() if deadline else None,
+        },
+        "vmCount": len(service.vms()),
+        "vms": vms,
+        "events": [
+            event_out(view.event, view).model_dump(by_alias=True, mode="json") for view in service.events()
+        ],
+        "campaigns": [campaign_out(view).model_dump(by_alias=True, mode="json") for view in service.campaigns()],
+    }
+
+
+def add_dashboard(app: FastAPI, service: ScheduledEventsService, activity: Activity) -> None:
+    """The page, its assets, its stream and the timelines, on ``app``."""
+
+    page = APIRouter(include_in_schema=False)
+
+    @page.get("/")
+    async def dashboard() -> Response:
+        return Response(_asset("index.html"), media_type="text/html; charset=utf-8")
+
+    @page.get("/dashboard/{name}")
+    async def asset(name: str) -> Response:
+        media_type = _ASSETS.get(name)
+        if media_type is None:
+            return Response(status_code=404)
+        return Response(_asset(name), media_type=media_type)
+
+    api = APIRouter(prefix=CONTROL_API, tags=["dashboard"])
+
+    @api.get("/vms/{name}/activity")
+    async def vm_activity(name: str) -> dict[str, Any]:
+        """The VM's last requests and the documents it was shown, oldest first."""
+        service.platform.vm(name)  # 404 for an unknown VM
+        return {"vm": name, "entries": [entry.to_json() for entry in activity.of(name)]}
+
+    @api.get("/stream")
+    async def stream(request: Request) -> StreamingResponse:
+        """Server-sent events: a ``snapshot`` event whenever what the page shows changes."""
+
+        async def snapshots() -> AsyncIterator[str]:
+            last = ""
+            quiet = 0.0
+            while not await request.is_disconnected():
+                data = json.dumps(snapshot(service, activity), separators=(",", ":"))
+                if data != last:
+                    last, quiet = data, 0.0
+                    yield f"event: snapshot\ndata: {data}\n\n"
+                elif quiet >= _KEEPALIVE:
+                    quiet = 0.0
+                    yield ": still here\n\n"
+                await asyncio.sleep(STREAM_INTERVAL)
+                quiet += STREAM_INTERVAL
+
+        return StreamingResponse(
+            snapshots(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    app.include_router(page)
+    app.include_router(api)

@@ -1,0 +1,252 @@
+// The forewarn dashboard: renders the control API's snapshots (server-sent events) and turns
+// every operation GET /api/v1/operations lists into a form. Same-origin calls only: the
+// control guard's cookie goes with them.
+"use strict";
+
+const API = "/api/v1";
+let state = null;
+let receivedAt = 0;
+let selected = null;
+let shownRequests = -1;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== false && value !== null && value !== undefined) node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function say(text) { document.getElementById("status").textContent = text; }
+
+async function call(method, path, body) {
+  const options = { method, headers: {}, credentials: "same-origin" };
+  if (body !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(API + path, options);
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new Error((data && (data.detail || data.error)) || response.statusText);
+  return data;
+}
+
+// -- the clock ------------------------------------------------------------------------------
+
+function platformNow() {
+  const now = Date.parse(state.clock.now);
+  return state.clock.kind === "ManualClock" ? now : now + (Date.now() - receivedAt);
+}
+
+function renderClock() {
+  const c = state.clock;
+  document.getElementById("clock").textContent =
+    `${new Date(platformNow()).toUTCString()} (${c.kind.replace("Clock", "").toLowerCase()} clock, ${c.profile} profile)`;
+  document.getElementById("advance").hidden = c.kind !== "ManualClock";
+}
+
+// -- the fleet ------------------------------------------------------------------------------
+
+function groupOf(vm) {
+  if (vm.availabilitySet) return `availability set ${vm.availabilitySet}`;
+  if (vm.scaleSet) return `scale set ${vm.scaleSet}`;
+  if (vm.cloudService) return `cloud service ${vm.cloudService}`;
+  return "standalone VMs";
+}
+
+function vmButton(vm) {
+  const classes = ["vm", vm.reachable ? "" : "down", vm.receiving ? "" : "off"].join(" ").trim();
+  const label = `${vm.name}: ${vm.reachable ? "up" : "impact under way"}, ` +
+    `${vm.receiving ? "Scheduled Events on" : "Scheduled Events off"}, ` +
+    `DocumentIncarnation ${vm.incarnation}, host ${vm.host}`;
+  return el("button", {
+    type: "button", class: classes, title: label, "aria-label": label,
+    "aria-pressed": String(vm.name === selected), "data-vm": vm.name,
+    onclick: () => select(vm.name),
+  }, `${vm.name} #${vm.incarnation}`);
+}
+
+function renderFleet() {
+  const groups = new Map();
+  for (const vm of state.vms) {
+    const key = groupOf(vm);
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(vm);
+  }
+  const fleet = el("div");
+  for (const [name, vms] of groups) {
+    const fds = [...new Set(vms.map(v => v.faultDomain))].sort((a, b) => a - b);
+    const uds = [...new Set(vms.map(v => v.updateDomain))].sort((a, b) => a - b);
+    const head = el("tr", {}, el("th", {}, "FD \\ UD"), ...uds.map(u => el("th", { scope: "col" }, String(u))));
+    const rows = fds.map(fd => el("tr", {}, el("th", { scope: "row" }, String(fd)),
+      ...uds.map(ud => el("td", {}, ...vms.filter(v => v.faultDomain === fd && v.updateDomain === ud).map(vmButton)))));
+    fleet.append(el("div", { class: "group" }, el("h3", {}, name),
+      el("table", { class: "grid" }, el("thead", {}, head), el("tbody", {}, ...rows))));
+  }
+  document.getElementById("fleet").replaceChildren(fleet);
+  const more = state.vmCount > state.vms.length ? ` (first ${state.vms.length} of ${state.vmCount})` : "";
+  document.getElementById("fleet-count").textContent = `${state.vmCount} VM(s)${more}`;
+}
+
+// -- events ---------------------------------------------------------------------------------
+
+function countdown(notBefore) {
+  if (!notBefore) return "started";
+  const seconds = Math.round((Date.parse(notBefore) - platformNow()) / 1000);
+  if (seconds <= 0) return "due";
+  const m = Math.floor(seconds / 60), s = seconds % 60;
+  return `in ${m ? m + " min " : ""}${s} s`;
+}
+
+function renderEvents() {
+  const rows = state.events.map(e => el("tr", { "data-event": e.EventId },
+    el("td", { title: e.EventId }, e.EventId.slice(0, 8)),
+    el("td", {}, e.EventType),
+    el("td", { class: e.EventStatus }, e.EventStatus),
+    el("td", {}, e.Resources.join(", ")),
+    el("td", { class: "countdown", "data-not-before": e.NotBefore }, countdown(e.NotBefore)),
+    el("td", {}, e.approvedBy.length ? e.approvedBy.join(", ") : "-"),
+    el("td", {}, e.jobId === null ? "-" : String(e.jobId)),
+    el("td", {}, e.EventStatus === "Scheduled"
+      ? el("button", { type: "button", onclick: () => act(() => call("DELETE", `/events/${e.EventId}`), `cancelled ${e.EventId}`) }, "Cancel")
+      : "")));
+  document.querySelector("#events tbody").replaceChildren(...rows);
+  document.getElementById("campaigns").textContent = state.campaigns.map(c =>
+    `campaign ${c.id}: step ${c.step + 1} of ${c.steps}`).join("; ");
+}
+
+function tick() {
+  if (!state) return;
+  renderClock();
+  for (const cell of document.querySelectorAll(".countdown")) cell.textContent = countdown(cell.dataset.notBefore);
+}
+
+// -- the timeline of one VM -----------------------------------------------------------------
+
+function select(name) {
+  selected = name;
+  shownRequests = -1;
+  document.getElementById("timeline-vm").textContent = name;
+  document.getElementById("approve-all").disabled = false;
+  if (state) { renderFleet(); refreshTimeline(); }
+}
+
+async function refreshTimeline() {
+  if (!selected || !state) return;
+  const vm = state.vms.find(v => v.name === selected);
+  if (vm && vm.requests === shownRequests) return;
+  shownRequests = vm ? vm.requests : -1;
+  const data = await call("GET", `/vms/${encodeURIComponent(selected)}/activity`);
+  const items = data.entries.slice().reverse().map(entry => {
+    const at = new Date(entry.at).toISOString().replace("T", " ").slice(0, 19);
+    if (entry.kind === "document") {
+      const events = entry.events.map(e => `${e.EventType} ${e.EventStatus} ${e.EventId.slice(0, 8)}`).join(", ") || "no events";
+      return el("li", { class: "document" }, `${at} shown DocumentIncarnation ${entry.incarnation}: ${events}`);
+    }
+    const incarnation = entry.incarnation === null ? "" : ` (incarnation ${entry.incarnation})`;
+    return el("li", { class: "request" }, `${at} ${entry.method} ${entry.path} -> ${entry.status}${incarnation}`);
+  });
+  document.getElementById("timeline").replaceChildren(...items);
+}
+
+// -- operations -----------------------------------------------------------------------------
+
+async function act(run, done) {
+  try { await run(); if (done) say(done); } catch (error) { say(`refused: ${error.message}`); }
+}
+
+function targetsOf(kind) {
+  if (kind === "vm") return state.vms.map(v => v.name);
+  if (kind === "host") return [...new Set(state.vms.map(v => v.host))].sort();
+  if (kind === "scale-set") return [...new Set(state.vms.map(v => v.scaleSet).filter(Boolean))].sort();
+  return [];
+}
+
+function operationForm(operation) {
+  const id = `op-${operation.target}-${operation.name}`;
+  const target = el("select", { id: `${id}-target`, name: "target", "data-kind": operation.target, "aria-label": `${operation.target} for ${operation.name}` });
+  const fields = operation.parameters.map(p => p.type === "boolean"
+    ? el("label", {}, el("input", { type: "checkbox", name: p.name }), ` ${p.name}`)
+    : el("label", {}, `${p.name} `, el("input", { name: p.name, placeholder: "0 1 2", size: 8, required: p.required })));
+  const form = el("form", { id, "data-operation": operation.name, "data-target": operation.target },
+    el("strong", {}, `${operation.target} ${operation.name}`), target, ...fields,
+    el("button", { type: "submit" }, "Run"),
+    el("span", { class: "summary" }, operation.summary));
+  form.addEventListener("submit", event => {
+    event.preventDefault();
+    const body = {};
+    for (const p of operation.parameters) {
+      const input = form.elements[p.name];
+      body[p.name] = p.type === "boolean" ? input.checked : input.value.split(/[\s,]+/).filter(Boolean);
+    }
+    const path = operation.path.replace("/api/v1", "").replace("{name}", encodeURIComponent(target.value));
+    act(async () => {
+      const result = await call("POST", path, operation.parameters.length ? body : undefined);
+      const ids = (result.events || []).map(e => `${e.EventType} ${e.EventId.slice(0, 8)}`);
+      say(`${operation.target} ${operation.name} ${target.value}: ${ids.join(", ") || "no event"}`);
+    }, "");
+  });
+  return form;
+}
+
+function fillTargets() {
+  for (const select of document.querySelectorAll("#actions select[data-kind]")) {
+    const wanted = targetsOf(select.dataset.kind);
+    const current = [...select.options].map(o => o.value);
+    if (wanted.join("\n") === current.join("\n")) continue;
+    const value = select.value;
+    select.replaceChildren(...wanted.map(name => el("option", { value: name }, name)));
+    if (wanted.includes(value)) select.value = value;
+  }
+}
+
+async function loadOperations() {
+  const data = await call("GET", "/operations");
+  const forms = data.operations.map(operationForm);
+  const campaign = el("form", { id: "op-campaign" }, el("strong", {}, "maintenance campaign"),
+    el("button", { type: "submit" }, "Start"),
+    el("span", { class: "summary" }, "Routine maintenance over the whole fleet, one fault domain at a time."));
+  campaign.addEventListener("submit", event => {
+    event.preventDefault();
+    act(() => call("POST", "/campaigns", {}), "campaign started");
+  });
+  document.getElementById("actions").replaceChildren(...forms, campaign);
+  if (state) fillTargets();
+}
+
+// -- wiring ---------------------------------------------------------------------------------
+
+function render() {
+  renderClock();
+  renderFleet();
+  renderEvents();
+  fillTargets();
+  refreshTimeline().catch(error => say(`timeline: ${error.message}`));
+}
+
+function connect() {
+  const stream = new EventSource(`${API}/stream`);
+  stream.addEventListener("snapshot", message => {
+    state = JSON.parse(message.data);
+    receivedAt = Date.now();
+    if (document.getElementById("clock").textContent === "connecting...") say("");
+    render();
+  });
+  stream.addEventListener("error", () => say("the control API is not answering; retrying"));
+}
+
+document.getElementById("advance").addEventListener("submit", event => {
+  event.preventDefault();
+  const seconds = Number(document.getElementById("advance-seconds").value);
+  act(() => call("POST", "/clock/advance", { seconds }), `clock advanced ${seconds} s`);
+});
+document.getElementById("approve-all").addEventListener("click", () => {
+  act(() => call("POST", `/vms/${encodeURIComponent(selected)}/approve`, { eventIds: "all" }),
+    `approved as ${selected}`);
+});
+loadOperations().catch(error => say(`operations: ${error.message}`));
+connect();
+setInterval(tick, 1000);

@@ -1,0 +1,123 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright): a user opens the
+link ``forewarn serve`` printed, sees the fleet, restarts a VM from the page, and watches the
+VM's own approval arrive on its timeline (README "Dashboard").
+
+Skipped with the reason where chromium or Playwright is missing; CI installs both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLEET = """\
+availabilitySets:
+  - name: west
+vms:
+  - {name: WestNO_0, address: 127.0.0.2, availabilitySet: west, faultDomain: 0, host: h1}
+  - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, updateDomain: 1, host: h2}
+"""
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
+    """``forewarn serve`` on a manual clock; yields (banner link, control base, VM port)."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    port, control = _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "FOREWARN_TOKEN"}
+    env["FOREWARN_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    argv = [sys.executable, "-m", "forewarn", "serve", "--fleet", str(fleet), "--clock", "manual"]
+    argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}", "--seed", "3"]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while "control: http://" not in log.read_text():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        match = re.search(r"control: (http://\S+/\?token=\S+)", log.read_text())
+        assert match is not None
+        yield match.group(1), f"http://127.0.0.1:{control}", port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_restart_from_the_page_and_watch_the_vm_approve(served: tuple[str, str, int]) -> None:
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    link, control, port = served
+    vm_url = f"http://127.0.0.2:{port}/metadata/scheduledevents?api-version=2020-07-01"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.goto(link)  # the banner's link: sets the cookie, lands on the dashboard
+            assert page.url == f"{control}/"
+            page.locator('button[data-vm="WestNO_0"]').wait_for()
+            assert page.locator('button[data-vm="WestNO_1"]').count() == 1
+
+            # Restart WestNO_0 from its form, by keyboard as well as a mouse would.
+            form = page.locator("#op-vm-restart")
+            form.locator("select").select_option("WestNO_0")
+            form.locator("button[type=submit]").focus()
+            page.keyboard.press("Enter")
+            row = page.locator("#events tbody tr")
+            row.first.wait_for()
+            assert "Reboot" in row.first.inner_text()
+            assert "Scheduled" in row.first.inner_text()
+
+            # The VM itself reads its document and approves, as a handler would.
+            document = httpx.get(vm_url, headers={"Metadata": "true"}).json()
+            (event,) = document["Events"]
+            approval = httpx.post(
+                vm_url,
+                headers={"Metadata": "true"},
+                json={"StartRequests": [{"EventId": event["EventId"]}]},
+            )
+            assert approval.status_code == 200
+
+            page.locator('button[data-vm="WestNO_0"]').click()
+            timeline = page.locator("#timeline")
+            timeline.locator("li", has_text="POST /metadata/scheduledevents -> 200").wait_for()
+            assert "shown DocumentIncarnation" in timeline.inner_text()
+            page.locator("#events td.Started").wait_for()
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_the_page_needs_the_link_first(served: tuple[str, str, int]) -> None:
+    """Without the token's cookie the control port shows how to get in, and nothing else."""
+    _, control, _ = served
+    landing = httpx.get(f"{control}/")
+    assert landing.status_code == 401
+    assert "?token=" in landing.text
+    assert httpx.get(f"{control}/api/v1/stream").status_code == 401
