@@ -65,9 +65,13 @@ def snapshot(service: ScheduledEventsService, activity: Activity) -> dict[str, A
         "vmCount": len(service.vms()),
         "vms": vms,
         "events": [
-            event_out(view.event, view).model_dump(by_alias=True, mode="json") for view in service.events()
+            event_out(view.event, view).model_dump(by_alias=True, mode="json")
+            for view in service.events()
         ],
-        "campaigns": [campaign_out(view).model_dump(by_alias=True, mode="json") for view in service.campaigns()],
+        "campaigns": [
+            campaign_out(view).model_dump(by_alias=True, mode="json")
+            for view in service.campaigns()
+        ],
     }
 
 
