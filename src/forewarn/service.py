@@ -11,6 +11,7 @@ only when its events changed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from forewarn.config.fleet import Fleet
     from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
+
+
+#: Every state change applied, at info (``forewarn serve --log-level``).
+_OPERATIONS = logging.getLogger("forewarn.operations")
 
 
 class ReplayError(ForewarnError):
@@ -128,11 +133,17 @@ class ScheduledEventsService:
         self.catch_up()
         now = self.platform.now
         result = command.apply(self.platform)
-        if self.journal is not None:
-            # Applied first so a refused command is never journaled; the domain raises before
-            # changing anything, and a store failure here stops the process (the answer would
-            # otherwise claim a change a restart would lose).
-            self.journal.append(command.to_record(now))
+        logged = _OPERATIONS.isEnabledFor(logging.INFO)
+        if self.journal is not None or logged:
+            record = command.to_record(now)
+            if self.journal is not None:
+                # Applied first so a refused command is never journaled; the domain raises
+                # before changing anything, and a store failure here stops the process (the
+                # answer would otherwise claim a change a restart would lose).
+                self.journal.append(record)
+            if logged:
+                fields = {k: v for k, v in record.items() if k not in ("op", "at")}
+                _OPERATIONS.info(str(record["op"]), extra={"fields": fields})
         return result
 
     def perform(

@@ -10,7 +10,8 @@ from forewarn.cli import main
 def test_serve_options_are_the_documented_ones() -> None:
     """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
     --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
-    --impact-hook-timeout, --token, with their documented
+    --impact-hook-timeout, --token, --config, --print-config, --log-level, --log-format, with
+    their documented
     defaults (no --profile means documented, or what the data directory was created with)."""
     serve = main.commands["serve"]
     context = click.Context(serve)
@@ -21,6 +22,10 @@ def test_serve_options_are_the_documented_ones() -> None:
             # click marks "no default" with its own sentinel; the README says "none" too.
             options[param.opts[0]] = default if isinstance(default, str | float) else None
     assert options == {
+        "--config": None,
+        "--print-config": None,
+        "--log-level": "info",
+        "--log-format": "text",
         "--bind": "127.0.0.1:16954",
         "--control": "127.0.0.1:16955",
         "--fleet": None,

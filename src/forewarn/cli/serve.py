@@ -11,8 +11,75 @@ from forewarn.cli.common import parse_address, parse_duration
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.timing import PROFILES
 
+#: Every option can also come from ``FOREWARN_SERVE_<OPTION>`` (``--rate-limit`` from
+#: ``FOREWARN_SERVE_RATE_LIMIT``); ``--store`` and ``--token`` keep their own names too.
+ENVIRONMENT_PREFIX = "FOREWARN_SERVE"
 
-@click.command()
+
+def _load_config_file(context: click.Context, _: click.Parameter, path: Path | None) -> None:
+    """``--config FILE``: option values from a YAML mapping, beneath environment and flags."""
+    if path is None:
+        return
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--config") from None
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise click.BadParameter(f"{path}: not a mapping of option names", param_hint="--config")
+    assert isinstance(context.command, click.Command)
+    known = {
+        param.name: param
+        for param in context.command.params
+        if isinstance(param, click.Option) and param.name not in ("config", "print_config")
+    }
+    values: dict[str, object] = {}
+    for key, value in loaded.items():
+        name = str(key).replace("-", "_")
+        param = known.get(name)
+        if param is None:
+            names = ", ".join(sorted(n.replace("_", "-") for n in known if n))
+            raise click.BadParameter(
+                f"{path}: unknown option {key!r}; known: {names}", param_hint="--config"
+            )
+        if param.multiple and not isinstance(value, list):
+            value = [value]
+        values[name] = value
+    context.default_map = {**(context.default_map or {}), **values}
+
+
+@click.command(context_settings={"auto_envvar_prefix": ENVIRONMENT_PREFIX})
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    is_eager=True,
+    expose_value=False,
+    callback=_load_config_file,
+    help="YAML file of option values (e.g. `rate-limit: 10`); environment variables "
+    "(FOREWARN_SERVE_<OPTION>) and flags override it.",
+)
+@click.option(
+    "--print-config",
+    is_flag=True,
+    help="Print the settings in effect (from defaults, --config, environment and flags) and exit.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="info: operations and state changes; debug: also every VM request.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log lines as text, or one JSON object per line.",
+)
 @click.option(
     "--bind",
     "bind",
@@ -130,6 +197,9 @@ def serve(
     impact_hook: str | None,
     impact_hook_timeout: float,
     token: str | None,
+    print_config: bool,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Serve /metadata/scheduledevents (and the control API) until interrupted."""
     # The server stack is imported here, by the one command that runs it, so the client
@@ -164,7 +234,12 @@ def serve(
         impact_hook=impact_hook,
         impact_hook_timeout=impact_hook_timeout,
         token=token or None,
+        log_level=log_level,
+        log_format=log_format,
     )
+    if print_config:
+        _print_config(click.get_current_context())
+        return
     if data_dir is not None and store is not None:
         raise click.UsageError("choose one of --data-dir and --store")
     try:
@@ -175,6 +250,24 @@ def serve(
         raise click.ClickException(
             str(exc) if "cannot listen" in str(exc) else f"cannot listen: {exc}"
         ) from None
+
+
+def _print_config(context: click.Context) -> None:
+    """The option values in effect, as a ``--config`` file would give them."""
+    import yaml
+
+    shown: dict[str, object] = {}
+    for name, value in context.params.items():
+        if name == "print_config":
+            continue
+        if name == "token" and value:
+            value = "(set)"
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        shown[name.replace("_", "-")] = value
+    click.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
 
 
 def _impact_policies(items: tuple[str, ...]) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ a handler at work, not state; a restart starts it empty.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,9 +17,12 @@ from typing import Any
 import orjson
 
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.server.serve_logging import log
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["Activity", "ActivityEndpoint", "Entry"]
+
+REQUESTS = logging.getLogger("forewarn.requests")
 
 #: Entries kept per VM: a minute and a half of polling once a second, plus its approvals.
 KEPT = 100
@@ -101,4 +105,12 @@ class ActivityEndpoint(ImdsEndpoint):
             vm = self.service.resolve_vm(request.local_address, request.peer_address)
             if vm is not None:
                 self.activity.record(vm.name, request, response)
+            log(
+                REQUESTS,
+                logging.DEBUG,
+                f"{request.method} {request.path}",
+                vm=vm.name if vm is not None else "-",
+                status=response.status,
+                peer=request.peer_address,
+            )
         return response

@@ -25,6 +25,7 @@ from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.http import start_imds_server
 from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
+from forewarn.server.serve_logging import configure_logging, watch_events
 from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
 
@@ -52,6 +53,8 @@ class ServeSettings:
     impact_hook_timeout: float = 30.0
     #: The control API's token; None: a new one at each start.
     token: str | None = None
+    log_level: str = "info"
+    log_format: str = "text"
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -144,6 +147,7 @@ async def serve(
 ) -> None:
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     check_control_exposure(settings)
+    configure_logging(settings.log_level, settings.log_format)
     service = build_service(settings)
     activity = Activity(service.clock.now)
     endpoint = ActivityEndpoint(
@@ -224,6 +228,7 @@ async def serve(
     )
     control_url = url_for(settings.control_host, settings.control_port)
     announce(f"  control: {control_url}/?token={token} (the token is also in {token_path})")
+    events_task = asyncio.create_task(watch_events(service.events, stop))
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
@@ -231,6 +236,7 @@ async def serve(
     try:
         await stop.wait()
     finally:
+        await events_task
         if hooks_task is not None:
             await hooks_task
         control.should_exit = True
