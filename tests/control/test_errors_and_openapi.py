@@ -19,6 +19,7 @@ ROUTES = {
     ("GET", "/api/v1/vms"),
     ("GET", "/api/v1/vms/{name}"),
     ("GET", "/api/v1/vms/{name}/document"),
+    ("GET", "/api/v1/vms/{name}/activity"),
     ("POST", "/api/v1/vms/{name}/restart"),
     ("POST", "/api/v1/vms/{name}/redeploy"),
     ("POST", "/api/v1/vms/{name}/simulate-eviction"),
@@ -159,3 +160,16 @@ def test_non_json_content_types_are_refused(http: httpx.Client, content_type: st
     response = http.post("/api/v1/clock/advance", content=b"seconds=5", headers=headers)
     assert response.status_code in (400, 422), response.text
     assert list(response.json()) == ["error"]
+
+
+def test_the_dashboard_and_its_timeline_are_served(http: httpx.Client) -> None:
+    """README "The dashboard": the page at / and each VM's timeline (empty in-process, where
+    no VM-facing endpoint records anything)."""
+    page = http.get("/")
+    assert page.status_code == 200
+    assert "/dashboard/app.js" in page.text
+    assert http.get("/dashboard/app.js").headers["content-type"].startswith("text/javascript")
+    assert http.get("/dashboard/nothing.js").status_code == 404
+    vm = ok(http.get("/api/v1/vms"))["vms"][0]["name"]
+    assert ok(http.get(f"/api/v1/vms/{vm}/activity")) == {"vm": vm, "entries": []}
+    assert http.get("/api/v1/vms/ghost/activity").status_code == 404

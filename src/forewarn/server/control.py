@@ -319,7 +319,7 @@ def create_control_app(
         return clock_out()
 
     app.include_router(router)
-    add_dashboard(app, service, activity or Activity(service.clock.now))
+    add_dashboard(app, service, activity or Activity(service.clock.now), responses=ERROR_RESPONSES)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
     return app

@@ -75,8 +75,15 @@ def snapshot(service: ScheduledEventsService, activity: Activity) -> dict[str, A
     }
 
 
-def add_dashboard(app: FastAPI, service: ScheduledEventsService, activity: Activity) -> None:
-    """The page, its assets, its stream and the timelines, on ``app``."""
+def add_dashboard(
+    app: FastAPI,
+    service: ScheduledEventsService,
+    activity: Activity,
+    *,
+    responses: dict[int | str, dict[str, Any]] | None = None,
+) -> None:
+    """The page, its assets, its stream and the timelines, on ``app``; ``responses`` are the
+    control API's documented error answers."""
 
     page = APIRouter(include_in_schema=False)
 
@@ -91,7 +98,7 @@ def add_dashboard(app: FastAPI, service: ScheduledEventsService, activity: Activ
             return Response(status_code=404)
         return Response(_asset(name), media_type=media_type)
 
-    api = APIRouter(prefix=CONTROL_API, tags=["dashboard"])
+    api = APIRouter(prefix=CONTROL_API, tags=["dashboard"], responses=responses)
 
     @api.get("/vms/{name}/activity")
     async def vm_activity(name: str) -> dict[str, Any]:
@@ -99,7 +106,7 @@ def add_dashboard(app: FastAPI, service: ScheduledEventsService, activity: Activ
         service.platform.vm(name)  # 404 for an unknown VM
         return {"vm": name, "entries": [entry.to_json() for entry in activity.of(name)]}
 
-    @api.get("/stream")
+    @api.get("/stream", include_in_schema=False)
     async def stream(request: Request) -> StreamingResponse:
         """Server-sent events: a ``snapshot`` event whenever what the page shows changes."""
 
