@@ -1,0 +1,112 @@
+"""What a VM's requests meet while it cannot be answered (README "Faithfulness", impact).
+
+A paused VM "simply takes longer" (held), the policy per event type can drop or refuse
+instead, a VM warming up after its first call is always held ("You should expect a delayed
+response in your first call of up to two minutes", scheduled-events-linux.txt "Enabling and
+disabling Scheduled Events"), and a VM that is gone has nothing to hold a request for.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from forewarn.domain.events import EventSource, EventType
+from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Vm
+
+START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+
+
+def platform_with(*names: str, **fields: Any) -> Platform:
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(5))
+    for name in names:
+        platform.add_vm(Vm(name=name, vm_id=f"id-{name}", host="h1", **fields))
+    return platform
+
+
+def started(platform: Platform, event_type: EventType, *vms: str, seconds: int = -1) -> str:
+    event = platform.schedule(
+        event_type, list(vms), source=EventSource.PLATFORM, duration_seconds=seconds
+    )
+    platform.approve(vms[0], [event.event_id])
+    return event.event_id
+
+
+def test_an_impact_pauses_every_resource_until_it_ends_with_its_event() -> None:
+    """SPEC 4: the impact lasts DurationInSeconds (5 s live migration here), every resource of
+    the event is down for it, and nothing is paused before or after."""
+    platform = platform_with("a", "b", "c")
+    assert platform.pause("a") is None
+    event_id = started(platform, EventType.FREEZE, "a", "b", seconds=5)
+    end = START + timedelta(seconds=5)
+    for vm in ("a", "b"):
+        assert platform.pause(vm) == Pause(end, EventType.FREEZE, event_id)
+    assert platform.pause("c") is None
+    assert set(platform.impacts()) == {"a", "b"}
+    platform.advance_to(end - timedelta(microseconds=1))
+    assert platform.pause("b") is not None
+    platform.advance_to(end)
+    assert platform.pause("a") is None
+    assert platform.pause("b") is None
+    assert platform.impacts() == {}
+
+
+def test_the_longer_of_two_overlapping_impacts_decides() -> None:
+    platform = platform_with("a")
+    started(platform, EventType.FREEZE, "a", seconds=9)
+    reboot = started(platform, EventType.REBOOT, "a", seconds=3)
+    pause = platform.pause("a")
+    assert pause is not None
+    assert pause.until == START + timedelta(seconds=9)
+    assert pause.event_type is EventType.FREEZE
+    assert pause.event_id != reboot
+
+
+def test_a_vm_warming_up_after_its_first_call_is_paused_until_enabled() -> None:
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(5))
+    platform.add_vm(Vm(name="a", vm_id="id-a", host="h1"), receiving=False)
+    assert platform.pause("a") is None  # it has not asked yet
+    assert platform.touch("a") is True
+    assert platform.pause("a") == Pause(START + DOCUMENTED.first_call_delay)
+    platform.advance_to(START + DOCUMENTED.first_call_delay)
+    assert platform.pause("a") is None
+
+
+def test_a_gone_vm_is_paused_for_ever() -> None:
+    platform = platform_with("a")
+    platform.delete_vm("a")
+    assert platform.pause("a") == Pause(None)
+
+
+@pytest.mark.parametrize("event_type", list(EventType))
+def test_every_impact_is_held_unless_told_otherwise(event_type: EventType) -> None:
+    pause = Pause(START, event_type, "X")
+    assert ImpactPolicies().for_pause(pause) is ImpactPolicy.HOLD
+    chosen = ImpactPolicies.parse([f"{event_type.value}=refuse"])
+    assert chosen.for_pause(pause) is ImpactPolicy.REFUSE
+    others = [t for t in EventType if t is not event_type]
+    assert chosen.for_pause(Pause(START, others[0], "Y")) is ImpactPolicy.HOLD
+
+
+def test_a_warm_up_is_always_held_and_a_gone_vm_always_dropped() -> None:
+    everything = ImpactPolicies.parse([f"{t.value}=refuse" for t in EventType])
+    assert everything.for_pause(Pause(START)) is ImpactPolicy.HOLD
+    assert ImpactPolicies().for_pause(Pause(None)) is ImpactPolicy.DROP
+    assert everything.for_pause(Pause(None, EventType.PREEMPT, "Z")) is ImpactPolicy.DROP
+
+
+def test_settings_are_type_equals_policy_in_any_case() -> None:
+    parsed = ImpactPolicies.parse(["reboot=DROP", " Freeze = hold "])
+    assert parsed.by_type == {
+        EventType.REBOOT: ImpactPolicy.DROP,
+        EventType.FREEZE: ImpactPolicy.HOLD,
+    }
+    for bad in ("Reboot", "Reboot=maybe", "Rebooting=hold", "=hold"):
+        with pytest.raises(ValueError, match="TYPE=POLICY"):
+            ImpactPolicies.parse([bad])
