@@ -20,6 +20,7 @@ ROUTES = {
     ("GET", "/api/v1/vms/{name}"),
     ("GET", "/api/v1/vms/{name}/document"),
     ("GET", "/api/v1/vms/{name}/activity"),
+    ("POST", "/api/v1/scenarios"),
     ("POST", "/api/v1/vms/{name}/restart"),
     ("POST", "/api/v1/vms/{name}/redeploy"),
     ("POST", "/api/v1/vms/{name}/simulate-eviction"),
@@ -173,3 +174,10 @@ def test_the_dashboard_and_its_timeline_are_served(http: httpx.Client) -> None:
     vm = ok(http.get("/api/v1/vms"))["vms"][0]["name"]
     assert ok(http.get(f"/api/v1/vms/{vm}/activity")) == {"vm": vm, "entries": []}
     assert http.get("/api/v1/vms/ghost/activity").status_code == 404
+
+
+def test_a_scenario_from_the_dashboard_needs_a_served_api(http: httpx.Client) -> None:
+    """In-process nothing serves the control API for a scenario run to call: 409, said so."""
+    refused = http.post("/api/v1/scenarios", json={"scenario": "steps: [{advance: 1m}]"})
+    assert refused.status_code == 409
+    assert "forewarn serve" in refused.text

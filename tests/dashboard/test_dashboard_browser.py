@@ -29,6 +29,13 @@ vms:
   - {name: WestNO_0, address: 127.0.0.2, availabilitySet: west, faultDomain: 0, host: h1}
   - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, updateDomain: 1, host: h2}
 """
+SCENARIO = """\
+name: after the approval
+steps:
+  - advance: 7s
+  - expect: {vm: WestNO_0, events: [{EventType: Reboot, EventStatus: Started}]}
+  - advance: 1s
+"""
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 
 
@@ -108,6 +115,13 @@ def test_restart_from_the_page_and_watch_the_vm_approve(served: tuple[str, str, 
             timeline.locator("li", has_text="POST /metadata/scheduledevents -> 200").wait_for()
             assert "shown DocumentIncarnation" in timeline.inner_text()
             page.locator("#events td.Started").wait_for()
+
+            # A scenario from the page, with its progress: the impact (7 s) ends, then
+            # WestNO_0 is reachable again with its event Started.
+            page.fill("#scenario-text", SCENARIO)
+            page.locator("#scenario button[type=submit]").click()
+            page.locator('#scenario-runs li[data-status="passed"]').wait_for()
+            assert "3/3 passed" in page.locator("#scenario-runs").inner_text()
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT), full_page=True)
         finally:

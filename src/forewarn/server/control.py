@@ -73,6 +73,7 @@ from forewarn.server.control_models import (
     vm_out,
 )
 from forewarn.server.dashboard import add_dashboard
+from forewarn.server.dashboard.scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.documents import document_fields
 
@@ -165,7 +166,10 @@ class BodyLimit:
 
 
 def create_control_app(
-    service: ScheduledEventsService, *, activity: Activity | None = None
+    service: ScheduledEventsService,
+    *,
+    activity: Activity | None = None,
+    runs: ScenarioRuns | None = None,
 ) -> FastAPI:
     """The control API around ``service``, and the dashboard; ``activity`` is what the VMs'
     endpoint records for the dashboard's timelines."""
@@ -319,7 +323,13 @@ def create_control_app(
         return clock_out()
 
     app.include_router(router)
-    add_dashboard(app, service, activity or Activity(service.clock.now), responses=ERROR_RESPONSES)
+    add_dashboard(
+        app,
+        service,
+        activity or Activity(service.clock.now),
+        responses=ERROR_RESPONSES,
+        runs=runs,
+    )
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
     return app

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import uvicorn
 
 from forewarn.control_token import new_token, write_token
@@ -23,6 +24,7 @@ from forewarn.errors import ForewarnError
 from forewarn.server.activity import Activity, ActivityEndpoint
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
+from forewarn.server.dashboard.scenarios import ScenarioRuns
 from forewarn.server.http import start_imds_server
 from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server.serve_logging import configure_logging, watch_events
@@ -81,6 +83,16 @@ class _ControlServer(uvicorn.Server):
 
 #: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
 _LISTED = 8
+
+
+def _control_client(settings: ServeSettings, token: str) -> httpx.Client:
+    """A client of this server's own control API, for scenarios run from the dashboard."""
+    return httpx.Client(
+        base_url=url_for(settings.control_host, settings.control_port),
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30.0,
+        trust_env=False,
+    )
 
 
 def _listen(host: str, port: int, what: str) -> socket.socket:
@@ -174,7 +186,11 @@ async def serve(
     token = settings.token or new_token()
     token_path = write_token(settings.control_host, settings.control_port, token)
     guarded = ControlGuard(
-        create_control_app(service, activity=activity),
+        create_control_app(
+            service,
+            activity=activity,
+            runs=ScenarioRuns(lambda: _control_client(settings, token)),
+        ),
         token=token,
         hosts=accepted_hosts(settings.control_host, settings.control_port),
     )

@@ -20,13 +20,23 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, Field
 
 from forewarn.defaults import CONTROL_API
+from forewarn.domain.errors import InvalidOperationError
+from forewarn.errors import InvalidInputError
+from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError
 from forewarn.server.activity import Activity
 from forewarn.server.control_models import campaign_out, event_out, vm_out
+from forewarn.server.dashboard.scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 
-__all__ = ["add_dashboard", "snapshot"]
+__all__ = ["ScenarioIn", "add_dashboard", "snapshot"]
+
+
+class ScenarioIn(BaseModel):
+    scenario: str = Field(description="A scenario file's YAML text", max_length=1024 * 1024)
+
 
 #: How often, in real time, the stream looks for a change to send.
 STREAM_INTERVAL = 0.5
@@ -44,7 +54,9 @@ def _asset(name: str) -> bytes:
     return resources.files(__name__).joinpath(name).read_bytes()
 
 
-def snapshot(service: ScheduledEventsService, activity: Activity) -> dict[str, Any]:
+def snapshot(
+    service: ScheduledEventsService, activity: Activity, runs: ScenarioRuns | None = None
+) -> dict[str, Any]:
     """Everything the page shows but the timelines, as one JSON-ready value."""
     now = service.catch_up()
     platform = service.platform
@@ -72,6 +84,7 @@ def snapshot(service: ScheduledEventsService, activity: Activity) -> dict[str, A
             campaign_out(view).model_dump(by_alias=True, mode="json")
             for view in service.campaigns()
         ],
+        "scenarios": [] if runs is None else runs.views(),
     }
 
 
@@ -81,6 +94,7 @@ def add_dashboard(
     activity: Activity,
     *,
     responses: dict[int | str, dict[str, Any]] | None = None,
+    runs: ScenarioRuns | None = None,
 ) -> None:
     """The page, its assets, its stream and the timelines, on ``app``; ``responses`` are the
     control API's documented error answers."""
@@ -106,6 +120,21 @@ def add_dashboard(
         service.platform.vm(name)  # 404 for an unknown VM
         return {"vm": name, "entries": [entry.to_json() for entry in activity.of(name)]}
 
+    scenario_runs = runs or ScenarioRuns(None)
+
+    @api.post("/scenarios", status_code=202)
+    async def run_scenario_file(body: ScenarioIn) -> dict[str, Any]:
+        """Run a scenario (the YAML of a scenario file) against this server; its progress is
+        in the dashboard's stream."""
+        if not scenario_runs.available:
+            raise InvalidOperationError("scenarios run from here only under forewarn serve")
+        if len(body.scenario.encode()) > MAX_SCENARIO_BYTES:
+            raise InvalidInputError(f"the scenario is larger than {MAX_SCENARIO_BYTES} bytes")
+        try:
+            return scenario_runs.start(body.scenario)
+        except ScenarioFileError as exc:
+            raise InvalidInputError(str(exc)) from None
+
     @api.get("/stream", include_in_schema=False)
     async def stream(request: Request) -> StreamingResponse:
         """Server-sent events: a ``snapshot`` event whenever what the page shows changes."""
@@ -114,7 +143,8 @@ def add_dashboard(
             last = ""
             quiet = 0.0
             while not await request.is_disconnected():
-                data = json.dumps(snapshot(service, activity), separators=(",", ":"))
+                shown = snapshot(service, activity, scenario_runs)
+                data = json.dumps(shown, separators=(",", ":"))
                 if data != last:
                     last, quiet = data, 0.0
                     yield f"event: snapshot\ndata: {data}\n\n"

@@ -219,10 +219,19 @@ async function loadOperations() {
 
 // -- wiring ---------------------------------------------------------------------------------
 
+function renderScenarios() {
+  const items = (state.scenarios || []).slice().reverse().map(run => el("li", { "data-run": run.id, "data-status": run.status },
+    `${run.name}: `, el("progress", { max: run.steps, value: run.done, "aria-label": `${run.done} of ${run.steps} steps` }),
+    ` ${run.done}/${run.steps} ${run.status}`,
+    run.detail ? el("div", { class: "failed" }, run.detail) : ""));
+  document.getElementById("scenario-runs").replaceChildren(...items);
+}
+
 function render() {
   renderClock();
   renderFleet();
   renderEvents();
+  renderScenarios();
   fillTargets();
   refreshTimeline().catch(error => say(`timeline: ${error.message}`));
 }
@@ -246,6 +255,11 @@ document.getElementById("advance").addEventListener("submit", event => {
 document.getElementById("approve-all").addEventListener("click", () => {
   act(() => call("POST", `/vms/${encodeURIComponent(selected)}/approve`, { eventIds: "all" }),
     `approved as ${selected}`);
+});
+document.getElementById("scenario").addEventListener("submit", event => {
+  event.preventDefault();
+  const scenario = document.getElementById("scenario-text").value;
+  act(() => call("POST", "/scenarios", { scenario }), "scenario started");
 });
 loadOperations().catch(error => say(`operations: ${error.message}`));
 connect();
