@@ -35,6 +35,7 @@ from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
+from forewarn.faults import FaultPlan
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
@@ -94,6 +95,9 @@ class ScheduledEventsService:
         self.platform = platform
         self.clock = clock
         self.journal = journal
+        #: Faults injected in front of the VM-facing endpoint: not platform state, never
+        #: journaled (forewarn.faults).
+        self.faults = FaultPlan()
         self._encoded: dict[tuple[str, str], tuple[Document, EncodedDocument]] = {}
 
     def catch_up(self) -> datetime:

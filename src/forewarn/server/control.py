@@ -46,6 +46,7 @@ from forewarn.domain.platform import EventView
 from forewarn.errors import InvalidInputError
 from forewarn.registry import OPERATIONS, Operation, describe
 from forewarn.server.activity import Activity
+from forewarn.server.control_faults import fault_router
 from forewarn.server.control_models import (
     API,
     ERROR_RESPONSES,
@@ -323,6 +324,7 @@ def create_control_app(
         return clock_out()
 
     app.include_router(router)
+    app.include_router(fault_router(service))
     add_dashboard(
         app,
         service,

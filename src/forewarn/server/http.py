@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import httptools
 
+from forewarn.faults import FaultKind, FaultRule
+from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.imds import (
     JSON,
     SERVER,
@@ -269,6 +271,7 @@ class ImdsProtocol(asyncio.Protocol):
         "_connections",
         "_date",
         "_endpoint",
+        "_fault_passed",
         "_head_bytes",
         "_header_count",
         "_headers",
@@ -307,6 +310,7 @@ class ImdsProtocol(asyncio.Protocol):
         self._completed = 0
         self._cacheable: _Parsed | None = None
         self._held: list[_Parsed] | None = None
+        self._fault_passed: _Parsed | None = None
         self._limits: Limits = endpoint.limits
         self._date = shared.date
         # Made at the first request that is not a known poll: most connections never need it.
@@ -519,6 +523,12 @@ class ImdsProtocol(asyncio.Protocol):
             local_address=self._local,
             peer_address=self._peer,
         )
+        if parsed is not self._fault_passed:
+            fault = fault_for(self._endpoint, self._local, self._peer)
+            if fault is not None:
+                self._inject(fault, parsed, request)
+                return
+        self._fault_passed = None
         response = self._endpoint.handle(request)
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
@@ -535,6 +545,54 @@ class ImdsProtocol(asyncio.Protocol):
         self._write(response, keep_alive)
         if not keep_alive:
             self._close()
+
+    def _inject(self, fault: FaultRule, parsed: _Parsed, request: ImdsRequest) -> None:
+        """Carry out an injected fault (:mod:`forewarn.faults`) on this connection."""
+        kind = fault.kind
+        error = error_response(fault)
+        if error is not None:
+            self._write(error, parsed.keep_alive)
+            if not parsed.keep_alive:
+                self._close()
+        elif kind is FaultKind.RESET:
+            self._reset()
+        elif kind is FaultKind.TRUNCATE:
+            self._truncated(self._endpoint.handle(request))
+        else:  # latency and timeout: nothing now; what is pipelined behind waits
+            self._held = []
+            if self._transport is not None:
+                self._transport.pause_reading()
+            if self._timer is not None:
+                self._timer.cancel()
+            if kind is FaultKind.LATENCY:
+                self._timer = self._loop.call_later(fault.delay or 0.0, self._late, parsed)
+            else:  # silent until the client gives up, or for the rule's delay
+                silence = IDLE_TIMEOUT if fault.delay is None else fault.delay
+                self._timer = self._loop.call_later(silence, self._close)
+
+    def _late(self, parsed: _Parsed) -> None:
+        """A latency fault's wait is over: the request is answered as it would have been."""
+        self._timer = None
+        self._held = [parsed, *(self._held or ())]
+        self._fault_passed = parsed
+        self.release()
+
+    def _truncated(self, response: ImdsResponse) -> None:
+        """Half the answer's body under its full Content-Length (half its head when it has
+        no body), then a close: a client reads an incomplete message."""
+        if response.status == 0 or self._transport is None:
+            self._close()
+            return
+        real, capture = self._transport, _Capture()
+        self._transport = capture  # type: ignore[assignment]  # write and is_closing suffice
+        try:
+            self._write(response, keep_alive=False)
+        finally:
+            self._transport = real
+        data = bytes(capture.data)
+        body = len(response.body)
+        real.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
+        self._close()
 
     def release(self) -> None:
         """The pause a held request waited for is over: handle it (and what queued behind it)
@@ -633,6 +691,19 @@ class ImdsProtocol(asyncio.Protocol):
         with contextlib.suppress(AttributeError, OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_LINGER)
         transport.abort()
+
+
+class _Capture:
+    """Stands in for a transport to take a response's bytes, to be cut before sending."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def is_closing(self) -> bool:
+        return False
 
 
 def _listening_address(host: str) -> str | None:

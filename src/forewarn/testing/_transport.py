@@ -9,12 +9,15 @@ connection unanswered.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import httpx
 
+from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.asgi import http_date, unanswered_error
+from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.imds import (
     ImdsEndpoint,
     ImdsRequest,
@@ -54,6 +57,12 @@ def endpoint_transport(
     request_ids = RequestIds()
 
     def handler(request: httpx.Request) -> httpx.Response:
+        fault = call(lambda: fault_for(endpoint, address, address))
+        if fault is None:
+            return answer(request)
+        return _injected(fault, request, answer)
+
+    def answer(request: httpx.Request) -> httpx.Response:
         path, query = split_target(request.url.raw_path.decode("ascii"))
         imds_request = ImdsRequest(
             method=request.method,
@@ -69,5 +78,33 @@ def endpoint_transport(
             raise unanswered_error(response, request)
         headers = response_headers(response, request_ids.next(), http_date(now))
         return httpx.Response(response.status, headers=headers, content=response.body)
+
+    def _injected(
+        fault: FaultRule,
+        request: httpx.Request,
+        real: Callable[[httpx.Request], httpx.Response],
+    ) -> httpx.Response:
+        """An injected fault as httpx reports it from a real socket."""
+        error = error_response(fault)
+        if error is not None:
+            now = call(endpoint.service.clock.now)
+            headers = response_headers(error, request_ids.next(), http_date(now))
+            return httpx.Response(error.status, headers=headers, content=error.body)
+        if fault.kind is FaultKind.RESET:
+            raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+        if fault.kind is FaultKind.TIMEOUT:
+            # No other thread could answer later: the request times out at once, as for a
+            # held request (forewarn.server.asgi.unanswered_error).
+            raise httpx.ReadTimeout("no answer: an injected timeout", request=request)
+        if fault.kind is FaultKind.LATENCY:
+            time.sleep(fault.delay or 0.0)
+            return real(request)
+        whole = real(request)  # truncate
+        size = len(whole.content)
+        raise httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body: "
+            f"received {size // 2} bytes, expected {size}",
+            request=request,
+        )
 
     return httpx.MockTransport(handler)

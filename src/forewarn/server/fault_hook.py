@@ -1,0 +1,55 @@
+"""Where the VM-facing transports meet the fault plan (:mod:`forewarn.faults`).
+
+Each transport asks :func:`fault_for` once per request, before the endpoint answers; it is one
+truth test when no fault is set. The error faults are answered here with what Azure's IMDS
+sends for them; the others (a delay, no answer, a cut body, a reset) are carried out by the
+transport, as only it can: :mod:`forewarn.server.http` on sockets, the in-process transport of
+:mod:`forewarn.testing` with the errors httpx raises for them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from forewarn.faults import FaultKind, FaultRule
+from forewarn.server.imds import ImdsEndpoint, ImdsResponse
+from forewarn.wire.errors import TOO_MANY_REQUESTS, error_body
+
+__all__ = ["ERROR_MESSAGES", "error_response", "fault_for"]
+
+#: The message of each error fault. reference/imds/instance-metadata-service.md, "Frequently
+#: asked questions": "Why am I getting the error `500 Internal Server Error` or `410 Resource
+#: Gone`?"; 429 is the rate limit's own text (SPEC 1). The bodies are the IMDS family's
+#: ``{"error": "..."}`` (SPEC 1).
+ERROR_MESSAGES = {
+    FaultKind.GONE: "Resource Gone",
+    FaultKind.ERROR: "Internal Server Error",
+    FaultKind.THROTTLE: TOO_MANY_REQUESTS,
+}
+_ERRORS = {
+    kind: ImdsResponse(status, error_body(ERROR_MESSAGES[kind]))
+    for kind, status in ((FaultKind.GONE, 410), (FaultKind.ERROR, 500), (FaultKind.THROTTLE, 429))
+}
+
+
+def fault_for(
+    endpoint: ImdsEndpoint,
+    local_address: str,
+    peer_address: str,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> FaultRule | None:
+    """The fault a request arriving at ``local_address`` meets, if any. Requests no VM
+    answers for meet none: the endpoint refuses them as it always does."""
+    plan = endpoint.service.faults
+    if not plan:
+        return None
+    vm = endpoint.service.resolve_vm(local_address, peer_address)
+    if vm is None:
+        return None
+    return plan.pick(vm.name, monotonic())
+
+
+def error_response(rule: FaultRule) -> ImdsResponse | None:
+    """The answer of a 410, 500 or 429 fault; None for the faults a transport carries out."""
+    return _ERRORS.get(rule.kind)
