@@ -13,6 +13,7 @@ from forewarn.agent.cli import agent
 from forewarn.cli.clock import clock
 from forewarn.cli.common import CliContext, parse_address, parse_duration
 from forewarn.cli.events import events
+from forewarn.cli.faults import fault
 from forewarn.cli.hosts import host, maintenance
 from forewarn.cli.init import init
 from forewarn.cli.scenario import scenario
@@ -26,7 +27,7 @@ def main() -> None:
     """forewarn: the Azure Scheduled Events service, runnable anywhere."""
 
 
-for _command in (serve, init, vm, vmss, host, maintenance, events, clock, scenario):
+for _command in (serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario):
     main.add_command(_command)
 main.add_command(agent)
 
