@@ -17,6 +17,7 @@ handed to the server's loop, the only thread that then touches the platform.
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -41,6 +42,7 @@ from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.platform import EventView, VmState
 from forewarn.domain.timing import PROFILES
 from forewarn.domain.vms import Vm
+from forewarn.faults import ActiveFault, FaultKind, FaultRule
 from forewarn.registry import by_plugin_method
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH
 from forewarn.service import ScheduledEventsService, service_for_fleet
@@ -350,6 +352,50 @@ class ForewarnPlatform:
 
     def set_time(self, moment: datetime) -> datetime:
         return self._run(lambda: self.service.set_clock(moment))
+
+    # -- faults clients must survive (forewarn.faults) -------------------------------------
+
+    def fault(
+        self,
+        kind: str,
+        *,
+        vm: str | None = None,
+        count: int | None = None,
+        seconds: Seconds | None = None,
+        probability: float = 1.0,
+        delay: Seconds | None = None,
+        seed: int | None = None,
+    ) -> ActiveFault:
+        """Inject a fault in front of the endpoint: ``"gone"`` (410), ``"error"`` (500),
+        ``"throttle"`` (429), ``"latency"``, ``"timeout"``, ``"truncate"`` or ``"reset"``, for
+        ``vm`` or every VM, for the next ``count`` requests and/or ``seconds`` of real time.
+        The platform is not touched; requests a fault answers are not recorded."""
+        try:
+            fault_kind = FaultKind(kind)
+        except ValueError:
+            known = ", ".join(k.value for k in FaultKind)
+            raise ValueError(f"unknown fault {kind!r}; known: {known}") from None
+        if vm is not None:
+            self.vm_state(vm)  # an unknown VM fails here, not silently later
+        rule = FaultRule(
+            fault_kind,
+            vm=vm,
+            count=count,
+            seconds=None if seconds is None else _seconds(seconds).total_seconds(),
+            probability=probability,
+            delay=None if delay is None else _seconds(delay).total_seconds(),
+            seed=seed,
+        )
+        return self._run(lambda: self.service.faults.add(rule, time.monotonic()))
+
+    def faults(self) -> tuple[ActiveFault, ...]:
+        """The faults in force, in the order they apply."""
+        return self._run(lambda: self.service.faults.faults(time.monotonic()))
+
+    def clear_faults(self, fault: ActiveFault | int | None = None, *, vm: str | None = None) -> int:
+        """Clear one fault, those of ``vm``, or all; how many were cleared."""
+        fault_id = fault.id if isinstance(fault, ActiveFault) else fault
+        return self._run(lambda: self.service.faults.clear(fault_id, vm=vm))
 
     # -- the platform's side ---------------------------------------------------------------
 
