@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from forewarn.registry import HOST, SCALE_SET, VM, find
 from forewarn.scenario.client import ControlClient, ControlError, segment
@@ -23,8 +23,10 @@ from forewarn.scenario.matching import (
 )
 from forewarn.scenario.schema import (
     OPERATION_STEPS,
+    ClearFaults,
     EventStep,
     Expectation,
+    FaultStep,
     MaintenanceStep,
     ScaleSetInstances,
     Scenario,
@@ -159,6 +161,25 @@ def _event(run: _Run, step: EventStep) -> None:
     run.client.post("/events", payload)
 
 
+def _fault(run: _Run, step: FaultStep) -> None:
+    payload: dict[str, Any] = {"kind": step.kind.value, "probability": step.probability}
+    for key, value in (
+        ("vm", step.vm),
+        ("count", step.count),
+        ("seconds", None if step.for_ is None else step.for_.total_seconds()),
+        ("delay", None if step.delay is None else step.delay.total_seconds()),
+        ("seed", step.seed),
+    ):
+        if value is not None:
+            payload[key] = value
+    run.client.post("/faults", payload)
+
+
+def _clear_faults(run: _Run, which: Literal["all"] | ClearFaults) -> None:
+    params = None if which == "all" else {"vm": which.vm}
+    run.client.request("DELETE", "/faults", params=params)
+
+
 def _approve(run: _Run, selection: SelectEvents) -> None:
     ids = run.selected(selection, "approve")
     run.client.post(f"/vms/{segment(selection.vm)}/approve", {"eventIds": ids})
@@ -206,6 +227,8 @@ _ACTIONS: dict[str, Callable[[_Run, Any], None]] = {
     **{kind: _operation(kind) for kind in OPERATION_STEPS},
     "maintenance": _maintenance,
     "event": _event,
+    "fault": _fault,
+    "clear-faults": _clear_faults,
     "approve": _approve,
     "cancel": _cancel,
     "advance": _advance,

@@ -41,6 +41,7 @@ from pydantic import (
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
 from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
+from forewarn.faults import FaultKind
 from forewarn.registry import HOST, SCALE_SET, VM, Operation, for_target
 from forewarn.scenario.durations import parse_duration
 
@@ -164,6 +165,24 @@ class EventStep(_Strict):
     started: StrictBool = False
 
 
+class FaultStep(_Strict):
+    """A fault clients must survive, as ``POST /api/v1/faults`` sets it (docs/faults.md)."""
+
+    kind: FaultKind
+    vm: VmName | None = None
+    count: StrictInt | None = Field(default=None, ge=1)
+    for_: Duration | None = Field(default=None, alias="for")
+    probability: float = Field(default=1.0, gt=0, le=1)
+    delay: Duration | None = None
+    seed: StrictInt | None = Field(default=None, ge=0)
+
+
+class ClearFaults(_Strict):
+    """Clear the faults of one VM (``clear-faults: {vm: NAME}``); ``all`` clears every one."""
+
+    vm: VmName
+
+
 class SelectEvents(_Strict):
     """The events of ``vm``'s document to approve or cancel: ``all``, or those matching."""
 
@@ -226,6 +245,8 @@ STEP_TYPES: dict[str, Any] = {
     **_OPERATION_STEP_TYPES,
     "maintenance": MaintenanceStep,
     "event": EventStep,
+    "fault": FaultStep,
+    "clear-faults": Literal["all"] | ClearFaults,
     "approve": SelectEvents,
     "cancel": SelectEvents,
     "advance": Duration,
