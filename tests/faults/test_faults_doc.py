@@ -1,0 +1,45 @@
+"""docs/faults.md's snippets run as written: the Python block as a script, the scenario as a
+scenario on the examples fleet."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from forewarn.config.fleet import load_fleet
+from forewarn.domain.clock import ManualClock
+from forewarn.domain.timing import PROFILES
+from forewarn.scenario import in_process_control, parse_scenario, run_scenario, service_for_fleet
+from forewarn.scenario.inprocess import DEFAULT_START
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "faults.md").read_text(encoding="utf-8")
+EXAMPLES = ROOT / "examples" / "scenarios"
+
+
+def block(language: str) -> str:
+    found: list[str] = re.findall(rf"```{language}\n(.*?)```", DOC, flags=re.S)
+    assert len(found) == 1, language
+    return found[0]
+
+
+def test_the_python_snippet_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", block("python")], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_scenario_snippet_runs() -> None:
+    scenario = parse_scenario(block("yaml"), "faults.md", EXAMPLES)
+    service = service_for_fleet(
+        load_fleet(EXAMPLES / "fleet-live-migration.yaml"),
+        ManualClock(DEFAULT_START),
+        timing=PROFILES["fast"],
+    )
+    with in_process_control(service) as client:
+        result = run_scenario(scenario, client)
+    assert result.passed, result.failure
+    assert not service.faults
