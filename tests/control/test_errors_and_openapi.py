@@ -44,6 +44,10 @@ ROUTES = {
     ("GET", "/api/v1/clock"),
     ("POST", "/api/v1/clock/advance"),
     ("POST", "/api/v1/clock/set"),
+    ("GET", "/api/v1/faults"),
+    ("POST", "/api/v1/faults"),
+    ("DELETE", "/api/v1/faults"),
+    ("DELETE", "/api/v1/faults/{fault_id}"),
 }
 
 
@@ -80,6 +84,7 @@ def test_openapi_lists_every_route_with_its_models(http: httpx.Client) -> None:
         assert {"404", "409", "422"} <= set(operation["responses"]), path
     schemas = document["components"]["schemas"]
     assert {"EventOut", "VmOut", "CreateEventRequest", "ErrorOut", "ClockOut"} <= set(schemas)
+    assert {"FaultIn", "FaultOut", "FaultsOut"} <= set(schemas)
 
 
 def test_no_page_that_needs_the_internet(http: httpx.Client) -> None:
