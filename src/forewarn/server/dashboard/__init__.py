@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
@@ -25,8 +26,10 @@ from pydantic import BaseModel, Field
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
+from forewarn.faults import FaultKind
 from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError
 from forewarn.server.activity import Activity
+from forewarn.server.control_faults import fault_out
 from forewarn.server.control_models import campaign_out, event_out, vm_out
 from forewarn.server.dashboard.scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
@@ -61,6 +64,7 @@ def snapshot(
     now = service.catch_up()
     platform = service.platform
     deadline = platform.next_deadline()
+    moment = time.monotonic()  # faults count real time: clients retry in real time
     vms = []
     for state in service.vm_states()[:SHOWN_VMS]:
         shown = vm_out(state).model_dump(by_alias=True, mode="json", exclude={"compute"})
@@ -85,6 +89,11 @@ def snapshot(
             for view in service.campaigns()
         ],
         "scenarios": [] if runs is None else runs.views(),
+        "faultKinds": [kind.value for kind in FaultKind],
+        "faults": [
+            fault_out(fault, moment).model_dump(mode="json")
+            for fault in service.faults.faults(moment)
+        ],
     }
 
 

@@ -227,8 +227,30 @@ function renderScenarios() {
   document.getElementById("scenario-runs").replaceChildren(...items);
 }
 
+function renderFaults() {
+  const form = document.getElementById("op-fault");
+  const kind = form.elements.kind;
+  if (kind.options.length !== state.faultKinds.length) {
+    kind.replaceChildren(...state.faultKinds.map(k => el("option", { value: k }, k)));
+  }
+  const vm = form.elements.vm;
+  const wanted = ["", ...state.vms.map(v => v.name)];
+  if ([...vm.options].map(o => o.value).join("\n") !== wanted.join("\n")) {
+    const value = vm.value;
+    vm.replaceChildren(...wanted.map(name => el("option", { value: name }, name || "(every VM)")));
+    vm.value = wanted.includes(value) ? value : "";
+  }
+  const items = state.faults.map(f => el("li", { "data-fault": f.id },
+    `${f.kind}${f.status ? " (" + f.status + ")" : ""} for ${f.vm || "every VM"}` +
+    `${f.remaining !== null ? ", " + f.remaining + " left" : ""}` +
+    `${f.expiresIn !== null ? ", " + Math.ceil(f.expiresIn) + " s left" : ""}, hits ${f.hits} `,
+    el("button", { type: "button", onclick: () => act(() => call("DELETE", `/faults/${f.id}`), `fault ${f.id} cleared`) }, "Clear")));
+  document.getElementById("faults").replaceChildren(...items);
+}
+
 function render() {
   renderClock();
+  renderFaults();
   renderFleet();
   renderEvents();
   renderScenarios();
@@ -260,6 +282,15 @@ document.getElementById("scenario").addEventListener("submit", event => {
   event.preventDefault();
   const scenario = document.getElementById("scenario-text").value;
   act(() => call("POST", "/scenarios", { scenario }), "scenario started");
+});
+document.getElementById("op-fault").addEventListener("submit", event => {
+  event.preventDefault();
+  const form = event.target;
+  const body = { kind: form.elements.kind.value, probability: Number(form.elements.probability.value) };
+  if (form.elements.vm.value) body.vm = form.elements.vm.value;
+  if (form.elements.count.value) body.count = Number(form.elements.count.value);
+  if (form.elements.seconds.value) body.seconds = Number(form.elements.seconds.value);
+  act(() => call("POST", "/faults", body), `fault ${body.kind} set`);
 });
 loadOperations().catch(error => say(`operations: ${error.message}`));
 connect();
