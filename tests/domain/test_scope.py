@@ -171,3 +171,35 @@ def test_a_vm_outside_the_scope_cannot_approve(platform: Platform) -> None:
         platform.approve("stranger", [event.event_id])
     assert (platform.events(), platform.document("as-0"), platform.document("stranger")) == before
     assert platform.event(event.event_id).approvals == frozenset()
+
+
+def test_the_gpu_rule_reaches_the_platform() -> None:
+    """scheduled-events-windows-2024.txt, "Resources": "GPU accelerated Virtual Machines in a
+    scale set using 1 fault domain (FD = 1) will only receive scheduled events for the
+    impacted resource": a restart of one such instance is shown to it alone, while a set
+    with more fault domains shows it to its whole placement group."""
+    from datetime import UTC, datetime
+
+    from forewarn.domain.events import EventSource, EventType
+    from forewarn.domain.fleet import ScaleSet
+    from forewarn.domain.platform import Platform
+    from forewarn.domain.scope import ScopeKind
+    from forewarn.domain.vms import Vm
+
+    for fault_domains, expected in ((1, {"gpu_0"}), (2, {"gpu_0", "gpu_1"})):
+        platform = Platform(datetime(2022, 4, 11, tzinfo=UTC))
+        platform.add_scale_set(ScaleSet("gpu", platform_fault_domain_count=fault_domains))
+        for index in range(2):
+            platform.add_vm(
+                Vm(
+                    name=f"gpu_{index}",
+                    vm_id=f"g{index}",
+                    vm_scale_set_name="gpu",
+                    vm_size="Standard_NC6s_v3",
+                    host=f"h{index}",
+                )
+            )
+        event = platform.schedule(EventType.REBOOT, ["gpu_0"], source=EventSource.USER)
+        assert platform.event(event.event_id).audience == expected
+        kind = platform.scope_of(platform.vm("gpu_0")).kind
+        assert kind is (ScopeKind.VM if fault_domains == 1 else ScopeKind.PLACEMENT_GROUP)

@@ -17,6 +17,7 @@ from forewarn.domain import descriptions
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import CampaignView, EventRequest, Platform
+from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.vms import Priority, Vm
 
 #: DurationInSeconds of a live-migration Freeze, as in the documentation's example.
@@ -139,7 +140,7 @@ def group_requests(
     duration_seconds: int = -1,
 ) -> list[EventRequest]:
     """One request per (tenant, delivery-scope group, update domain), names sorted."""
-    groups: dict[tuple[str, tuple[str, str], int], list[str]] = defaultdict(list)
+    groups: dict[tuple[str, ScopeGroup, int], list[str]] = defaultdict(list)
     for vm in vms:
         key = (vm.tenant, platform.scope_of(vm), vm.platform_update_domain)
         groups[key].append(vm.name)

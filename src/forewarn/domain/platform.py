@@ -47,7 +47,7 @@ from forewarn.domain.events import (
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.impact import Pause
-from forewarn.domain.scope import audience, scope_group
+from forewarn.domain.scope import ScopeGroup, audience, scope_group
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
 
@@ -142,7 +142,7 @@ class Platform:
         self._scale_sets: dict[str, ScaleSet] = {}
         self._by_address: dict[str, str] = {}
         # scope group -> its members' names, so an event's audience costs its group's size
-        self._groups: dict[tuple[str, str], dict[str, None]] = {}
+        self._groups: dict[ScopeGroup, dict[str, None]] = {}
         self._documents: dict[str, Document] = {}
         # vm name -> ids of the live events it is shown, in creation order (dicts keep order)
         self._visible: dict[str, dict[str, None]] = {}
@@ -207,7 +207,7 @@ class Platform:
         name = self._by_address.get(address)
         return None if name is None else self._vms[name]
 
-    def scope_of(self, vm: Vm) -> tuple[str, str]:
+    def scope_of(self, vm: Vm) -> ScopeGroup:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._scale_sets)
 
@@ -561,7 +561,7 @@ class Platform:
         hosts = sorted({vm.host for vm in self._vms.values()} - {current, ""})
         return hosts[0] if hosts else f"{current or 'host'}-redeployed"
 
-    def _group_members(self, group: tuple[str, str]) -> Iterable[str]:
+    def _group_members(self, group: ScopeGroup) -> Iterable[str]:
         return self._groups.get(group, {}).keys()
 
     def _delete_vm(self, vm: Vm) -> None:

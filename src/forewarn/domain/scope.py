@@ -12,28 +12,45 @@ lists only the impacted VMs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import NamedTuple
 
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.vms import Vm
 
 
-def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> tuple[str, str]:
-    """The group whose members all see each other's events, as ``(kind, name)``."""
+class ScopeKind(StrEnum):
+    """What kind of group shares events: a closed set, so a typo is a type error."""
+
+    VM = "vm"
+    CLOUD_SERVICE = "cloud-service"
+    AVAILABILITY_SET = "availability-set"
+    PLACEMENT_GROUP = "placement-group"
+
+
+class ScopeGroup(NamedTuple):
+    kind: ScopeKind
+    name: str
+
+
+def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> ScopeGroup:
+    """The group whose members all see each other's events."""
     if vm.cloud_service is not None:
-        return ("cloud-service", vm.cloud_service)
+        return ScopeGroup(ScopeKind.CLOUD_SERVICE, vm.cloud_service)
     if vm.availability_set is not None:
-        return ("availability-set", vm.availability_set)
+        return ScopeGroup(ScopeKind.AVAILABILITY_SET, vm.availability_set)
     if vm.vm_scale_set_name:
         scale_set = scale_sets.get(vm.vm_scale_set_name)
         if vm.is_gpu and scale_set is not None and scale_set.platform_fault_domain_count == 1:
-            return ("vm", vm.name)
-        return ("placement-group", f"{vm.vm_scale_set_name}/{vm.placement_group or '0'}")
-    return ("vm", vm.name)
+            return ScopeGroup(ScopeKind.VM, vm.name)
+        placement = f"{vm.vm_scale_set_name}/{vm.placement_group or '0'}"
+        return ScopeGroup(ScopeKind.PLACEMENT_GROUP, placement)
+    return ScopeGroup(ScopeKind.VM, vm.name)
 
 
 def audience(
     impacted: Iterable[Vm],
-    members: Callable[[tuple[str, str]], Iterable[str]],
+    members: Callable[[ScopeGroup], Iterable[str]],
     scale_sets: Mapping[str, ScaleSet] | None = None,
 ) -> frozenset[str]:
     """Names of every VM that sees an event impacting ``impacted``.
@@ -46,6 +63,6 @@ def audience(
     for vm in impacted:
         names.add(vm.name)
         group = scope_group(vm, scale_sets)
-        if group[0] != "vm":
+        if group.kind is not ScopeKind.VM:
             names.update(members(group))
     return frozenset(names)
