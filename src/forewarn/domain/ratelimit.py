@@ -24,9 +24,14 @@ class RateLimiter:
         return self._rate
 
     def allow(self, key: str, now: float) -> bool:
-        """Take a token for ``key`` if one is left; False means answer 429."""
-        tokens, last = self._buckets.get(key, (self._rate, now))
-        tokens = min(self._rate, tokens + (now - last) * self._rate)
+        """Take a token for ``key`` if one is left; False means answer 429.
+
+        The bucket holds at least one request, so a rate below one per second (``serve
+        --rate-limit 0.5``) allows one request every 1/rate seconds rather than none at all.
+        """
+        burst = max(self._rate, 1.0)
+        tokens, last = self._buckets.get(key, (burst, now))
+        tokens = min(burst, tokens + (now - last) * self._rate)
         if tokens < 1.0:
             self._buckets[key] = (tokens, now)
             return False
