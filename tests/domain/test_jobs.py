@@ -1,0 +1,89 @@
+"""Jobs: the events of one platform operation start together (SPEC 3-4).
+
+SPEC 3 [doc: reference/imds/vmss-terminate-notification.md]: scale-set Terminate events "for
+one scale set with the same NotBefore" are one job, and "all must be approved before any
+proceeds"; a deletion at another moment, or of another set, is a job of its own.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from forewarn.domain import operations
+from forewarn.domain.events import EventSource, EventStatus
+from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Vm
+
+START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+
+
+def fleet(*sets: str) -> Platform:
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(9))
+    for name in sets:
+        platform.add_scale_set(ScaleSet(name, terminate_notification=True))
+        for index in range(3):
+            platform.add_vm(
+                Vm(name=f"{name}_{index}", vm_id=f"{name}{index}", vm_scale_set_name=name)
+            )
+    return platform
+
+
+def status(platform: Platform, event_id: str) -> EventStatus:
+    return platform.event(event_id).event.status
+
+
+def test_deletions_of_one_set_at_one_moment_are_one_job() -> None:
+    platform = fleet("web")
+    (first,) = operations.delete_instances(platform, "web", ["0"])
+    (second,) = operations.delete_instances(platform, "web", ["1"])
+    assert platform.event(first.event_id).job_id == platform.event(second.event_id).job_id
+    platform.approve("web_0", [first.event_id])
+    assert status(platform, first.event_id) is EventStatus.SCHEDULED  # waits for its partner
+    platform.approve("web_1", [second.event_id])
+    assert status(platform, first.event_id) is EventStatus.STARTED
+    assert status(platform, second.event_id) is EventStatus.STARTED
+
+
+def test_a_deletion_a_moment_later_is_a_job_of_its_own() -> None:
+    platform = fleet("web")
+    (first,) = operations.delete_instances(platform, "web", ["0"])
+    platform.advance_to(START + timedelta(seconds=1))
+    (later,) = operations.delete_instances(platform, "web", ["1"])
+    assert platform.event(first.event_id).job_id != platform.event(later.event_id).job_id
+    platform.approve("web_0", [first.event_id])
+    assert status(platform, first.event_id) is EventStatus.STARTED
+    assert status(platform, later.event_id) is EventStatus.SCHEDULED
+
+
+def test_deletions_in_two_sets_are_two_jobs() -> None:
+    platform = fleet("web", "api")
+    (web,) = operations.delete_instances(platform, "web", ["0"])
+    (api,) = operations.delete_instances(platform, "api", ["0"])
+    assert platform.event(web.event_id).job_id != platform.event(api.event_id).job_id
+    platform.approve("web_0", [web.event_id])
+    assert status(platform, web.event_id) is EventStatus.STARTED
+    assert status(platform, api.event_id) is EventStatus.SCHEDULED
+
+
+def test_a_started_job_is_closed_to_later_deletions() -> None:
+    """Once a job has started, a deletion with what would have been its NotBefore cannot join
+    it: it would start at once, with no notice at all."""
+    platform = fleet("web")
+    (first,) = operations.delete_instances(platform, "web", ["0"])
+    platform.approve("web_0", [first.event_id])
+    (again,) = operations.delete_instances(platform, "web", ["1"])
+    assert platform.event(again.event_id).job_id != platform.event(first.event_id).job_id
+    assert status(platform, again.event_id) is EventStatus.SCHEDULED
+
+
+def test_deletion_is_user_initiated_unless_autoscale_scales_in() -> None:
+    """vmss-terminate-notification.md: a user's delete is EventSource User; a scale-in by
+    autoscale comes from the Platform."""
+    platform = fleet("web")
+    (user,) = operations.delete_instances(platform, "web", ["0"])
+    (scale_in,) = operations.delete_instances(platform, "web", ["1"], autoscale=True)
+    assert user.source is EventSource.USER
+    assert scale_in.source is EventSource.PLATFORM
