@@ -192,3 +192,28 @@ def test_re_enablement_resets_incarnation_but_a_request_within_the_idle_period_d
     platform.advance_to(START + DAY - timedelta(seconds=1))
     assert platform.touch("vm0") is False
     assert platform.document("vm0") is counted
+
+
+def test_the_idle_period_ends_exactly_at_24_hours() -> None:
+    """scheduled-events-linux.txt, "Enabling and disabling": Scheduled Events is disabled
+    "after 24 hours without a request": at 24 h it is off, a second earlier still on."""
+    platform = make_platform(FAST)
+    add(platform, "vm0", host="h1")
+    platform.advance_to(START + DAY - timedelta(seconds=1))
+    assert platform.receiving("vm0")
+    platform.advance_to(START + DAY)
+    assert not platform.receiving("vm0")
+    assert platform.touch("vm0") is True  # the request at exactly 24 h turns it on again
+
+
+def test_after_a_restart_enabled_vms_count_as_having_just_asked() -> None:
+    """A restart of the service keeps only the requests that changed state: the VMs that were
+    on must not fall idle because the service was away; those never on stay off."""
+    platform = make_platform(FAST)
+    add(platform, "on", host="h1")
+    add(platform, "never", host="h2", receiving=False)
+    platform.advance_to(START + DAY - timedelta(seconds=1))
+    platform.assume_requests_now()
+    platform.advance_to(START + DAY + timedelta(hours=1))
+    assert platform.receiving("on")
+    assert not platform.receiving("never")
