@@ -18,7 +18,7 @@ from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
-from forewarn.domain.vms import Vm
+from forewarn.domain.vms import Priority, Vm
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 
@@ -110,3 +110,36 @@ def test_settings_are_type_equals_policy_in_any_case() -> None:
     for bad in ("Reboot", "Reboot=maybe", "Rebooting=hold", "=hold"):
         with pytest.raises(ValueError, match="TYPE=POLICY"):
             ImpactPolicies.parse([bad])
+
+
+def test_a_duration_of_zero_means_no_impact() -> None:
+    """scheduled-events-linux.txt, "Event Properties": DurationInSeconds 0 means "no impact":
+    a started Freeze of 0 s pauses nobody, while -1 ("unknown") takes the profile's impact."""
+    platform = platform_with("a", "b")
+    started(platform, EventType.FREEZE, "a", seconds=0)
+    assert platform.pause("a") is None
+    assert platform.reachable("a")
+    started(platform, EventType.FREEZE, "b", seconds=-1)
+    pause = platform.pause("b")
+    assert pause is not None
+    assert pause.until == START + DOCUMENTED.impact
+
+
+def test_every_resource_is_moved_at_the_end_of_a_redeploy_even_past_a_deleted_one() -> None:
+    """SPEC 6: a Redeploy moves the VM to another host when its impact ends; all resources of
+    the event move, also when an earlier one in the list is gone by then."""
+    platform = platform_with("a", "b", "c")
+    platform.add_vm(Vm(name="d", vm_id="id-d", host="h2"))
+    started(platform, EventType.REDEPLOY, "a", "b", "c", seconds=5)
+    platform.delete_vm("a")
+    platform.advance_to(START + timedelta(seconds=5))
+    assert platform.vm("b").host != "h1"
+    assert platform.vm("c").host != "h1"
+
+
+def test_an_eviction_deletes_every_resource_when_its_impact_ends() -> None:
+    platform = platform_with("a", "b", priority=Priority.SPOT)
+    started(platform, EventType.PREEMPT, "a", "b", seconds=5)
+    assert {vm.name for vm in platform.vms()} == {"a", "b"}
+    platform.advance_to(START + timedelta(seconds=5))
+    assert platform.vms() == ()
