@@ -270,3 +270,27 @@ def test_if_none_match_answers_304_until_the_document_changes(pair: ForewarnServ
     (approved,) = parse_responses(exchange(pair.host, pair.port, post).data)
     assert approved.status == 200
     assert pair.events()[event_id]["EventStatus"] == "Started"
+
+
+def test_a_url_at_its_limit_is_answered_and_one_byte_longer_is_refused(
+    pair: ForewarnServer,
+) -> None:
+    """SPEC 1: bounded lengths, 400 beyond (the socket server's 2048-byte URL limit)."""
+    limit = 2048
+
+    def target(length: int) -> str:
+        """``TARGET`` with distinct parameters of at most 200 bytes each, ``length`` long."""
+        url, index = TARGET, 0
+        while len(url) < length:
+            index += 1
+            head = f"&k{index:03d}="
+            url += head + "v" * min(200, length - len(url) - len(head))
+        return url
+
+    at_limit, over = target(limit), target(limit + 1)
+    assert (len(at_limit), len(over)) == (limit, limit + 1)
+    (answered,) = parse_responses(exchange(pair.host, pair.port, _get(at_limit)).data)
+    assert answered.status == 200, answered.body
+    (refused,) = parse_responses(exchange(pair.host, pair.port, _get(over)).data)
+    assert refused.status == 400
+    assert refused.json()["error"] == f"Bad request. The URL is longer than {limit} bytes"
