@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from click.testing import CliRunner
 
 from forewarn.cli import main
 
-from .cli_support import EXAMPLES
+from .cli_support import EXAMPLES, free_port
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -25,17 +24,10 @@ AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
 pytestmark = pytest.mark.e2e
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def served() -> Iterator[str]:
     """``forewarn serve`` with the live-migration fleet, manual clock, fast profile."""
-    port, control_port = _free_port(), _free_port()
+    port, control_port = free_port(), free_port()
     process = subprocess.Popen(
         [
             sys.executable, "-m", "forewarn", "serve",

@@ -5,7 +5,6 @@ flags, in that order of strength, shown by ``--print-config``; and its log."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ import yaml
 from click.testing import CliRunner
 
 from forewarn.cli import main
+
+from .cli_support import free_port
 
 
 def _printed(args: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
@@ -65,15 +66,8 @@ def test_the_token_is_never_printed() -> None:
 CLI = [sys.executable, "-m", "forewarn"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def test_operations_and_changes_at_info_and_requests_at_debug(tmp_path: Path) -> None:
-    port, control = _free_port(), _free_port()
+    port, control = free_port(), free_port()
     argv = [sys.executable, "-m", "forewarn", "serve", "--clock", "manual", "--log-format", "json"]
     argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"]
     errors = tmp_path / "stderr.log"
