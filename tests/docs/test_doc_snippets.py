@@ -96,6 +96,8 @@ wait_for_serve() {
 def _ports_free() -> bool:
     for port in (16954, 16955):
         with socket.socket() as probe:
+            # As the server binds: a previous block's connections in TIME_WAIT don't count.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
