@@ -10,9 +10,13 @@ from click.testing import CliRunner
 
 from forewarn.cli import main
 from forewarn.config.fleet import FleetFileError, load_fleet, parse_fleet
+from forewarn.domain import operations
+from forewarn.domain.clock import DEFAULT_START, ManualClock
+from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Priority
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import open_service
+from forewarn.service import service_for_fleet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -59,6 +63,41 @@ def test_classic_role_instances_are_not_iaas() -> None:
         ("FrontEnd_IN_0", False, "svc"),
         ("FrontEnd_IN_1", False, "svc"),
     ]
+
+
+def test_instance_n_of_every_role_shares_update_domain_n_mod_count() -> None:
+    """scheduled-events-linux.txt, "Event properties", Resources: "This is guaranteed to contain
+    machines from at most one Update Domain" with the example ``["FrontEnd_IN_0",
+    "BackEnd_IN_0"]``: instance *n* of every role is in update domain *n mod count*."""
+    fleet = parse_fleet(
+        """
+cloudServices:
+  - name: svc
+    addressStart: 127.0.6.1
+    updateDomains: 2
+    roles: [{name: FrontEnd, instances: 3}, {name: BackEnd, instances: 2}]
+"""
+    )
+    assert [(vm.name, vm.platform_update_domain, vm.platform_fault_domain) for vm in fleet.vms] == [
+        ("FrontEnd_IN_0", 0, 0),
+        ("FrontEnd_IN_1", 1, 1),
+        ("FrontEnd_IN_2", 0, 0),
+        ("BackEnd_IN_0", 0, 0),
+        ("BackEnd_IN_1", 1, 1),
+    ]
+    clock = ManualClock(DEFAULT_START)
+    platform = service_for_fleet(fleet, clock, timing=DOCUMENTED).platform
+    operations.maintenance_campaign(platform)
+    (event,) = platform.document("BackEnd_IN_1").events
+    assert [r.name for r in event.resources] == ["FrontEnd_IN_0", "FrontEnd_IN_2", "BackEnd_IN_0"]
+    two_roles = parse_fleet(
+        "cloudServices: [{name: svc, roles: [{name: FrontEnd}, {name: BackEnd}],"
+        " addressStart: 127.0.6.1}]"
+    )
+    platform = service_for_fleet(two_roles, ManualClock(DEFAULT_START), timing=DOCUMENTED).platform
+    operations.maintenance_campaign(platform)
+    (event,) = platform.document("FrontEnd_IN_0").events
+    assert [r.name for r in event.resources] == ["FrontEnd_IN_0", "BackEnd_IN_0"]
 
 
 def test_policy_and_priority() -> None:

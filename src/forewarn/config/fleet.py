@@ -152,11 +152,16 @@ class _RoleSpec(_Strict):
 class _CloudServiceSpec(_Strict):
     name: Name
     roles: list[_RoleSpec] = Field(min_length=1, max_length=25)
+    update_domains: int = Field(default=5, alias="updateDomains", ge=1, le=20)
     address_start: str | None = Field(default=None, alias="addressStart")
     host: str | None = Field(default=None, max_length=64)
     subscription_id: str | None = Field(default=None, alias="subscriptionId", max_length=64)
 
     _address = field_validator("address_start")(_check_address)
+
+
+#: A classic cloud service spreads each role over two fault domains.
+_CLASSIC_FAULT_DOMAINS = 2
 
 
 class _FleetSpec(_Strict):
@@ -328,8 +333,10 @@ class _Builder:
             )
 
     def _cloud_service(self, spec: _CloudServiceSpec) -> None:
+        """Instance *n* of every role is in update domain *n mod count* and fault domain *n mod
+        2*, so one event can name ``["FrontEnd_IN_0", "BackEnd_IN_0"]`` (the Resources example of
+        scheduled-events-linux.txt; classic cloud services have two fault domains)."""
         addresses = _Addresses(spec.address_start)
-        position = 0
         for role in spec.roles:
             for n in range(role.instances):
                 name = f"{role.name}_IN_{n}"
@@ -340,17 +347,16 @@ class _Builder:
                         subscription_id=spec.subscription_id or self.defaults.subscription_id,
                         resource_group=self.defaults.resource_group,
                         location=self.defaults.location,
-                        platform_fault_domain=position % 2,
-                        platform_update_domain=position % 5,
+                        platform_fault_domain=n % _CLASSIC_FAULT_DOMAINS,
+                        platform_update_domain=n % spec.update_domains,
                         vm_size=self.defaults.size,
                         os_type=self.defaults.os_type,
                         address=addresses.take(),
-                        host=spec.host or f"host-{spec.name}-{position % 2}",
+                        host=spec.host or f"host-{spec.name}-{n % _CLASSIC_FAULT_DOMAINS}",
                         cloud_service=spec.name,
                         iaas=False,
                     )
                 )
-                position += 1
 
 
 class _FleetProblemError(Exception):

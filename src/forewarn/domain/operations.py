@@ -139,14 +139,16 @@ def group_requests(
     description: str,
     duration_seconds: int = -1,
 ) -> list[EventRequest]:
-    """One request per (tenant, delivery-scope group, update domain), names sorted."""
+    """One request per (tenant, delivery-scope group, update domain), naming its VMs in fleet
+    order: the documentation's example lists ``["FrontEnd_IN_0", "BackEnd_IN_0"]``, roles as
+    the service defines them, not alphabetically."""
     groups: dict[tuple[str, ScopeGroup, int], list[str]] = defaultdict(list)
     for vm in vms:
         key = (vm.tenant, platform.scope_of(vm), vm.platform_update_domain)
         groups[key].append(vm.name)
     return [
         EventRequest(
-            event_type, tuple(sorted(names)), EventSource.PLATFORM, description, duration_seconds
+            event_type, tuple(names), EventSource.PLATFORM, description, duration_seconds
         )
         for _, names in sorted(groups.items())
     ]
