@@ -147,9 +147,7 @@ def group_requests(
         key = (vm.tenant, platform.scope_of(vm), vm.platform_update_domain)
         groups[key].append(vm.name)
     return [
-        EventRequest(
-            event_type, tuple(names), EventSource.PLATFORM, description, duration_seconds
-        )
+        EventRequest(event_type, tuple(names), EventSource.PLATFORM, description, duration_seconds)
         for _, names in sorted(groups.items())
     ]
 
