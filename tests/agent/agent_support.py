@@ -34,7 +34,7 @@ availabilitySets:
 vms:
   - {name: vm0, address: 127.0.0.2, host: h0, priority: Spot}
   - {name: WestNO_0, address: 127.0.0.3, availabilitySet: west, faultDomain: 0, updateDomain: 0, host: h1}
-  - {name: WestNO_1, address: 127.0.0.4, availabilitySet: west, faultDomain: 1, updateDomain: 0, host: h1}
+  - {name: WestNO_1, address: 127.0.0.4, availabilitySet: west, faultDomain: 0, updateDomain: 0, host: h1}
 scaleSets:
   - name: web
     capacity: 1

@@ -18,18 +18,19 @@ availabilitySets:
   - {{name: west, faultDomains: 2, updateDomains: 5}}
 vms:
   - {{name: WestNO_0, address: 127.0.0.2, availabilitySet: west, faultDomain: 0, updateDomain: 0, host: h1}}
-  - {{name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, updateDomain: 0, host: h1}}
+  - {{name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 0, updateDomain: 0, host: h1}}
   - {{name: app0, address: 127.0.0.4, host: host-app}}
   - {{name: spot0, address: 127.0.0.5, host: host-spot, priority: Spot}}
 scaleSets:
   - name: web
     capacity: 2
     addressStart: 127.0.1.1
-    hosts: [host-web]
+    hosts: [host-web, host-web-1]       # one host per fault domain
+    platformFaultDomainCount: 2
     terminateNotification: {{enabled: true, notBeforeTimeout: PT7M}}
     osImageNotification: true
-  - {{name: plain, capacity: 2, addressStart: 127.0.2.1, hosts: [host-plain]}}
-  - {{name: batch, capacity: 2, addressStart: 127.0.3.1, hosts: [host-batch], priority: Spot}}
+  - {{name: plain, capacity: 2, addressStart: 127.0.2.1, hosts: [host-plain], platformFaultDomainCount: 1}}
+  - {{name: batch, capacity: 2, addressStart: 127.0.3.1, hosts: [host-batch], platformFaultDomainCount: 1, priority: Spot}}
 """
 
 

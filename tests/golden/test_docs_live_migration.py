@@ -92,13 +92,14 @@ class Pair:
     def __init__(self) -> None:
         self.clock = ManualClock(START)
         platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(2022))
-        for fault_domain, (name, address) in enumerate(ADDRESSES.items()):
+        # one live migration of node-1 names both: one host, so one fault domain
+        for index, (name, address) in enumerate(ADDRESSES.items()):
             platform.add_vm(
                 Vm(
                     name=name,
-                    vm_id=f"00000000-0000-4000-8000-00000000000{fault_domain}",
+                    vm_id=f"00000000-0000-4000-8000-00000000000{index}",
                     availability_set="WestNO",
-                    platform_fault_domain=fault_domain,
+                    platform_fault_domain=0,
                     host="node-1",
                     address=address,
                 )

@@ -162,7 +162,7 @@ def scale_set_fixture() -> Fixture:
             vm_scale_set_name="web",
             platform_fault_domain=index % 2,
             platform_update_domain=index,
-            host=f"node-{index // 2}",
+            host=f"node-{index % 2}",
             priority=Priority.SPOT if index == 3 else Priority.REGULAR,
         )
     platform, user = EventSource.PLATFORM.value, EventSource.USER.value

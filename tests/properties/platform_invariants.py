@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from platform_model import START, Fleet, expected_audience, fault_domain_group, scope_key
 
 from forewarn.domain.documents import FIRST_INCARNATION, Document
-from forewarn.domain.events import Event, EventStatus, EventType
+from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.platform import CampaignView, EventView, Platform
 from forewarn.domain.timing import TimingProfile
 
@@ -36,6 +36,7 @@ class Snapshot:
     reachable: dict[str, bool]
     receiving: dict[str, bool]
     campaigns: tuple[CampaignView, ...]
+    hosts: dict[str, str]
 
     @classmethod
     def take(cls, platform: Platform) -> Snapshot:
@@ -47,6 +48,7 @@ class Snapshot:
             reachable={name: platform.reachable(name) for name in names},
             receiving={name: platform.receiving(name) for name in names},
             campaigns=platform.campaigns(),
+            hosts={vm.name: vm.host for vm in platform.vms()},
         )
 
 
@@ -96,6 +98,7 @@ class Invariants:
             self.check_delivery_scope,
             self.check_enablement,
             self.check_campaign_fault_domains,
+            self.check_fault_domains_on_their_own_hosts,
             self.check_vm_removal,
             self.check_impact,
         ):
@@ -299,6 +302,32 @@ class Invariants:
             if not walked or walked[-1] != domain:
                 assert not walked or walked[-1] < domain, "fault domains revisited"
                 walked.append(domain)
+
+    def check_fault_domains_on_their_own_hosts(self, previous: Snapshot, current: Snapshot) -> None:
+        """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
+        domains won't be impacted by routine maintenance operations at the same time". A host's
+        maintenance hits all of it at once, so through redeploys, predicted failures and host
+        failures no host holds two fault domains of one set, and no platform event names two."""
+        del previous
+        domains_on: dict[tuple[tuple[str, str], str], set[int]] = defaultdict(set)
+        for name, host in current.hosts.items():
+            vm = self.fleet[name]
+            group = fault_domain_group(vm)
+            if group is not None:
+                domains_on[group, host].add(vm.platform_fault_domain)
+        for (group, host), domains in domains_on.items():
+            assert len(domains) == 1, f"{host} holds fault domains {domains} of {group}"
+        for view in current.events.values():
+            if view.event.source is not EventSource.PLATFORM:
+                continue
+            named: dict[tuple[str, str], set[int]] = defaultdict(set)
+            for resource in view.event.resources:
+                vm = self.fleet[resource.name]
+                group = fault_domain_group(vm)
+                if group is not None:
+                    named[group].add(vm.platform_fault_domain)
+            for group, domains in named.items():
+                assert len(domains) == 1, f"{view.event.event_id} spans {domains} of {group}"
 
     def check_vm_removal(self, previous: Snapshot, current: Snapshot) -> None:
         """A VM leaves the fleet only when asked to (deleted without terminate notification)

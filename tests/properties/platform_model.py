@@ -108,7 +108,7 @@ def fleets(draw: st.DrawFn) -> Fleet:
     """Standalone and zonal VMs (some Spot, some with auto-approval), availability sets with
     fault and update domains, a classic cloud service, scale sets (Spot or not, placement
     groups, GPU with one fault domain, terminate and OS image notifications), all spread over
-    three hosts shared by two tenants."""
+    three hosts shared by two tenants, each set's fault domains on hosts of their own."""
     tenant = st.sampled_from(TENANTS)
     host = st.sampled_from(HOSTS)
     domain = st.sampled_from(DOMAINS)
@@ -127,29 +127,33 @@ def fleets(draw: st.DrawFn) -> Fleet:
         )
     for s in range(draw(st.integers(0, 2))):
         owner = draw(tenant)
+        hosts_of = draw(st.permutations(HOSTS))  # fault domain d runs on hosts_of[d]
         for i in range(draw(st.integers(1, 4))):
+            fault_domain = draw(domain)
             vms.append(
                 _vm(
                     f"avset{s}-{i}",
                     subscription_id=owner,
                     availability_set=f"avset{s}",
-                    platform_fault_domain=draw(domain),
+                    platform_fault_domain=fault_domain,
                     platform_update_domain=draw(domain),
-                    host=draw(host),
+                    host=hosts_of[fault_domain],
                 )
             )
     if draw(st.booleans()):
         owner = draw(tenant)
+        hosts_of = draw(st.permutations(HOSTS))
         for i in range(draw(st.integers(1, 3))):
+            fault_domain = draw(domain)
             vms.append(
                 _vm(
                     f"Role_IN_{i}",
                     subscription_id=owner,
                     cloud_service="classic",
                     iaas=False,
-                    platform_fault_domain=draw(domain),
+                    platform_fault_domain=fault_domain,
                     platform_update_domain=draw(domain),
-                    host=draw(host),
+                    host=hosts_of[fault_domain],
                 )
             )
     scale_sets: list[ScaleSet] = []
@@ -168,6 +172,7 @@ def fleets(draw: st.DrawFn) -> Fleet:
         scale_sets.append(scale_set)
         owner = draw(tenant)
         size = draw(st.sampled_from(SIZES))
+        hosts_of = draw(st.permutations(HOSTS))
         for i in range(draw(st.integers(1, 4))):
             vms.append(
                 _vm(
@@ -180,7 +185,7 @@ def fleets(draw: st.DrawFn) -> Fleet:
                     vm_size=size,
                     priority=priority,
                     zone=draw(st.sampled_from(ZONES)),
-                    host=draw(host),
+                    host=hosts_of[i % scale_set.platform_fault_domain_count],
                 )
             )
     if not vms:
@@ -394,7 +399,7 @@ REPLAY_FLEET = Fleet(
                 availability_set="avset0",
                 platform_fault_domain=i % 2,
                 platform_update_domain=i % 3,
-                host=HOSTS[i % 3],
+                host=HOSTS[i % 2],
             )
             for i in range(4)
         ),
@@ -416,7 +421,7 @@ REPLAY_FLEET = Fleet(
                 vm_scale_set_name="vmss0",
                 placement_group=None if i < 2 else "pg1",
                 platform_fault_domain=i % 2,
-                host=HOSTS[(i + 1) % 3],
+                host=HOSTS[(i % 2 + 1) % 3],
             )
             for i in range(4)
         ),

@@ -129,7 +129,7 @@ def test_maintenance_evictions_and_clock_steps() -> None:
         "steps:\n"
         "  - set-clock: 2022-04-11T23:00:00Z\n"
         "  - maintenance: {eventType: Freeze}\n"
-        "  - expect: {vm: WestNO_1, events: [{EventType: Freeze, Resources: [WestNO_0], NotBefore: '+3s'}]}\n"
+        "  - expect: {vm: WestNO_1, events: [{EventType: Freeze, Resources: [WestNO_0, WestNO_1], NotBefore: '+3s'}]}\n"
         "  - simulate-eviction: WestNO_0\n"
     )
     assert result.failure is not None

@@ -94,7 +94,6 @@ def test_every_operation_of_the_handle_makes_its_documented_event() -> None:
     )
     with ForewarnPlatform(fleet=fleet) as platform:
         made = {
-            "fail": platform.fail_host("h3"),
             "restart": platform.restart("a"),
             "evict": platform.evict("spot"),
             "delete": platform.delete_instances("web", "0"),
@@ -106,6 +105,7 @@ def test_every_operation_of_the_handle_makes_its_documented_event() -> None:
         made["maintain"] = platform.maintain_host("h1")
         platform.advance(timedelta(hours=1))
         made["predict"] = platform.predict_failure("h1")
+        made["fail"] = platform.fail_host("h3")
         kinds = {
             name: [(e.event_type.value, e.source.value) for e in ev] for name, ev in made.items()
         }

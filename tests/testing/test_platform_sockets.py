@@ -25,7 +25,7 @@ availabilitySets:
   - name: west
 vms:
   - {name: WestNO_0, address: 127.0.0.2, availabilitySet: west, faultDomain: 0, host: h1}
-  - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, host: h1}
+  - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 0, host: h1}
 """
 
 

@@ -202,5 +202,5 @@ def imds() -> Imds:
 def pair(imds: Imds) -> Imds:
     """Two VMs of one availability set, the shape of the documentation's example."""
     imds.add_vm("WestNO_0", availability_set="WestNO", platform_fault_domain=0, host="h1")
-    imds.add_vm("WestNO_1", availability_set="WestNO", platform_fault_domain=1, host="h1")
+    imds.add_vm("WestNO_1", availability_set="WestNO", platform_fault_domain=0, host="h1")
     return imds

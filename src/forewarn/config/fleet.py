@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from forewarn.domain.errors import DomainError
 from forewarn.domain.fleet import AvailabilitySet, ScaleSet
 from forewarn.domain.operations import instance_name
+from forewarn.domain.placement import placement_error
 from forewarn.domain.vms import Priority, Vm
 from forewarn.errors import ForewarnError
 
@@ -324,7 +325,8 @@ class _Builder:
                     vm_size=spec.size or self.defaults.size,
                     os_type=self.defaults.os_type,
                     address=instance.address or addresses.take(),
-                    host=instance.host or hosts[position % len(hosts)],
+                    # one fault domain per host: the hosts list is per fault domain
+                    host=instance.host or hosts[(position % fd_count) % len(hosts)],
                     placement_group=str(position // spec.placement_group_size),
                     priority=Priority(spec.priority),
                     auto_approve_reboot=policy.user_initiated_reboot.automatically_approve,
@@ -383,6 +385,12 @@ def _check_unique(fleet: Fleet, source: str) -> None:
             addresses.add(vm.address)
     if not fleet.vms:
         raise FleetFileError(f"{source}: the fleet has no VMs")
+    placed: list[Vm] = []
+    for vm in fleet.vms:
+        misplaced = placement_error(vm, placed)
+        if misplaced is not None:
+            raise FleetFileError(f"{source}: {misplaced}")
+        placed.append(vm)
     unaddressed = [vm.name for vm in fleet.vms if vm.address is None]
     if len(fleet.vms) > 1 and unaddressed:
         raise FleetFileError(

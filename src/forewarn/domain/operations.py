@@ -197,15 +197,20 @@ def predict_failure(platform: Platform, host: str) -> tuple[Event, ...]:
     requests = group_requests(
         platform, _on_host(platform, host), EventType.REDEPLOY, descriptions.EMERGENCY_REPAIR
     )
-    return platform.schedule_job(requests, notice=platform.timing.predicted_failure_notice)
+    events = platform.schedule_job(requests, notice=platform.timing.predicted_failure_notice)
+    platform.host_failing(host, failed=False)
+    return events
 
 
 def fail_host(platform: Platform, host: str) -> tuple[Event, ...]:
-    """Hardware failure: no notice, every impacted VM gets a Started Reboot at once."""
+    """Hardware failure: no notice, every impacted VM gets a Started Reboot at once, and comes
+    back on another host when its impact ends."""
     requests = group_requests(
         platform, _on_host(platform, host), EventType.REBOOT, descriptions.VM_FAILURE
     )
-    return platform.schedule_job(requests, already_started=True)
+    events = platform.schedule_job(requests, already_started=True)
+    platform.host_failing(host, failed=True)
+    return events
 
 
 HostAction = Callable[[Platform, str], tuple[Event, ...]]

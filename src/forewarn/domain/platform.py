@@ -47,6 +47,7 @@ from forewarn.domain.events import (
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.impact import Pause
+from forewarn.domain.placement import new_host, placement_error
 from forewarn.domain.scope import ScopeGroup, audience, scope_group
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
@@ -156,6 +157,10 @@ class Platform:
         self._campaigns: dict[int, _Campaign] = {}
         self._deadlines: list[tuple[datetime, int, str, _Deadline]] = []
         self._sequence = 0
+        # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
+        # also see their VMs moved off when their impact ends
+        self._avoided_hosts: set[str] = set()
+        self._failed_hosts: set[str] = set()
 
     # -- the fleet -------------------------------------------------------------------------
 
@@ -182,6 +187,9 @@ class Platform:
         if vm.address is not None and vm.address in self._by_address:
             taken = self._by_address[vm.address]
             raise InvalidOperationError(f"address {vm.address} is already {taken!r}'s")
+        misplaced = placement_error(vm, self._vms.values())
+        if misplaced is not None:
+            raise InvalidOperationError(misplaced)
         if vm.vm_scale_set_name and vm.vm_scale_set_name not in self._scale_sets:
             self._scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         self._vms[vm.name] = vm
@@ -210,6 +218,13 @@ class Platform:
     def scope_of(self, vm: Vm) -> ScopeGroup:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._scale_sets)
+
+    def host_failing(self, host: str, *, failed: bool) -> None:
+        """Mark ``host``'s hardware as predicted to fail (``failed=False``) or failed: no VM is
+        moved there any more, and a failed host's VMs leave it when their impact ends."""
+        self._avoided_hosts.add(host)
+        if failed:
+            self._failed_hosts.add(host)
 
     def delete_vm(self, name: str) -> None:
         """Remove a VM at once, with no event (deletion without terminate notification)."""
@@ -554,12 +569,11 @@ class Platform:
                 continue
             if event_type in _REMOVES_VM:
                 self._delete_vm(vm)
-            elif event_type is EventType.REDEPLOY:
-                self._vms[vm.name] = replace(vm, host=self._other_host(vm.host))
-
-    def _other_host(self, current: str) -> str:
-        hosts = sorted({vm.host for vm in self._vms.values()} - {current, ""})
-        return hosts[0] if hosts else f"{current or 'host'}-redeployed"
+            elif event_type is EventType.REDEPLOY or vm.host in self._failed_hosts:
+                # "Azure will ... immediately begin the recovery process for affected virtual
+                # machines" (scheduled-events-windows-2024.txt): they come back elsewhere
+                host = new_host(vm, self._vms.values(), self._avoided_hosts)
+                self._vms[vm.name] = replace(vm, host=host)
 
     def _group_members(self, group: ScopeGroup) -> Iterable[str]:
         return self._groups.get(group, {}).keys()
