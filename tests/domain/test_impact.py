@@ -143,3 +143,18 @@ def test_an_eviction_deletes_every_resource_when_its_impact_ends() -> None:
     assert {vm.name for vm in platform.vms()} == {"a", "b"}
     platform.advance_to(START + timedelta(seconds=5))
     assert platform.vms() == ()
+
+
+def test_the_impacts_list_names_every_paused_vm_with_its_event_and_end() -> None:
+    """What the impact hooks run on (README "Faithfulness", impact hooks): each VM under an
+    impact, until when, and the event's type and id; nobody before the start or after the end."""
+    platform = platform_with("a", "b", "c")
+    assert platform.impacts() == {}
+    event_id = started(platform, EventType.FREEZE, "a", "b", seconds=5)
+    end = START + timedelta(seconds=5)
+    assert platform.impacts() == {
+        "a": Pause(end, EventType.FREEZE, event_id),
+        "b": Pause(end, EventType.FREEZE, event_id),
+    }
+    platform.advance_to(end)
+    assert platform.impacts() == {}

@@ -458,3 +458,49 @@ def test_overlapping_campaigns_impact_one_fault_domain_at_a_time(platform: Platf
     for elapsed in range(0, 40 * 60, 1):
         platform.advance_to(START + elapsed * SECOND)
         assert len(fault_domains_in_impact(platform)) <= 1, f"at +{elapsed}s"
+
+
+def test_campaigns_are_numbered_from_one_and_report_their_first_step(platform: Platform) -> None:
+    """The campaign a user starts is named by its number (``forewarn maintenance start``
+    prints "campaign 1: 2 fault domain step(s)"); a second one queues behind the first."""
+    add(platform, "as-0", availability_set="as", platform_fault_domain=0, host="h1")
+    add(platform, "as-1", availability_set="as", platform_fault_domain=1, host="h2")
+    first = operations.maintenance_campaign(platform)
+    (event,) = platform.document("as-0").events
+    assert (first.campaign_id, first.step, first.steps) == (1, 1, 2)
+    assert first.current == frozenset({event.event_id})
+    second = operations.maintenance_campaign(platform, ["as-1"])
+    assert (second.campaign_id, second.step, second.steps, second.current) == (2, 0, 1, frozenset())
+    assert [c.campaign_id for c in platform.campaigns()] == [1, 2]
+
+
+def test_a_campaign_step_skips_vms_deleted_before_it(platform: Platform) -> None:
+    """A VM deleted while an earlier fault domain is under maintenance is not named by the
+    later step (Resources name only existing VMs, scheduled-events-linux.txt "Event
+    properties")."""
+    add(platform, "as-0", availability_set="as", platform_fault_domain=0, host="h1")
+    add(platform, "as-1", availability_set="as", platform_fault_domain=1, host="h2")
+    add(platform, "as-3", availability_set="as", platform_fault_domain=1, host="h2")
+    operations.maintenance_campaign(platform)
+    platform.delete_vm("as-3")
+    (first,) = platform.document("as-0").events
+    platform.approve("as-0", [first.event_id])
+    platform.advance_to(START + DOCUMENTED.started_period + SECOND)
+    (second,) = platform.document("as-1").events
+    assert [r.name for r in second.resources] == ["as-1"]
+
+
+def test_a_vm_deleted_during_its_impact_and_added_again_starts_afresh(platform: Platform) -> None:
+    """Deleting a VM forgets everything about it: one added again under the same name is not
+    paused by the old VM's impact, and answers at once."""
+    add(platform, "a", host="h1", address="127.0.0.2")
+    (event,) = operations.restart(platform, "a")
+    platform.approve("a", [event.event_id])
+    assert not platform.reachable("a")
+    platform.delete_vm("a")
+    assert platform.vm_at("127.0.0.2") is None
+    add(platform, "a", host="h1", address="127.0.0.2")
+    assert platform.reachable("a")
+    assert platform.pause("a") is None
+    assert platform.impacts() == {}
+    assert platform.document("a").events == ()

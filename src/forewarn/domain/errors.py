@@ -27,7 +27,6 @@ class UnknownVmError(DomainError):
 
     def __init__(self, what: str) -> None:
         super().__init__(f"no virtual machine {what}")
-        self.what = what
 
 
 class UnknownGroupError(DomainError):
@@ -35,8 +34,6 @@ class UnknownGroupError(DomainError):
 
     def __init__(self, kind: str, name: str, message: str | None = None) -> None:
         super().__init__(message or f"no {kind} named {name!r}")
-        self.kind = kind
-        self.name = name
 
 
 class UnknownEventError(DomainError):
@@ -48,7 +45,6 @@ class UnknownEventError(DomainError):
 
     def __init__(self, event_ids: tuple[str, ...]) -> None:
         super().__init__("unknown event id(s): " + ", ".join(event_ids))
-        self.event_ids = event_ids
 
 
 class InvalidOperationError(DomainError):

@@ -70,7 +70,7 @@ def simulate_eviction(platform: Platform, vm_names: Sequence[str]) -> tuple[Even
         vm = platform.vm(name)
         if vm.priority is not Priority.SPOT:
             raise InvalidOperationError(f"{name} is not a Spot VM; only Spot VMs are evicted")
-        requests.append(EventRequest(EventType.PREEMPT, (name,), EventSource.PLATFORM, ""))
+        requests.append(EventRequest(EventType.PREEMPT, (name,), EventSource.PLATFORM))
     events: list[Event] = []
     for request in requests:
         events.extend(platform.schedule_job([request]))
@@ -108,7 +108,7 @@ def delete_instances(
         return ()
     source = EventSource.PLATFORM if autoscale else EventSource.USER
     notice = platform.timing.terminate_notice or scale_set.terminate_timeout
-    requests = [EventRequest(EventType.TERMINATE, (name,), source, "") for name in names]
+    requests = [EventRequest(EventType.TERMINATE, (name,), source) for name in names]
     return platform.schedule_job(requests, notice=notice, join_key=f"terminate:{scale_set_name}")
 
 
@@ -123,7 +123,7 @@ def os_image_upgrade(
     if not scale_set.os_image_notification:
         return ()
     requests = [
-        EventRequest(EventType.REBOOT, (vm.name,), EventSource.PLATFORM, "")
+        EventRequest(EventType.REBOOT, (vm.name,), EventSource.PLATFORM)
         for vm in vms
         if vm.gets_os_image_notifications
     ]

@@ -22,6 +22,7 @@ of the job is approved, or at their common NotBefore (SPEC 3).
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -95,7 +96,6 @@ class _Job:
 class _Campaign:
     campaign_id: int
     steps: list[list[EventRequest]]
-    notice: timedelta | None
     current: set[str] = field(default_factory=set)
     step: int = 0
 
@@ -155,6 +155,7 @@ class Platform:
         self._events: dict[str, _LiveEvent] = {}
         self._open_jobs: dict[str, _Job] = {}
         self._campaigns: dict[int, _Campaign] = {}
+        self._campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
         self._deadlines: list[tuple[datetime, int, str, _Deadline]] = []
         self._sequence = 0
         # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
@@ -423,17 +424,14 @@ class Platform:
         self._start_job_if_approved(live.job)
         return live.event
 
-    def start_campaign(
-        self, steps: Sequence[Sequence[EventRequest]], *, notice: timedelta | None = None
-    ) -> CampaignView:
+    def start_campaign(self, steps: Sequence[Sequence[EventRequest]]) -> CampaignView:
         """Run ``steps`` one after another: each starts when the previous one's events are
         all gone, so no two steps (fault domains) are in impact at once (SPEC 4).
 
         Campaigns queue behind each other: one started while another runs waits for it, so
         two campaigns over one set cannot impact two of its fault domains at once.
         """
-        self._sequence += 1
-        campaign = _Campaign(self._sequence, [list(step) for step in steps if step], notice)
+        campaign = _Campaign(next(self._campaign_ids), [list(step) for step in steps if step])
         running = bool(self._campaigns)
         self._campaigns[campaign.campaign_id] = campaign
         if not running:
@@ -580,9 +578,9 @@ class Platform:
 
     def _delete_vm(self, vm: Vm) -> None:
         del self._vms[vm.name]
-        self._groups.get(scope_group(vm, self._scale_sets), {}).pop(vm.name, None)
+        del self._groups[scope_group(vm, self._scale_sets)][vm.name]
         if vm.address is not None:
-            self._by_address.pop(vm.address, None)
+            del self._by_address[vm.address]
         for table in (
             self._documents,
             self._visible,
@@ -622,17 +620,15 @@ class Platform:
                 if alive:
                     requests.append(replace(request, impacted=alive))
             if requests:
-                self.schedule_job(requests, notice=campaign.notice, campaign=campaign)
+                self.schedule_job(requests, campaign=campaign)
                 return
         del self._campaigns[campaign.campaign_id]
         if self._campaigns:  # the next queued campaign takes its turn
             self._next_campaign_step(next(iter(self._campaigns.values())))
 
     def _enable(self, name: str) -> None:
-        visible = self._visible[name]
-        for event_id, live in self._events.items():
-            if name in live.audience:
-                visible[event_id] = None
+        shown = (event_id for event_id, live in self._events.items() if name in live.audience)
+        self._visible[name].update(dict.fromkeys(shown))
         self._refresh((name,))
 
     def _view(self, live: _LiveEvent) -> EventView:

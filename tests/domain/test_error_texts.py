@@ -1,0 +1,73 @@
+"""The domain's refusals that users read word for word.
+
+Each text below reaches a person unchanged: as the control API's error ``message``, as the
+CLI's one-line ``Error:``, or as ``forewarn serve``'s one-line start-up error. They are part
+of the contract, so a change to one is a change users see.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from forewarn.domain import operations
+from forewarn.domain.clock import ManualClock
+from forewarn.domain.errors import InvalidOperationError, UnknownEventError
+from forewarn.domain.events import EventType
+from forewarn.domain.impact import ImpactPolicies
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Vm
+
+START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+
+
+def test_the_clock_never_moves_back() -> None:
+    clock = ManualClock(START)
+    with pytest.raises(ValueError, match=r"^a clock only moves forward$"):
+        clock.set(START - timedelta(seconds=1))
+
+
+def test_unknown_event_ids_are_listed_all() -> None:
+    platform = Platform(START)
+    platform.add_vm(Vm(name="a", vm_id="a"))
+    with pytest.raises(UnknownEventError) as refused:
+        platform.approve("a", ["X-1", "X-2"])
+    assert str(refused.value) == "unknown event id(s): X-1, X-2"
+
+
+def test_a_campaign_reboots_or_freezes_and_needs_vms() -> None:
+    platform = Platform(START)
+    platform.add_vm(Vm(name="a", vm_id="a"))
+    with pytest.raises(InvalidOperationError) as wrong_type:
+        operations.maintenance_campaign(platform, event_type=EventType.REDEPLOY)
+    assert str(wrong_type.value) == "a maintenance campaign reboots or freezes VMs"
+    with pytest.raises(InvalidOperationError) as empty:
+        operations.maintenance_campaign(platform, [])
+    assert str(empty.value) == "a maintenance campaign needs at least one VM"
+
+
+def test_a_bad_impact_policy_lists_the_choices() -> None:
+    with pytest.raises(ValueError, match="impact policy") as refused:
+        ImpactPolicies.parse(["Freeze=pause"])
+    assert str(refused.value) == (
+        "impact policy 'Freeze=pause' is not TYPE=POLICY with TYPE one of "
+        "Freeze, Reboot, Redeploy, Preempt, Terminate and POLICY one of hold, drop, refuse"
+    )
+
+
+def test_an_unknown_timing_lists_the_known_ones() -> None:
+    """Only durations can be overridden: the profile's name and its notice table (set per
+    type through ``notice.TYPE``) are not timings."""
+    for key in ("name", "minimum_notice", "impactt"):
+        with pytest.raises(ValueError, match="unknown timing") as refused:
+            DOCUMENTED.with_overrides({key: timedelta(seconds=1)})
+        message = str(refused.value)
+        assert message.startswith(f"unknown timing {key!r}; known: ")
+        known = message.split("known: ")[1].split(", ")
+        assert known == sorted(known)
+        assert {"impact", "first_call_delay", "notice.Freeze", "notice.Terminate"} <= set(known)
+        assert not {"name", "minimum_notice"} & set(known)
+    with pytest.raises(ValueError, match=r"^unknown event type in 'notice\.Nap'$"):
+        DOCUMENTED.with_overrides({"notice.Nap": timedelta(seconds=1)})
