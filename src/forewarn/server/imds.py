@@ -8,6 +8,7 @@ caller, rate limit, X-Forwarded-For, query, Metadata header, api-version.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 import uuid
@@ -122,6 +123,13 @@ _QUERY_CACHE_SIZE = 512
 _OK_CACHE_SIZE = 1024
 
 
+@functools.lru_cache(maxsize=_OK_CACHE_SIZE)
+def _not_modified(etag: bytes) -> ImdsResponse:
+    """The 304 for ``etag``: no body, no Content-Type; pollers repeat a few tags, so each
+    answer is built once."""
+    return ImdsResponse(304, b"", None, etag=etag)
+
+
 class ImdsEndpoint:
     """Answers ``/metadata/scheduledevents``, ``/metadata/instance`` and ``/metadata/versions``."""
 
@@ -141,7 +149,6 @@ class ImdsEndpoint:
         self._monotonic = monotonic
         self._queries: dict[str, dict[str, str] | str] = {}
         self._ok_responses: dict[bytes, ImdsResponse] = {}
-        self._not_modified_responses: dict[bytes, ImdsResponse] = {}
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
         path = request.path
@@ -186,7 +193,7 @@ class ImdsEndpoint:
                 encoded = self.service.encoded_document(vm.name, version)
                 tags = headers.get("if-none-match")
                 if tags is not None and _matches(tags, encoded.tag):
-                    return self._not_modified(encoded.etag)
+                    return _not_modified(encoded.etag)
                 return self._ok(encoded.body, encoded.etag)
             return self._approve(vm, request.body)
 
@@ -201,7 +208,7 @@ class ImdsEndpoint:
     def _paused(self, pause: Pause) -> ImdsResponse:
         policy = self.impact.for_pause(pause)
         if policy is ImpactPolicy.HOLD:
-            return ImdsResponse(0, b"", None, held_until=pause.until)
+            return ImdsResponse(0, held_until=pause.until)
         return RESET if policy is ImpactPolicy.REFUSE else NO_ANSWER
 
     def _ok(self, body: bytes, etag: bytes) -> ImdsResponse:
@@ -219,15 +226,6 @@ class ImdsEndpoint:
             response = self._ok_responses[body] = ImdsResponse(200, body, etag=etag)
         return response
 
-    def _not_modified(self, etag: bytes) -> ImdsResponse:
-        response = self._not_modified_responses.get(etag)
-        if response is None:
-            if len(self._not_modified_responses) >= _OK_CACHE_SIZE:
-                self._not_modified_responses.clear()
-            response = ImdsResponse(304, b"", None, etag=etag)
-            self._not_modified_responses[etag] = response
-        return response
-
     def _approve(self, vm: Vm, body: bytes) -> ImdsResponse:
         """Every api-version approves the same way."""
         if len(body) > self.limits.max_body:
@@ -243,8 +241,7 @@ class ImdsEndpoint:
         return _APPROVED
 
     def _instance(self, vm: Vm, path: str, query: dict[str, str]) -> ImdsResponse:
-        api_version = query.get("api-version", "")
-        if api_version not in instance_wire.INSTANCE_API_VERSIONS:
+        if query.get("api-version") not in instance_wire.INSTANCE_API_VERSIONS:
             return ImdsResponse(
                 400, messages.invalid_api_version_body_for(instance_wire.INSTANCE_NEWEST_VERSIONS)
             )

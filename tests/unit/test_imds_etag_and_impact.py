@@ -1,0 +1,102 @@
+"""The endpoint's answers beyond the JSON: ETag and 304, what a VM under an impact gets, and
+the request id, checked without sockets (the socket tier runs the same through real clients).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from forewarn.domain.events import EventType
+from forewarn.domain.impact import ImpactPolicies
+from forewarn.server.imds import ImdsEndpoint, RequestIds
+
+from .conftest import METADATA, Imds
+
+GUID = re.compile(rb"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def conditional(imds: Imds, if_none_match: str) -> int:
+    return imds.get("vm", headers={**METADATA, "If-None-Match": if_none_match}).status
+
+
+@pytest.mark.parametrize(
+    ("if_none_match", "status"),
+    [
+        ('"1"', 304),
+        ("1", 304),  # Azure/vm-scheduled-events echoes the bare value it stored
+        ('W/"1"', 304),  # RFC 9110 13.1.2: If-None-Match compares weakly
+        ('"0", "1"', 304),
+        ('"0" ,W/"1"', 304),
+        ("*", 304),
+        ('"0"', 200),
+        ('"0", "2"', 200),
+        ('w/"1"', 200),  # the weak prefix is "W/", case-sensitive
+        ('"1"x', 200),
+        ("", 200),
+    ],
+)
+def test_if_none_match_against_the_current_tag(imds: Imds, if_none_match: str, status: int) -> None:
+    """terminate-notification page (reference/imds): the DocumentIncarnation is "an ETag";
+    Microsoft's sample service polls with If-None-Match and expects 304 while unchanged."""
+    imds.add_vm("vm")
+    first = imds.get("vm")
+    assert (first.status, first.etag) == (200, b'"1"')
+    assert conditional(imds, if_none_match) == status
+
+
+def test_a_304_has_the_tag_and_nothing_else(imds: Imds) -> None:
+    imds.add_vm("vm")
+    response = imds.get("vm", headers={**METADATA, "If-None-Match": '"1"'})
+    assert (response.status, response.body, response.content_type, response.etag) == (
+        304,
+        b"",
+        None,
+        b'"1"',
+    )
+    imds.schedule(EventType.REBOOT, "vm")
+    changed = imds.get("vm", headers={**METADATA, "If-None-Match": '"1"'})
+    assert (changed.status, changed.etag) == (200, b'"2"')
+
+
+def endpoint_with(imds: Imds, policy: str) -> ImdsEndpoint:
+    return ImdsEndpoint(imds.service, impact=ImpactPolicies.parse([f"Reboot={policy}"]))
+
+
+def rebooting(imds: Imds) -> None:
+    imds.add_vm("vm")
+    event = imds.schedule(EventType.REBOOT, "vm")
+    assert imds.approve("vm", event.event_id).status == 200
+
+
+def test_hold_keeps_the_request_until_the_impact_ends(imds: Imds) -> None:
+    """README "Faithfulness", impact: hold (the default) answers once the impact is over."""
+    rebooting(imds)
+    held = imds.get("vm")
+    assert (held.status, held.reset) == (0, False)
+    assert held.held_until == imds.start + imds.platform.timing.impact
+    imds.advance(imds.platform.timing.impact + timedelta(seconds=1))
+    assert imds.get("vm").status == 200
+
+
+def test_refuse_resets_and_drop_closes(imds: Imds) -> None:
+    """README "Faithfulness", impact: refuse resets at once (a VM that is off), drop closes
+    the connection unanswered."""
+    rebooting(imds)
+    for policy, reset in (("refuse", True), ("drop", False)):
+        imds.endpoint = endpoint_with(imds, policy)
+        answer = imds.get("vm")
+        assert (answer.status, answer.reset, answer.held_until) == (0, reset, None), policy
+
+
+def test_request_ids_are_guids_and_never_repeat() -> None:
+    """SPEC 1: every response carries an x-ms-request-id GUID, as real captures show."""
+    ids = RequestIds()
+    first, second = ids.next(), ids.next()
+    assert GUID.match(first), first
+    assert GUID.match(second), second
+    assert first != second
+    assert first[:24] == second[:24]
+    assert RequestIds().next()[:24] != first[:24], "each process has its own prefix"
