@@ -105,6 +105,22 @@ class HostOperation(Command):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class VmOperation(Command):
+    """One of :data:`~forewarn.domain.operations.VM_ACTIONS` (freeze-instead, impact-again)."""
+
+    op: ClassVar[str] = "vm"
+    vm: str
+    action: str
+
+    def apply(self, platform: Platform) -> Result:
+        action = operations.VM_ACTIONS.get(self.action)
+        if action is None:
+            known = ", ".join(operations.VM_ACTIONS)
+            raise InvalidOperationError(f"unknown VM action {self.action!r}; known: {known}")
+        return action(platform, self.vm)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StartCampaign(Command):
     op: ClassVar[str] = "campaign"
     vms: tuple[str, ...] | None = None
@@ -189,8 +205,8 @@ class ClockMoved(Command):
 COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
-                HostOperation, StartCampaign, ScheduleEvent, CancelEvent, Approve, Touch,
-                ClockMoved)
+                HostOperation, VmOperation, StartCampaign, ScheduleEvent, CancelEvent, Approve,
+                Touch, ClockMoved)
 }  # fmt: skip
 
 

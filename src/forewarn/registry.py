@@ -35,6 +35,7 @@ from forewarn.commands import (
     Redeploy,
     Restart,
     SimulateEviction,
+    VmOperation,
 )
 from forewarn.domain.operations import instance_names
 from forewarn.domain.platform import Platform
@@ -139,6 +140,13 @@ def _scale_set_exists(platform: Platform, name: str) -> object:
     return platform.scale_set(name)
 
 
+def _vm_action(action: str) -> Callable[[str], Command]:
+    def command(vm: str) -> Command:
+        return VmOperation(vm, action)
+
+    return command
+
+
 def _host_action(action: str) -> Callable[[str], Command]:
     def command(host: str) -> Command:
         return HostOperation(host, action)
@@ -167,6 +175,21 @@ OPERATIONS: tuple[Operation, ...] = (
         "Evict a Spot VM: a Preempt event 30 seconds ahead.",
         lambda vm: SimulateEviction((vm,)),
         "evict",
+    ),
+    Operation(
+        "freeze-instead",
+        VM,
+        "The VM's Scheduled Reboot freezes it instead (5 s, memory kept), as the "
+        "documentation warns may happen; the document still says Reboot.",
+        _vm_action("freeze-instead"),
+        "freeze_instead",
+    ),
+    Operation(
+        "impact-again",
+        VM,
+        "A second impact, half as long as advertised, while the VM's event is still Started.",
+        _vm_action("impact-again"),
+        "impact_again",
     ),
     Operation(
         "simulate-eviction",

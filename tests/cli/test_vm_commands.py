@@ -147,3 +147,17 @@ def test_maintenance_start_and_list(cli: Cli) -> None:
     assert listed[0].split() == ["CAMPAIGN", "STEP", "CURRENT", "EVENTS"]
     assert listed[1].split()[1] == "1/2"
     assert "Error: 404" in cli.fails("maintenance", "start", "--vm", "ghost")
+
+
+def test_the_documented_edge_cases_from_the_shell(cli: Cli) -> None:
+    """scheduled-events-windows-2024.txt, "Event properties", EventStatus: a Reboot that
+    freezes instead, and a second shorter impact while Started; neither makes an event."""
+    (event,) = json.loads(cli.ok("vm", "restart", "--name", "app0", "-o", "json"))["events"]
+    assert "freeze-instead app0: done, with no event" in cli.ok(
+        "vm", "freeze-instead", "--name", "app0"
+    )
+    cli.ok("vm", "approve", "--name", "app0", event["EventId"])
+    assert "is still in its impact" in cli.fails("vm", "impact-again", "--name", "app0")
+    assert "has no Scheduled Reboot to freeze instead" in cli.fails(
+        "vm", "freeze-instead", "--name", "db0"
+    )

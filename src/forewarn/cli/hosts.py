@@ -39,7 +39,7 @@ def _host_command(operation: Operation) -> click.Command:
     def command(name: str, control: str, output: str) -> None:
         with control_api(control) as api:
             data = api.post(operation.path(name))
-        emit_events(data, output, f"{operation.name} {name}: no event")
+        emit_events(data, output, f"{operation.name} {name}: done, with no event")
 
     return command
 

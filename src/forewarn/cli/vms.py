@@ -87,7 +87,7 @@ def _vm_operation(operation: Operation) -> click.Command:
     def command(name: str, control: str, output: str) -> None:
         with control_api(control) as api:
             data = api.post(operation.path(name))
-        emit_events(data, output, f"{operation.name} {name}: no event")
+        emit_events(data, output, f"{operation.name} {name}: done, with no event")
 
     return command
 

@@ -213,6 +213,27 @@ def fail_host(platform: Platform, host: str) -> tuple[Event, ...]:
     return events
 
 
+def freeze_instead(platform: Platform, vm_name: str) -> tuple[Event, ...]:
+    """The VM's Scheduled Reboot freezes it instead, for as long as a live migration's Freeze."""
+    platform.freeze_instead(vm_name, LIVE_MIGRATION_SECONDS)
+    return ()
+
+
+def impact_again(platform: Platform, vm_name: str) -> tuple[Event, ...]:
+    """A second, shorter impact while the VM's event is still Started."""
+    platform.impact_again(vm_name)
+    return ()
+
+
+VmAction = Callable[[Platform, str], tuple[Event, ...]]
+
+#: The documented edge cases that happen to a VM under an event, by the name they are
+#: journaled under (``VmOperation.action``); they create no event of their own.
+VM_ACTIONS: dict[str, VmAction] = {
+    "freeze-instead": freeze_instead,
+    "impact-again": impact_again,
+}
+
 HostAction = Callable[[Platform, str], tuple[Event, ...]]
 
 #: What each host action does, by the name it is journaled under (``HostOperation.action``).

@@ -82,6 +82,9 @@ class _LiveEvent:
     job: _Job
     approvals: set[str] = field(default_factory=set)
 
+    def impacts(self, name: str) -> bool:
+        return any(resource.name == name for resource in self.event.resources)
+
 
 @dataclass(slots=True)
 class _Job:
@@ -162,6 +165,8 @@ class Platform:
         # also see their VMs moved off when their impact ends
         self._avoided_hosts: set[str] = set()
         self._failed_hosts: set[str] = set()
+        # vm name -> the freeze (seconds) its next Reboot brings instead of a reboot
+        self._freeze_instead: dict[str, int] = {}
 
     # -- the fleet -------------------------------------------------------------------------
 
@@ -219,6 +224,45 @@ class Platform:
     def scope_of(self, vm: Vm) -> ScopeGroup:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._scale_sets)
+
+    def freeze_instead(self, name: str, seconds: int) -> None:
+        """The VM's Scheduled Reboot, when it starts, freezes it for ``seconds`` instead: "In
+        rare cases a VM scheduled for EventType:"Reboot" may experience a freeze event instead
+        of a reboot" (scheduled-events-windows-2024.txt, "Event properties", EventStatus). The
+        document still says Reboot; only what the VM lives through differs."""
+        if not any(
+            live.event.event_type is EventType.REBOOT
+            and live.event.status is EventStatus.SCHEDULED
+            and live.impacts(name)
+            for live in self._events.values()
+        ):
+            self.vm(name)
+            raise InvalidOperationError(f"{name!r} has no Scheduled Reboot to freeze instead")
+        self._freeze_instead[name] = seconds
+
+    def impact_again(self, name: str) -> None:
+        """A second impact, half as long as the advertised one, while the VM's event is still
+        Started: "While the event is still in EventStatus:"Started" state, there may be another
+        impact of a shorter duration than what was advertised" (scheduled-events-windows-
+        2024.txt, "Event properties", EventStatus)."""
+        started = [
+            live
+            for live in self._events.values()
+            if live.event.status is EventStatus.STARTED and live.impacts(name)
+        ]
+        if not started:
+            self.vm(name)
+            raise InvalidOperationError(f"{name!r} has no Started event to be impacted again")
+        if not self.reachable(name):
+            raise InvalidOperationError(f"{name!r} is still in its impact")
+        event = started[-1].event
+        shorter = timedelta(seconds=self._impact_of(event).total_seconds() // 2)
+        if shorter <= timedelta(0):
+            raise InvalidOperationError(
+                f"{name!r}'s {event.event_type.value} advertises no impact to fall short of"
+            )
+        self._unreachable_until[name] = self._now + shorter
+        self._impact_of_vm[name] = event
 
     def host_failing(self, host: str, *, failed: bool) -> None:
         """Mark ``host``'s hardware as predicted to fail (``failed=False``) or failed: no VM is
@@ -539,12 +583,18 @@ class Platform:
         event_id = live.event.event_id
         impact = self._impact_of(live.event)
         until = self._now + impact
+        rebooting = live.event.event_type is EventType.REBOOT
         for resource in live.event.resources:
+            freeze = self._freeze_instead.pop(resource.name, None) if rebooting else None
+            vm_until, lived = until, live.event
+            if freeze is not None:  # what the VM lives through (hooks, policy) is a Freeze
+                vm_until = self._now + timedelta(seconds=freeze)
+                lived = replace(live.event, event_type=EventType.FREEZE)
             if resource.name in self._vms and impact > timedelta(0):
                 previous = self._unreachable_until.get(resource.name)
-                if previous is None or until >= previous:
-                    self._unreachable_until[resource.name] = until
-                    self._impact_of_vm[resource.name] = live.event
+                if previous is None or vm_until >= previous:
+                    self._unreachable_until[resource.name] = vm_until
+                    self._impact_of_vm[resource.name] = lived
         self._push(until, event_id, _Deadline.IMPACT_END)
         # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast
         # profile's Started period.
@@ -588,6 +638,7 @@ class Platform:
             self._last_request,
             self._unreachable_until,
             self._impact_of_vm,
+            self._freeze_instead,
         ):
             table.pop(vm.name, None)
 
