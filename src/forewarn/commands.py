@@ -125,12 +125,27 @@ class StartCampaign(Command):
     op: ClassVar[str] = "campaign"
     vms: tuple[str, ...] | None = None
     event_type: str = EventType.REBOOT.value
+    #: The kind of each fault domain's step, in turn (``update``, ``live-migrate``,
+    #: ``maintain``); when absent, the one ``event_type`` stands for.
+    kinds: tuple[str, ...] | None = None
 
     def apply(self, platform: Platform) -> Result:
         """The events of the campaign's first step."""
-        event_type = EventType(self.event_type)
-        campaign = operations.maintenance_campaign(platform, self.vms, event_type=event_type)
+        kinds: tuple[operations.MaintenanceKind, ...]
+        if self.kinds is None:
+            kinds = (operations.MaintenanceKind.for_event_type(EventType(self.event_type)),)
+        else:
+            kinds = tuple(_maintenance_kind(kind) for kind in self.kinds)
+        campaign = operations.maintenance_campaign(platform, self.vms, kinds=kinds)
         return tuple(platform.event(event_id).event for event_id in sorted(campaign.current))
+
+
+def _maintenance_kind(name: str) -> operations.MaintenanceKind:
+    try:
+        return operations.MaintenanceKind(name)
+    except ValueError:
+        known = ", ".join(kind.value for kind in operations.MaintenanceKind)
+        raise InvalidOperationError(f"unknown maintenance kind {name!r}; known: {known}") from None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -248,12 +248,15 @@ class ScheduledEventsService:
         return self.platform.campaigns()
 
     def start_campaign(
-        self, vm_names: tuple[str, ...] | None, event_type: str
+        self,
+        vm_names: tuple[str, ...] | None,
+        event_type: str,
+        kinds: tuple[str, ...] | None = None,
     ) -> tuple[CampaignView | None, Result]:
         """Start a maintenance campaign; the campaign (None when it had nothing left to do
         after its first step) and the events of that step."""
         before = {view.campaign_id for view in self.campaigns()}
-        created = self.execute(StartCampaign(vm_names, event_type))
+        created = self.execute(StartCampaign(vm_names, event_type, kinds))
         started = [view for view in self.platform.campaigns() if view.campaign_id not in before]
         return (started[0] if started else None), created
 

@@ -161,3 +161,16 @@ def test_the_documented_edge_cases_from_the_shell(cli: Cli) -> None:
     assert "has no Scheduled Reboot to freeze instead" in cli.fails(
         "vm", "freeze-instead", "--name", "db0"
     )
+
+
+def test_maintenance_kinds_from_the_shell(cli: Cli) -> None:
+    """SPEC 6: a campaign of memory-preserving host updates, then rebooting maintenance."""
+    output = cli.ok(
+        "maintenance", "start", "--vm", "WestNO_0", "--vm", "WestNO_2", "--kind", "update",
+        "--kind", "maintain", "-o", "json",
+    )  # fmt: skip
+    (event,) = json.loads(output)["events"]
+    assert (event["EventType"], event["DurationInSeconds"]) == ("Freeze", 9)
+    assert "'nap' is not one of 'update'" in cli.fails(
+        "maintenance", "start", "--kind", "nap", code=2
+    )

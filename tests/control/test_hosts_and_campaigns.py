@@ -136,3 +136,20 @@ def test_campaign_refusals(http: httpx.Client, body: object, status: int) -> Non
     """SPEC.md section 4 [ours] for the control plane: campaigns reboot or freeze known VMs."""
     refused(http.post("/api/v1/campaigns", json=body), status)
     assert ok(http.get("/api/v1/campaigns")) == {"campaigns": []}
+
+
+def test_campaign_kinds_choose_each_steps_maintenance(http: httpx.Client) -> None:
+    """SPEC 6: the memory-preserving host update, "the most common real event": a Platform
+    Freeze of about 9 s described "Host server is undergoing maintenance."."""
+    started = ok(
+        http.post("/api/v1/campaigns", json={"vms": ["web_0", "web_1"], "kinds": ["update"]}),
+        status=201,
+    )
+    (first,) = started["events"]
+    assert (first["EventType"], first["DurationInSeconds"], first["Description"]) == (
+        "Freeze",
+        9,
+        "Host server is undergoing maintenance.",
+    )
+    refused(http.post("/api/v1/campaigns", json={"kinds": ["reboot-everything"]}), 422, "kinds")
+    refused(http.post("/api/v1/campaigns", json={"kinds": []}), 422, "kinds")

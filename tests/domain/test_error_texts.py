@@ -41,8 +41,11 @@ def test_a_campaign_reboots_or_freezes_and_needs_vms() -> None:
     platform = Platform(START)
     platform.add_vm(Vm(name="a", vm_id="a"))
     with pytest.raises(InvalidOperationError) as wrong_type:
-        operations.maintenance_campaign(platform, event_type=EventType.REDEPLOY)
+        operations.MaintenanceKind.for_event_type(EventType.REDEPLOY)
     assert str(wrong_type.value) == "a maintenance campaign reboots or freezes VMs"
+    with pytest.raises(InvalidOperationError) as no_kind:
+        operations.maintenance_campaign(platform, kinds=())
+    assert str(no_kind.value) == "a maintenance campaign needs at least one kind"
     with pytest.raises(InvalidOperationError) as empty:
         operations.maintenance_campaign(platform, [])
     assert str(empty.value) == "a maintenance campaign needs at least one VM"

@@ -424,7 +424,7 @@ def test_campaign_walks_fault_domains_and_groups_update_domains(platform: Platfo
             platform_fault_domain=i % 3,
             platform_update_domain=i % 2,
         )
-    operations.maintenance_campaign(platform, event_type=EventType.FREEZE)
+    operations.maintenance_campaign(platform, kinds=[operations.MaintenanceKind.LIVE_MIGRATE])
     walked: dict[int, set[tuple[str, ...]]] = {}
     moment = START
     while platform.events():
@@ -504,3 +504,29 @@ def test_a_vm_deleted_during_its_impact_and_added_again_starts_afresh(platform: 
     assert platform.pause("a") is None
     assert platform.impacts() == {}
     assert platform.document("a").events == ()
+
+
+def test_a_campaign_chooses_the_kind_of_each_fault_domains_step(platform: Platform) -> None:
+    """SPEC 6: routine maintenance is a memory-preserving host update (Freeze ~9 s, "Host
+    server is undergoing maintenance."), a live migration (Freeze 5 s) or a rebooting host
+    maintenance; a campaign takes one per fault domain in turn, cycling."""
+    for fd in range(3):
+        add(platform, f"as-{fd}", availability_set="as", platform_fault_domain=fd, host=f"h{fd}")
+    kinds = [operations.MaintenanceKind.UPDATE, operations.MaintenanceKind.MAINTAIN]
+    operations.maintenance_campaign(platform, kinds=kinds)
+    seen: list[tuple[str, str, str, int]] = []
+    moment = START
+    while platform.events():
+        for view in platform.events():
+            event = view.event
+            row = (event.resources[0].name, event.event_type.value, event.description)
+            if event.status is EventStatus.SCHEDULED and (*row, event.duration_seconds) not in seen:
+                seen.append((*row, event.duration_seconds))
+                platform.approve(event.resources[0].name, [event.event_id])
+        moment += SECOND
+        platform.advance_to(moment)
+    assert seen == [
+        ("as-0", "Freeze", descriptions.HOST_MAINTENANCE, 9),
+        ("as-1", "Reboot", descriptions.HOST_MAINTENANCE, -1),
+        ("as-2", "Freeze", descriptions.HOST_MAINTENANCE, 9),
+    ]

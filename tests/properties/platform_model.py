@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from forewarn.domain import operations
 from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS
 from forewarn.domain.errors import DomainError
-from forewarn.domain.events import Event, EventStatus, EventType
+from forewarn.domain.events import Event, EventStatus
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
@@ -346,8 +346,8 @@ def _apply(platform: Platform, step: Step) -> str:
     elif kind == "fail_host":
         created = operations.fail_host(platform, host)
     elif kind == "campaign":
-        event_type = EventType.FREEZE if amount % 2 else EventType.REBOOT
-        view = operations.maintenance_campaign(platform, event_type=event_type)
+        kinds = tuple(operations.MaintenanceKind)
+        view = operations.maintenance_campaign(platform, kinds=kinds[amount % 3 :])
         return f"campaign {view.campaign_id} " + ",".join(sorted(view.current))
     elif kind in ("approve", "approve_unseen"):
         seen = [e.event_id for e in platform.document(name).events]

@@ -300,8 +300,11 @@ class PlatformProperties(RuleBasedStateMachine):
         self.observe()
 
     @precondition(has_vms)
-    @rule(data=st.data(), freeze=st.booleans())
-    def campaign(self, data: st.DataObject, freeze: bool) -> None:
+    @rule(
+        data=st.data(),
+        kinds=st.lists(st.sampled_from(operations.MaintenanceKind), min_size=1, max_size=3),
+    )
+    def campaign(self, data: st.DataObject, kinds: list[operations.MaintenanceKind]) -> None:
         """scheduled-events-windows-2024.txt, "High level overview": routine maintenance, one
         fault domain after another; a campaign started while another runs waits its turn (the
         fault-domain check then covers both, in ``platform_invariants.py``)."""
@@ -309,9 +312,8 @@ class PlatformProperties(RuleBasedStateMachine):
             st.one_of(st.none(), st.lists(st.sampled_from(self.names()), min_size=1, unique=True))
         )
         chosen = self.platform.vms() if names is None else [self.platform.vm(n) for n in names]
-        event_type = EventType.FREEZE if freeze else EventType.REBOOT
         running = bool(self.platform.campaigns())
-        view = operations.maintenance_campaign(self.platform, names, event_type=event_type)
+        view = operations.maintenance_campaign(self.platform, names, kinds=kinds)
         first = [self.platform.event(i).event for i in view.current]
         if running:
             assert not first, "a campaign started while another runs waits its turn"
@@ -322,13 +324,19 @@ class PlatformProperties(RuleBasedStateMachine):
             assert domains == {lowest}
         for event_id in view.current:
             self.checks.campaign_of[event_id] = view.campaign_id
+        # SPEC 6: the host update Freezes ~9 s, live migration 5 s, maintenance Reboots
+        event_type, description, duration = {
+            "update": (EventType.FREEZE, descriptions.HOST_MAINTENANCE, 9),
+            "live-migrate": (EventType.FREEZE, descriptions.LIVE_MIGRATION, 5),
+            "maintain": (EventType.REBOOT, descriptions.HOST_MAINTENANCE, -1),
+        }[kinds[0].value]
         self.expect_events(
             first,
             event_type=event_type,
             source=EventSource.PLATFORM,
-            description=descriptions.LIVE_MIGRATION if freeze else descriptions.HOST_MAINTENANCE,
+            description=description,
             notice=self.timing.notice_for(event_type),
-            duration=operations.LIVE_MIGRATION_SECONDS if freeze else -1,
+            duration=duration,
         )
         self.observe()
 

@@ -13,6 +13,7 @@ from forewarn.cli.common import (
     emit_events,
     output_option,
 )
+from forewarn.domain.operations import MaintenanceKind
 from forewarn.registry import HOST, Operation, for_target
 
 
@@ -61,13 +62,25 @@ def maintenance() -> None:
     type=click.Choice(["Reboot", "Freeze"]),
     default="Reboot",
     show_default=True,
-    help="Reboot (host maintenance) or Freeze (memory-preserving).",
+    help="Reboot (host maintenance) or Freeze (live migration), when no --kind is given.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice([kind.value for kind in MaintenanceKind]),
+    help="Each fault domain's maintenance in turn (repeatable; step i takes the i-th, cycling): "
+    "update (Freeze ~9 s), live-migrate (Freeze 5 s), maintain (Reboot).",
 )
 @control_option
 @output_option
-def maintenance_start(vms: tuple[str, ...], event_type: str, control: str, output: str) -> None:
+def maintenance_start(
+    vms: tuple[str, ...], event_type: str, kinds: tuple[str, ...], control: str, output: str
+) -> None:
     """Start a campaign; fault domains follow one another, never two at once."""
     payload: dict[str, Any] = {"vms": list(vms) or None, "eventType": event_type}
+    if kinds:
+        payload["kinds"] = list(kinds)
     with control_api(control) as api:
         data = api.post("/campaigns", payload)
     if output == "table" and data["campaign"] is not None:

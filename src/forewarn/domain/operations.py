@@ -10,12 +10,13 @@ also approve"), so one host operation is one job with one event per tenant and s
 
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from forewarn.domain import descriptions
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
-from forewarn.domain.events import Event, EventSource, EventType
+from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.platform import CampaignView, EventRequest, Platform
 from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.vms import Priority, Vm
@@ -159,37 +160,72 @@ def _on_host(platform: Platform, host: str) -> list[Vm]:
     return vms
 
 
-def live_migrate(platform: Platform, host: str) -> tuple[Event, ...]:
-    """Freeze, Platform, a few seconds: memory-preserving maintenance of a host."""
-    requests = group_requests(
-        platform,
-        _on_host(platform, host),
+class MaintenanceKind(enum.Enum):
+    """The kinds of host maintenance, each one event type, Description and DurationInSeconds.
+
+    A host operation is one of these on one host; a maintenance campaign runs one per fault
+    domain, choosing the kind step by step.
+    """
+
+    #: "Host server is undergoing maintenance.", a Freeze of about 9 s: the memory-preserving
+    #: host update, the most common real event (SPEC 6 [seen]).
+    UPDATE = "update"
+    #: A Freeze of a few seconds described as live migration (the documentation's example).
+    LIVE_MIGRATE = "live-migrate"
+    #: Host maintenance that needs a reboot: a Platform Reboot, impact unknown.
+    MAINTAIN = "maintain"
+
+    @property
+    def event(self) -> tuple[EventType, str, int]:
+        """Its event type, Description and DurationInSeconds."""
+        return _MAINTENANCE_EVENTS[self]
+
+    @classmethod
+    def for_event_type(cls, event_type: EventType) -> MaintenanceKind:
+        """The campaign kind a bare event type has always meant: Reboot maintains, Freeze
+        live-migrates."""
+        if event_type is EventType.REBOOT:
+            return cls.MAINTAIN
+        if event_type is EventType.FREEZE:
+            return cls.LIVE_MIGRATE
+        raise InvalidOperationError("a maintenance campaign reboots or freezes VMs")
+
+
+_MAINTENANCE_EVENTS = {
+    MaintenanceKind.UPDATE: (EventType.FREEZE, descriptions.HOST_MAINTENANCE, HOST_UPDATE_SECONDS),
+    MaintenanceKind.LIVE_MIGRATE: (
         EventType.FREEZE,
         descriptions.LIVE_MIGRATION,
         LIVE_MIGRATION_SECONDS,
-    )
-    return platform.schedule_job(requests)
+    ),
+    MaintenanceKind.MAINTAIN: (EventType.REBOOT, descriptions.HOST_MAINTENANCE, DURATION_UNKNOWN),
+}
+
+
+def _maintenance_requests(
+    platform: Platform, vms: Iterable[Vm], kind: MaintenanceKind
+) -> list[EventRequest]:
+    event_type, description, duration = kind.event
+    return group_requests(platform, vms, event_type, description, duration)
+
+
+def live_migrate(platform: Platform, host: str) -> tuple[Event, ...]:
+    """Freeze, Platform, a few seconds: memory-preserving maintenance of a host."""
+    kind = MaintenanceKind.LIVE_MIGRATE
+    return platform.schedule_job(_maintenance_requests(platform, _on_host(platform, host), kind))
 
 
 def update_host(platform: Platform, host: str) -> tuple[Event, ...]:
     """Freeze, Platform, about 9 s: the memory-preserving host update, the most common real
     event (SPEC 6 [seen]); its Description is the host-maintenance text, not live migration's."""
-    requests = group_requests(
-        platform,
-        _on_host(platform, host),
-        EventType.FREEZE,
-        descriptions.HOST_MAINTENANCE,
-        HOST_UPDATE_SECONDS,
-    )
-    return platform.schedule_job(requests)
+    kind = MaintenanceKind.UPDATE
+    return platform.schedule_job(_maintenance_requests(platform, _on_host(platform, host), kind))
 
 
 def maintain_host(platform: Platform, host: str) -> tuple[Event, ...]:
     """Reboot, Platform, 15 min: host maintenance that needs a reboot."""
-    requests = group_requests(
-        platform, _on_host(platform, host), EventType.REBOOT, descriptions.HOST_MAINTENANCE
-    )
-    return platform.schedule_job(requests)
+    kind = MaintenanceKind.MAINTAIN
+    return platform.schedule_job(_maintenance_requests(platform, _on_host(platform, host), kind))
 
 
 def predict_failure(platform: Platform, host: str) -> tuple[Event, ...]:
@@ -250,28 +286,25 @@ def maintenance_campaign(
     platform: Platform,
     vm_names: Sequence[str] | None = None,
     *,
-    event_type: EventType = EventType.REBOOT,
+    kinds: Sequence[MaintenanceKind] = (MaintenanceKind.MAINTAIN,),
 ) -> CampaignView:
     """Routine maintenance over a set of VMs (default: all), one fault domain at a time.
 
     "VMs in different fault domains won't be impacted by routine maintenance operations at the
     same time. However, they may have operations serialized one after another"
-    (scheduled-events-windows-2024.txt, "High level overview").
+    (scheduled-events-windows-2024.txt, "High level overview"). Step *i* (the *i*-th fault
+    domain, in order) is maintenance of kind ``kinds[i mod len(kinds)]``.
     """
-    if event_type not in (EventType.REBOOT, EventType.FREEZE):
-        raise InvalidOperationError("a maintenance campaign reboots or freezes VMs")
+    if not kinds:
+        raise InvalidOperationError("a maintenance campaign needs at least one kind")
     vms = platform.vms() if vm_names is None else tuple(platform.vm(n) for n in vm_names)
     if not vms:
         raise InvalidOperationError("a maintenance campaign needs at least one VM")
     by_fault_domain: dict[int, list[Vm]] = defaultdict(list)
     for vm in vms:
         by_fault_domain[vm.platform_fault_domain].append(vm)
-    if event_type is EventType.FREEZE:
-        description, duration = descriptions.LIVE_MIGRATION, LIVE_MIGRATION_SECONDS
-    else:
-        description, duration = descriptions.HOST_MAINTENANCE, -1
     steps = [
-        group_requests(platform, by_fault_domain[fd], event_type, description, duration)
-        for fd in sorted(by_fault_domain)
+        _maintenance_requests(platform, by_fault_domain[fd], kinds[step % len(kinds)])
+        for step, fd in enumerate(sorted(by_fault_domain))
     ]
     return platform.start_campaign(steps)

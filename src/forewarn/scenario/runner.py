@@ -144,7 +144,10 @@ def _operation(kind: str) -> Callable[[_Run, Any], None]:
 
 
 def _maintenance(run: _Run, step: MaintenanceStep) -> None:
-    run.client.post("/campaigns", {"vms": step.vms, "eventType": step.event_type})
+    payload: dict[str, Any] = {"vms": step.vms, "eventType": step.event_type}
+    if step.kinds is not None:
+        payload["kinds"] = [kind.value for kind in step.kinds]
+    run.client.post("/campaigns", payload)
 
 
 def _event(run: _Run, step: EventStep) -> None:

@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
+from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
 from forewarn.faults import FaultKind
@@ -151,6 +152,8 @@ HostStep = create_model("HostStep", __base__=_OneHostAction, **_HOST_FIELDS)
 class MaintenanceStep(_Strict):
     vms: list[VmName] | None = Field(default=None, min_length=1)
     event_type: Literal["Reboot", "Freeze"] = Field(default="Reboot", alias="eventType")
+    #: Each fault domain's maintenance in turn (``[update]``, ``[update, maintain]``).
+    kinds: list[MaintenanceKind] | None = Field(default=None, min_length=1)
 
 
 class EventStep(_Strict):

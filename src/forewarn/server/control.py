@@ -260,7 +260,8 @@ def create_control_app(
     async def start_campaign(body: CampaignRequest) -> CampaignStartedOut:
         """Routine maintenance one fault domain at a time, over the listed VMs or all."""
         vms = tuple(body.vms) if body.vms is not None else None
-        campaign, created = service.start_campaign(vms, body.event_type)
+        kinds = None if body.kinds is None else tuple(kind.value for kind in body.kinds)
+        campaign, created = service.start_campaign(vms, body.event_type, kinds)
         live = views()
         return CampaignStartedOut(
             campaign=campaign_out(campaign) if campaign is not None else None,

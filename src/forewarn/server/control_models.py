@@ -20,6 +20,7 @@ from pydantic import (
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
+from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.platform import CampaignView, EventView, VmState
 from forewarn.registry import Operation, Param
 from forewarn.wire.documents import event_fields
@@ -79,6 +80,14 @@ class ApproveRequest(_Body):
 class CampaignRequest(_Body):
     vms: list[VmName] | None = Field(default=None, min_length=1, max_length=MAX_NAMES)
     event_type: Literal["Reboot", "Freeze"] = Field(default="Reboot", alias="eventType")
+    kinds: list[MaintenanceKind] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAMES,
+        description="Each fault domain's maintenance in turn (step i takes kinds[i mod n]): "
+        "update (Freeze ~9 s), live-migrate (Freeze 5 s), maintain (Reboot). Without it, "
+        "eventType Reboot maintains and Freeze live-migrates.",
+    )
 
 
 class AdvanceClockRequest(_Body):

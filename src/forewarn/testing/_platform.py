@@ -308,10 +308,20 @@ class ForewarnPlatform:
         return self.perform("fail_host", host)
 
     def start_maintenance(
-        self, vms: Sequence[str] | None = None, *, event_type: str = "Reboot"
+        self,
+        vms: Sequence[str] | None = None,
+        *,
+        event_type: str = "Reboot",
+        kinds: Sequence[str] | None = None,
     ) -> tuple[Event, ...]:
-        """A maintenance campaign, one fault domain at a time; the first step's events."""
-        return self.execute(StartCampaign(None if vms is None else tuple(vms), event_type))
+        """A maintenance campaign, one fault domain at a time; the first step's events.
+
+        ``kinds`` chooses each fault domain's maintenance in turn (``["update"]`` for the
+        memory-preserving host update; ``"live-migrate"``, ``"maintain"``); without it
+        ``event_type`` Reboot maintains and Freeze live-migrates.
+        """
+        chosen = None if kinds is None else tuple(kinds)
+        return self.execute(StartCampaign(None if vms is None else tuple(vms), event_type, chosen))
 
     def schedule(
         self,
