@@ -7,16 +7,24 @@ of the contract, so a change to one is a change users see.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from forewarn.domain import operations
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.errors import InvalidOperationError, UnknownEventError
-from forewarn.domain.events import EventType
+from forewarn.domain.clock import ManualClock, ensure_utc
+from forewarn.domain.errors import (
+    DomainError,
+    InvalidEventError,
+    InvalidOperationError,
+    UnknownEventError,
+)
+from forewarn.domain.events import EventSource, EventType
+from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.platform import Platform
+from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
 
@@ -74,3 +82,55 @@ def test_an_unknown_timing_lists_the_known_ones() -> None:
         assert not {"name", "minimum_notice"} & set(known)
     with pytest.raises(ValueError, match=r"^unknown event type in 'notice\.Nap'$"):
         DOCUMENTED.with_overrides({"notice.Nap": timedelta(seconds=1)})
+
+
+def test_refused_events_say_why() -> None:
+    """What ``POST /api/v1/events`` answers (422) for an event that breaks a rule."""
+    platform = Platform(START)
+    platform.add_vm(Vm(name="a", vm_id="a"))
+    cases = [
+        ([], -1, "an event must impact at least one virtual machine"),
+        (["a", "a"], -1, "Resources must not name a virtual machine twice"),
+        (["a"], -2, "DurationInSeconds is -1 (unknown) or a count of seconds"),
+    ]
+    for resources, seconds, text in cases:
+        with pytest.raises(InvalidEventError) as refused:
+            platform.schedule(
+                EventType.FREEZE, resources, source=EventSource.PLATFORM, duration_seconds=seconds
+            )
+        assert str(refused.value) == text
+    with pytest.raises(InvalidEventError) as empty:
+        platform.schedule_job([])
+    assert str(empty.value) == "a job needs at least one event"
+
+
+def test_fleet_refusals_name_the_vm_the_address_and_the_host() -> None:
+    platform = Platform(START)
+    platform.add_vm(Vm(name="a", vm_id="a", address="127.0.0.2"))
+    platform.add_scale_set(ScaleSet("web"))
+    refusals: list[tuple[Callable[[], object], str]] = [
+        (lambda: platform.add_vm(Vm(name="a", vm_id="x")), "virtual machine 'a' already exists"),
+        (
+            lambda: platform.add_vm(Vm(name="b", vm_id="b", address="127.0.0.2")),
+            "address 127.0.0.2 is already 'a''s",
+        ),
+        (lambda: platform.add_scale_set(ScaleSet("web")), "scale set 'web' already exists"),
+        (lambda: platform.document("ghost"), "no virtual machine named 'ghost'"),
+        (lambda: operations.live_migrate(platform, "h9"), "no virtual machine runs on host 'h9'"),
+        (lambda: ScaleSet("s", platform_fault_domain_count=0),
+         "scale set 's': platform fault domain count must be at least 1"),
+    ]  # fmt: skip
+    for refusal, text in refusals:
+        with pytest.raises(DomainError) as refused:
+            refusal()
+        assert str(refused.value) == text
+
+
+def test_times_and_rates_that_make_no_sense() -> None:
+    with pytest.raises(ValueError, match=r"^platform times must be timezone-aware$"):
+        ensure_utc(datetime(2022, 4, 11))
+    assert ensure_utc(START.astimezone(timezone(timedelta(hours=2)))).tzinfo is UTC
+    with pytest.raises(ValueError, match=r"^a clock only moves forward$"):
+        ManualClock(START).advance(timedelta(seconds=-1))
+    with pytest.raises(ValueError, match=r"^rate must be positive$"):
+        RateLimiter(rate=0)

@@ -270,3 +270,79 @@ def test_set_member_is_waited_for_when_the_impacted_vm_is_off(platform: Platform
     assert statuses(platform, "as-1") == [("Reboot", "Scheduled")]
     platform.approve("as-1", [event.event_id])
     assert statuses(platform, "as-1") == [("Reboot", "Started")]
+
+
+def test_an_event_starts_once_approval_then_not_before_change_nothing_more(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    """SPEC 4 [doc]: an event starts at approval or at NotBefore, whichever comes first, and
+    never again: an approval shortly before NotBefore does not bring a second impact at
+    NotBefore, and approving the Started event again changes nothing (scheduled-events-
+    windows-2024.txt: "The service always returns a 200 success code if it's passed a valid
+    event ID")."""
+    add("vm0")
+    (event,) = operations.restart(platform, "vm0")
+    not_before = START + DOCUMENTED.minimum_notice[EventType.REBOOT]
+    platform.advance_to(not_before - timedelta(seconds=10))
+    platform.approve("vm0", [event.event_id])
+    platform.advance_to(not_before - timedelta(seconds=3))
+    assert platform.reachable("vm0")
+    platform.advance_to(not_before + timedelta(seconds=1))
+    assert platform.reachable("vm0"), "no second start at NotBefore"
+    before = platform.document("vm0")
+    platform.approve("vm0", [event.event_id])
+    assert platform.reachable("vm0"), "no second start on a second approval"
+    assert platform.document("vm0") == before
+
+
+def test_advancing_to_the_present_is_allowed_and_changes_nothing(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    add("vm0")
+    operations.restart(platform, "vm0")
+    before = platform.document("vm0")
+    platform.advance_to(START)
+    assert (platform.now, platform.document("vm0")) == (START, before)
+
+
+def test_a_duration_counts_to_the_second_and_a_deletion_takes_the_profiles_impact(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    """scheduled-events-linux.txt, "Event properties": DurationInSeconds is the expected
+    impact; a Preempt advertising 0 still deletes the VM, after the profile's impact."""
+    add("a")
+    add("b", priority=Priority.SPOT)
+    one = platform.schedule(
+        EventType.FREEZE, ["a"], source=EventSource.PLATFORM, duration_seconds=1
+    )
+    platform.approve("a", [one.event_id])
+    platform.advance_to(START + timedelta(seconds=1))
+    assert platform.reachable("a")
+    gone = platform.schedule(
+        EventType.PREEMPT, ["b"], source=EventSource.PLATFORM, duration_seconds=0
+    )
+    platform.approve("b", [gone.event_id])
+    started = platform.now
+    platform.advance_to(started + DOCUMENTED.impact - timedelta(seconds=1))
+    assert [vm.name for vm in platform.vms()] == ["a", "b"]
+    platform.advance_to(started + DOCUMENTED.impact)
+    assert [vm.name for vm in platform.vms()] == ["a"]
+
+
+def test_a_vm_of_an_unknown_scale_set_brings_its_set(platform: Platform) -> None:
+    platform.add_vm(make_vm("web_0", vm_scale_set_name="web"))
+    assert platform.scale_set("web").name == "web"
+    assert platform.scale_set("web").platform_fault_domain_count >= 1
+
+
+def test_a_vm_deleted_before_its_event_starts_leaves_nothing_behind(
+    platform: Platform, add: Callable[..., Vm]
+) -> None:
+    add("a")
+    add("b")
+    event = platform.schedule(EventType.REBOOT, ["a", "b"], source=EventSource.PLATFORM)
+    platform.delete_vm("a")
+    platform.approve("b", [event.event_id])
+    add("a")
+    assert platform.reachable("a"), "the new a was never part of the event"
+    assert not platform.reachable("b")

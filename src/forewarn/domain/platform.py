@@ -156,7 +156,7 @@ class Platform:
         # vm name -> the event whose impact it is under (for the impact policy and hooks)
         self._impact_of_vm: dict[str, Event] = {}
         self._events: dict[str, _LiveEvent] = {}
-        self._open_jobs: dict[str, _Job] = {}
+        self._open_jobs: dict[str | None, _Job] = {}
         self._campaigns: dict[int, _Campaign] = {}
         self._campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
         self._deadlines: list[tuple[datetime, int, str, _Deadline]] = []
@@ -438,7 +438,7 @@ class Platform:
         for request in requests:
             self._check_request(request)
         not_before = self._now + notice
-        job = self._open_jobs.get(join_key) if join_key is not None else None
+        job = self._open_jobs.get(join_key)  # never holds None: keyless jobs never merge
         if job is None or job.not_before != not_before or already_started:
             self._sequence += 1
             job = _Job(self._sequence, join_key, not_before, campaign)
@@ -603,11 +603,10 @@ class Platform:
         self._refresh(live.audience)
 
     def _impact_of(self, event: Event) -> timedelta:
-        if event.duration_seconds > 0:
-            return timedelta(seconds=event.duration_seconds)
-        if event.duration_seconds == 0 and event.event_type not in _REMOVES_VM:
-            return timedelta(0)
-        return self.timing.impact
+        seconds = event.duration_seconds
+        if seconds == DURATION_UNKNOWN or (seconds == 0 and event.event_type in _REMOVES_VM):
+            return self.timing.impact  # a deleted VM is gone however short the notice said
+        return timedelta(seconds=seconds)
 
     def _end_impact(self, live: _LiveEvent) -> None:
         event_type = live.event.event_type
