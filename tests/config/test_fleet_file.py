@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -172,3 +173,50 @@ def test_serve_refuses_an_unreadable_fleet_naming_it(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "missing.yaml: cannot be read" in result.output
     assert "cannot listen" not in result.output
+
+
+def test_a_flexible_scale_set_names_its_vms_as_azure_does_and_is_one_scope() -> None:
+    """scheduled-events-linux.txt, "Applies to: ... Flexible scale sets". Azure names the VMs
+    a Flexible set creates ``{scaleSet}_{8 hex digits}`` and reports the set in
+    ``virtualMachineScaleSet.id``. Flexible orchestration has no placement groups, so
+    (forewarn's decision; the documentation is silent) the whole set is one delivery scope,
+    as a Uniform set's placement group is, and terminate notifications work as in Uniform."""
+    text = """
+scaleSets:
+  - name: flex
+    orchestrationMode: Flexible
+    capacity: 3
+    addressStart: 127.0.7.1
+    platformFaultDomainCount: 3
+    terminateNotification: {notBeforeTimeout: PT5M}
+"""
+    fleet = parse_fleet(text)
+    names = [vm.name for vm in fleet.vms]
+    assert all(re.fullmatch(r"flex_[0-9a-f]{8}", name) for name in names), names
+    assert len(set(names)) == 3
+    assert names == [vm.name for vm in parse_fleet(text).vms], "the same on every load"
+    assert all(vm.flexible and vm.placement_group is None for vm in fleet.vms)
+    platform = service_for_fleet(fleet, ManualClock(DEFAULT_START), timing=DOCUMENTED).platform
+    instance = names[1].removeprefix("flex_")
+    (event,) = operations.delete_instances(platform, "flex", [instance])
+    assert event.event_type.value == "Terminate"
+    assert [r.name for r in event.resources] == [names[1]]
+    assert all(platform.document(name).events for name in names), "every VM of the set sees it"
+
+
+def test_uniform_instance_ids_are_numbers_and_images_come_from_the_fleet() -> None:
+    with pytest.raises(FleetFileError, match=r"instances\.0\.id.*Uniform scale set's instance ids"):
+        parse_fleet("scaleSets: [{name: web, instances: [{id: a1}], addressStart: 127.0.1.1}]")
+    fleet = parse_fleet(
+        """
+defaults: {image: {publisher: canonical, offer: ubuntu-24_04-lts, sku: server}}
+vms:
+  - {name: a, address: 127.0.0.2}
+  - {name: b, address: 127.0.0.3, image: {publisher: me, offer: o, sku: s, version: 1.0.0}}
+"""
+    )
+    images = [vm.image_reference for vm in fleet.vms]
+    assert [(i.publisher, i.offer, i.sku, i.version) for i in images] == [
+        ("canonical", "ubuntu-24_04-lts", "server", "latest"),
+        ("me", "o", "s", "1.0.0"),
+    ]

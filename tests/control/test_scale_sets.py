@@ -98,7 +98,7 @@ def test_unknown_scale_set_or_instance_is_404(http: httpx.Client, operation: str
     [
         {},
         {"instanceIds": []},
-        {"instanceIds": ["a"]},
+        {"instanceIds": ["web_0"]},
         {"instanceIds": [0]},
         {"instanceIds": ["0"], "autoscale": "yes"},
         {"instanceIds": ["0"], "unknown": True},

@@ -67,7 +67,7 @@ def test_a_valid_scenario_is_parsed_into_numbered_steps(tmp_path: Path) -> None:
         ("steps: [{expect: {vm: a, events: [{NotBefore: '+soon'}]}}]", "(expect): events.0.NotBefore: 'soon' is not a duration"),
         ("steps: [{approve: {vm: a, events: some}}]", "x.yaml: step 1 (approve): events"),
         ("steps: [{approve: {vm: a, events: []}}]", "x.yaml: step 1 (approve): events"),
-        ("steps: [{delete-instances: {scaleSet: w, instanceIds: [a]}}]", "(delete-instances): instanceIds.0: String should match pattern"),
+        ("steps: [{delete-instances: {scaleSet: w, instanceIds: [A-1]}}]", "(delete-instances): instanceIds.0: String should match pattern"),
         ("steps: [{set-clock: yesterday}]", "x.yaml: step 1 (set-clock): Input should be a valid datetime"),
         ("steps: [{set-clock: '2022-04-11T22:00:00'}]", "(set-clock): Input should have timezone info"),
         ("steps: [{event: {type: Reboot}}]", "(event): resources: Field required"),

@@ -12,6 +12,7 @@ duration (PT5M..PT15M), ``scheduledEventsPolicy.userInitiatedReboot.automaticall
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 import uuid
@@ -24,10 +25,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from forewarn.domain.errors import DomainError
-from forewarn.domain.fleet import AvailabilitySet, ScaleSet
+from forewarn.domain.fleet import INSTANCE_ID_PATTERN, AvailabilitySet, ScaleSet
 from forewarn.domain.operations import instance_name
 from forewarn.domain.placement import placement_error
-from forewarn.domain.vms import Priority, Vm
+from forewarn.domain.vms import ImageReference, Priority, Vm
 from forewarn.errors import ForewarnError
 
 MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024
@@ -63,6 +64,16 @@ class _Policy(_Strict):
     )
 
 
+class _ImageSpec(_Strict):
+    publisher: str = Field(min_length=1, max_length=128)
+    offer: str = Field(min_length=1, max_length=128)
+    sku: str = Field(min_length=1, max_length=128)
+    version: str = Field(default="latest", min_length=1, max_length=64)
+
+    def reference(self) -> ImageReference:
+        return ImageReference(self.publisher, self.offer, self.sku, self.version)
+
+
 class _Defaults(_Strict):
     subscription_id: str = Field(
         default=DEFAULT_SUBSCRIPTION, alias="subscriptionId", max_length=64
@@ -71,6 +82,7 @@ class _Defaults(_Strict):
     location: str = Field(default="westeurope", max_length=64)
     size: str = Field(default="Standard_D2s_v3", max_length=64)
     os_type: Literal["Linux", "Windows"] = Field(default="Linux", alias="osType")
+    image: _ImageSpec | None = None
 
 
 class _VmSpec(_Strict):
@@ -86,6 +98,7 @@ class _VmSpec(_Strict):
     update_domain: int | None = Field(default=None, alias="updateDomain", ge=0, le=19)
     size: str | None = Field(default=None, max_length=64)
     os_type: Literal["Linux", "Windows"] | None = Field(default=None, alias="osType")
+    image: _ImageSpec | None = None
     tags: dict[str, str] = Field(default_factory=dict, max_length=50)
     availability_set: str | None = Field(default=None, alias="availabilitySet", max_length=80)
     priority: Literal["Regular", "Spot"] = "Regular"
@@ -114,7 +127,7 @@ class _TerminateSpec(_Strict):
 
 
 class _InstanceSpec(_Strict):
-    id: Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[0-9]+$")]
+    id: Annotated[str, Field(pattern=INSTANCE_ID_PATTERN)]
     address: str | None = None
     host: str | None = Field(default=None, max_length=64)
     zone: str | None = Field(default=None, max_length=8)
@@ -136,6 +149,9 @@ class _ScaleSetSpec(_Strict):
         default=5, alias="platformFaultDomainCount", ge=1, le=5
     )
     placement_group_size: int = Field(default=100, alias="placementGroupSize", ge=1, le=1000)
+    orchestration_mode: Literal["Uniform", "Flexible"] = Field(
+        default="Uniform", alias="orchestrationMode"
+    )
     terminate_notification: _TerminateSpec | None = Field(
         default=None, alias="terminateNotification"
     )
@@ -273,6 +289,7 @@ class _Builder:
                 vm_size=spec.size or defaults.size,
                 os_type=spec.os_type or defaults.os_type,
                 tags=tuple(sorted(spec.tags.items())),
+                image=self._image(spec.image),
                 availability_set=spec.availability_set,
                 address=spec.address,
                 host=spec.host or f"host-{spec.name}",
@@ -283,6 +300,10 @@ class _Builder:
         )
         if not spec.scheduled_events_enabled:
             self.not_receiving.add(spec.name)
+
+    def _image(self, image: _ImageSpec | None) -> ImageReference | None:
+        chosen = image or self.defaults.image
+        return None if chosen is None else chosen.reference()
 
     def _scale_set(self, set_index: int, spec: _ScaleSetSpec) -> None:
         where = f"scaleSets.{set_index}"
@@ -301,7 +322,17 @@ class _Builder:
         except DomainError as exc:
             raise _FleetProblemError(where, str(exc)) from None
         self.scale_sets.append(scale_set)
-        instances = list(spec.instances) or [_InstanceSpec(id=str(i)) for i in range(spec.capacity)]
+        flexible = spec.orchestration_mode == "Flexible"
+        instances = list(spec.instances) or [
+            _InstanceSpec(id=_flexible_id(spec.name, i) if flexible else str(i))
+            for i in range(spec.capacity)
+        ]
+        for index, instance in enumerate(instances):
+            if not flexible and not instance.id.isdigit():
+                raise _FleetProblemError(
+                    f"{where}.instances.{index}.id",
+                    f"{instance.id!r}: a Uniform scale set's instance ids are numbers",
+                )
         addresses = _Addresses(spec.address_start)
         policy = spec.scheduled_events_policy
         fd_count = spec.platform_fault_domain_count
@@ -327,7 +358,12 @@ class _Builder:
                     address=instance.address or addresses.take(),
                     # one fault domain per host: the hosts list is per fault domain
                     host=instance.host or hosts[(position % fd_count) % len(hosts)],
-                    placement_group=str(position // spec.placement_group_size),
+                    # Flexible orchestration has no placement groups: the set is one scope
+                    placement_group=None
+                    if flexible
+                    else str(position // spec.placement_group_size),
+                    image=self._image(None),
+                    flexible=flexible,
                     priority=Priority(spec.priority),
                     auto_approve_reboot=policy.user_initiated_reboot.automatically_approve,
                     auto_approve_redeploy=policy.user_initiated_redeploy.automatically_approve,
@@ -359,6 +395,12 @@ class _Builder:
                         iaas=False,
                     )
                 )
+
+
+def _flexible_id(scale_set: str, position: int) -> str:
+    """The eight hexadecimal digits Azure appends to the VMs a Flexible scale set creates
+    (``web_1a2b3c4d``); derived from the set and position, so every load names them alike."""
+    return hashlib.sha256(f"{scale_set}/{position}".encode()).hexdigest()[:8]
 
 
 class _FleetProblemError(Exception):

@@ -13,6 +13,10 @@ from datetime import timedelta
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.vms import Priority
 
+#: A scale-set instance id: a number in Uniform orchestration (``web_3``), eight hexadecimal
+#: digits in Flexible (``web_1a2b3c4d``, the suffix Azure gives the VMs it creates there).
+INSTANCE_ID_PATTERN = r"^[0-9a-z]{1,16}$"
+
 MIN_TERMINATE_TIMEOUT = timedelta(minutes=5)
 MAX_TERMINATE_TIMEOUT = timedelta(minutes=15)
 

@@ -22,6 +22,26 @@ _NO_OS_IMAGE_NOTIFICATION_FAMILIES = ("G", "M", "N", "H")
 
 
 @dataclass(frozen=True, slots=True)
+class ImageReference:
+    """The marketplace image a VM was created from, as the compute metadata names it."""
+
+    publisher: str
+    offer: str
+    sku: str
+    version: str
+
+
+#: What a VM runs when its fleet file names no image: Ubuntu 22.04 or Windows Server 2022,
+#: the images Azure's own quick starts pick.
+DEFAULT_IMAGES = {
+    "Linux": ImageReference("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2",
+                            "22.04.202404080"),
+    "Windows": ImageReference("MicrosoftWindowsServer", "WindowsServer",
+                              "2022-datacenter-azure-edition", "20348.2340.240303"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Vm:
     """One VM: its identity in the compute metadata, its groups, and where it answers.
 
@@ -51,6 +71,14 @@ class Vm:
     priority: Priority = Priority.REGULAR
     auto_approve_reboot: bool = False
     auto_approve_redeploy: bool = False
+    image: ImageReference | None = None
+    #: Member of a scale set in Flexible orchestration (named and reached like a standalone
+    #: VM; its compute metadata carries ``virtualMachineScaleSet.id``).
+    flexible: bool = False
+
+    @property
+    def image_reference(self) -> ImageReference:
+        return self.image or DEFAULT_IMAGES.get(self.os_type, DEFAULT_IMAGES["Linux"])
 
     @property
     def tenant(self) -> str:

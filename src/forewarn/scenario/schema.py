@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
+from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
@@ -73,7 +74,7 @@ def _instance_id(value: Any) -> Any:
 
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 VmName = Annotated[str, Field(min_length=1, max_length=128)]
-InstanceId = Annotated[str, BeforeValidator(_instance_id), Field(pattern=r"^[0-9]{1,16}$")]
+InstanceId = Annotated[str, BeforeValidator(_instance_id), Field(pattern=INSTANCE_ID_PATTERN)]
 InstanceIds = list[InstanceId]
 
 

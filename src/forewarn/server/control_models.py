@@ -20,6 +20,7 @@ from pydantic import (
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
+from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.platform import CampaignView, EventView, VmState
 from forewarn.registry import Operation, Param
@@ -33,7 +34,7 @@ MAX_SECONDS = 100 * 365 * 24 * 3600
 MAX_NAMES = 10_000
 
 VmName = Annotated[str, Field(min_length=1, max_length=128)]
-InstanceId = Annotated[str, Field(pattern=r"^[0-9]{1,16}$")]
+InstanceId = Annotated[str, Field(pattern=INSTANCE_ID_PATTERN)]
 EventIds = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=MAX_NAMES)]
 Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 

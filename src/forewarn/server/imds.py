@@ -241,17 +241,18 @@ class ImdsEndpoint:
         return _APPROVED
 
     def _instance(self, vm: Vm, path: str, query: dict[str, str]) -> ImdsResponse:
-        if query.get("api-version") not in instance_wire.INSTANCE_API_VERSIONS:
+        api_version = query.get("api-version")
+        if api_version not in instance_wire.INSTANCE_API_VERSIONS:
             return ImdsResponse(
                 400, messages.invalid_api_version_body_for(instance_wire.INSTANCE_NEWEST_VERSIONS)
             )
         parts = tuple(part for part in path[len(INSTANCE_PATH) :].split("/") if part)
         try:
-            value = instance_wire.select(instance_wire.instance_fields(vm), parts)
+            value = instance_wire.select(instance_wire.instance_fields(vm, api_version), parts)
         except KeyError:
             return _error(404, messages.not_found_message(path, "GET"))
         fmt = query.get("format", "json")
-        if fmt == "json":
+        if fmt == "json" and not instance_wire.is_leaf(value):
             return ImdsResponse(200, instance_wire.encode_json(value))
         if fmt == "text" and parts:
             return ImdsResponse(200, instance_wire.encode_text(value), TEXT)
