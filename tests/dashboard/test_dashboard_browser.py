@@ -137,6 +137,13 @@ def test_restart_from_the_page_and_watch_the_vm_approve(
             assert httpx.get(vm_url, headers={"Metadata": "true"}).status_code == 200
             page.locator("#faults li").wait_for(state="detached")
 
+            # A campaign of memory-preserving host updates: its first step is a ~9 s Freeze.
+            campaign = page.locator("#op-campaign")
+            campaign.locator("select[name=kind]").select_option("update")
+            campaign.locator("button[type=submit]").click()
+            page.locator("#events tbody tr", has_text="Freeze").first.wait_for()
+            assert page.locator("#campaigns").inner_text().startswith("campaign ")
+
             shot = tmp_path / "dashboard.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000

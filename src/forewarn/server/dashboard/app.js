@@ -206,12 +206,16 @@ function fillTargets() {
 async function loadOperations() {
   const data = await call("GET", "/operations");
   const forms = data.operations.map(operationForm);
+  const kind = el("select", { name: "kind", "aria-label": "kind of maintenance" },
+    el("option", { value: "update" }, "update (Freeze ~9 s)"),
+    el("option", { value: "live-migrate" }, "live-migrate (Freeze 5 s)"),
+    el("option", { value: "maintain" }, "maintain (Reboot)"));
   const campaign = el("form", { id: "op-campaign" }, el("strong", {}, "maintenance campaign"),
-    el("button", { type: "submit" }, "Start"),
+    kind, el("button", { type: "submit" }, "Start"),
     el("span", { class: "summary" }, "Routine maintenance over the whole fleet, one fault domain at a time."));
   campaign.addEventListener("submit", event => {
     event.preventDefault();
-    act(() => call("POST", "/campaigns", {}), "campaign started");
+    act(() => call("POST", "/campaigns", { kinds: [kind.value] }), "campaign started");
   });
   document.getElementById("actions").replaceChildren(...forms, campaign);
   if (state) fillTargets();
