@@ -139,3 +139,18 @@ def test_no_second_impact_for_an_event_that_advertises_none(platform: Platform) 
     at(platform, 1)
     with pytest.raises(InvalidOperationError, match="advertises no impact to fall short of"):
         operations.impact_again(platform, "a")
+
+
+def test_freeze_instead_waits_for_the_reboot_past_other_events(platform: Platform) -> None:
+    """The mark belongs to the Reboot: a live migration that starts first is a live
+    migration, and the Reboot still freezes instead."""
+    (reboot,) = operations.restart(platform, "a")
+    operations.freeze_instead(platform, "a")
+    (migration,) = operations.live_migrate(platform, "h-a")
+    platform.approve("a", [migration.event_id])
+    assert platform.pause("a").until == START + 5 * SECOND  # type: ignore[union-attr]
+    at(platform, 60)
+    platform.approve("a", [reboot.event_id])
+    pause = platform.pause("a")
+    assert pause is not None
+    assert (pause.event_type, pause.until) == (EventType.FREEZE, START + 65 * SECOND)

@@ -87,3 +87,25 @@ def test_deletion_is_user_initiated_unless_autoscale_scales_in() -> None:
     (scale_in,) = operations.delete_instances(platform, "web", ["1"], autoscale=True)
     assert user.source is EventSource.USER
     assert scale_in.source is EventSource.PLATFORM
+
+
+def test_jobs_are_numbered_from_one_in_the_order_they_are_made() -> None:
+    """The job number the control API and dashboard show beside each event."""
+    platform = fleet("web")
+    events = [
+        *operations.delete_instances(platform, "web", ["0"]),
+        *operations.restart(platform, "web_1"),
+        *operations.restart(platform, "web_2"),
+    ]
+    assert [platform.event(e.event_id).job_id for e in events] == [1, 2, 3]
+
+
+def test_a_cancelled_job_takes_no_later_deletion() -> None:
+    """SPEC 3: same-NotBefore Terminate events of a set are one job; once the platform cancels
+    every event of a job (SPEC 4, cancellation), a deletion at the same moment starts a new
+    one instead of joining what is gone."""
+    platform = fleet("web")
+    (first,) = operations.delete_instances(platform, "web", ["0"])
+    platform.cancel(first.event_id)
+    (second,) = operations.delete_instances(platform, "web", ["1"])
+    assert platform.event(second.event_id).job_id == 2

@@ -168,3 +168,26 @@ def test_a_scale_set_spreads_its_fault_domains_over_its_hosts() -> None:
         (0, "a"),
         (1, "b"),
     ]
+
+
+def test_a_host_predicted_to_fail_keeps_its_vms_until_they_are_redeployed(
+    platform: Platform,
+) -> None:
+    """Only the Redeploy of the predicted failure moves its VMs; a reboot in the meantime
+    keeps them where they are (unlike a host that failed, whose VMs come back elsewhere)."""
+    two_domains(platform)
+    operations.predict_failure(platform, "h1")
+    (reboot,) = operations.restart(platform, "as-0")
+    platform.approve("as-0", [reboot.event_id])
+    platform.advance_to(platform.now + timedelta(minutes=1))
+    assert platform.vm("as-0").host == "h1"
+
+
+def test_vms_without_a_host_are_no_destination_and_a_new_host_has_a_name() -> None:
+    """A VM added with no host runs "nowhere in particular": no VM is moved onto that
+    nowhere, and one leaving it gets a named host."""
+    hostless = Vm(name="a", vm_id="a")
+    placed = Vm(name="b", vm_id="b", availability_set="s", platform_fault_domain=1, host="h")
+    moving = Vm(name="c", vm_id="c", availability_set="s", platform_fault_domain=0, host="h2")
+    assert new_host(moving, [hostless, placed, moving], avoid=()) == "h2-redeployed"
+    assert new_host(hostless, [hostless], avoid=()) == "host-redeployed"

@@ -9,7 +9,7 @@ import pytest
 
 from forewarn.domain import operations
 from forewarn.domain.errors import UnknownEventError
-from forewarn.domain.events import EventStatus
+from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
@@ -203,3 +203,27 @@ def test_the_gpu_rule_reaches_the_platform() -> None:
         assert platform.event(event.event_id).audience == expected
         kind = platform.scope_of(platform.vm("gpu_0")).kind
         assert kind is (ScopeKind.VM if fault_domains == 1 else ScopeKind.PLACEMENT_GROUP)
+
+
+def test_two_cloud_services_do_not_see_each_others_events(platform: Platform) -> None:
+    """scheduled-events-linux.txt, "The Basics": "All the VMs in a cloud service": in that
+    service only."""
+    add(platform, "FrontEnd_IN_0", cloud_service="shop", iaas=False)
+    add(platform, "BackEnd_IN_0", cloud_service="shop", iaas=False)
+    add(platform, "Worker_IN_0", cloud_service="batch", iaas=False)
+    platform.schedule(EventType.REBOOT, ["FrontEnd_IN_0"], source=EventSource.PLATFORM)
+    assert shown(platform) == {
+        "FrontEnd_IN_0": ["FrontEnd_IN_0"],
+        "BackEnd_IN_0": ["FrontEnd_IN_0"],
+        "Worker_IN_0": [],
+    }
+
+
+def test_a_scale_set_vm_without_a_placement_group_is_in_the_first(platform: Platform) -> None:
+    """A VM added with no placement group (as the plugin and control API can) belongs to the
+    set's first one, "0", the one a fleet file gives up to placementGroupSize instances."""
+    add(platform, "web_0", vm_scale_set_name="web", placement_group="0", host="h0")
+    add(platform, "web_1", vm_scale_set_name="web", host="h0")
+    add(platform, "web_2", vm_scale_set_name="web", placement_group="1", host="h0")
+    platform.schedule(EventType.REBOOT, ["web_1"], source=EventSource.PLATFORM)
+    assert shown(platform) == {"web_0": ["web_1"], "web_1": ["web_1"], "web_2": []}

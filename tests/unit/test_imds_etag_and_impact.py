@@ -100,3 +100,10 @@ def test_request_ids_are_guids_and_never_repeat() -> None:
     assert first != second
     assert first[:24] == second[:24]
     assert RequestIds().next()[:24] != first[:24], "each process has its own prefix"
+
+
+def test_a_tag_is_matched_whole(imds: Imds) -> None:
+    """Only quotes and the weak prefix are taken off a candidate: ``X"1"X`` is not ``"1"``."""
+    imds.add_vm("vm")
+    assert conditional(imds, 'X"1"X') == 200
+    assert conditional(imds, 'W/"1"') == 304

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from forewarn.domain.events import EventType
+from forewarn.server.imds import ImdsRequest, split_target
 
 if TYPE_CHECKING:
     from unit.conftest import Imds
@@ -309,3 +310,41 @@ def test_bodies_are_never_larger_than_they_need_to_be(vm0: Imds) -> None:
         "error": "Bad request. Required metadata header not specified"
     }
     assert response.body == MISSING_HEADER
+
+
+def test_a_blank_parameter_still_counts_as_given_twice(imds: Imds) -> None:
+    """SPEC 1: a repeated query parameter is refused, also when one of them is blank."""
+    imds.add_vm("vm")
+    response = imds.request("GET", "vm", query="api-version=2020-07-01&api-version=")
+    assert response.status == 400
+    assert imds.error_of(response) == "Bad request. Query parameter names must not repeat"
+
+
+def test_only_the_first_question_mark_starts_the_query() -> None:
+    """RFC 3986 3.4: the query is everything after the first "?", later ones included."""
+    assert split_target("/metadata/scheduledevents?api-version=2020-07-01?x=1") == (
+        "/metadata/scheduledevents",
+        "api-version=2020-07-01?x=1",
+    )
+    assert split_target("/metadata/scheduled%65vents") == ("/metadata/scheduledevents", "")
+
+
+def test_a_vm_is_told_by_the_address_it_calls_from_when_the_one_it_calls_is_shared(
+    imds: Imds,
+) -> None:
+    """A VM is found by the address its request arrives at, then by the one it comes from
+    (``forewarn serve --bind`` on one address, VMs calling from their own)."""
+    imds.add_vm("a")
+    imds.add_vm("b")
+    response = imds.endpoint.handle(
+        ImdsRequest(
+            method="GET",
+            path="/metadata/instance/compute/name",
+            query="api-version=2021-02-01&format=text",
+            headers={"metadata": "true"},
+            body=b"",
+            local_address="127.0.0.200",
+            peer_address=imds.addresses["b"],
+        )
+    )
+    assert (response.status, response.body) == (200, b"b")

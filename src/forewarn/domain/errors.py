@@ -7,7 +7,8 @@ only), so the SDK, storage and the agent need not import the domain for it.
     ForewarnError                   (forewarn.errors)
     └── DomainError
         ├── UnknownVmError          no VM of that name or address
-        ├── UnknownGroupError       no scale set or host of that name
+        ├── UnknownGroupError       no scale set of that name
+        │   └── UnknownHostError    no VM runs on that host
         ├── UnknownEventError       an event id the calling VM cannot see
         ├── InvalidOperationError   the request makes no sense in the current state
         └── InvalidEventError       an event that breaks a documented rule (notice, type...)
@@ -32,8 +33,15 @@ class UnknownVmError(DomainError):
 class UnknownGroupError(DomainError):
     """Raised when a scale set or host named by an operation does not exist."""
 
-    def __init__(self, kind: str, name: str, message: str | None = None) -> None:
-        super().__init__(message or f"no {kind} named {name!r}")
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"no {kind} named {name!r}")
+
+
+class UnknownHostError(UnknownGroupError):
+    """Raised when no VM runs on the host an operation names (hosts exist through their VMs)."""
+
+    def __init__(self, host: str) -> None:
+        DomainError.__init__(self, f"no virtual machine runs on host {host!r}")
 
 
 class UnknownEventError(DomainError):
@@ -62,5 +70,6 @@ __all__ = [
     "InvalidOperationError",
     "UnknownEventError",
     "UnknownGroupError",
+    "UnknownHostError",
     "UnknownVmError",
 ]

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from forewarn.domain import descriptions
-from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
+from forewarn.domain.errors import InvalidOperationError, UnknownHostError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.platform import CampaignView, EventRequest, Platform
 from forewarn.domain.scope import ScopeGroup
@@ -156,7 +156,7 @@ def group_requests(
 def _on_host(platform: Platform, host: str) -> list[Vm]:
     vms = [vm for vm in platform.vms() if vm.host == host]
     if not vms:
-        raise UnknownGroupError("host", host, f"no virtual machine runs on host {host!r}")
+        raise UnknownHostError(host)
     return vms
 
 
@@ -234,7 +234,7 @@ def predict_failure(platform: Platform, host: str) -> tuple[Event, ...]:
         platform, _on_host(platform, host), EventType.REDEPLOY, descriptions.EMERGENCY_REPAIR
     )
     events = platform.schedule_job(requests, notice=platform.timing.predicted_failure_notice)
-    platform.host_failing(host, failed=False)
+    platform.host_predicted_to_fail(host)
     return events
 
 
@@ -245,7 +245,7 @@ def fail_host(platform: Platform, host: str) -> tuple[Event, ...]:
         platform, _on_host(platform, host), EventType.REBOOT, descriptions.VM_FAILURE
     )
     events = platform.schedule_job(requests, already_started=True)
-    platform.host_failing(host, failed=True)
+    platform.host_failed(host)
     return events
 
 

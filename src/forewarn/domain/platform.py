@@ -146,7 +146,7 @@ class Platform:
         self._scale_sets: dict[str, ScaleSet] = {}
         self._by_address: dict[str, str] = {}
         # scope group -> its members' names, so an event's audience costs its group's size
-        self._groups: dict[ScopeGroup, dict[str, None]] = {}
+        self._groups: dict[ScopeGroup, set[str]] = {}
         self._documents: dict[str, Document] = {}
         # vm name -> ids of the live events it is shown, in creation order (dicts keep order)
         self._visible: dict[str, dict[str, None]] = {}
@@ -159,6 +159,7 @@ class Platform:
         self._open_jobs: dict[str | None, _Job] = {}
         self._campaigns: dict[int, _Campaign] = {}
         self._campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
+        self._job_ids = itertools.count(1)
         self._deadlines: list[tuple[datetime, int, str, _Deadline]] = []
         self._sequence = 0
         # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
@@ -199,7 +200,7 @@ class Platform:
         if vm.vm_scale_set_name and vm.vm_scale_set_name not in self._scale_sets:
             self._scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         self._vms[vm.name] = vm
-        self._groups.setdefault(scope_group(vm, self._scale_sets), {})[vm.name] = None
+        self._groups.setdefault(scope_group(vm, self._scale_sets), set()).add(vm.name)
         if vm.address is not None:
             self._by_address[vm.address] = vm.name
         self._documents[vm.name] = EMPTY_DOCUMENT
@@ -264,12 +265,14 @@ class Platform:
         self._unreachable_until[name] = self._now + shorter
         self._impact_of_vm[name] = event
 
-    def host_failing(self, host: str, *, failed: bool) -> None:
-        """Mark ``host``'s hardware as predicted to fail (``failed=False``) or failed: no VM is
-        moved there any more, and a failed host's VMs leave it when their impact ends."""
+    def host_predicted_to_fail(self, host: str) -> None:
+        """No VM is moved to ``host`` any more: its hardware is expected to fail."""
         self._avoided_hosts.add(host)
-        if failed:
-            self._failed_hosts.add(host)
+
+    def host_failed(self, host: str) -> None:
+        """No VM is moved to ``host`` any more, and its VMs leave it when their impact ends."""
+        self._avoided_hosts.add(host)
+        self._failed_hosts.add(host)
 
     def delete_vm(self, name: str) -> None:
         """Remove a VM at once, with no event (deletion without terminate notification)."""
@@ -440,8 +443,7 @@ class Platform:
         not_before = self._now + notice
         job = self._open_jobs.get(join_key)  # never holds None: keyless jobs never merge
         if job is None or job.not_before != not_before or already_started:
-            self._sequence += 1
-            job = _Job(self._sequence, join_key, not_before, campaign)
+            job = _Job(next(self._job_ids), join_key, not_before, campaign)
             if join_key is not None and not already_started:
                 self._open_jobs[join_key] = job
         created = [
@@ -512,7 +514,7 @@ class Platform:
         if live is None:
             return
         status = live.event.status
-        if kind is _Deadline.START and status is EventStatus.SCHEDULED:
+        if kind is _Deadline.START:  # its job may have started already, by approval
             for member in list(live.job.events):
                 if member.event.status is EventStatus.SCHEDULED:
                     self._start(member)
@@ -547,7 +549,7 @@ class Platform:
             source=request.source,
             duration_seconds=request.duration_seconds,
         )
-        seen_by = audience(vms, self._group_members, self._scale_sets)
+        seen_by = audience(vms, self.scope_of, self._group_members)
         receiving = [name for name in seen_by if self.receiving(name)]
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event
@@ -569,9 +571,8 @@ class Platform:
         return live
 
     def _start_job_if_approved(self, job: _Job) -> None:
+        """Start ``job`` once every party approved; callers pass only jobs still Scheduled."""
         members = job.events
-        if not members or any(m.event.status is not EventStatus.SCHEDULED for m in members):
-            return
         if all(member.parties <= member.approvals for member in members):
             for member in list(members):
                 self._start(member)
@@ -623,11 +624,11 @@ class Platform:
                 self._vms[vm.name] = replace(vm, host=host)
 
     def _group_members(self, group: ScopeGroup) -> Iterable[str]:
-        return self._groups.get(group, {}).keys()
+        return self._groups[group]
 
     def _delete_vm(self, vm: Vm) -> None:
         del self._vms[vm.name]
-        del self._groups[scope_group(vm, self._scale_sets)][vm.name]
+        self._groups[scope_group(vm, self._scale_sets)].remove(vm.name)
         if vm.address is not None:
             del self._by_address[vm.address]
         for table in (

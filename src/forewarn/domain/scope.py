@@ -50,19 +50,19 @@ def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> ScopeGroup:
 
 def audience(
     impacted: Iterable[Vm],
+    scope_of: Callable[[Vm], ScopeGroup],
     members: Callable[[ScopeGroup], Iterable[str]],
-    scale_sets: Mapping[str, ScaleSet] | None = None,
 ) -> frozenset[str]:
     """Names of every VM that sees an event impacting ``impacted``.
 
-    ``members`` gives the names in a scope group; the platform keeps that index so that an
-    event costs the size of its groups, not of the fleet.
+    ``scope_of`` is :func:`scope_group` with the fleet's scale sets; ``members`` gives the
+    names in a scope group, an index the platform keeps so that an event costs the size of its
+    groups, not of the fleet.
     """
-    scale_sets = scale_sets or {}
     names: set[str] = set()
     for vm in impacted:
         names.add(vm.name)
-        group = scope_group(vm, scale_sets)
+        group = scope_of(vm)
         if group.kind is not ScopeKind.VM:
             names.update(members(group))
     return frozenset(names)

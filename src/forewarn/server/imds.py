@@ -94,10 +94,6 @@ class ImdsResponse:
     reset: bool = False
 
 
-class _BadQueryError(Exception):
-    pass
-
-
 def _error(status: int, message: str) -> ImdsResponse:
     return ImdsResponse(status, messages.error_body(message))
 
@@ -124,6 +120,44 @@ _OK_CACHE_SIZE = 1024
 
 
 @functools.lru_cache(maxsize=_OK_CACHE_SIZE)
+def _ok(body: bytes, etag: bytes) -> ImdsResponse:
+    """A 200 carrying ``body``, built once while the body is the same.
+
+    A VM's document bytes stay the same object until its events change, and VMs with the same
+    document share one answer; finding it costs less than building a frozen response on every
+    poll (measured with ``python -m bench``). The body holds the incarnation, so the same body
+    always has the same tag.
+    """
+    return ImdsResponse(200, body, etag=etag)
+
+
+@functools.lru_cache(maxsize=_QUERY_CACHE_SIZE)
+def _parse_query(raw: str, limits: Limits) -> dict[str, str] | str:
+    """Parameters by name, or an error message; cached, since clients repeat one query.
+    Callers only read the mapping."""
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return "Bad request. The query string is not valid"
+    params: dict[str, str] = {}
+    for key, value in pairs:
+        if len(key) > limits.max_parameter_key:
+            return (
+                "Parameter key length is larger than MaxParameterKeyLength: "
+                f"{limits.max_parameter_key}"
+            )
+        if len(value) > limits.max_parameter_value:
+            return (
+                "Parameter value length is larger than MaxParameterValueLength: "
+                f"{limits.max_parameter_value}"
+            )
+        if key in params:
+            return messages.DUPLICATE_PARAMETER
+        params[key] = value
+    return params
+
+
+@functools.lru_cache(maxsize=_OK_CACHE_SIZE)
 def _not_modified(etag: bytes) -> ImdsResponse:
     """The 304 for ``etag``: no body, no Content-Type; pollers repeat a few tags, so each
     answer is built once."""
@@ -147,8 +181,6 @@ class ImdsEndpoint:
         self.limits = limits or Limits()
         self.rate_limiter = RateLimiter(rate_limit)
         self._monotonic = monotonic
-        self._queries: dict[str, dict[str, str] | str] = {}
-        self._ok_responses: dict[bytes, ImdsResponse] = {}
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
         path = request.path
@@ -175,14 +207,14 @@ class ImdsEndpoint:
         headers = request.headers
         if "x-forwarded-for" in headers:
             return _FORWARDED
-        query = self._parse_query(request.query)
+        query = _parse_query(request.query, self.limits)
         if isinstance(query, str):
             return _error(400, query)
-        has_header = headers.get("metadata", "").lower() == "true"
+        has_header = str(headers.get("metadata")).lower() == "true"
 
         if path == SCHEDULED_EVENTS_PATH:
             given = query.get("api-version")
-            version = find_version(given or "")
+            version = None if given is None else find_version(given)
             if not has_header and not (
                 method == "POST" and version is not None and not version.metadata_header_on_post
             ):
@@ -194,7 +226,7 @@ class ImdsEndpoint:
                 tags = headers.get("if-none-match")
                 if tags is not None and _matches(tags, encoded.tag):
                     return _not_modified(encoded.etag)
-                return self._ok(encoded.body, encoded.etag)
+                return _ok(encoded.body, encoded.etag)
             return self._approve(vm, request.body)
 
         if not has_header:
@@ -210,21 +242,6 @@ class ImdsEndpoint:
         if policy is ImpactPolicy.HOLD:
             return ImdsResponse(0, held_until=pause.until)
         return RESET if policy is ImpactPolicy.REFUSE else NO_ANSWER
-
-    def _ok(self, body: bytes, etag: bytes) -> ImdsResponse:
-        """A 200 carrying ``body``, reused while the body is the same.
-
-        A VM's document bytes stay the same object until its events change, and VMs with the
-        same document share one answer; finding it costs less than building a frozen response
-        on every poll (measured with ``python -m bench``). The body holds the incarnation, so
-        the same body always has the same tag.
-        """
-        response = self._ok_responses.get(body)
-        if response is None:
-            if len(self._ok_responses) >= _OK_CACHE_SIZE:
-                self._ok_responses.clear()
-            response = self._ok_responses[body] = ImdsResponse(200, body, etag=etag)
-        return response
 
     def _approve(self, vm: Vm, body: bytes) -> ImdsResponse:
         """Every api-version approves the same way."""
@@ -257,43 +274,6 @@ class ImdsEndpoint:
         if fmt == "text" and parts:
             return ImdsResponse(200, instance_wire.encode_text(value), TEXT)
         return _error(400, f'Bad request. Query parameter format="{fmt}" is not allowed here')
-
-    def _parse_query(self, raw: str) -> dict[str, str] | str:
-        """Parameters by name, or an error message; cached, since clients repeat one query."""
-        cached = self._queries.get(raw)
-        if cached is not None:
-            return cached
-        try:
-            result: dict[str, str] | str = self._parse_query_uncached(raw)
-        except _BadQueryError as exc:
-            result = str(exc)
-        if len(self._queries) >= _QUERY_CACHE_SIZE:
-            self._queries.clear()
-        self._queries[raw] = result
-        return result
-
-    def _parse_query_uncached(self, raw: str) -> dict[str, str]:
-        limits = self.limits
-        params: dict[str, str] = {}
-        try:
-            pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=False, errors="strict")
-        except (UnicodeDecodeError, ValueError):
-            raise _BadQueryError("Bad request. The query string is not valid") from None
-        for key, value in pairs:
-            if len(key) > limits.max_parameter_key:
-                raise _BadQueryError(
-                    f"Parameter key length is larger than MaxParameterKeyLength: "
-                    f"{limits.max_parameter_key}"
-                )
-            if len(value) > limits.max_parameter_value:
-                raise _BadQueryError(
-                    f"Parameter value length is larger than MaxParameterValueLength: "
-                    f"{limits.max_parameter_value}"
-                )
-            if key in params:
-                raise _BadQueryError(messages.DUPLICATE_PARAMETER)
-            params[key] = value
-        return params
 
 
 def response_headers(
