@@ -23,7 +23,13 @@ import pytest
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
 
-FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
+#: Two fault domains on hosts of their own, so a campaign has two steps.
+FLEET = """
+availabilitySets: [{name: west, faultDomains: 2}]
+vms:
+  - {name: WestNO_0, address: 127.0.0.2, availabilitySet: west, faultDomain: 0, host: h1}
+  - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, host: h2}
+"""
 VMS = {"WestNO_0": "127.0.0.2", "WestNO_1": "127.0.0.3"}
 URL = "http://{}:{}/metadata/scheduledevents?api-version=2020-07-01"
 HEADERS = {"Metadata": "true"}
@@ -41,7 +47,7 @@ def server(data_dir: Path, port: int, control_port: int) -> Iterator[subprocess.
     command = [
         sys.executable, "-m", "forewarn", "serve",
         "--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control_port}",
-        "--fleet", str(FLEET), "--clock", "manual", "--seed", "5",
+        "--fleet", str(fleet_file(data_dir)), "--clock", "manual", "--seed", "5",
         "--data-dir", str(data_dir), "--rate-limit", "1000",
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -63,6 +69,12 @@ def server(data_dir: Path, port: int, control_port: int) -> Iterator[subprocess.
         process.wait(10)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def fleet_file(data_dir: Path) -> Path:
+    path = data_dir.with_name(data_dir.name + "-fleet.yaml")
+    path.write_text(FLEET)
+    return path
 
 
 def documents(port: int) -> dict[str, bytes]:
