@@ -205,6 +205,8 @@ def test_options_are_checked() -> None:
         ForewarnPlatform(vms=["a"], fleet="vms: [{name: b}]")
     with pytest.raises(ValueError, match=r"unknown event type in 'notice\.Sleep'"):
         ForewarnPlatform(timing={"notice.Sleep": 1})
+    with pytest.raises(TypeError, match="choose the profile with profile="):
+        ForewarnPlatform(timing="fast")  # type: ignore[arg-type]
     with ForewarnPlatform(timing={"notice.Reboot": 60}) as platform:
         (event,) = platform.restart("vm0")
         assert event.not_before == platform.now + timedelta(seconds=60)

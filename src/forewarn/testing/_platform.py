@@ -142,6 +142,11 @@ class ForewarnPlatform:
             raise ValueError(
                 f"unknown timing profile {profile!r}; known: {', '.join(PROFILES)}"
             ) from None
+        if timing is not None and not isinstance(timing, Mapping):
+            raise TypeError(
+                f"timing takes overrides such as {{'impact': 3}}, not {timing!r}; "
+                "choose the profile with profile=..."
+            )
         if timing:
             profile_value = profile_value.with_overrides(
                 {key: _seconds(value) for key, value in timing.items()}
