@@ -16,7 +16,7 @@ import pytest
 from forewarn.config.fleet import FleetFileError, parse_fleet
 from forewarn.domain import operations
 from forewarn.domain.errors import InvalidOperationError
-from forewarn.domain.events import EventStatus, EventType
+from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.placement import FaultDomainSet, SetKind, fault_domain_set, new_host
 from forewarn.domain.platform import Platform
@@ -191,3 +191,30 @@ def test_vms_without_a_host_are_no_destination_and_a_new_host_has_a_name() -> No
     moving = Vm(name="c", vm_id="c", availability_set="s", platform_fault_domain=0, host="h2")
     assert new_host(moving, [hostless, placed, moving], avoid=()) == "h2-redeployed"
     assert new_host(hostless, [hostless], avoid=()) == "host-redeployed"
+
+
+def test_a_redeploy_moves_its_vm_whatever_its_duration(platform: Platform) -> None:
+    """A Redeploy moves the VM when its impact ends: at once for DurationInSeconds 0, and also
+    when the impact ends at the very moment the event is removed (both are due together; the
+    impact's end comes first, as it was set first)."""
+    two_domains(platform)
+    for seconds in (0, int(DOCUMENTED.started_period.total_seconds())):
+        before = platform.vm("lone").host
+        event = platform.schedule(
+            EventType.REDEPLOY, ["lone"], source=EventSource.PLATFORM, duration_seconds=seconds
+        )
+        platform.approve("lone", [event.event_id])
+        platform.advance_to(platform.now + timedelta(seconds=seconds))
+        assert platform.vm("lone").host != before, seconds
+        live = {view.event.event_id for view in platform.events()}
+        assert (event.event_id in live) == (seconds == 0), "removed with its impact's end"
+
+
+def test_failed_hardware_takes_no_vm_even_one_placed_there_later(platform: Platform) -> None:
+    two_domains(platform)
+    operations.fail_host(platform, "h0")
+    run_to_the_end(platform)
+    add(platform, "late", host="h0")
+    operations.redeploy(platform, "as-1")
+    run_to_the_end(platform)
+    assert platform.vm("as-1").host not in ("h0", "h2")

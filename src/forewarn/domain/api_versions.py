@@ -52,7 +52,7 @@ SCHEDULED_EVENTS_VERSIONS: tuple[ApiVersion, ...] = (
     ApiVersion("2020-07-01", _ALL_TYPES, description=True, event_source=True, duration=True),
 )
 
-_BY_NAME = {version.name: version for version in SCHEDULED_EVENTS_VERSIONS}
+_BY_NAME: dict[str | None, ApiVersion] = {v.name: v for v in SCHEDULED_EVENTS_VERSIONS}
 
 CURRENT_VERSION = SCHEDULED_EVENTS_VERSIONS[-1]
 
@@ -60,6 +60,7 @@ CURRENT_VERSION = SCHEDULED_EVENTS_VERSIONS[-1]
 NEWEST_VERSIONS: tuple[str, ...] = tuple(v.name for v in reversed(SCHEDULED_EVENTS_VERSIONS[-3:]))
 
 
-def find_version(name: str) -> ApiVersion | None:
-    """The version called ``name``, or None: ``latest`` and unknown names are not versions."""
+def find_version(name: str | None) -> ApiVersion | None:
+    """The version called ``name``, or None: ``latest``, unknown names and no name at all are
+    not versions."""
     return _BY_NAME.get(name)

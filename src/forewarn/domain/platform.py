@@ -513,14 +513,13 @@ class Platform:
         live = self._events.get(key)
         if live is None:
             return
-        status = live.event.status
         if kind is _Deadline.START:  # its job may have started already, by approval
             for member in list(live.job.events):
                 if member.event.status is EventStatus.SCHEDULED:
                     self._start(member)
         elif kind is _Deadline.IMPACT_END:
             self._end_impact(live)
-        elif kind is _Deadline.REMOVE and status is EventStatus.STARTED:
+        elif kind is _Deadline.REMOVE:  # set when the event started
             self._remove(live)
 
     def _check_request(self, request: EventRequest) -> None:

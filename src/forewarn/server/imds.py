@@ -214,7 +214,7 @@ class ImdsEndpoint:
 
         if path == SCHEDULED_EVENTS_PATH:
             given = query.get("api-version")
-            version = None if given is None else find_version(given)
+            version = find_version(given)
             if not has_header and not (
                 method == "POST" and version is not None and not version.metadata_header_on_post
             ):
