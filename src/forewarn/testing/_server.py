@@ -81,6 +81,10 @@ class ServerThread:
             self.stop()
             raise
 
+    def is_running(self) -> bool:
+        """Started, not stopped, and its thread alive."""
+        return self.port != 0 and not self._stopped and self._thread.is_alive()
+
     def stop(self) -> None:
         if self._stopped:
             return
