@@ -9,7 +9,7 @@ A record is the command's fields plus ``op`` (its name) and ``at`` (platform tim
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -97,11 +97,7 @@ class HostOperation(Command):
     action: str
 
     def apply(self, platform: Platform) -> Result:
-        action = operations.HOST_ACTIONS.get(self.action)
-        if action is None:
-            known = ", ".join(operations.HOST_ACTIONS)
-            raise InvalidOperationError(f"unknown host action {self.action!r}; known: {known}")
-        return action(platform, self.host)
+        return _named_action(operations.HOST_ACTIONS, "host", self.action)(platform, self.host)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,11 +109,19 @@ class VmOperation(Command):
     action: str
 
     def apply(self, platform: Platform) -> Result:
-        action = operations.VM_ACTIONS.get(self.action)
-        if action is None:
-            known = ", ".join(operations.VM_ACTIONS)
-            raise InvalidOperationError(f"unknown VM action {self.action!r}; known: {known}")
-        return action(platform, self.vm)
+        return _named_action(operations.VM_ACTIONS, "VM", self.action)(platform, self.vm)
+
+
+def _named_action(
+    actions: Mapping[str, Callable[[Platform, str], Result]], target: str, name: str
+) -> Callable[[Platform, str], Result]:
+    """The action a journal record names; a name from no table is refused, not guessed."""
+    action = actions.get(name)
+    if action is None:
+        raise InvalidOperationError(
+            f"unknown {target} action {name!r}; known: {', '.join(actions)}"
+        )
+    return action
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from forewarn.commands import HostOperation, VmOperation
 from forewarn.domain import operations
 from forewarn.domain.clock import ManualClock, ensure_utc
 from forewarn.domain.errors import (
@@ -134,3 +135,18 @@ def test_times_and_rates_that_make_no_sense() -> None:
         ManualClock(START).advance(timedelta(seconds=-1))
     with pytest.raises(ValueError, match=r"^rate must be positive$"):
         RateLimiter(rate=0)
+
+
+def test_a_journal_record_naming_an_unknown_action_is_refused() -> None:
+    """A record from elsewhere (or a newer forewarn) is refused with the names known here,
+    never guessed at (SPEC: replay stops with a clear message)."""
+    platform = Platform(START)
+    platform.add_vm(Vm(name="a", vm_id="a", host="h1"))
+    with pytest.raises(InvalidOperationError) as host:
+        HostOperation("h1", "nap").apply(platform)
+    assert str(host.value) == (
+        "unknown host action 'nap'; known: live-migrate, update, maintain, predict-failure, fail"
+    )
+    with pytest.raises(InvalidOperationError) as vm:
+        VmOperation("a", "nap").apply(platform)
+    assert str(vm.value) == "unknown VM action 'nap'; known: freeze-instead, impact-again"
