@@ -139,7 +139,7 @@ def test_times_and_rates_that_make_no_sense() -> None:
 
 def test_a_journal_record_naming_an_unknown_action_is_refused() -> None:
     """A record from elsewhere (or a newer forewarn) is refused with the names known here,
-    never guessed at (SPEC: replay stops with a clear message)."""
+    never guessed at: replay stops on it with a message that says what it is."""
     platform = Platform(START)
     platform.add_vm(Vm(name="a", vm_id="a", host="h1"))
     with pytest.raises(InvalidOperationError) as host:
