@@ -28,9 +28,7 @@ import httptools
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.imds import (
-    JSON,
     SERVER,
-    TEXT,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
@@ -67,12 +65,8 @@ def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[by
     return before, after + b"\r\n"
 
 
-_HEADS = {
-    (status, content_type, keep_alive): _head(status, content_type, keep_alive)
-    for status in _REASONS
-    for content_type in (JSON, TEXT, None)
-    for keep_alive in (True, False)
-}
+#: Response heads by (status, Content-Type, keep-alive), each built on first use.
+_HEADS: dict[tuple[int, bytes | None, bool], tuple[bytes, bytes]] = {}
 #: How often held requests are looked at (in real time) to release those whose pause is over;
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 _HOLD_TICK = 0.05
@@ -621,9 +615,10 @@ class ImdsProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         status = response.status
-        head = _HEADS.get((status, response.content_type, keep_alive))
+        key = (status, response.content_type, keep_alive)
+        head = _HEADS.get(key)
         if head is None:
-            head = _head(status, response.content_type, keep_alive)
+            head = _HEADS[key] = _head(*key)
         etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
         if status == 304:  # no body, so no length (RFC 9110 8.6)
             transport.write(
