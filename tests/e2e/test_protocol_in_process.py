@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 import test_e2e_hostile_input as hostile
 import test_e2e_http_protocol as protocol
-from e2e_support import OUTSIDER_HOST, PAIR_HOSTS, ForewarnServer, pair_fleet
+from e2e_support import (
+    OUTSIDER_HOST,
+    PAIR_HOSTS,
+    Exchange,
+    ForewarnServer,
+    exchange,
+    pair_fleet,
+    parse_responses,
+)
 
 from forewarn.testing import ForewarnPlatform
 
@@ -106,3 +114,111 @@ for _name in _HOSTILE:
     globals()[_name] = getattr(hostile, _name)
 for _name in _PROTOCOL:
     globals()[_name] = getattr(protocol, _name)
+
+
+# -- faults on the wire (docs/faults.md), against the same in-process socket server ----------
+
+RAW_GET = (
+    b"GET /metadata/scheduledevents?api-version=2020-07-01 HTTP/1.1\r\n"
+    b"Host: 169.254.169.254\r\nMetadata: true\r\n\r\n"
+)
+
+
+RAW_GET_CLOSE = RAW_GET.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+
+
+def _get(pair: InProcessServer, **options: Any) -> Exchange:
+    """One GET on a connection of its own, as WestNO_0."""
+    return exchange(pair.host, pair.port, RAW_GET_CLOSE, **options)
+
+
+@pytest.fixture
+def faulty(pair: InProcessServer) -> Iterator[InProcessServer]:
+    yield pair
+    pair.platform.clear_faults()
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "message"),
+    [("gone", 410, "Resource Gone"), ("error", 500, "Internal Server Error"),
+     ("throttle", 429, "Too many requests")],
+)  # fmt: skip
+def test_an_error_fault_is_an_imds_answer_and_keeps_the_connection(
+    faulty: InProcessServer, kind: str, status: int, message: str
+) -> None:
+    """instance-metadata-service.md, "Errors and debugging": 410, 500 and 429 with IMDS's
+    bodies; a kept-alive connection goes on to the real answer."""
+    faulty.platform.fault(kind, count=1)
+    both = exchange(
+        faulty.host,
+        faulty.port,
+        RAW_GET + RAW_GET_CLOSE,
+    )
+    first, second = parse_responses(both.data)
+    assert (first.status, first.json()) == (status, {"error": message})
+    assert "IMDS" in (first.header("Server") or "")
+    assert second.status == 200
+    faulty.platform.fault(kind, count=1)
+    closed = _get(faulty)
+    assert closed.closed
+    assert [r.status for r in parse_responses(closed.data)] == [status]
+
+
+def test_a_reset_fault_resets_at_once(faulty: InProcessServer) -> None:
+    faulty.platform.fault("reset", count=1)
+    reply = _get(faulty)
+    assert (reply.reset, reply.data) == (True, b"")
+    assert parse_responses(_get(faulty).data)[0].status == 200
+
+
+def test_a_truncated_answer_announces_its_whole_length_and_stops_short(
+    faulty: InProcessServer,
+) -> None:
+    full = _get(faulty).data
+    faulty.platform.fault("truncate", count=1)
+    cut = _get(faulty)
+    assert cut.closed
+    head, _, body = cut.data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    assert length == len(full.partition(b"\r\n\r\n")[2])
+    assert 0 < len(body) < length
+
+
+def test_a_truncated_error_cuts_its_head(faulty: InProcessServer) -> None:
+    """An answer with no body (a 304) is cut in its head: the client never sees its end."""
+    first = parse_responses(_get(faulty).data)[0]
+    tag = first.header("ETag")
+    assert tag is not None
+    faulty.platform.fault("truncate", count=1)
+    request = RAW_GET.replace(
+        b"\r\n\r\n", b"\r\nIf-None-Match: " + tag.encode() + b"\r\nConnection: close\r\n\r\n"
+    )
+    cut = exchange(faulty.host, faulty.port, request)
+    assert cut.closed
+    assert cut.data.startswith(b"HTTP/1.1 304")
+    assert b"\r\n\r\n" not in cut.data
+
+
+def test_a_timeout_fault_is_silence_until_its_delay_then_a_close(faulty: InProcessServer) -> None:
+    faulty.platform.fault("timeout", count=1, delay=0.4)
+    quiet = _get(faulty, read_timeout=0.2)
+    assert (quiet.data, quiet.closed) == (b"", False)
+    faulty.platform.fault("timeout", count=1, delay=0.3)
+    ended = _get(faulty, read_timeout=3.0)
+    assert (ended.data, ended.closed) == (b"", True)
+    assert 0.25 <= ended.seconds < 2.5
+
+
+def test_a_latency_fault_delays_the_real_answer_and_what_is_pipelined_behind(
+    faulty: InProcessServer,
+) -> None:
+    faulty.platform.fault("latency", count=1, delay=0.3)
+    both = exchange(
+        faulty.host,
+        faulty.port,
+        RAW_GET + RAW_GET_CLOSE,
+        read_timeout=3.0,
+    )
+    assert [r.status for r in parse_responses(both.data)] == [200, 200]
+    assert both.seconds >= 0.3
