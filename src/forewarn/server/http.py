@@ -65,8 +65,7 @@ def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[by
     return before, after + b"\r\n"
 
 
-#: Response heads by (status, Content-Type, keep-alive), each built on first use.
-_HEADS: dict[tuple[int, bytes | None, bool], tuple[bytes, bytes]] = {}
+_HeadKey = tuple[int, bytes | None, bool]
 #: How often held requests are looked at (in real time) to release those whose pause is over;
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 _HOLD_TICK = 0.05
@@ -237,9 +236,10 @@ class _HeldRequests:
 
 class _Shared:
     """What every listener of one endpoint shares: one Date, one parse cache, one request-id
-    sequence and one set of held requests, however many VM addresses it listens on."""
+    sequence, one set of held requests and the response heads built so far (by status,
+    Content-Type and keep-alive), however many VM addresses it listens on."""
 
-    __slots__ = ("date", "held", "loop", "parsed", "request_ids")
+    __slots__ = ("date", "heads", "held", "loop", "parsed", "request_ids")
 
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
         clock = endpoint.service.clock.now
@@ -248,6 +248,7 @@ class _Shared:
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
         self.held = _HeldRequests(loop, clock)
+        self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {}
 
 
 _SHARED: weakref.WeakKeyDictionary[ImdsEndpoint, _Shared] = weakref.WeakKeyDictionary()
@@ -616,9 +617,10 @@ class ImdsProtocol(asyncio.Protocol):
             return
         status = response.status
         key = (status, response.content_type, keep_alive)
-        head = _HEADS.get(key)
+        heads = self._shared.heads
+        head = heads.get(key)
         if head is None:
-            head = _HEADS[key] = _head(*key)
+            head = heads[key] = _head(*key)
         etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
         if status == 304:  # no body, so no length (RFC 9110 8.6)
             transport.write(
