@@ -1,7 +1,8 @@
 """The socket protocol's rules, against the endpoint's server running in this process.
 
 ``test_e2e_hostile_input.py`` and most of ``test_e2e_http_protocol.py`` run against ``forewarn
-serve`` in a process of its own. Here the same test functions run against the same socket
+serve`` in a process of its own (the internal-error and slow-request cases already start the
+socket server here, and are simply collected again outside the ``e2e`` mark). Here the same test functions run against the same socket
 server (``server/http.py``) started by ``forewarn.testing`` in a thread of this process, with
 the platform driven directly instead of through the control API. Nothing is weakened: every
 case keeps its assertions. What it adds is that a change to ``server/http.py`` is seen by
@@ -15,7 +16,9 @@ from typing import Any
 
 import pytest
 import test_e2e_hostile_input as hostile
+import test_e2e_http_internal_error as internal_error
 import test_e2e_http_protocol as protocol
+import test_e2e_slow_request as slow_request
 from e2e_support import (
     OUTSIDER_HOST,
     PAIR_HOSTS,
@@ -114,6 +117,13 @@ for _name in _HOSTILE:
     globals()[_name] = getattr(hostile, _name)
 for _name in _PROTOCOL:
     globals()[_name] = getattr(protocol, _name)
+# Already in this process (they start the socket server themselves), and quick.
+test_an_exception_in_the_endpoint_is_a_logged_500 = (
+    internal_error.test_an_exception_in_the_endpoint_is_a_logged_500
+)
+test_a_trickling_request_is_closed_and_others_still_answered = (
+    slow_request.test_a_trickling_request_is_closed_and_others_still_answered
+)
 
 
 # -- faults on the wire (docs/faults.md), against the same in-process socket server ----------
