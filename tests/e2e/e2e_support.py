@@ -444,6 +444,17 @@ def exchange(
     return Exchange(bytes(data), closed or reset, reset, time.monotonic() - started)
 
 
+def assert_cut_short(whole: bytes, cut: Exchange) -> None:
+    """``cut`` is ``whole``'s 200 answer announced at its full Content-Length, then closed
+    before all of its body came (the ``truncate`` fault, docs/faults.md)."""
+    assert cut.closed
+    head, _, body = cut.data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    assert length == len(whole.partition(b"\r\n\r\n")[2])
+    assert 0 < len(body) < length
+
+
 _STATUS_LINE = re.compile(rb"^HTTP/1\.[01] (\d{3}) ?([^\r\n]*)$")
 
 

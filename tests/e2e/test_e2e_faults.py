@@ -15,7 +15,14 @@ import random
 from typing import Any
 
 import pytest
-from e2e_support import SCHEDULED_EVENTS, Exchange, ForewarnServer, exchange, parse_responses
+from e2e_support import (
+    SCHEDULED_EVENTS,
+    Exchange,
+    ForewarnServer,
+    assert_cut_short,
+    exchange,
+    parse_responses,
+)
 
 from forewarn.client import (
     NO_RETRY,
@@ -117,13 +124,7 @@ def test_a_reset_is_a_connection_error_then_retried(server: ForewarnServer) -> N
 def test_a_truncated_body_is_announced_whole_but_cut_short(server: ForewarnServer) -> None:
     whole = raw_get(server).data
     set_fault(server, kind="truncate", count=1)
-    cut = raw_get(server)
-    assert cut.closed
-    head, _, body = cut.data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
-    length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-    assert length == len(whole.partition(b"\r\n\r\n")[2])
-    assert 0 < len(body) < length
+    assert_cut_short(whole, raw_get(server))
     set_fault(server, kind="truncate", count=1)
     with client(server, retry=NO_RETRY) as once, pytest.raises(ImdsConnectionError):
         once.get()
