@@ -43,7 +43,7 @@ def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> ScopeGroup:
         scale_set = scale_sets.get(vm.vm_scale_set_name)
         if vm.is_gpu and scale_set is not None and scale_set.platform_fault_domain_count == 1:
             return ScopeGroup(ScopeKind.VM, vm.name)
-        placement = f"{vm.vm_scale_set_name}/{vm.placement_group or '0'}"
+        placement = f"{vm.vm_scale_set_name}/{vm.scale_set_placement_group}"
         return ScopeGroup(ScopeKind.PLACEMENT_GROUP, placement)
     return ScopeGroup(ScopeKind.VM, vm.name)
 

@@ -77,6 +77,12 @@ class Vm:
     flexible: bool = False
 
     @property
+    def scale_set_placement_group(self) -> str:
+        """The placement group of a scale-set VM: one added without one is in the set's first,
+        ``"0"``, the one a fleet file fills up to ``placementGroupSize`` instances."""
+        return self.placement_group or "0"
+
+    @property
     def image_reference(self) -> ImageReference:
         return self.image or DEFAULT_IMAGES.get(self.os_type, DEFAULT_IMAGES["Linux"])
 

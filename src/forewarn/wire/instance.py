@@ -105,7 +105,7 @@ def _all_compute_fields(vm: Vm) -> dict[str, Any]:
         "osProfile": os_profile,
         "osType": vm.os_type,
         "placementGroupId": _stable_id(
-            vm.subscription_id, vm.vm_scale_set_name, vm.placement_group or "0"
+            vm.subscription_id, vm.vm_scale_set_name, vm.scale_set_placement_group
         )
         if in_set and not vm.flexible
         else "",
