@@ -9,6 +9,7 @@ handle's own promises (SPEC.md section 4 [ours] for the control API, section 8 f
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +32,9 @@ def test_the_control_client_drives_the_platform_in_process() -> None:
         assert http.get("/api/v1/clock").json()["now"].startswith("2022-04-11T22:12:58")
 
 
-def test_the_control_client_runs_on_the_server_loop_once_sockets_serve() -> None:
+def test_the_control_client_runs_on_the_server_loop_once_sockets_serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The platform is not thread-safe: once the socket server runs, a control request is
     handled on its loop, the only thread that then touches the platform."""
     with ForewarnPlatform() as platform:
@@ -39,11 +42,11 @@ def test_the_control_client_runs_on_the_server_loop_once_sockets_serve() -> None
         seen: list[str] = []
         original = platform.service.perform
 
-        def perform(*args: object, **kwargs: object) -> object:
+        def perform(*args: Any, **kwargs: Any) -> Any:
             seen.append(threading.current_thread().name)
-            return original(*args, **kwargs)  # type: ignore[arg-type]
+            return original(*args, **kwargs)
 
-        platform.service.perform = perform  # type: ignore[method-assign]
+        monkeypatch.setattr(platform.service, "perform", perform)
         with platform.control_client() as http:
             assert http.post("/api/v1/vms/vm0/restart").status_code == 200
         assert seen == ["forewarn-imds-server"]
