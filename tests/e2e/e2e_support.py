@@ -227,6 +227,11 @@ class ForewarnServer:
         )
 
     @property
+    def control_address(self) -> str:
+        """The control API's ``host:port``, as ``FOREWARN_CONTROL`` and ``--control`` take it."""
+        return httpx.URL(self.control_url).netloc.decode("ascii")
+
+    @property
     def host(self) -> str:
         """The address the first VM's requests arrive at."""
         return self.vm_hosts[0]
