@@ -3,7 +3,6 @@ control client of a :class:`forewarn.testing.ForewarnPlatform`."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,11 +48,3 @@ class Cli:
         result = self(*args)
         assert result.exit_code == code, (result.exit_code, result.output)
         return result.output
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
