@@ -1,9 +1,10 @@
 """An agent against forewarn's real VM-facing endpoint, in process, on a manual clock.
 
-Each VM of the fleet gets its own ``httpx.MockTransport`` that hands requests to the same
-:class:`ImdsEndpoint` with the VM's address as the local address, exactly as ``forewarn
-serve`` tells VMs apart. Platform time moves only through :meth:`World.advance`; the client's
-retry waits move a fake monotonic clock and never sleep.
+The platform is a :class:`forewarn.testing.ForewarnPlatform` on the fleet below; each VM's
+agent talks through the platform's in-process transport for that VM, so the endpoint tells
+VMs apart by address exactly as ``forewarn serve`` does. Platform time moves only through
+:meth:`World.advance`; the client's retry waits move a fake monotonic clock, which is also the
+rate limit's, and never sleep.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import httpx
 
 from forewarn.agent import Agent, AgentConfig, build_agent
 from forewarn.agent.config import HookSpec, HooksSpec, RuleSpec
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest
-from forewarn.server.runner import ServeSettings, build_service
+from forewarn.domain.events import EventType
 from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform, RecordedRequest
 
 LOG_TIME = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -43,13 +44,6 @@ scaleSets:
     terminateNotification: {enabled: true, notBeforeTimeout: PT5M}
     osImageNotification: true
 """
-
-ADDRESSES = {
-    "vm0": "127.0.0.2",
-    "WestNO_0": "127.0.0.3",
-    "WestNO_1": "127.0.0.4",
-    "web_0": "127.0.0.10",
-}
 
 #: examples/agent.yaml's rules in short: act on what impacts this VM, approve short freezes
 #: at once, prepare for everything else.
@@ -99,58 +93,54 @@ def hook_lines(log: Path) -> list[tuple[str, str, str]]:
 
 
 @dataclass
-class Request:
-    vm: str
-    method: str
-    body: bytes
-
-
-@dataclass
 class World:
     """The fleet above, served in process."""
 
     tmp_path: Path
-    service: ScheduledEventsService = field(init=False)
-    endpoint: ImdsEndpoint = field(init=False)
+    platform: ForewarnPlatform = field(init=False)
     time: FakeTime = field(default_factory=FakeTime)
-    requests: list[Request] = field(default_factory=list)
     agents: list[Agent] = field(default_factory=list)
+    #: The requests earlier platforms saw, before :meth:`restart_endpoint`.
+    earlier: list[RecordedRequest] = field(default_factory=list)
+    #: Each VM's transport on the platform of the moment: it keeps the VM's address after the
+    #: VM is gone, as a network route would.
+    transports: dict[str, httpx.MockTransport] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        fleet = self.tmp_path / "fleet.yaml"
-        fleet.write_text(FLEET)
-        self.service = build_service(
-            ServeSettings(
-                clock="manual",
-                seed=1,
-                fleet=fleet,
-                timing_overrides=(("first_call_delay", timedelta(0)),),
-            )
+        self.platform = self._new_platform()
+
+    def restart_endpoint(self) -> None:
+        """The endpoint restarts with nothing of its past (the same seed, so the same EventIds);
+        the agents' transports reach the new one, and the requests so far are kept."""
+        self.earlier += self.platform.requests()
+        self.platform.close()
+        self.platform = self._new_platform()
+        self.transports.clear()
+
+    def _new_platform(self) -> ForewarnPlatform:
+        return ForewarnPlatform(
+            fleet=FLEET,
+            seed=1,
+            timing={"first_call_delay": 0},
+            rate_limit=1000,
+            monotonic=self.time.monotonic,
+            # A VM under an impact closes the agent's connections unanswered (its connection
+            # errors); held requests, the default, are the socket tier's.
+            impact=dict.fromkeys((t.value for t in EventType), "drop"),
         )
-        self.endpoint = ImdsEndpoint(self.service, rate_limit=1000, monotonic=self.time.monotonic)
+
+    @property
+    def service(self) -> ScheduledEventsService:
+        return self.platform.service
 
     def handler(self, vm: str) -> Callable[[httpx.Request], httpx.Response]:
+        """The real endpoint's answer to a request from ``vm`` (on the platform of the moment),
+        for a test's own transport to put faults in front of."""
+
         def handle(request: httpx.Request) -> httpx.Response:
-            self.requests.append(Request(vm, request.method, request.content))
-            answer = self.endpoint.handle(
-                ImdsRequest(
-                    method=request.method,
-                    path=request.url.path,
-                    query=request.url.query.decode("ascii"),
-                    headers={name.lower(): value for name, value in request.headers.items()},
-                    body=request.content,
-                    local_address=ADDRESSES[vm],
-                    peer_address="10.0.0.4",
-                )
-            )
-            if answer.status == 0:
-                raise httpx.RemoteProtocolError("closed without an answer", request=request)
-            headers = (
-                {}
-                if answer.content_type is None
-                else {"content-type": answer.content_type.decode()}
-            )
-            return httpx.Response(answer.status, content=answer.body, headers=headers)
+            if vm not in self.transports:
+                self.transports[vm] = self.platform.transport(vm)
+            return self.transports[vm].handle_request(request)
 
         return handle
 
@@ -190,13 +180,13 @@ class World:
         return built
 
     def advance(self, **delta: float) -> None:
-        self.service.advance_clock(timedelta(**delta))
+        self.platform.advance(timedelta(**delta))
 
     def posts(self, vm: str | None = None) -> list[list[str]]:
         """The EventIds of each approval sent (by ``vm``)."""
         return [
             [item["EventId"] for item in json.loads(r.body)["StartRequests"]]
-            for r in self.requests
+            for r in [*self.earlier, *self.platform.requests()]
             if r.method == "POST" and (vm is None or r.vm == vm)
         ]
 
@@ -215,6 +205,7 @@ class World:
     def close(self) -> None:
         for agent in self.agents:
             agent.close()
+        self.platform.close()
 
 
 def messages(agent: Agent) -> list[str]:

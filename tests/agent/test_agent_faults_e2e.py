@@ -17,8 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from e2e_support import ServerProcess, free_port
 
-from .test_agent_process_e2e import EXAMPLE, free_port, serve, stop, wait_for
+from .test_agent_process_e2e import EXAMPLE, serve, stop, wait_for
 
 __all__ = ["serve"]  # the fixture, imported to be used here
 
@@ -40,10 +41,10 @@ COUNT = 5
 
 @pytest.fixture
 def agent(
-    serve: tuple[str, httpx.Client, subprocess.Popen[bytes]], tmp_path: Path
+    serve: tuple[str, httpx.Client, ServerProcess], tmp_path: Path
 ) -> Iterator[tuple[httpx.Client, httpx.Client, subprocess.Popen[bytes]]]:
     endpoint, control, _ = serve
-    metrics_port = free_port()
+    metrics_port = free_port(["127.0.0.1"])
     environ = {
         **os.environ,
         "FOREWARN_K8S_NODE": "node-0",

@@ -192,7 +192,7 @@ def test_an_event_back_after_its_recovery_is_prepared_again(world: World, tmp_pa
     agent.loop.poll_once()
     assert [line[0] for line in hook_lines(log)] == ["prepare", "recover"]
 
-    world.__post_init__()  # the endpoint restarts with nothing of its past
+    world.restart_endpoint()  # the endpoint restarts with nothing of its past
     agent.loop.poll_once()
     (again,) = world.service.execute(Restart("vm0"))
     assert again.event_id == event.event_id

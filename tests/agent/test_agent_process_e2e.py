@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from e2e_support import ServerProcess, free_port, start_forewarn, stopped_at_exit
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -32,13 +32,6 @@ EXAMPLE = ROOT / "examples" / "agent.yaml"
 WAIT_SECONDS = 20.0
 
 FLEET = "vms:\n  - {name: vm0, host: h0, priority: Spot}\n"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def wait_for(what: str, check: Callable[[], bool], process: subprocess.Popen[bytes]) -> None:
@@ -63,38 +56,18 @@ def stop(process: subprocess.Popen[bytes]) -> int:
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[tuple[str, httpx.Client, subprocess.Popen[bytes]]]:
-    fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(FLEET)
-    imds, control_port = free_port(), free_port()
-    command = [
-        sys.executable, "-m", "forewarn", "serve", "--fleet", str(fleet),
-        "--bind", f"127.0.0.1:{imds}", "--control", f"127.0.0.1:{control_port}",
-        "--clock", "manual", "--seed", "1", "--rate-limit", "100",
-        "--timing", "first_call_delay=0",
-    ]  # fmt: skip
-    with (tmp_path / "serve.log").open("wb") as serve_log:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=serve_log)
-    control = httpx.Client(
-        base_url=f"http://127.0.0.1:{control_port}/api/v1", trust_env=False, headers=AUTH
+def serve(tmp_path: Path) -> Iterator[tuple[str, httpx.Client, ServerProcess]]:
+    """``forewarn serve`` on the fleet above (e2e_support, stopped at teardown); the VM's
+    endpoint URL, the control API's client and the process."""
+    started = start_forewarn(
+        tmp_path, fleet=FLEET, rate_limit=100, seed=1, extra=("--timing", "first_call_delay=0")
     )
-
-    def up() -> bool:
-        try:
-            return control.get("/clock").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for("forewarn serve", up, process)
-        yield f"http://127.0.0.1:{imds}", control, process
-    finally:
-        control.close()
-        stop(process)
+    with stopped_at_exit(started) as server:
+        yield server.base_url(), server.control, server.process
 
 
 def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
-    serve: tuple[str, httpx.Client, subprocess.Popen[bytes]], tmp_path: Path
+    serve: tuple[str, httpx.Client, ServerProcess], tmp_path: Path
 ) -> None:
     endpoint, control, _ = serve
     bin_dir = tmp_path / "bin"
@@ -103,7 +76,7 @@ def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
     (bin_dir / "kubectl").write_text(f'#!/bin/sh\necho "$@" >> {kubectl_log}\n')
     (bin_dir / "kubectl").chmod(0o755)
     marker = tmp_path / "out-of-rotation"
-    metrics_port = free_port()
+    metrics_port = free_port(["127.0.0.1"])
     log_path = tmp_path / "agent.log"
     environ = {
         **os.environ,

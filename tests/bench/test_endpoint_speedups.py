@@ -17,14 +17,11 @@ import orjson
 import pytest
 import uvloop
 
-from forewarn.domain.clock import ManualClock
 from forewarn.domain.events import EventSource, EventType
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
 from forewarn.domain.vms import Vm
 from forewarn.server.http import start_imds_server
 from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse
-from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 POLL = (
@@ -36,15 +33,22 @@ Client = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 class World:
+    """A :class:`ForewarnPlatform`'s endpoint, served here by the socket server under test on
+    uvloop (as ``forewarn serve`` runs it) in the test's own thread."""
+
     def __init__(self, rate_limit: float = 1000.0) -> None:
-        self.clock = ManualClock(START)
-        self.platform = Platform(START, new_event_id=EventIdFactory(1))
-        self.platform.add_vm(Vm(name="vm0", vm_id="id-vm0", address="127.0.0.1"))
-        self.service = ScheduledEventsService(self.platform, self.clock)
         self.seconds = 0.0
-        self.endpoint = ImdsEndpoint(
-            self.service, rate_limit=rate_limit, monotonic=lambda: self.seconds
+        harness = ForewarnPlatform(
+            vms=[Vm(name="vm0", vm_id="id-vm0", address="127.0.0.1")],
+            seed=1,
+            start=START,
+            rate_limit=rate_limit,
+            monotonic=lambda: self.seconds,
         )
+        self.clock = harness.clock
+        self.service = harness.service
+        self.platform = self.service.platform
+        self.endpoint: ImdsEndpoint = harness.endpoint
         self.port = 0
 
 

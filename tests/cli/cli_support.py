@@ -1,8 +1,8 @@
-"""The CLI against the real control app in-process (no socket), on a manual clock."""
+"""The CLI against the real control app in-process (no socket), on a manual clock: the
+control client of a :class:`forewarn.testing.ForewarnPlatform`."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,9 +12,8 @@ import httpx
 from click.testing import CliRunner, Result
 
 from forewarn.cli import CliContext, main
-from forewarn.scenario.client import in_process_client
-from forewarn.server.control import create_control_app
 from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
@@ -24,12 +23,16 @@ START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 class Cli:
     """Runs ``forewarn ...``; records which control address each command connected to."""
 
-    service: ScheduledEventsService
+    platform: ForewarnPlatform
     connections: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def service(self) -> ScheduledEventsService:
+        return self.platform.service
 
     def connect(self, host: str, port: int) -> httpx.Client:
         self.connections.append((host, port))
-        return in_process_client(create_control_app(self.service))
+        return self.platform.control_client()
 
     def __call__(self, *args: str, env: Mapping[str, str] | None = None) -> Result:
         return CliRunner().invoke(
@@ -45,11 +48,3 @@ class Cli:
         result = self(*args)
         assert result.exit_code == code, (result.exit_code, result.output)
         return result.output
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port

@@ -1,21 +1,22 @@
+"""The CLI's fixtures: ``forewarn ...`` against a :class:`forewarn.testing.ForewarnPlatform` on
+examples/scenarios/fleet-every-operation.yaml, the documented profile and a manual clock."""
+
 from __future__ import annotations
 
 import pytest
 
-from forewarn.config.fleet import load_fleet
 from forewarn.domain.clock import ManualClock
-from forewarn.domain.timing import DOCUMENTED
-from forewarn.scenario.inprocess import service_for_fleet
+from forewarn.testing import MakePlatform
 
 from .cli_support import EXAMPLES, START, Cli
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START)
+def cli(make_forewarn_platform: MakePlatform) -> Cli:
+    fleet = EXAMPLES / "fleet-every-operation.yaml"
+    return Cli(make_forewarn_platform(fleet=fleet, start=START, seed=3, rate_limit=1000))
 
 
 @pytest.fixture
-def cli(clock: ManualClock) -> Cli:
-    fleet = load_fleet(EXAMPLES / "fleet-every-operation.yaml")
-    return Cli(service_for_fleet(fleet, clock, timing=DOCUMENTED, seed=3))
+def clock(cli: Cli) -> ManualClock:
+    return cli.platform.clock

@@ -8,32 +8,20 @@ from __future__ import annotations
 
 import json
 
-from forewarn.server.fault_hook import error_response, fault_for
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest
+import httpx
 
 from .cli_support import Cli
 
 
 def poll(cli: Cli, vm: str) -> int:
-    """The status of one poll from ``vm``, through the same hook the transports call."""
-    endpoint = ImdsEndpoint(cli.service)
-    address = next(v.address for v in cli.service.vms() if v.name == vm)
-    assert address is not None
-    fault = fault_for(endpoint, address, address)
-    if fault is not None:
-        error = error_response(fault)
-        assert error is not None
-        return error.status
-    request = ImdsRequest(
-        "GET",
-        "/metadata/scheduledevents",
-        "api-version=2020-07-01",
-        {"metadata": "true"},
-        b"",
-        address,
-        address,
-    )
-    return endpoint.handle(request).status
+    """The status of one poll from ``vm``, through the platform's in-process transport, which
+    carries out faults as the socket server does."""
+    with httpx.Client(transport=cli.platform.transport(vm)) as http:
+        response = http.get(
+            "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01",
+            headers={"Metadata": "true"},
+        )
+    return response.status_code
 
 
 def test_set_list_clear(cli: Cli) -> None:

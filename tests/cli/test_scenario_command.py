@@ -8,10 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from forewarn.cli import main
-from forewarn.config.fleet import load_fleet
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.timing import FAST
-from forewarn.scenario.inprocess import service_for_fleet
+from forewarn.testing import ForewarnPlatform
 
 from .cli_support import EXAMPLES, START, Cli
 
@@ -19,8 +16,8 @@ LIVE_MIGRATION = EXAMPLES / "live-migration.yaml"
 
 
 def _live_migration_cli() -> Cli:
-    fleet = load_fleet(EXAMPLES / "fleet-live-migration.yaml")
-    return Cli(service_for_fleet(fleet, ManualClock(START), timing=FAST))
+    fleet = EXAMPLES / "fleet-live-migration.yaml"
+    return Cli(ForewarnPlatform(fleet=fleet, start=START, profile="fast"))
 
 
 def test_run_passes_with_a_progress_bar() -> None:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from click.testing import CliRunner
+from e2e_support import start_forewarn, stopped_at_exit
 
 from forewarn.cli import main
 
-from .cli_support import EXAMPLES, free_port
+from .cli_support import EXAMPLES
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -25,45 +21,13 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def served() -> Iterator[str]:
-    """``forewarn serve`` with the live-migration fleet, manual clock, fast profile."""
-    port, control_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "forewarn", "serve",
-            "--bind", f"127.0.0.1:{port}",
-            "--control", f"127.0.0.1:{control_port}",
-            "--fleet", str(EXAMPLES / "fleet-live-migration.yaml"),
-            "--clock", "manual", "--profile", "fast", "--seed", "7",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    address = f"127.0.0.1:{control_port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:  # a bounded wait for the process to come up
-            if process.poll() is not None:
-                output = process.stdout.read().decode() if process.stdout else ""
-                pytest.fail(f"forewarn serve exited with {process.returncode}: {output}")
-            try:
-                httpx.get(f"http://{address}/api/v1/clock", timeout=1.0, headers=AUTH)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    pytest.fail("forewarn serve did not answer within 20 s")
-                time.sleep(0.05)
-        yield address
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+def served(tmp_path: Path) -> Iterator[str]:
+    """``forewarn serve`` with the live-migration fleet, manual clock, fast profile (started
+    and stopped by e2e_support); the control API's address."""
+    fleet = (EXAMPLES / "fleet-live-migration.yaml").read_text(encoding="utf-8")
+    started = start_forewarn(tmp_path, fleet=fleet, seed=7, extra=("--profile", "fast"))
+    with stopped_at_exit(started) as server:
+        yield server.control_address
 
 
 def test_cli_and_scenario_against_a_real_server(served: str) -> None:

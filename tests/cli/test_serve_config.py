@@ -13,10 +13,11 @@ from pathlib import Path
 import httpx
 import yaml
 from click.testing import CliRunner
+from e2e_support import free_port
 
 from forewarn.cli import main
 
-from .cli_support import free_port
+LOOPBACK = ["127.0.0.1"]
 
 
 def _printed(args: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
@@ -67,7 +68,7 @@ CLI = [sys.executable, "-m", "forewarn"]
 
 
 def test_operations_and_changes_at_info_and_requests_at_debug(tmp_path: Path) -> None:
-    port, control = free_port(), free_port()
+    port, control = free_port(LOOPBACK), free_port(LOOPBACK)
     argv = [sys.executable, "-m", "forewarn", "serve", "--clock", "manual", "--log-format", "json"]
     argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"]
     errors = tmp_path / "stderr.log"

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from e2e_support import free_port
 
 from forewarn.commands import Approve
 from forewarn.storage import open_journal
 
-from .cli_support import free_port
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+LOOPBACK = ["127.0.0.1"]
 
 
 def _serve(*args: str) -> list[str]:
@@ -36,7 +36,7 @@ def _refusal(argv: list[str]) -> str:
 
 
 def test_the_start_up_lines_name_every_vm_and_the_curl_line_works(tmp_path: Path) -> None:
-    port, control = free_port(), free_port()
+    port, control = free_port(LOOPBACK), free_port(LOOPBACK)
     argv = _serve("--fleet", str(EXAMPLES / "fleet.yaml"), "--bind", f"127.0.0.1:{port}")
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
@@ -65,7 +65,7 @@ def test_a_control_address_in_use_is_one_line(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         line = _refusal(
-            _serve("--bind", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{port}")
+            _serve("--bind", f"127.0.0.1:{free_port(LOOPBACK)}", "--control", f"127.0.0.1:{port}")
         )
     assert f"the control API cannot listen on 127.0.0.1:{port}" in line
 
@@ -77,7 +77,7 @@ def test_bind_equal_to_control_is_one_line() -> None:
 
 def test_a_journal_record_that_cannot_be_replayed_is_one_line(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    port, control = free_port(), free_port()
+    port, control = free_port(LOOPBACK), free_port(LOOPBACK)
     argv = _serve("--data-dir", str(data), "--bind", f"127.0.0.1:{port}")
     argv += ["--control", f"127.0.0.1:{control}", "--clock", "manual"]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as started:

@@ -1,4 +1,5 @@
-"""The asyncio client against the real endpoint wrapped as ASGI (``httpx.ASGITransport``)."""
+"""The asyncio client against the real endpoint wrapped as ASGI (``httpx.ASGITransport``):
+the endpoint of a :class:`forewarn.testing.ForewarnPlatform`, behind forewarn's ASGI app."""
 
 from __future__ import annotations
 
@@ -22,14 +23,9 @@ from forewarn.client import (
     InvalidApiVersionError,
 )
 from forewarn.commands import ScheduleEvent
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
 from forewarn.server.asgi import ImdsAsgiApp
-from forewarn.server.imds import ImdsEndpoint
-from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 
@@ -48,13 +44,13 @@ class AsyncWorld:
     """``vm0`` on a manual clock; the client's sleep moves platform time, never real time."""
 
     def __init__(self) -> None:
-        platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(2))
-        platform.add_vm(Vm(name="vm0", vm_id="id-vm0"))
-        self.service = ScheduledEventsService(platform, ManualClock(START))
         self.now = 0.0
         self.sleeps: list[float] = []
-        endpoint = ImdsEndpoint(self.service, rate_limit=5.0, monotonic=lambda: self.now)
-        self.app = ImdsAsgiApp(endpoint)
+        self.platform = ForewarnPlatform(
+            vms=[Vm(name="vm0", vm_id="id-vm0")], seed=2, monotonic=lambda: self.now
+        )
+        self.service = self.platform.service
+        self.app = ImdsAsgiApp(self.platform.endpoint)
         self.requests: list[httpx.Request] = []
 
     async def sleep(self, seconds: float) -> None:

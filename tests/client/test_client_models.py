@@ -21,9 +21,8 @@ from forewarn.client import (
 )
 from forewarn.domain import events as domain
 from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
 from forewarn.domain.vms import Vm
+from forewarn.testing import ForewarnPlatform
 from forewarn.wire.documents import encode_document
 from forewarn.wire.instance import compute_fields
 
@@ -100,10 +99,8 @@ def test_rfc1123_and_preview_iso_not_before() -> None:
     assert parse_not_before("soon") is None
 
 
-def _platform_with_vm() -> Platform:
-    platform = Platform(START, new_event_id=EventIdFactory(3))
-    platform.add_vm(Vm(name="vm0", vm_id="id-vm0"))
-    return platform
+def _platform_with_vm() -> ForewarnPlatform:
+    return ForewarnPlatform(vms=[Vm(name="vm0", vm_id="id-vm0")], seed=3, start=START)
 
 
 @pytest.mark.parametrize("version", SCHEDULED_EVENTS_VERSIONS, ids=lambda v: v.name)
@@ -115,7 +112,7 @@ def test_every_api_version_reads_with_missing_fields_as_none(version: Any) -> No
     platform = _platform_with_vm()
     created = platform.schedule(
         domain.EventType.REBOOT,
-        ["vm0"],
+        "vm0",
         source=domain.EventSource.USER,
         description="Virtual machine is going to be restarted as requested by authorized user.",
         duration_seconds=-1,

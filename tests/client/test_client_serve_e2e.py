@@ -7,16 +7,12 @@ reached directly), and platform time moves only through the control API's manual
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import httpx
 import pytest
+from e2e_support import SCHEDULED_EVENTS, ForewarnServer, start_forewarn, stopped_at_exit
 
 from forewarn.client import (
     ENDPOINT_ENVIRONMENT_VARIABLE,
@@ -28,88 +24,32 @@ from forewarn.client import (
     TooManyRequestsError,
 )
 
-#: The control API's token, which the test run sets (tests/conftest.py).
-AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
-
 pytestmark = pytest.mark.e2e
-
-STARTUP_SECONDS = 20.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass
 class Server:
-    imds: str
-    control: httpx.Client
+    """The module's ``forewarn serve`` (started by e2e_support), as these tests use it."""
+
+    forewarn: ForewarnServer
+
+    @property
+    def imds(self) -> str:
+        return self.forewarn.base_url() + SCHEDULED_EVENTS
 
     def create(self, event_type: str, source: str = "Platform") -> str:
-        answer = self.control.post(
-            "/api/v1/events", json={"type": event_type, "resources": ["vm0"], "source": source}
-        )
-        assert answer.status_code == 201, answer.text
-        event_id: str = answer.json()["EventId"]
-        return event_id
+        return self.forewarn.create_event(event_type, ["vm0"], source=source)
 
     def advance(self, seconds: float) -> None:
-        answer = self.control.post("/api/v1/clock/advance", json={"seconds": seconds})
-        assert answer.status_code == 200, answer.text
+        self.forewarn.advance(seconds)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the module (start-up costs seconds); each test leaves no event behind."""
-    imds_port, control_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "forewarn",
-            "serve",
-            "--bind",
-            f"127.0.0.1:{imds_port}",
-            "--control",
-            f"127.0.0.1:{control_port}",
-            "--clock",
-            "manual",
-            "--seed",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    control = httpx.Client(
-        base_url=f"http://127.0.0.1:{control_port}", trust_env=False, headers=AUTH
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"forewarn serve exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
-            try:
-                if control.get("/api/v1/clock").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("forewarn serve did not come up")
-            time.sleep(0.05)
-        yield Server(f"http://127.0.0.1:{imds_port}/metadata/scheduledevents", control)
-    finally:
-        control.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        assert process.stderr is not None
-        process.stderr.close()
+    started = start_forewarn(tmp_path_factory.mktemp("serve"), seed=1)
+    with stopped_at_exit(started) as forewarn:
+        yield Server(forewarn)
 
 
 @pytest.fixture

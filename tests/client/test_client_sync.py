@@ -1,7 +1,7 @@
 """The blocking client against the real VM-facing endpoint, in process (no sockets).
 
-The endpoint is forewarn's own :class:`ImdsEndpoint` over a platform on a manual clock; an
-``httpx.MockTransport`` hands it each request, so what the client sees is byte for byte what
+The platform is a :class:`forewarn.testing.ForewarnPlatform` on a manual clock; its in-process
+transport hands the endpoint each request, so what the client sees is byte for byte what
 ``forewarn serve`` answers.
 """
 
@@ -31,13 +31,10 @@ from forewarn.client import (
 )
 from forewarn.commands import ScheduleEvent
 from forewarn.domain.api_versions import NEWEST_VERSIONS
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.events import EventType as PlatformEventType
 from forewarn.domain.vms import Vm
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest
 from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 USER_REBOOT = "Virtual machine is going to be restarted as requested by authorized user."
@@ -69,34 +66,24 @@ class World:
     """One VM (``vm0``) on a platform with the documented timings, served in process."""
 
     def __init__(self, *, rate_limit: float = 1000.0) -> None:
-        platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(1))
-        platform.add_vm(Vm(name="vm0", vm_id="11111111-2222-3333-4444-555555555555"))
-        self.service = ScheduledEventsService(platform, ManualClock(START))
-        self.time = FakeTime(self.service)
-        self.endpoint = ImdsEndpoint(
-            self.service, rate_limit=rate_limit, monotonic=self.time.monotonic
+        self.time = FakeTime()
+        self.platform = ForewarnPlatform(
+            vms=[Vm(name="vm0", vm_id="11111111-2222-3333-4444-555555555555")],
+            seed=1,
+            rate_limit=rate_limit,
+            monotonic=self.time.monotonic,
+            # A VM under an impact closes the connection unanswered: the client's connection
+            # errors (held requests, the default, are the socket tier's).
+            impact=dict.fromkeys((t.value for t in PlatformEventType), "drop"),
         )
+        self.service = self.platform.service
+        self.time.service = self.service
+        self.transport = self.platform.transport()
         self.requests: list[httpx.Request] = []
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
-        answer = self.endpoint.handle(
-            ImdsRequest(
-                method=request.method,
-                path=request.url.path,
-                query=request.url.query.decode("ascii"),
-                headers={name.lower(): value for name, value in request.headers.items()},
-                body=request.content,
-                local_address="169.254.169.254",
-                peer_address="10.0.0.4",
-            )
-        )
-        if answer.status == 0:
-            raise httpx.RemoteProtocolError("closed without an answer", request=request)
-        headers = (
-            {} if answer.content_type is None else {"content-type": answer.content_type.decode()}
-        )
-        return httpx.Response(answer.status, content=answer.body, headers=headers)
+        return self.transport.handle_request(request)
 
     def client(self, **options: object) -> Client:
         return Client(

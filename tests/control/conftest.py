@@ -1,4 +1,5 @@
-"""The control app in-process, on a manual clock and the documented timing profile."""
+"""The control app in-process, on a manual clock and the documented timing profile: a
+:class:`forewarn.testing.ForewarnPlatform` on the fleet of ``control_support``."""
 
 from __future__ import annotations
 
@@ -7,28 +8,29 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from forewarn.config.fleet import parse_fleet
 from forewarn.domain.clock import ManualClock
-from forewarn.domain.timing import DOCUMENTED
-from forewarn.scenario.client import in_process_client
-from forewarn.scenario.inprocess import service_for_fleet
-from forewarn.server.control import create_control_app
 from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform, MakePlatform
 
 from .control_support import FLEET, START
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START)
+def platform(make_forewarn_platform: MakePlatform) -> ForewarnPlatform:
+    return make_forewarn_platform(fleet=FLEET, start=START, seed=1)
 
 
 @pytest.fixture
-def service(clock: ManualClock) -> ScheduledEventsService:
-    return service_for_fleet(parse_fleet(FLEET, "control-fleet"), clock, timing=DOCUMENTED, seed=1)
+def clock(platform: ForewarnPlatform) -> ManualClock:
+    return platform.clock
 
 
 @pytest.fixture
-def http(service: ScheduledEventsService) -> Iterator[httpx.Client]:
-    with in_process_client(create_control_app(service)) as client:
+def service(platform: ForewarnPlatform) -> ScheduledEventsService:
+    return platform.service
+
+
+@pytest.fixture
+def http(platform: ForewarnPlatform) -> Iterator[httpx.Client]:
+    with platform.control_client() as client:
         yield client

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from e2e_support import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -41,21 +42,12 @@ SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 SCREENSHOT_VARIABLE = "FOREWARN_REGENERATE_SCREENSHOT"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
     """``forewarn serve`` on a manual clock; yields (banner link, control base, VM port)."""
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET)
-    port, control = _free_port(), _free_port()
+    port, control = free_port(["127.0.0.1"]), free_port(["127.0.0.1"])
     env = {k: v for k, v in os.environ.items() if k != "FOREWARN_TOKEN"}
     env["FOREWARN_RUNTIME_DIR"] = str(tmp_path / "runtime")
     argv = [sys.executable, "-m", "forewarn", "serve", "--fleet", str(fleet), "--clock", "manual"]

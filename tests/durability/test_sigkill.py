@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from e2e_support import ServerProcess, free_port, serve_argv, wait_for
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -35,40 +32,33 @@ URL = "http://{}:{}/metadata/scheduledevents?api-version=2020-07-01"
 HEADERS = {"Metadata": "true"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
-def server(data_dir: Path, port: int, control_port: int) -> Iterator[subprocess.Popen[bytes]]:
-    command = [
-        sys.executable, "-m", "forewarn", "serve",
-        "--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control_port}",
-        "--fleet", str(fleet_file(data_dir)), "--clock", "manual", "--seed", "5",
-        "--data-dir", str(data_dir), "--rate-limit", "1000",
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def server(data_dir: Path, port: int, control_port: int) -> Iterator[ServerProcess]:
+    """``forewarn serve`` on ``data_dir``, at the same ports each time (e2e_support)."""
+    argv = serve_argv(
+        bind=f"127.0.0.1:{port}",
+        control=f"127.0.0.1:{control_port}",
+        seed=5,
+        fleet=fleet_file(data_dir),
+        rate_limit=1000,
+        extra=("--data-dir", str(data_dir)),
+    )
+    logs = len(list(data_dir.glob("serve-*.log")))
+    process = ServerProcess(argv, data_dir / f"serve-{logs + 1}.log")
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{control_port}/api/v1/clock", timeout=1, headers=AUTH)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stdout.read().decode() if process.stdout else ""
-                    pytest.fail(f"forewarn serve did not come up:\n{output}")
-                time.sleep(0.05)
+        wait_for(
+            lambda: (
+                httpx.get(
+                    f"http://127.0.0.1:{control_port}/api/v1/clock", timeout=1, headers=AUTH
+                ).status_code
+                == 200
+            ),
+            what="the control API",
+            server=process,
+        )
         yield process
     finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        process.stop()
 
 
 def fleet_file(data_dir: Path) -> Path:
@@ -90,7 +80,7 @@ def incarnation(body: bytes) -> int:
 
 @pytest.mark.e2e
 def test_sigkill_mid_campaign_loses_nothing(tmp_path: Path) -> None:
-    port, control_port = free_port(), free_port()
+    port, control_port = free_port(["127.0.0.1"]), free_port(["127.0.0.1"])
     control = f"http://127.0.0.1:{control_port}/api/v1"
     with server(tmp_path, port, control_port) as process:
         assert (
@@ -109,8 +99,8 @@ def test_sigkill_mid_campaign_loses_nothing(tmp_path: Path) -> None:
         before = documents(port)
         events_before = httpx.get(f"{control}/events", headers=AUTH).json()
         clock_before = httpx.get(f"{control}/clock", headers=AUTH).json()["now"]
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(10)
+        os.kill(process.process.pid, signal.SIGKILL)
+        process.process.wait(10)
 
     with server(tmp_path, port, control_port):
         assert httpx.get(f"{control}/clock", headers=AUTH).json()["now"] == clock_before

@@ -1,21 +1,18 @@
 """Fixtures of the end-to-end tier: ``forewarn serve`` started as a real process per test.
 
-The helpers live in ``e2e_support`` beside this file; pytest's importlib mode does not put test
-folders on ``sys.path``, so this folder is added once here for the test modules to import it.
+The helpers live in ``e2e_support`` beside this file, on ``sys.path`` through the pytest
+configuration's ``pythonpath`` (importlib mode puts no test folder there itself), so the other
+folders' process tests use the same ones.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from e2e_support import (
     OUTSIDER_HOST,
     PAIR_HOSTS,

@@ -3,8 +3,13 @@
 The end-to-end tier exists to catch what only the shipped command shows (argument parsing,
 uvloop, signal handling, real sockets, real clients), so it starts exactly what a user starts:
 ``python -m forewarn serve`` with the interpreter running the tests, so any virtual environment
-works. Everything here is bounded in time: a process that does not come up, a socket that does
-not answer or a server that does not stop is a failure with its output shown, never a hang.
+works, on loopback or inside a private network namespace at Azure's own address. Everything
+here is bounded in time: a process that does not come up, a socket that does not answer or a
+server that does not stop is a failure with its output shown, never a hang.
+
+This is the one module that starts ``forewarn serve`` processes; it is on ``sys.path`` for
+every test folder (pytest's ``pythonpath``). A platform in the test's own process comes from
+:mod:`forewarn.testing` instead.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import contextlib
 import json
 import os
 import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The public documents the behaviour comes from; beside the repository in development.
@@ -225,6 +233,11 @@ class ForewarnServer:
             trust_env=False,
             headers={"Authorization": f"Bearer {token}"},
         )
+
+    @property
+    def control_address(self) -> str:
+        """The control API's ``host:port``, as ``FOREWARN_CONTROL`` and ``--control`` take it."""
+        return httpx.URL(self.control_url).netloc.decode("ascii")
 
     @property
     def host(self) -> str:
@@ -528,3 +541,56 @@ def stopped_at_exit(server: ForewarnServer) -> Iterator[ForewarnServer]:
         print(f"--- forewarn serve exited with status {status} ---\n{server.process.output()}")
     problems = server.process.problems()
     assert not problems, "; ".join(problems)
+
+
+# -- a private network namespace: loopback up and 169.254.169.254 on it ---------------------
+# Deleted (with anything still running in it) however the test ends. Needs root and
+# iproute2; the test is skipped with the reason otherwise.
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+
+    def argv(self, *argv: str) -> list[str]:
+        """``argv`` run inside the namespace."""
+        return ["ip", "netns", "exec", self.name, *argv]
+
+
+def _skip_unless_namespaces_work() -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"network namespaces are Linux-only (this is {sys.platform})")
+    if os.geteuid() != 0:
+        pytest.skip(f"creating a network namespace needs root (running as uid {os.geteuid()})")
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2's `ip` is not installed")
+
+
+def _kill_everything_in(namespace: str) -> None:
+    """Only this test starts processes in its namespace; none may outlive it."""
+    listed = run(["ip", "netns", "pids", namespace], timeout=10)
+    for pid in listed.stdout.split():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def namespace_for_test() -> Iterator[Namespace]:
+    _skip_unless_namespaces_work()
+    name = f"forewarn-e2e-{os.getpid()}-{secrets.token_hex(3)}"
+    added = run(["ip", "netns", "add", name], timeout=10)
+    if added.returncode != 0:
+        pytest.skip(f"`ip netns add {name}` failed: {added.stderr.strip()}")
+    namespace = Namespace(name)
+    try:
+        for argv in (
+            ["ip", "link", "set", "lo", "up"],
+            ["ip", "addr", "add", f"{AZURE_ENDPOINT}/32", "dev", "lo"],
+        ):
+            result = run(namespace.argv(*argv), timeout=10)
+            assert result.returncode == 0, f"{' '.join(argv)}: {result.stderr}"
+        yield namespace
+    finally:
+        _kill_everything_in(name)
+        deleted = run(["ip", "netns", "del", name], timeout=10)
+        assert deleted.returncode == 0, deleted.stderr

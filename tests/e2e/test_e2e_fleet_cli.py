@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from e2e_support import StartServer
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -35,13 +34,6 @@ WATCHED = {
     "web_1": "127.0.20.2",
 }
 pytestmark = pytest.mark.e2e
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Poller(threading.Thread):
@@ -72,35 +64,16 @@ class Poller(threading.Thread):
 
 
 @pytest.fixture
-def fleet_server() -> Iterator[tuple[int, str]]:
-    port, control_port = _free_port(), _free_port()
-    command = [
-        sys.executable, "-m", "forewarn", "serve", "--fleet", str(FLEET),
-        "--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control_port}",
-        "--clock", "manual", "--profile", "fast", "--seed", "3",
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    control = f"127.0.0.1:{control_port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                httpx.get(f"http://{control}/api/v1/clock", timeout=1, headers=AUTH)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, process.stdout.read() if process.stdout else ""
-                assert time.monotonic() < deadline, "forewarn serve did not come up"
-                time.sleep(0.05)
-        yield port, control
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        if process.stdout is not None:
-            process.stdout.close()
+def fleet_server(start_server: StartServer) -> tuple[int, str]:
+    """``forewarn serve`` on examples/fleet-full.yaml, every watched VM's address answering;
+    the VMs' port and the control API's address."""
+    server = start_server(
+        fleet=FLEET.read_text(encoding="utf-8"),
+        vm_hosts=tuple(WATCHED.values()),
+        seed=3,
+        extra=("--profile", "fast"),
+    )
+    return server.port, server.control_address
 
 
 def forewarn(control: str, *args: str) -> Any:

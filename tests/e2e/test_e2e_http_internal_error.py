@@ -1,8 +1,9 @@
 """A failure inside the endpoint must show as what it is: a 500 to the client and a traceback in
 the server's log, never a 400 that blames the client's HTTP.
 
-No request makes the shipped endpoint fail, so this process serves the real socket protocol
-(``forewarn.server.http``) around an endpoint whose ``handle`` raises.
+No request makes the shipped endpoint fail, so a process of its own serves the real socket
+protocol (``forewarn.server.http``, started by ``forewarn.testing``) around an endpoint whose
+``handle`` raises.
 """
 
 from __future__ import annotations
@@ -24,33 +25,19 @@ pytestmark = pytest.mark.e2e
 _LINE = re.compile(r"\n")
 
 _BROKEN_SERVER = """
-import asyncio
-from datetime import UTC, datetime
+import time
 
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.platform import Platform
-from forewarn.server.http import start_imds_server
-from forewarn.server.imds import ImdsEndpoint
-from forewarn.service import ScheduledEventsService
-
-now = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
-endpoint = ImdsEndpoint(ScheduledEventsService(Platform(now), ManualClock(now)))
+from forewarn.testing import ForewarnPlatform
 
 
 def broken(request):
     raise RuntimeError("the endpoint failed on purpose")
 
 
-endpoint.handle = broken
-
-
-async def main():
-    server = await start_imds_server(endpoint, "127.0.0.1", 0)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    await asyncio.sleep(30)
-
-
-asyncio.run(main())
+with ForewarnPlatform() as platform:
+    platform.endpoint.handle = broken
+    print(platform.port, flush=True)
+    time.sleep(30)
 """
 
 

@@ -31,13 +31,14 @@ from e2e_documented import (
     drive_advanced_sample,
     write_sample,
 )
-from e2e_netns_support import Namespace, namespace_for_test
 from e2e_support import (
     AZURE_ENDPOINT,
     TENANT,
     USER_REBOOT,
+    Namespace,
     ServerProcess,
     clean_environment,
+    namespace_for_test,
     pair_fleet,
     run,
     serve_argv,

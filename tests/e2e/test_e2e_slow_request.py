@@ -11,8 +11,7 @@ import asyncio
 import pytest
 
 from forewarn.server import http
-from forewarn.server.imds import ImdsEndpoint
-from forewarn.server.runner import ServeSettings, build_service
+from forewarn.testing import ForewarnPlatform
 
 pytestmark = pytest.mark.e2e
 
@@ -32,31 +31,25 @@ async def _trickle(port: int, pause: float, pieces: int) -> bytes:
         writer.close()
 
 
-async def _run(monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes]:
-    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 0.3)
-    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
-    service = build_service(ServeSettings(clock="manual", seed=1))
-    server = await http.start_imds_server(ImdsEndpoint(service, rate_limit=1000), "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        closed = await _trickle(port, pause=0.05, pieces=40)  # 2 s of trickling
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(
-            b"GET /metadata/scheduledevents?api-version=2020-07-01 HTTP/1.1\r\n"
-            b"Host: x\r\nMetadata: true\r\nConnection: close\r\n\r\n"
-        )
-        answer = await asyncio.wait_for(reader.read(), timeout=2)
-        writer.close()
-        return closed, answer
-    finally:
-        server.close()
-        await server.wait_closed()
+async def _run(port: int) -> tuple[bytes, bytes]:
+    closed = await _trickle(port, pause=0.05, pieces=40)  # 2 s of trickling
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET /metadata/scheduledevents?api-version=2020-07-01 HTTP/1.1\r\n"
+        b"Host: x\r\nMetadata: true\r\nConnection: close\r\n\r\n"
+    )
+    answer = await asyncio.wait_for(reader.read(), timeout=2)
+    writer.close()
+    return closed, answer
 
 
 def test_a_trickling_request_is_closed_and_others_still_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    closed, answer = asyncio.run(_run(monkeypatch))
+    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 0.3)
+    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    with ForewarnPlatform(rate_limit=1000) as platform:
+        closed, answer = asyncio.run(_run(platform.port))
     assert closed == b""  # closed without an answer, long before the 40 pieces were sent
     assert answer.startswith(b"HTTP/1.1 200 OK")
     assert answer.endswith(b'{"DocumentIncarnation":1,"Events":[]}')

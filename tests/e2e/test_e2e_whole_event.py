@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 from e2e_documented import sample_pointing_at, write_sample
-from e2e_netns_support import namespace_for_test
-from e2e_support import AZURE_ENDPOINT, clean_environment, free_port, run
+from e2e_support import AZURE_ENDPOINT, clean_environment, free_port, namespace_for_test, run
 
 pytestmark = pytest.mark.e2e
 

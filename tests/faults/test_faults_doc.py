@@ -8,11 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from forewarn.config.fleet import load_fleet
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.timing import PROFILES
-from forewarn.scenario import in_process_control, parse_scenario, run_scenario, service_for_fleet
-from forewarn.scenario.inprocess import DEFAULT_START
+from forewarn.scenario import parse_scenario
+from forewarn.testing import ForewarnPlatform
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "faults.md").read_text(encoding="utf-8")
@@ -34,12 +31,7 @@ def test_the_python_snippet_runs() -> None:
 
 def test_the_scenario_snippet_runs() -> None:
     scenario = parse_scenario(block("yaml"), "faults.md", EXAMPLES)
-    service = service_for_fleet(
-        load_fleet(EXAMPLES / "fleet-live-migration.yaml"),
-        ManualClock(DEFAULT_START),
-        timing=PROFILES["fast"],
-    )
-    with in_process_control(service) as client:
-        result = run_scenario(scenario, client)
+    platform = ForewarnPlatform(fleet=EXAMPLES / "fleet-live-migration.yaml", profile="fast")
+    result = platform.run_scenario(scenario)
     assert result.passed, result.failure
-    assert not service.faults
+    assert not platform.service.faults

@@ -18,13 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from forewarn.commands import HostOperation
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse
-from forewarn.service import ScheduledEventsService
+from forewarn.server.imds import ImdsRequest, ImdsResponse
+from forewarn.testing import ForewarnPlatform
 
 #: The four documents exactly as scheduled-events-windows-2024.txt prints them.
 DOCUMENTED_RESPONSES = """\
@@ -90,23 +86,23 @@ class Pair:
     """The example's two VMs: one availability set, fault domains 0 and 1, one host."""
 
     def __init__(self) -> None:
-        self.clock = ManualClock(START)
-        platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(2022))
-        # one live migration of node-1 names both: one host, so one fault domain
-        for index, (name, address) in enumerate(ADDRESSES.items()):
-            platform.add_vm(
-                Vm(
-                    name=name,
-                    vm_id=f"00000000-0000-4000-8000-00000000000{index}",
-                    availability_set="WestNO",
-                    platform_fault_domain=0,
-                    host="node-1",
-                    address=address,
-                )
-            )
-        self.service = ScheduledEventsService(platform, self.clock)
         self._tick = 0.0
-        self.endpoint = ImdsEndpoint(self.service, monotonic=self._monotonic)
+        # one live migration of node-1 names both: one host, so one fault domain
+        vms = [
+            Vm(
+                name=name,
+                vm_id=f"00000000-0000-4000-8000-00000000000{index}",
+                availability_set="WestNO",
+                platform_fault_domain=0,
+                host="node-1",
+                address=address,
+            )
+            for index, (name, address) in enumerate(ADDRESSES.items())
+        ]
+        self.harness = ForewarnPlatform(vms=vms, seed=2022, start=START, monotonic=self._monotonic)
+        self.clock = self.harness.clock
+        self.service = self.harness.service
+        self.endpoint = self.harness.endpoint
 
     def _monotonic(self) -> float:
         self._tick += 1.0

@@ -20,15 +20,12 @@ import orjson
 import pytest
 
 from forewarn.commands import ScheduleEvent
+from forewarn.config.fleet import Fleet
 from forewarn.domain import descriptions
-from forewarn.domain.clock import ManualClock
 from forewarn.domain.events import EventSource, EventType
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Priority, Vm
 from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse, response_headers
-from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 HERE = Path(__file__).resolve().parent
 DOCUMENTS = HERE / "documents"
@@ -107,13 +104,16 @@ class Fixture:
     """
 
     def __init__(self) -> None:
-        self.clock = ManualClock(START)
-        self.platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(SEED))
-        self.addresses: dict[str, str] = {}
-        self.service = ScheduledEventsService(self.platform, self.clock)
         self.ticks = 0.0
         self.step = 1.0
-        self.endpoint = ImdsEndpoint(self.service, monotonic=self.monotonic)
+        harness = ForewarnPlatform(
+            fleet=Fleet(()), seed=SEED, start=START, monotonic=self.monotonic
+        )
+        self.clock = harness.clock
+        self.service = harness.service
+        self.platform = self.service.platform
+        self.endpoint: ImdsEndpoint = harness.endpoint
+        self.addresses: dict[str, str] = {}
 
     def monotonic(self) -> float:
         self.ticks += self.step

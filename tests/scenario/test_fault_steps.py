@@ -7,28 +7,17 @@ import time
 
 import pytest
 
-from forewarn.config.fleet import load_fleet
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.timing import PROFILES
 from forewarn.faults import FaultKind
-from forewarn.scenario import in_process_control, parse_scenario, run_scenario, service_for_fleet
-from forewarn.scenario.inprocess import DEFAULT_START
+from forewarn.scenario import parse_scenario
 from forewarn.scenario.schema import ScenarioFileError
 from forewarn.service import ScheduledEventsService
 
-from .scenario_support import EXAMPLES
+from .scenario_support import EXAMPLES, run_on_platform
 
 
 def run(text: str) -> tuple[ScheduledEventsService, bool]:
-    scenario = parse_scenario(text, "test.yaml", EXAMPLES)
-    service = service_for_fleet(
-        load_fleet(EXAMPLES / "fleet-live-migration.yaml"),
-        ManualClock(DEFAULT_START),
-        timing=PROFILES["fast"],
-    )
-    with in_process_control(service) as client:
-        result = run_scenario(scenario, client)
-    return service, result.passed
+    platform, result = run_on_platform(text)
+    return platform.service, result.passed
 
 
 def test_fault_steps_set_faults_and_leave_the_platform_alone() -> None:

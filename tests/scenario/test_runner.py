@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from forewarn.config.fleet import default_fleet
-from forewarn.domain.clock import ManualClock
-from forewarn.domain.timing import FAST
 from forewarn.scenario import ControlClient, in_process_control, parse_scenario, run_scenario
-from forewarn.scenario.inprocess import DEFAULT_START, service_for_fleet
+from forewarn.testing import ForewarnPlatform
 
 from .scenario_support import run_text
 
@@ -154,7 +151,7 @@ def test_scale_set_steps_reach_the_api() -> None:
 def test_on_step_reports_progress_and_json_result() -> None:
     """SPEC.md section 6 [ours]: the CLI's progress bar is fed one tick per step."""
     scenario = parse_scenario("steps:\n  - advance: 1m\n  - expect: {vm: vm0, incarnation: 1}\n")
-    service = service_for_fleet(default_fleet(), ManualClock(DEFAULT_START), timing=FAST)
+    service = ForewarnPlatform(profile="fast").service
     seen: list[int] = []
     with in_process_control(service) as client:
         assert isinstance(client, ControlClient)

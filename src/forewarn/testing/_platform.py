@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import httpx
 
@@ -46,9 +46,14 @@ from forewarn.faults import ActiveFault, FaultKind, FaultRule
 from forewarn.registry import by_plugin_method
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH
 from forewarn.service import ScheduledEventsService, service_for_fleet
+from forewarn.testing._control import control_client
 from forewarn.testing._recording import Approval, RecordedRequest, Recorder, RecordingEndpoint
 from forewarn.testing._server import ServerThread
 from forewarn.testing._transport import endpoint_transport
+
+if TYPE_CHECKING:
+    from forewarn.scenario.runner import ScenarioResult
+    from forewarn.scenario.schema import Scenario, Step
 
 _T = TypeVar("_T")
 
@@ -121,6 +126,11 @@ class ForewarnPlatform:
     (``{"Reboot": "refuse"}``; :mod:`forewarn.domain.impact`): held by default. Over
     sockets a held request is answered once the clock passes the impact's end; in-process,
     where nothing else could answer it, it fails at once with ``httpx.ReadTimeout``.
+    ``monotonic`` is the rate limit's clock, real time by default; a test of the limit itself
+    passes one it moves.
+
+    ``service`` (the use cases, for assertions on the platform's state), ``clock`` (the manual
+    clock) and ``endpoint`` (the VM-facing endpoint as a function of one request) are public.
     """
 
     def __init__(
@@ -134,6 +144,7 @@ class ForewarnPlatform:
         start: datetime = DEFAULT_START,
         rate_limit: float = 5.0,
         impact: Mapping[str, str] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         policies = ImpactPolicies.parse(f"{k}={v}" for k, v in (impact or {}).items())
         try:
@@ -157,7 +168,7 @@ class ForewarnPlatform:
         )
         self.recorder = Recorder()
         self.endpoint = RecordingEndpoint(
-            self.service, self.recorder, rate_limit=rate_limit, impact=policies
+            self.service, self.recorder, rate_limit=rate_limit, impact=policies, monotonic=monotonic
         )
         self._server: ServerThread | None = None
         self._created: dict[str, datetime] = {}
@@ -235,6 +246,24 @@ class ForewarnPlatform:
     def client(self, vm: str | None = None, **options: Any) -> Client:
         """A :class:`forewarn.client.Client` talking as ``vm`` through :meth:`transport`."""
         return Client("http://169.254.169.254", transport=self.transport(vm), environ={}, **options)
+
+    def control_client(self) -> httpx.Client:
+        """An ``httpx.Client`` on this platform's control API (``/api/v1/...``, as ``forewarn
+        serve`` offers it to the CLI and scenarios), in process: no port, no token. Close it
+        when done (``with platform.control_client() as http: ...``)."""
+        return control_client(self.service, lambda: self._server)
+
+    def run_scenario(
+        self, scenario: Scenario, *, on_step: Callable[[Step], None] | None = None
+    ) -> ScenarioResult:
+        """Run a parsed scenario (:func:`forewarn.scenario.parse_scenario`) on this platform
+        through :meth:`control_client`; its ``fleet:`` and ``profile:`` are this platform's.
+        The result: a failed step is returned, not raised."""
+        from forewarn.scenario.client import ControlClient  # the scenario stack, deferred
+        from forewarn.scenario.runner import run_scenario
+
+        with self.control_client() as http:
+            return run_scenario(scenario, ControlClient(http), on_step=on_step)
 
     # -- what happens to the VMs -----------------------------------------------------------
 

@@ -10,6 +10,7 @@ which is the only time that moves in such a test.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -145,8 +146,9 @@ class RecordingEndpoint(ImdsEndpoint):
         *,
         rate_limit: float,
         impact: ImpactPolicies | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(service, rate_limit=rate_limit, impact=impact)
+        super().__init__(service, rate_limit=rate_limit, impact=impact, monotonic=monotonic)
         self.recorder = recorder
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:

@@ -22,7 +22,7 @@ from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.server.imds import ImdsResponse
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 #: The sample as the documentation prints it; the end-to-end tier checks this copy against
 #: the reference text byte for byte and runs it against a real server.

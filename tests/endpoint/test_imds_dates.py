@@ -13,7 +13,7 @@ from forewarn.domain.events import EventType
 from forewarn.wire.dates import format_not_before, parse_not_before
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

@@ -10,8 +10,7 @@ from datetime import timedelta
 import pytest
 
 from forewarn.domain.events import EventType
-from forewarn.domain.impact import ImpactPolicies
-from forewarn.server.imds import ImdsEndpoint, RequestIds
+from forewarn.server.imds import RequestIds
 
 from .conftest import METADATA, Imds
 
@@ -61,10 +60,6 @@ def test_a_304_has_the_tag_and_nothing_else(imds: Imds) -> None:
     assert (changed.status, changed.etag) == (200, b'"2"')
 
 
-def endpoint_with(imds: Imds, policy: str) -> ImdsEndpoint:
-    return ImdsEndpoint(imds.service, impact=ImpactPolicies.parse([f"Reboot={policy}"]))
-
-
 def rebooting(imds: Imds) -> None:
     imds.add_vm("vm")
     event = imds.schedule(EventType.REBOOT, "vm")
@@ -81,12 +76,12 @@ def test_hold_keeps_the_request_until_the_impact_ends(imds: Imds) -> None:
     assert imds.get("vm").status == 200
 
 
-def test_refuse_resets_and_drop_closes(imds: Imds) -> None:
+def test_refuse_resets_and_drop_closes(make_imds: type[Imds]) -> None:
     """README "Faithfulness", impact: refuse resets at once (a VM that is off), drop closes
     the connection unanswered."""
-    rebooting(imds)
     for policy, reset in (("refuse", True), ("drop", False)):
-        imds.endpoint = endpoint_with(imds, policy)
+        imds = make_imds(impact={"Reboot": policy})
+        rebooting(imds)
         answer = imds.get("vm")
         assert (answer.status, answer.reset, answer.held_until) == (0, reset, None), policy
 

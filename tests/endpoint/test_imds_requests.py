@@ -12,7 +12,7 @@ from forewarn.domain.events import EventType
 from forewarn.server.imds import ImdsRequest, split_target
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 NEWEST = b'"newest-versions":["2020-07-01","2019-08-01","2019-04-01"]}'
 #: reference/imds/instance-metadata-service.md, "Versioning": "When you don't specify a

@@ -16,7 +16,7 @@ from forewarn.domain.vms import ImageReference, Priority
 from forewarn.wire.instance import INSTANCE_API_VERSIONS
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 INSTANCE = "/metadata/instance"
 

@@ -21,7 +21,7 @@ from forewarn.domain.errors import DomainError
 from forewarn.domain.events import EventSource, EventStatus, EventType
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 UNKNOWN_ID = "5DD55B64-45AD-49D3-BBC9-F57D4EA97BD7"
 

@@ -16,7 +16,7 @@ from forewarn.commands import HostOperation
 from forewarn.domain.events import EventSource, EventType
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 UNKNOWN_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 

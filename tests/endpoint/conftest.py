@@ -1,8 +1,10 @@
 """One simulated platform behind the VM-facing endpoint, driven without sockets or sleeping.
 
-Built the way ``forewarn serve`` builds its service (Platform + VMs + ScheduledEventsService,
-seeded EventIds) but on a :class:`ManualClock`, and with a rate-limiter clock the test moves,
-so every answer is a pure function of what the test did.
+The platform is a :class:`forewarn.testing.ForewarnPlatform` (seeded EventIds, a manual clock)
+with a rate-limit clock the test moves, so every answer is a pure function of what the test
+did. :class:`Imds` adds what the endpoint's own tests need on top: VMs added one by one with
+any field, and requests handed to :attr:`ForewarnPlatform.endpoint` exactly as a transport
+would, odd headers and all.
 """
 
 from __future__ import annotations
@@ -15,14 +17,11 @@ import orjson
 import pytest
 
 from forewarn.commands import CancelEvent, ScheduleEvent
-from forewarn.domain.clock import ManualClock
+from forewarn.config.fleet import Fleet
 from forewarn.domain.events import Event, EventSource, EventType
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
 from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse
-from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 #: A Monday. Plus the 15 minutes of Freeze notice it is the NotBefore of the documentation's
 #: live-migration example, "Mon, 11 Apr 2022 22:26:58 GMT".
@@ -60,16 +59,24 @@ class Imds:
         self,
         *,
         seed: int = SEED,
-        timing: TimingProfile = DOCUMENTED,
         rate_limit: float = 5.0,
         start: datetime = START,
+        impact: Mapping[str, str] | None = None,
     ) -> None:
         self.start = start
-        self.clock = ManualClock(start)
-        self.platform = Platform(start, timing=timing, new_event_id=EventIdFactory(seed))
-        self.service = ScheduledEventsService(self.platform, self.clock)
         self.monotonic = SteppingMonotonic()
-        self.endpoint = ImdsEndpoint(self.service, rate_limit=rate_limit, monotonic=self.monotonic)
+        self.harness = ForewarnPlatform(
+            fleet=Fleet(()),
+            seed=seed,
+            start=start,
+            rate_limit=rate_limit,
+            impact=impact,
+            monotonic=self.monotonic,
+        )
+        self.clock = self.harness.clock
+        self.service = self.harness.service
+        self.platform = self.service.platform
+        self.endpoint: ImdsEndpoint = self.harness.endpoint
         self.addresses: dict[str, str] = {}
         self._next_address = 2
 

@@ -12,7 +12,7 @@ from forewarn.server.imds import Limits
 from forewarn.wire.approvals import MAX_EVENT_ID_LENGTH
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 LIMITS = Limits()
 

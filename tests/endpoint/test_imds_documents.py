@@ -17,7 +17,7 @@ from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS
 from forewarn.domain.events import EventSource, EventType
 
 if TYPE_CHECKING:
-    from unit.conftest import Imds
+    from endpoint.conftest import Imds
 
 ALL_VERSIONS = [
     "2017-03-01",
