@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from forewarn.config.fleet import load_fleet
@@ -42,4 +43,4 @@ def test_the_scenario_snippet_runs() -> None:
     with in_process_control(service) as client:
         result = run_scenario(scenario, client)
     assert result.passed, result.failure
-    assert not service.faults
+    assert service.faults(time.monotonic()) == ()

@@ -97,7 +97,7 @@ class ImdsAsgiApp:
         reply_headers = response_headers(
             response,
             self._request_ids.next(),
-            http_date(self.endpoint.service.clock.now()),
+            http_date(self.endpoint.service.now()),
         )
         await send(
             {"type": "http.response.start", "status": response.status, "headers": reply_headers}

@@ -161,7 +161,7 @@ async def serve(
     check_control_exposure(settings)
     configure_logging(settings.log_level, settings.log_format)
     service = build_service(settings)
-    activity = Activity(service.clock.now)
+    activity = Activity(service.now)
     endpoint = ActivityEndpoint(
         service,
         activity,
@@ -228,7 +228,7 @@ async def serve(
         f"forewarn: Scheduled Events for {len(service.vms())} VM(s) ({vm_names}"
         f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents; "
         f"control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
-        f"clock {settings.clock}, timing profile {service.platform.timing.name}; "
+        f"clock {settings.clock}, timing profile {service.clock_status().profile}; "
         f"state in {describe_store(settings)}."
     )
     addressed = [vm for vm in service.vms() if vm.address is not None]
@@ -259,8 +259,7 @@ async def serve(
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
         await control_task
-        if service.journal is not None:
-            service.journal.close()
+        service.close()
 
 
 def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
