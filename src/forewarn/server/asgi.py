@@ -103,3 +103,10 @@ class ImdsAsgiApp:
             {"type": "http.response.start", "status": response.status, "headers": reply_headers}
         )
         await send({"type": "http.response.body", "body": response.body})
+
+
+__all__ = [
+    "ImdsAsgiApp",
+    "http_date",
+    "unanswered_error",
+]

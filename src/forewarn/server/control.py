@@ -43,9 +43,9 @@ from forewarn.domain.errors import (
 )
 from forewarn.errors import InvalidInputError
 from forewarn.registry import OPERATIONS, Operation, describe
-from forewarn.server.activity import Activity
-from forewarn.server.control_faults import fault_router
-from forewarn.server.control_models import (
+from forewarn.server._activity import Activity
+from forewarn.server._control_faults import fault_router
+from forewarn.server._control_models import (
     API,
     ERROR_RESPONSES,
     MAX_CONTROL_BODY,
@@ -73,7 +73,7 @@ from forewarn.server.control_models import (
     vm_out,
 )
 from forewarn.server.dashboard import add_dashboard
-from forewarn.server.dashboard.scenarios import ScenarioRuns
+from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.documents import document_fields
 

@@ -21,13 +21,13 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
-from forewarn.server.activity import Activity, ActivityEndpoint
+from forewarn.server._activity import Activity, ActivityEndpoint
+from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
+from forewarn.server._serve_logging import configure_logging, watch_events
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
-from forewarn.server.dashboard.scenarios import ScenarioRuns
+from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.http import start_imds_server
-from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
-from forewarn.server.serve_logging import configure_logging, watch_events
 from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
 
@@ -270,3 +270,16 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
         asyncio.run(serve(settings, announce=announce))
         return
     uvloop.run(serve(settings, announce=announce))
+
+
+__all__ = [
+    "ExposureError",
+    "ServeSettings",
+    "accepted_hosts",
+    "build_service",
+    "check_control_exposure",
+    "listen_addresses",
+    "run",
+    "serve",
+    "url_for",
+]

@@ -173,3 +173,12 @@ def describe_store(settings: ServeSettings) -> str:
     if settings.data_dir is not None:
         return str(Path(settings.data_dir) / SQLITE_FILE)
     return "memory (lost on exit; use --data-dir to keep it)"
+
+
+__all__ = [
+    "SQLITE_FILE",
+    "StateMismatchError",
+    "describe_store",
+    "open_service",
+    "store_url",
+]

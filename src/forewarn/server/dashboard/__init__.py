@@ -28,10 +28,10 @@ from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
 from forewarn.faults import FaultKind
 from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError
-from forewarn.server.activity import Activity
-from forewarn.server.control_faults import fault_out
-from forewarn.server.control_models import campaign_out, clock_out, event_out, vm_out
-from forewarn.server.dashboard.scenarios import ScenarioRuns
+from forewarn.server._activity import Activity
+from forewarn.server._control_faults import fault_out
+from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
+from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["ScenarioIn", "add_dashboard", "snapshot"]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forewarn.domain.errors import UnknownGroupError
 from forewarn.faults import MAX_COUNT, MAX_SECONDS, ActiveFault, FaultKind, FaultRule
-from forewarn.server.control_models import API, ERROR_RESPONSES
+from forewarn.server._control_models import API, ERROR_RESPONSES
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["FaultIn", "FaultOut", "FaultsOut", "fault_router"]
