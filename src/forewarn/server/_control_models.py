@@ -24,7 +24,7 @@ from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.platform import CampaignView, EventView, VmState
 from forewarn.registry import Operation, Param
-from forewarn.service import ClockStatus
+from forewarn.service import ClockStatus, Created
 from forewarn.wire.documents import event_fields
 from forewarn.wire.instance import compute_fields
 
@@ -233,6 +233,11 @@ def event_out(event: Event, view: EventView | None) -> EventOut:
             "jobId": view.job_id if view else None,
         }
     )
+
+
+def created_out(created: Created) -> EventOut:
+    """An event a call created, as it is now."""
+    return event_out(created.event, created.view)
 
 
 def vm_out(state: VmState) -> VmOut:

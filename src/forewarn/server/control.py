@@ -68,6 +68,7 @@ from forewarn.server._control_models import (
     VmsOut,
     campaign_out,
     clock_out,
+    created_out,
     event_out,
     request_model,
     vm_out,
@@ -242,7 +243,7 @@ def create_control_app(
         started = service.start_campaign(vms, body.event_type, kinds)
         return CampaignStartedOut(
             campaign=campaign_out(started.campaign) if started.campaign is not None else None,
-            events=[event_out(created.event, created.view) for created in started.events],
+            events=[created_out(created) for created in started.events],
         )
 
     # -- events ---------------------------------------------------------------------------------
@@ -265,7 +266,7 @@ def create_control_app(
                 started=body.started,
             )
         )
-        return event_out(created.event, created.view)
+        return created_out(created)
 
     @router.get("/events/{event_id}", tags=["events"])
     async def show_event(event_id: str) -> EventOut:
@@ -321,7 +322,7 @@ def _add_operation_route(
     async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
         arguments = body.model_dump() if body is not None else {}
         created = service.operate(operation, name, arguments)
-        return EventsOut(events=[event_out(c.event, c.view) for c in created])
+        return EventsOut(events=[created_out(c) for c in created])
 
     parameters = [
         inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)
