@@ -46,3 +46,10 @@ def make_clock(kind: str, *, scale: float = 60.0, start: datetime | None = None)
     if kind == "manual":
         return ManualClock(start or datetime.now(UTC).replace(microsecond=0))
     raise ValueError(f"unknown clock {kind!r}: choose system, scaled or manual")
+
+
+__all__ = [
+    "ScaledClock",
+    "SystemClock",
+    "make_clock",
+]

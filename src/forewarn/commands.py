@@ -245,3 +245,24 @@ def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
         return at, cls(**values)
     except TypeError as exc:
         raise ValueError(f"journal record {record['op']!r} is incomplete: {exc}") from None
+
+
+__all__ = [
+    "COMMANDS",
+    "Approve",
+    "CancelEvent",
+    "ClockMoved",
+    "Command",
+    "DeleteInstances",
+    "HostOperation",
+    "OsImageUpgrade",
+    "Redeploy",
+    "Restart",
+    "Result",
+    "ScheduleEvent",
+    "SimulateEviction",
+    "StartCampaign",
+    "Touch",
+    "VmOperation",
+    "from_record",
+]

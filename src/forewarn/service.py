@@ -1,7 +1,19 @@
-"""The use cases, between the adapters and the domain.
+"""The use cases, between the adapters and the domain: the only door adapters go through.
 
-Every call first brings the platform up to the clock, so a state change (an approval, a
-NotBefore that passed) is visible in the very next response with no background polling.
+Adapters (the endpoint, the control API, the dashboard, ``forewarn serve``, the pytest plugin,
+in-process scenarios) call the public methods of :class:`ScheduledEventsService` and nothing
+else: the platform and the clock are private, and every read an adapter needs (the time, the
+clock's kind and profile, the next deadline, one VM, one event, the hosts) is a method here.
+
+The catch-up rule: every public method that reads or changes the platform reaches it through
+:meth:`ScheduledEventsService._caught_up`, which first applies whatever fell due up to the
+clock (:meth:`~ScheduledEventsService.catch_up`), so a state change (an approval, a NotBefore
+that passed) is visible in the very next response with no background polling, and no method
+can forget it. Only :meth:`~ScheduledEventsService.replay` moves the platform to other times
+(the journaled ones). The fault plan is not platform state: the fault methods reach the
+platform only to find a VM, through the same door. ``tests/unit/test_service_door.py`` holds
+this module and the adapters to both rules.
+
 Every state change is a :class:`~forewarn.commands.Command`: journaled (when a journal is
 configured) before the caller is answered, so an answer is only given for a change that will
 survive a crash, and replayed at start-up. Encoded documents are cached per VM and api-version
@@ -22,6 +34,7 @@ from forewarn.commands import (
     ClockMoved,
     Command,
     Result,
+    ScheduleEvent,
     StartCampaign,
     Touch,
     from_record,
@@ -30,12 +43,13 @@ from forewarn.domain.api_versions import ApiVersion
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.events import Event
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
-from forewarn.errors import ForewarnError
-from forewarn.faults import FaultPlan
+from forewarn.errors import ForewarnError, InvalidInputError
+from forewarn.faults import ActiveFault, FaultPlan, FaultRule
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
@@ -86,24 +100,93 @@ class CommandJournal(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ClockStatus:
+    """The platform's time and what drives it, as the control API and the dashboard show it."""
+
+    now: datetime
+    #: The clock's class: ``ManualClock``, ``ScaledClock`` or ``SystemClock``.
+    kind: str
+    #: The timing profile's name (``documented``, ``fast``...).
+    profile: str
+    #: When the next lifecycle step is due, or None when nothing is pending.
+    next_deadline: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """An event a call created, and its live view now: None once it is over."""
+
+    event: Event
+    view: EventView | None
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignStarted:
+    """A campaign just started (None when nothing was left after its first step) and the
+    events of that first step."""
+
+    campaign: CampaignView | None
+    events: tuple[Created, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """A host and the names of the VMs on it, sorted."""
+
+    name: str
+    vms: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShownVm:
+    """A VM's state and the DocumentIncarnation it is shown, for the dashboard."""
+
+    state: VmState
+    incarnation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """Everything the dashboard shows but the timelines, read at one instant."""
+
+    clock: ClockStatus
+    vm_count: int
+    vms: tuple[ShownVm, ...]
+    events: tuple[EventView, ...]
+    campaigns: tuple[CampaignView, ...]
+    faults: tuple[ActiveFault, ...]
+
+
 class ScheduledEventsService:
     """One platform on one clock, and the operations adapters may perform on it."""
 
     def __init__(
         self, platform: Platform, clock: Clock, journal: CommandJournal | None = None
     ) -> None:
-        self.platform = platform
-        self.clock = clock
+        self._platform = platform
+        self._clock = clock
         self.journal = journal
-        #: Faults injected in front of the VM-facing endpoint: not platform state, never
-        #: journaled (forewarn.faults).
-        self.faults = FaultPlan()
+        # Faults injected in front of the VM-facing endpoint: not platform state, never
+        # journaled (forewarn.faults).
+        self._faults = FaultPlan()
         self._encoded: dict[tuple[str, str], tuple[Document, EncodedDocument]] = {}
 
     def catch_up(self) -> datetime:
-        now = self.clock.now()
-        self.platform.advance_to(now)
+        """Apply whatever fell due up to the clock; the clock's time."""
+        now = self._clock.now()
+        self._platform.advance_to(now)
         return now
+
+    def _caught_up(self) -> Platform:
+        """The platform, brought up to the clock: the one way public methods reach it."""
+        self.catch_up()
+        return self._platform
+
+    def close(self) -> None:
+        """Close the journal, if there is one (``forewarn serve`` on its way out)."""
+        if self.journal is not None:
+            self.journal.close()
 
     # -- durability ------------------------------------------------------------------------
 
@@ -120,23 +203,22 @@ class ScheduledEventsService:
         for position, record in self.journal.records():
             try:
                 at, command = from_record(record)
-                self.platform.advance_to(at)
-                command.apply(self.platform)
+                self._platform.advance_to(at)
+                command.apply(self._platform)
             except (ForewarnError, KeyError, TypeError, ValueError) as exc:
                 raise ReplayError(position, record, exc) from exc
             last = at
             count += 1
-        if last is not None and isinstance(self.clock, ManualClock) and last > self.clock.now():
-            self.clock.set(last)
-        self.catch_up()
-        self.platform.assume_requests_now()
+        if last is not None and isinstance(self._clock, ManualClock) and last > self._clock.now():
+            self._clock.set(last)
+        self._caught_up().assume_requests_now()
         return count
 
     def execute(self, command: Command) -> Result:
         """Apply ``command`` now, journaling it first; domain errors leave no trace."""
-        self.catch_up()
-        now = self.platform.now
-        result = command.apply(self.platform)
+        platform = self._caught_up()
+        now = platform.now
+        result = command.apply(platform)
         logged = _OPERATIONS.isEnabledFor(logging.INFO)
         if self.journal is not None or logged:
             record = command.to_record(now)
@@ -154,10 +236,24 @@ class ScheduledEventsService:
         self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
     ) -> Result:
         """Run a :mod:`forewarn.registry` operation on the VM, scale set or host ``target``."""
-        self.catch_up()
         if operation.check is not None:
-            operation.check(self.platform, target)
+            operation.check(self._caught_up(), target)
         return self.execute(operation.command(target, **(arguments or {})))
+
+    def operate(
+        self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
+    ) -> tuple[Created, ...]:
+        """:meth:`perform`, answered with each created event's live view (the control API)."""
+        return self._created(self.perform(operation, target, arguments))
+
+    def create_event(self, command: ScheduleEvent) -> Created:
+        """Any event, bypassing the operations' rules except the minimum notice."""
+        (created,) = self._created(self.execute(command))
+        return created
+
+    def _created(self, events: Result) -> tuple[Created, ...]:
+        live = {view.event.event_id: view for view in self._caught_up().events()}
+        return tuple(Created(event, live.get(event.event_id)) for event in events)
 
     # -- the VM-facing endpoint ------------------------------------------------------------
 
@@ -166,7 +262,7 @@ class ScheduledEventsService:
 
         A fleet of one VM answers on any address, which is the zero-configuration default.
         """
-        platform = self.platform
+        platform = self._caught_up()
         vm = platform.vm_at(local_address) or platform.vm_at(peer_address)
         if vm is None:
             vms = platform.vms()
@@ -179,8 +275,7 @@ class ScheduledEventsService:
         on when it is the first), unless the VM is down (reboot, freeze, deleted) when nothing
         inside it could be asking. None when it can be answered now; otherwise why and until
         when not (the first-call delay included)."""
-        self.catch_up()
-        platform = self.platform
+        platform = self._caught_up()
         if not platform.reachable(vm_name):
             return platform.pause(vm_name)
         if platform.touch(vm_name) and self.journal is not None:
@@ -188,9 +283,8 @@ class ScheduledEventsService:
         return platform.pause(vm_name)
 
     def impacts(self) -> dict[str, Pause]:
-        """The VMs under an impact now (for impact hooks), after catching up."""
-        self.catch_up()
-        return self.platform.impacts()
+        """The VMs under an impact now (for impact hooks)."""
+        return self._caught_up().impacts()
 
     def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
         return self.encoded_document(vm_name, version).body
@@ -198,7 +292,7 @@ class ScheduledEventsService:
     def encoded_document(self, vm_name: str, version: ApiVersion) -> EncodedDocument:
         """``vm_name``'s document as ``version`` shows it, with its tag; cached until the
         VM's events change."""
-        document = self.platform.document(vm_name)
+        document = self._caught_up().document(vm_name)
         key = (vm_name, version.name)
         cached = self._encoded.get(key)
         if cached is not None and cached[0] is document:
@@ -208,8 +302,7 @@ class ScheduledEventsService:
         return encoded
 
     def document(self, vm_name: str) -> Document:
-        self.catch_up()
-        return self.platform.document(vm_name)
+        return self._caught_up().document(vm_name)
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         self.execute(Approve(vm_name, tuple(event_ids)))
@@ -218,13 +311,13 @@ class ScheduledEventsService:
         """Approve on ``vm_name``'s behalf (the control plane), every event its document shows
         when ``event_ids`` is None; the ids approved. A VM that is down cannot ask, so neither
         can anyone on its behalf."""
-        self.catch_up()
-        if not self.platform.vm_state(vm_name).reachable:
+        platform = self._caught_up()
+        if not platform.vm_state(vm_name).reachable:
             raise InvalidOperationError(
                 f"{vm_name} is down (an impact is under way) and cannot ask"
             )
         if event_ids is None:
-            ids = tuple(event.event_id for event in self.platform.document(vm_name).events)
+            ids = tuple(event.event_id for event in platform.document(vm_name).events)
         else:
             ids = tuple(event_ids)
         self.execute(Approve(vm_name, ids))
@@ -232,54 +325,149 @@ class ScheduledEventsService:
 
     # -- the control plane -----------------------------------------------------------------
 
+    def now(self) -> datetime:
+        """The platform's time, everything due by then applied."""
+        return self._caught_up().now
+
+    def clock_status(self) -> ClockStatus:
+        platform = self._caught_up()
+        return ClockStatus(
+            now=platform.now,
+            kind=type(self._clock).__name__,
+            profile=platform.timing.name,
+            next_deadline=platform.next_deadline(),
+        )
+
     def events(self) -> tuple[EventView, ...]:
-        self.catch_up()
-        return self.platform.events()
+        return self._caught_up().events()
+
+    def event(self, event_id: str) -> EventView:
+        """One live event; UnknownEventError once it is over (or never was)."""
+        return self._caught_up().event(event_id)
 
     def vms(self) -> tuple[Vm, ...]:
-        return self.platform.vms()
+        return self._caught_up().vms()
+
+    def vm(self, name: str) -> Vm:
+        """The VM ``name``; UnknownVmError when there is none."""
+        return self._caught_up().vm(name)
+
+    def vm_state(self, name: str) -> VmState:
+        return self._caught_up().vm_state(name)
 
     def vm_states(self) -> tuple[VmState, ...]:
-        self.catch_up()
-        return tuple(self.platform.vm_state(vm.name) for vm in self.platform.vms())
+        platform = self._caught_up()
+        return tuple(platform.vm_state(vm.name) for vm in platform.vms())
+
+    def hosts(self) -> tuple[HostView, ...]:
+        """Every host holding a VM, by name, each with its VMs."""
+        by_host: dict[str, list[str]] = {}
+        for vm in self._caught_up().vms():
+            by_host.setdefault(vm.host, []).append(vm.name)
+        return tuple(HostView(host, tuple(sorted(vms))) for host, vms in sorted(by_host.items()))
 
     def campaigns(self) -> tuple[CampaignView, ...]:
-        self.catch_up()
-        return self.platform.campaigns()
+        return self._caught_up().campaigns()
 
     def start_campaign(
         self,
         vm_names: tuple[str, ...] | None,
         event_type: str,
         kinds: tuple[str, ...] | None = None,
-    ) -> tuple[CampaignView | None, Result]:
+    ) -> CampaignStarted:
         """Start a maintenance campaign; the campaign (None when it had nothing left to do
         after its first step) and the events of that step."""
         before = {view.campaign_id for view in self.campaigns()}
-        created = self.execute(StartCampaign(vm_names, event_type, kinds))
-        started = [view for view in self.platform.campaigns() if view.campaign_id not in before]
-        return (started[0] if started else None), created
+        created = self._created(self.execute(StartCampaign(vm_names, event_type, kinds)))
+        started = [view for view in self.campaigns() if view.campaign_id not in before]
+        return CampaignStarted(started[0] if started else None, created)
 
-    def advance_clock(self, delta: timedelta) -> datetime:
+    def overview(self, shown_vms: int, moment: float) -> Overview:
+        """The clock, the first ``shown_vms`` VMs with their incarnations, the events, the
+        campaigns and the faults in force at ``moment`` (:func:`time.monotonic`)."""
+        platform = self._caught_up()
+        vms = platform.vms()
+        return Overview(
+            clock=self.clock_status(),
+            vm_count=len(vms),
+            vms=tuple(
+                ShownVm(platform.vm_state(vm.name), platform.document(vm.name).incarnation)
+                for vm in vms[:shown_vms]
+            ),
+            events=platform.events(),
+            campaigns=platform.campaigns(),
+            faults=self._faults.faults(moment),
+        )
+
+    def advance_clock(self, delta: timedelta) -> ClockStatus:
         """Move a manual clock; other clocks follow real time and refuse."""
         clock = self._manual_clock()
         clock.advance(delta)
         return self._clock_moved()
 
-    def set_clock(self, moment: datetime) -> datetime:
-        self._manual_clock().set(moment)
+    def set_clock(self, moment: datetime) -> ClockStatus:
+        """Set a manual clock to ``moment``, which must not be in its past."""
+        if moment.year > _LAST_YEAR:
+            raise InvalidInputError(f"the clock cannot be set past the year {_LAST_YEAR}")
+        clock = self._manual_clock()
+        try:
+            clock.set(moment)
+        except ValueError as exc:  # a clock only moves forward
+            raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
         return self._clock_moved()
 
     def _manual_clock(self) -> ManualClock:
-        if not isinstance(self.clock, ManualClock):
+        if not isinstance(self._clock, ManualClock):
             raise InvalidOperationError("only a manual clock can be moved (serve --clock manual)")
-        return self.clock
+        return self._clock
 
-    def _clock_moved(self) -> datetime:
+    def _clock_moved(self) -> ClockStatus:
         now = self.catch_up()
         if self.journal is not None:
             self.journal.append(ClockMoved().to_record(now))
-        return now
+        return self.clock_status()
+
+    # -- faults in front of the endpoint (not platform state, never journaled) ---------------
+
+    def add_fault(self, rule: FaultRule, moment: float) -> ActiveFault:
+        """Inject ``rule`` from ``moment`` (:func:`time.monotonic`); a VM it names must exist."""
+        if rule.vm is not None:
+            self.vm(rule.vm)
+        return self._faults.add(rule, moment)
+
+    def faults(self, moment: float) -> tuple[ActiveFault, ...]:
+        """The faults in force at ``moment``, oldest (and first to apply) first."""
+        return self._faults.faults(moment)
+
+    def clear_faults(self, fault_id: int | None = None, *, vm: str | None = None) -> int:
+        """Clear one fault by id, those of ``vm``, or all; how many were cleared."""
+        return self._faults.clear(fault_id, vm=vm)
+
+    def fault_for(self, local_address: str, peer_address: str, moment: float) -> FaultRule | None:
+        """The fault a request arriving at ``local_address`` meets at ``moment``, if any.
+        Requests no VM answers for meet none: the endpoint refuses them as it always does."""
+        if not self._faults:  # the request path's only cost when no fault is set
+            return None
+        vm = self.resolve_vm(local_address, peer_address)
+        if vm is None:
+            return None
+        return self._faults.pick(vm.name, moment)
+
+
+#: The latest year a manual clock may be set to: deadlines days ahead must stay representable.
+_LAST_YEAR = 9000
+
+
+def platform_for_fleet(
+    fleet: Fleet, now: datetime, *, timing: TimingProfile, seed: int = 0
+) -> Platform:
+    """A fresh platform holding ``fleet`` at ``now``, its EventIds seeded by ``seed``."""
+    platform = Platform(now, timing=timing, new_event_id=EventIdFactory(seed))
+    for scale_set in fleet.scale_sets:
+        platform.add_scale_set(scale_set)
+    for vm in fleet.vms:
+        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
+    return platform
 
 
 def service_for_fleet(
@@ -287,9 +475,22 @@ def service_for_fleet(
 ) -> ScheduledEventsService:
     """A fresh platform holding ``fleet``, on ``clock``, with no journal (tests, in-process
     scenario runs and the pytest plugin; ``forewarn serve`` opens its state in server.state)."""
-    platform = Platform(clock.now(), timing=timing, new_event_id=EventIdFactory(seed))
-    for scale_set in fleet.scale_sets:
-        platform.add_scale_set(scale_set)
-    for vm in fleet.vms:
-        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
-    return ScheduledEventsService(platform, clock)
+    return ScheduledEventsService(
+        platform_for_fleet(fleet, clock.now(), timing=timing, seed=seed), clock
+    )
+
+
+__all__ = [
+    "CampaignStarted",
+    "ClockStatus",
+    "CommandJournal",
+    "Created",
+    "EncodedDocument",
+    "HostView",
+    "Overview",
+    "ReplayError",
+    "ScheduledEventsService",
+    "ShownVm",
+    "platform_for_fleet",
+    "service_for_fleet",
+]

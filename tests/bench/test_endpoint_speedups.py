@@ -47,7 +47,7 @@ class World:
         )
         self.clock = harness.clock
         self.service = harness.service
-        self.platform = self.service.platform
+        self.platform = self.service._platform  # arranged directly: VMs added after start
         self.endpoint: ImdsEndpoint = harness.endpoint
         self.port = 0
 

@@ -62,7 +62,7 @@ def test_refusals_are_one_line(cli: Cli) -> None:
 
 
 def test_faults_are_not_journaled_platform_changes(cli: Cli) -> None:
-    before = cli.service.platform.vm_state(cli.service.vms()[0].name)
+    before = cli.service.vm_state(cli.service.vms()[0].name)
     cli.ok("fault", "set", "reset")
-    assert cli.service.platform.vm_state(cli.service.vms()[0].name) == before
+    assert cli.service.vm_state(cli.service.vms()[0].name) == before
     assert cli.ok("events", "list", "-o", "json") == json.dumps({"events": []}, indent=2) + "\n"

@@ -12,10 +12,12 @@ from click.testing import CliRunner
 from forewarn.cli import main
 from forewarn.config.fleet import FleetFileError, load_fleet, parse_fleet
 from forewarn.domain import operations
+from forewarn.domain.clock import DEFAULT_START
+from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Priority
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import open_service
-from forewarn.testing import ForewarnPlatform
+from forewarn.service import platform_for_fleet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -84,7 +86,7 @@ cloudServices:
         ("BackEnd_IN_0", 0, 0),
         ("BackEnd_IN_1", 1, 1),
     ]
-    platform = ForewarnPlatform(fleet=fleet).service.platform
+    platform = platform_for_fleet(fleet, DEFAULT_START, timing=DOCUMENTED)
     operations.maintenance_campaign(platform)
     (event,) = platform.document("BackEnd_IN_1").events
     assert [r.name for r in event.resources] == ["FrontEnd_IN_0", "FrontEnd_IN_2", "BackEnd_IN_0"]
@@ -92,7 +94,7 @@ cloudServices:
         "cloudServices: [{name: svc, roles: [{name: FrontEnd}, {name: BackEnd}],"
         " addressStart: 127.0.6.1}]"
     )
-    platform = ForewarnPlatform(fleet=two_roles).service.platform
+    platform = platform_for_fleet(two_roles, DEFAULT_START, timing=DOCUMENTED)
     operations.maintenance_campaign(platform)
     (event,) = platform.document("FrontEnd_IN_0").events
     assert [r.name for r in event.resources] == ["FrontEnd_IN_0", "BackEnd_IN_0"]
@@ -193,7 +195,7 @@ scaleSets:
     assert len(set(names)) == 3
     assert names == [vm.name for vm in parse_fleet(text).vms], "the same on every load"
     assert all(vm.flexible and vm.placement_group is None for vm in fleet.vms)
-    platform = ForewarnPlatform(fleet=fleet).service.platform
+    platform = platform_for_fleet(fleet, DEFAULT_START, timing=DOCUMENTED)
     instance = names[1].removeprefix("flex_")
     (event,) = operations.delete_instances(platform, "flex", [instance])
     assert event.event_type.value == "Terminate"

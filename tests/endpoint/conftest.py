@@ -75,7 +75,7 @@ class Imds:
         )
         self.clock = self.harness.clock
         self.service = self.harness.service
-        self.platform = self.service.platform
+        self.platform = self.service._platform  # arranged directly: VMs added after start
         self.endpoint: ImdsEndpoint = self.harness.endpoint
         self.addresses: dict[str, str] = {}
         self._next_address = 2

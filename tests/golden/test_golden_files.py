@@ -111,7 +111,7 @@ class Fixture:
         )
         self.clock = harness.clock
         self.service = harness.service
-        self.platform = self.service.platform
+        self.platform = self.service._platform  # arranged directly: VMs added after start
         self.endpoint: ImdsEndpoint = harness.endpoint
         self.addresses: dict[str, str] = {}
 

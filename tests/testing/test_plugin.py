@@ -28,7 +28,7 @@ def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
 
         def test_default(forewarn_platform):
             assert forewarn_platform.vm_names == ("vm0",)
-            assert forewarn_platform.service.platform.timing.name == "documented"
+            assert forewarn_platform.service.clock_status().profile == "documented"
             response = requests.get(
                 forewarn_platform.scheduled_events_url(),
                 params={"api-version": "2020-07-01"},
@@ -40,7 +40,7 @@ def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
         @pytest.mark.forewarn(vms=["a", "b"], profile="fast", seed=7)
         def test_marked(forewarn_platform):
             assert forewarn_platform.vm_names == ("a", "b")
-            assert forewarn_platform.service.platform.timing.name == "fast"
+            assert forewarn_platform.service.clock_status().profile == "fast"
         """
     )
     pytester.makepyfile(

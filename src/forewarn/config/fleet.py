@@ -488,3 +488,18 @@ def load_fleet(path: Path) -> Fleet:
 def default_fleet() -> Fleet:
     """The zero-configuration fleet: one standalone VM answering on the bind address."""
     return Fleet((Vm(name="vm0", vm_id=_vm_id("vm0"), host="host-vm0"),))
+
+
+__all__ = [
+    "DEFAULT_SUBSCRIPTION",
+    "MAX_FLEET_FILE_BYTES",
+    "MAX_VMS",
+    "Fleet",
+    "FleetFileError",
+    "Name",
+    "default_fleet",
+    "load_fleet",
+    "parse_fleet",
+    "parse_iso_duration",
+    "read_fleet_text",
+]

@@ -118,3 +118,14 @@ class AsgiTransport(httpx.BaseTransport):
 def in_process_client(app: Any) -> httpx.Client:
     """An HTTP client whose requests go straight to ``app`` (close it when done)."""
     return httpx.Client(transport=AsgiTransport(app), base_url="http://control.invalid")
+
+
+__all__ = [
+    "AsgiTransport",
+    "ControlClient",
+    "ControlError",
+    "connect",
+    "control_url",
+    "in_process_client",
+    "segment",
+]

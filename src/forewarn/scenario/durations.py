@@ -41,3 +41,10 @@ def format_duration(duration: timedelta) -> str:
     if seconds or not parts:
         parts.append(f"{seconds:g}s")
     return "".join(parts)
+
+
+__all__ = [
+    "MAX_DURATION",
+    "format_duration",
+    "parse_duration",
+]

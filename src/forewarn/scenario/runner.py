@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from forewarn.registry import HOST, SCALE_SET, VM, find
-from forewarn.scenario.client import ControlClient, ControlError, segment
-from forewarn.scenario.matching import (
+from forewarn.scenario._matching import (
     document_problems,
     matches,
     needs_time,
     vm_problems,
 )
+from forewarn.scenario.client import ControlClient, ControlError, segment
 from forewarn.scenario.schema import (
     OPERATION_STEPS,
     ClearFaults,
@@ -276,3 +276,10 @@ def _failure(number: int, label: str, exc: _StepFailedError | ControlError) -> S
     if isinstance(exc, ControlError):
         return StepFailure(number, label, (str(exc),))
     return StepFailure(number, label, exc.problems, exc.expected, exc.actual)
+
+
+__all__ = [
+    "ScenarioResult",
+    "StepFailure",
+    "run_scenario",
+]

@@ -370,3 +370,30 @@ def load_scenario(path: Path) -> Scenario:
     except UnicodeDecodeError:
         raise ScenarioFileError(f"{path}: not UTF-8 text") from None
     return parse_scenario(text, str(path), path.parent)
+
+
+__all__ = [
+    "HOST_ACTIONS",
+    "MAX_SCENARIO_BYTES",
+    "MAX_STEPS",
+    "OPERATION_STEPS",
+    "STEP_TYPES",
+    "ClearFaults",
+    "Duration",
+    "EventMatch",
+    "EventStep",
+    "Expectation",
+    "FaultStep",
+    "HostStep",
+    "InstanceId",
+    "InstanceIds",
+    "MaintenanceStep",
+    "ScaleSetInstances",
+    "Scenario",
+    "ScenarioFileError",
+    "SelectEvents",
+    "Step",
+    "VmName",
+    "load_scenario",
+    "parse_scenario",
+]

@@ -97,9 +97,16 @@ class ImdsAsgiApp:
         reply_headers = response_headers(
             response,
             self._request_ids.next(),
-            http_date(self.endpoint.service.clock.now()),
+            http_date(self.endpoint.service.now()),
         )
         await send(
             {"type": "http.response.start", "status": response.status, "headers": reply_headers}
         )
         await send({"type": "http.response.body", "body": response.body})
+
+
+__all__ = [
+    "ImdsAsgiApp",
+    "http_date",
+    "unanswered_error",
+]

@@ -20,7 +20,7 @@ and every error body is ``{"error": "..."}``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -41,13 +41,11 @@ from forewarn.domain.errors import (
     UnknownGroupError,
     UnknownVmError,
 )
-from forewarn.domain.events import Event
-from forewarn.domain.platform import EventView
 from forewarn.errors import InvalidInputError
 from forewarn.registry import OPERATIONS, Operation, describe
-from forewarn.server.activity import Activity
-from forewarn.server.control_faults import fault_router
-from forewarn.server.control_models import (
+from forewarn.server._activity import Activity
+from forewarn.server._control_faults import fault_router
+from forewarn.server._control_models import (
     API,
     ERROR_RESPONSES,
     MAX_CONTROL_BODY,
@@ -69,12 +67,14 @@ from forewarn.server.control_models import (
     VmOut,
     VmsOut,
     campaign_out,
+    clock_out,
+    created_out,
     event_out,
     request_model,
     vm_out,
 )
 from forewarn.server.dashboard import add_dashboard
-from forewarn.server.dashboard.scenarios import ScenarioRuns
+from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.documents import document_fields
 
@@ -185,23 +185,6 @@ def create_control_app(
     )
     router = APIRouter(prefix=API, responses=ERROR_RESPONSES)
 
-    def views() -> dict[str, EventView]:
-        return {view.event.event_id: view for view in service.events()}
-
-    def events_out(events: Sequence[Event]) -> EventsOut:
-        live = views()
-        return EventsOut(events=[event_out(e, live.get(e.event_id)) for e in events])
-
-    def clock_out() -> ClockOut:
-        now = service.catch_up()
-        deadline = service.platform.next_deadline()
-        return ClockOut(
-            now=now.isoformat(),
-            kind=type(service.clock).__name__,
-            profile=service.platform.timing.name,
-            nextDeadline=deadline.isoformat() if deadline else None,
-        )
-
     # -- VMs ------------------------------------------------------------------------------------
 
     @router.get("/vms", tags=["vms"])
@@ -210,8 +193,7 @@ def create_control_app(
 
     @router.get("/vms/{name}", tags=["vms"])
     async def show_vm(name: str) -> VmOut:
-        service.catch_up()
-        return vm_out(service.platform.vm_state(name))
+        return vm_out(service.vm_state(name))
 
     @router.get("/vms/{name}/document", tags=["vms"])
     async def vm_document(
@@ -233,11 +215,8 @@ def create_control_app(
 
     @router.get("/hosts", tags=["hosts"])
     async def list_hosts() -> HostsOut:
-        by_host: dict[str, list[str]] = {}
-        for vm in service.vms():
-            by_host.setdefault(vm.host, []).append(vm.name)
         return HostsOut(
-            hosts=[HostOut(name=host, vms=sorted(vms)) for host, vms in sorted(by_host.items())]
+            hosts=[HostOut(name=host.name, vms=list(host.vms)) for host in service.hosts()]
         )
 
     # -- operations on one named VM, scale set or host, from the registry ----------------------
@@ -248,7 +227,7 @@ def create_control_app(
         return OperationsOut.model_validate({"operations": describe()})
 
     for operation in OPERATIONS:
-        _add_operation_route(router, operation, service, events_out)
+        _add_operation_route(router, operation, service)
 
     # -- maintenance campaigns ------------------------------------------------------------------
 
@@ -261,11 +240,10 @@ def create_control_app(
         """Routine maintenance one fault domain at a time, over the listed VMs or all."""
         vms = tuple(body.vms) if body.vms is not None else None
         kinds = None if body.kinds is None else tuple(kind.value for kind in body.kinds)
-        campaign, created = service.start_campaign(vms, body.event_type, kinds)
-        live = views()
+        started = service.start_campaign(vms, body.event_type, kinds)
         return CampaignStartedOut(
-            campaign=campaign_out(campaign) if campaign is not None else None,
-            events=[event_out(event, live.get(event.event_id)) for event in created],
+            campaign=campaign_out(started.campaign) if started.campaign is not None else None,
+            events=[created_out(created) for created in started.events],
         )
 
     # -- events ---------------------------------------------------------------------------------
@@ -277,7 +255,7 @@ def create_control_app(
     @router.post("/events", status_code=201, tags=["events"])
     async def create_event(body: CreateEventRequest) -> EventOut:
         """Any event, bypassing the operations' rules except the minimum notice."""
-        (event,) = service.execute(
+        created = service.create_event(
             ScheduleEvent(
                 body.type.value,
                 tuple(body.resources),
@@ -288,12 +266,11 @@ def create_control_app(
                 started=body.started,
             )
         )
-        return event_out(event, views().get(event.event_id))
+        return created_out(created)
 
     @router.get("/events/{event_id}", tags=["events"])
     async def show_event(event_id: str) -> EventOut:
-        service.catch_up()
-        view = service.platform.event(event_id)
+        view = service.event(event_id)
         return event_out(view.event, view)
 
     @router.delete("/events/{event_id}", status_code=204, tags=["events"])
@@ -306,30 +283,23 @@ def create_control_app(
 
     @router.get("/clock", tags=["clock"])
     async def show_clock() -> ClockOut:
-        return clock_out()
+        return clock_out(service.clock_status())
 
     @router.post("/clock/advance", tags=["clock"])
     async def advance_clock(body: AdvanceClockRequest) -> ClockOut:
         """Move a manual clock forward; every deadline passed on the way fires in order."""
-        service.advance_clock(timedelta(seconds=body.seconds))
-        return clock_out()
+        return clock_out(service.advance_clock(timedelta(seconds=body.seconds)))
 
     @router.post("/clock/set", tags=["clock"])
     async def set_clock(body: SetClockRequest) -> ClockOut:
-        if body.now.year > 9000:
-            raise InvalidInputError("the clock cannot be set past the year 9000")
-        try:
-            service.set_clock(body.now)
-        except ValueError as exc:  # ManualClock refuses to go backwards
-            raise InvalidOperationError(f"{exc}: it is {service.clock.now().isoformat()}") from None
-        return clock_out()
+        return clock_out(service.set_clock(body.now))
 
     app.include_router(router)
     app.include_router(fault_router(service))
     add_dashboard(
         app,
         service,
-        activity or Activity(service.clock.now),
+        activity or Activity(service.now),
         responses=ERROR_RESPONSES,
         runs=runs,
     )
@@ -345,14 +315,14 @@ def _add_operation_route(
     router: APIRouter,
     operation: Operation,
     service: ScheduledEventsService,
-    events_out: Callable[[Sequence[Event]], EventsOut],
 ) -> None:
     """``POST`` :attr:`Operation.route`, its body model built from the operation's parameters."""
     model = request_model(operation)
 
     async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
         arguments = body.model_dump() if body is not None else {}
-        return events_out(service.perform(operation, name, arguments))
+        created = service.operate(operation, name, arguments)
+        return EventsOut(events=[created_out(c) for c in created])
 
     parameters = [
         inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)

@@ -242,7 +242,7 @@ class _Shared:
     __slots__ = ("date", "heads", "held", "loop", "parsed", "request_ids")
 
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
-        clock = endpoint.service.clock.now
+        clock = endpoint.service.now
         self.loop = loop
         self.date = _DateHeader(clock)
         self.parsed = _ParsedRequests()

@@ -312,3 +312,22 @@ def split_target(target: str) -> tuple[str, str]:
     """``/path?query`` into a percent-decoded path and the raw query."""
     path, _, query = target.partition("?")
     return unquote(path), query
+
+
+__all__ = [
+    "INSTANCE_PATH",
+    "JSON",
+    "NO_ANSWER",
+    "RESET",
+    "SCHEDULED_EVENTS_PATH",
+    "SERVER",
+    "TEXT",
+    "VERSIONS_PATH",
+    "ImdsEndpoint",
+    "ImdsRequest",
+    "ImdsResponse",
+    "Limits",
+    "RequestIds",
+    "response_headers",
+    "split_target",
+]

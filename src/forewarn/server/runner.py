@@ -21,13 +21,13 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
-from forewarn.server.activity import Activity, ActivityEndpoint
+from forewarn.server._activity import Activity, ActivityEndpoint
+from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
+from forewarn.server._serve_logging import configure_logging, watch_events
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
-from forewarn.server.dashboard.scenarios import ScenarioRuns
+from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.http import start_imds_server
-from forewarn.server.impact_hooks import ImpactHooks, watch_impacts
-from forewarn.server.serve_logging import configure_logging, watch_events
 from forewarn.server.state import describe_store, open_service
 from forewarn.service import ScheduledEventsService
 
@@ -161,7 +161,7 @@ async def serve(
     check_control_exposure(settings)
     configure_logging(settings.log_level, settings.log_format)
     service = build_service(settings)
-    activity = Activity(service.clock.now)
+    activity = Activity(service.now)
     endpoint = ActivityEndpoint(
         service,
         activity,
@@ -228,7 +228,7 @@ async def serve(
         f"forewarn: Scheduled Events for {len(service.vms())} VM(s) ({vm_names}"
         f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents; "
         f"control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
-        f"clock {settings.clock}, timing profile {service.platform.timing.name}; "
+        f"clock {settings.clock}, timing profile {service.clock_status().profile}; "
         f"state in {describe_store(settings)}."
     )
     addressed = [vm for vm in service.vms() if vm.address is not None]
@@ -259,8 +259,7 @@ async def serve(
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
         await control_task
-        if service.journal is not None:
-            service.journal.close()
+        service.close()
 
 
 def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
@@ -271,3 +270,16 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
         asyncio.run(serve(settings, announce=announce))
         return
     uvloop.run(serve(settings, announce=announce))
+
+
+__all__ = [
+    "ExposureError",
+    "ServeSettings",
+    "accepted_hosts",
+    "build_service",
+    "check_control_exposure",
+    "listen_addresses",
+    "run",
+    "serve",
+    "url_for",
+]

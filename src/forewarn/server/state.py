@@ -16,11 +16,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from forewarn.clocks import make_clock
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
-from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
-from forewarn.service import ScheduledEventsService
+from forewarn.service import ScheduledEventsService, platform_for_fleet
 
 if TYPE_CHECKING:
     from forewarn.storage import Journal
@@ -150,11 +148,7 @@ def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsS
     timing = PROFILES[pinned.profile]
     if pinned.timing:
         timing = timing.with_overrides(_parse_timing_text(pinned.timing))
-    platform = Platform(created_at, timing=timing, new_event_id=EventIdFactory(pinned.seed))
-    for scale_set in fleet.scale_sets:
-        platform.add_scale_set(scale_set)
-    for vm in fleet.vms:
-        platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
+    platform = platform_for_fleet(fleet, created_at, timing=timing, seed=pinned.seed)
     if journal is not None and pinned.created_at is None:
         journal.set_metadata("fleet", pinned.fleet_text or "")
         journal.set_metadata("fleet_source", pinned.fleet_source)
@@ -173,3 +167,12 @@ def describe_store(settings: ServeSettings) -> str:
     if settings.data_dir is not None:
         return str(Path(settings.data_dir) / SQLITE_FILE)
     return "memory (lost on exit; use --data-dir to keep it)"
+
+
+__all__ = [
+    "SQLITE_FILE",
+    "StateMismatchError",
+    "describe_store",
+    "open_service",
+    "store_url",
+]

@@ -181,10 +181,7 @@ class ForewarnPlatform:
         return tuple(vm.name for vm in self._vms())
 
     def _vms(self) -> tuple[Vm, ...]:
-        return self.service.platform.vms() if self._server is None else self._run(self._all_vms)
-
-    def _all_vms(self) -> tuple[Vm, ...]:
-        return self.service.platform.vms()
+        return self._run(self.service.vms)
 
     def _address_of(self, vm: str | None) -> str:
         vms = self._vms()
@@ -205,7 +202,7 @@ class ForewarnPlatform:
         if self._closed:
             raise RuntimeError("this forewarn platform is closed")
         if self._server is None:
-            hosts = sorted({vm.address or DEFAULT_ADDRESS for vm in self.service.platform.vms()})
+            hosts = sorted({vm.address or DEFAULT_ADDRESS for vm in self.service.vms()})
             server = ServerThread(self.endpoint, hosts)
             server.start()
             self._server = server
@@ -303,7 +300,7 @@ class ForewarnPlatform:
         return operation
 
     def _created_by(self, action: Callable[[], tuple[Event, ...]]) -> tuple[Event, ...]:
-        events, at = self._run(lambda: (action(), self.clock.now()))
+        events, at = self._run(lambda: (action(), self.service.now()))
         for event in events:
             self._created.setdefault(event.event_id.upper(), at)
         return events
@@ -387,15 +384,15 @@ class ForewarnPlatform:
 
     @property
     def now(self) -> datetime:
-        return self._run(self.clock.now)
+        return self._run(self.service.now)
 
     def advance(self, seconds: Seconds) -> datetime:
         """Move platform time forward; whatever falls due happens. The new time."""
         delta = _seconds(seconds)
-        return self._run(lambda: self.service.advance_clock(delta))
+        return self._run(lambda: self.service.advance_clock(delta).now)
 
     def set_time(self, moment: datetime) -> datetime:
-        return self._run(lambda: self.service.set_clock(moment))
+        return self._run(lambda: self.service.set_clock(moment).now)
 
     # -- faults clients must survive (forewarn.faults) -------------------------------------
 
@@ -419,8 +416,6 @@ class ForewarnPlatform:
         except ValueError:
             known = ", ".join(k.value for k in FaultKind)
             raise ValueError(f"unknown fault {kind!r}; known: {known}") from None
-        if vm is not None:
-            self.vm_state(vm)  # an unknown VM fails here, not silently later
         rule = FaultRule(
             fault_kind,
             vm=vm,
@@ -430,16 +425,17 @@ class ForewarnPlatform:
             delay=None if delay is None else _seconds(delay).total_seconds(),
             seed=seed,
         )
-        return self._run(lambda: self.service.faults.add(rule, time.monotonic()))
+        # an unknown VM fails here, not silently later
+        return self._run(lambda: self.service.add_fault(rule, time.monotonic()))
 
     def faults(self) -> tuple[ActiveFault, ...]:
         """The faults in force, in the order they apply."""
-        return self._run(lambda: self.service.faults.faults(time.monotonic()))
+        return self._run(lambda: self.service.faults(time.monotonic()))
 
     def clear_faults(self, fault: ActiveFault | int | None = None, *, vm: str | None = None) -> int:
         """Clear one fault, those of ``vm``, or all; how many were cleared."""
         fault_id = fault.id if isinstance(fault, ActiveFault) else fault
-        return self._run(lambda: self.service.faults.clear(fault_id, vm=vm))
+        return self._run(lambda: self.service.clear_faults(fault_id, vm=vm))
 
     # -- the platform's side ---------------------------------------------------------------
 
@@ -459,7 +455,7 @@ class ForewarnPlatform:
 
     def vm_state(self, vm: str | None = None) -> VmState:
         name = vm if vm is not None else self._only_vm()
-        return self._run(lambda: self.service.platform.vm_state(name))
+        return self._run(lambda: self.service.vm_state(name))
 
     def _only_vm(self) -> str:
         names = self.vm_names

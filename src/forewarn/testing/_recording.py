@@ -152,7 +152,7 @@ class RecordingEndpoint(ImdsEndpoint):
         self.recorder = recorder
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
-        at = self.service.clock.now()
+        at = self.service.now()
         vm = self.service.resolve_vm(request.local_address, request.peer_address)
         response = super().handle(request)
         self.recorder.add(

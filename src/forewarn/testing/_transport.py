@@ -73,7 +73,7 @@ def endpoint_transport(
             local_address=address,
             peer_address=address,
         )
-        response, now = call(lambda: (endpoint.handle(imds_request), endpoint.service.clock.now()))
+        response, now = call(lambda: (endpoint.handle(imds_request), endpoint.service.now()))
         if response.status == 0:
             raise unanswered_error(response, request)
         headers = response_headers(response, request_ids.next(), http_date(now))
@@ -87,7 +87,7 @@ def endpoint_transport(
         """An injected fault as httpx reports it from a real socket."""
         error = error_response(fault)
         if error is not None:
-            now = call(endpoint.service.clock.now)
+            now = call(endpoint.service.now)
             headers = response_headers(error, request_ids.next(), http_date(now))
             return httpx.Response(error.status, headers=headers, content=error.body)
         if fault.kind is FaultKind.RESET:

@@ -69,3 +69,13 @@ def forewarn_platform(
         )
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     return make_forewarn_platform(**options)
+
+
+__all__ = [
+    "MARKER",
+    "MARKER_HELP",
+    "MakePlatform",
+    "forewarn_platform",
+    "make_forewarn_platform",
+    "pytest_configure",
+]

@@ -50,3 +50,11 @@ def parse_start_requests(body: bytes) -> tuple[str, ...]:
             raise MalformedApprovalError("each StartRequest must carry an EventId string")
         ids.append(event_id.upper())
     return tuple(dict.fromkeys(ids))
+
+
+__all__ = [
+    "MAX_EVENT_ID_LENGTH",
+    "MAX_START_REQUESTS",
+    "MalformedApprovalError",
+    "parse_start_requests",
+]

@@ -18,3 +18,9 @@ def parse_not_before(text: str) -> datetime | None:
     if text == "":
         return None
     return parsedate_to_datetime(text).astimezone(UTC)
+
+
+__all__ = [
+    "format_not_before",
+    "parse_not_before",
+]

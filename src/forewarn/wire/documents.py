@@ -58,3 +58,10 @@ def encode_document(document: Document, version: ApiVersion) -> bytes:
     and these bodies are cached per VM, so the copy is what keeps an idle VM small.
     """
     return bytes(memoryview(orjson.dumps(document_fields(document, version))))
+
+
+__all__ = [
+    "document_fields",
+    "encode_document",
+    "event_fields",
+]

@@ -49,3 +49,19 @@ def not_found_message(path: str, method: str) -> str:
 
 def method_not_allowed_message(path: str, method: str) -> str:
     return f'Http method isn\'t allowed: Path = "{path}", Method = "{method}"'
+
+
+__all__ = [
+    "DUPLICATE_PARAMETER",
+    "FORWARDED_REQUEST",
+    "HEADER_VALUE_TOO_LONG",
+    "INVALID_API_VERSION",
+    "MISSING_API_VERSION",
+    "MISSING_METADATA_HEADER",
+    "TOO_MANY_REQUESTS",
+    "error_body",
+    "invalid_api_version_body",
+    "invalid_api_version_body_for",
+    "method_not_allowed_message",
+    "not_found_message",
+]

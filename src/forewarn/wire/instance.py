@@ -237,3 +237,17 @@ def encode_text(value: Any) -> bytes:
 
 def versions_body() -> bytes:
     return orjson.dumps({"apiVersions": list(INSTANCE_API_VERSIONS)})
+
+
+__all__ = [
+    "INSTANCE_API_VERSIONS",
+    "INSTANCE_NEWEST_VERSIONS",
+    "compute_fields",
+    "encode_json",
+    "encode_text",
+    "instance_fields",
+    "is_leaf",
+    "network_fields",
+    "select",
+    "versions_body",
+]

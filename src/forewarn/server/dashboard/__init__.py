@@ -28,10 +28,10 @@ from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
 from forewarn.faults import FaultKind
 from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError
-from forewarn.server.activity import Activity
-from forewarn.server.control_faults import fault_out
-from forewarn.server.control_models import campaign_out, event_out, vm_out
-from forewarn.server.dashboard.scenarios import ScenarioRuns
+from forewarn.server._activity import Activity
+from forewarn.server._control_faults import fault_out
+from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
+from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["ScenarioIn", "add_dashboard", "snapshot"]
@@ -61,39 +61,29 @@ def snapshot(
     service: ScheduledEventsService, activity: Activity, runs: ScenarioRuns | None = None
 ) -> dict[str, Any]:
     """Everything the page shows but the timelines, as one JSON-ready value."""
-    now = service.catch_up()
-    platform = service.platform
-    deadline = platform.next_deadline()
     moment = time.monotonic()  # faults count real time: clients retry in real time
+    overview = service.overview(SHOWN_VMS, moment)
     vms = []
-    for state in service.vm_states()[:SHOWN_VMS]:
-        shown = vm_out(state).model_dump(by_alias=True, mode="json", exclude={"compute"})
-        shown["incarnation"] = platform.document(state.vm.name).incarnation
-        shown["requests"] = activity.requests.get(state.vm.name, 0)
+    for shown_vm in overview.vms:
+        name = shown_vm.state.vm.name
+        shown = vm_out(shown_vm.state).model_dump(by_alias=True, mode="json", exclude={"compute"})
+        shown["incarnation"] = shown_vm.incarnation
+        shown["requests"] = activity.requests.get(name, 0)
         vms.append(shown)
     return {
-        "clock": {
-            "now": now.isoformat(),
-            "kind": type(service.clock).__name__,
-            "profile": platform.timing.name,
-            "nextDeadline": deadline.isoformat() if deadline else None,
-        },
-        "vmCount": len(service.vms()),
+        "clock": clock_out(overview.clock).model_dump(by_alias=True, mode="json"),
+        "vmCount": overview.vm_count,
         "vms": vms,
         "events": [
             event_out(view.event, view).model_dump(by_alias=True, mode="json")
-            for view in service.events()
+            for view in overview.events
         ],
         "campaigns": [
-            campaign_out(view).model_dump(by_alias=True, mode="json")
-            for view in service.campaigns()
+            campaign_out(view).model_dump(by_alias=True, mode="json") for view in overview.campaigns
         ],
         "scenarios": [] if runs is None else runs.views(),
         "faultKinds": [kind.value for kind in FaultKind],
-        "faults": [
-            fault_out(fault, moment).model_dump(mode="json")
-            for fault in service.faults.faults(moment)
-        ],
+        "faults": [fault_out(fault, moment).model_dump(mode="json") for fault in overview.faults],
     }
 
 
@@ -126,7 +116,7 @@ def add_dashboard(
     @api.get("/vms/{name}/activity")
     async def vm_activity(name: str) -> dict[str, Any]:
         """The VM's last requests and the documents it was shown, oldest first."""
-        service.platform.vm(name)  # 404 for an unknown VM
+        service.vm(name)  # 404 for an unknown VM
         return {"vm": name, "entries": [entry.to_json() for entry in activity.of(name)]}
 
     scenario_runs = runs or ScenarioRuns(None)

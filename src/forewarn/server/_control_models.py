@@ -24,6 +24,7 @@ from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.platform import CampaignView, EventView, VmState
 from forewarn.registry import Operation, Param
+from forewarn.service import ClockStatus, Created
 from forewarn.wire.documents import event_fields
 from forewarn.wire.instance import compute_fields
 
@@ -234,6 +235,11 @@ def event_out(event: Event, view: EventView | None) -> EventOut:
     )
 
 
+def created_out(created: Created) -> EventOut:
+    """An event a call created, as it is now."""
+    return event_out(created.event, created.view)
+
+
 def vm_out(state: VmState) -> VmOut:
     vm = state.vm
     return VmOut.model_validate(
@@ -261,4 +267,14 @@ def campaign_out(view: CampaignView) -> CampaignOut:
         step=view.step,
         steps=view.steps,
         currentEvents=sorted(view.current),
+    )
+
+
+def clock_out(status: ClockStatus) -> ClockOut:
+    deadline = status.next_deadline
+    return ClockOut(
+        now=status.now.isoformat(),
+        kind=status.kind,
+        profile=status.profile,
+        nextDeadline=deadline.isoformat() if deadline else None,
     )

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forewarn.domain.errors import UnknownGroupError
 from forewarn.faults import MAX_COUNT, MAX_SECONDS, ActiveFault, FaultKind, FaultRule
-from forewarn.server.control_models import API, ERROR_RESPONSES
+from forewarn.server._control_models import API, ERROR_RESPONSES
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["FaultIn", "FaultOut", "FaultsOut", "fault_router"]
@@ -87,32 +87,29 @@ def fault_router(
     service: ScheduledEventsService, monotonic: Callable[[], float] = time.monotonic
 ) -> APIRouter:
     router = APIRouter(prefix=API, responses=ERROR_RESPONSES, tags=["faults"])
-    plan = service.faults
 
     @router.get("/faults")
     async def list_faults() -> FaultsOut:
         """The faults in force, oldest (and first to apply) first."""
         now = monotonic()
-        return FaultsOut(faults=[fault_out(fault, now) for fault in plan.faults(now)])
+        return FaultsOut(faults=[fault_out(fault, now) for fault in service.faults(now)])
 
     @router.post("/faults", status_code=201)
     async def set_fault(body: FaultIn) -> FaultOut:
         """Inject a fault in front of the VM-facing endpoint; the platform is not touched."""
-        if body.vm is not None:
-            service.platform.vm_state(body.vm)  # an unknown VM is a 404
         now = monotonic()
-        return fault_out(plan.add(body.rule(), now), now)
+        return fault_out(service.add_fault(body.rule(), now), now)
 
     @router.delete("/faults")
     async def clear_faults(
         vm: Annotated[str | None, Query(max_length=128)] = None,
     ) -> ClearedOut:
         """Clear every fault, or those set for one VM."""
-        return ClearedOut(cleared=plan.clear(vm=vm))
+        return ClearedOut(cleared=service.clear_faults(vm=vm))
 
     @router.delete("/faults/{fault_id}", status_code=204)
     async def clear_fault(fault_id: int) -> Response:
-        if not plan.clear(fault_id):
+        if not service.clear_faults(fault_id):
             raise UnknownGroupError("fault", str(fault_id))  # a 404, as any unknown name
         return Response(status_code=204)
 

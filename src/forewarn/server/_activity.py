@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
+from forewarn.server._serve_logging import log
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
-from forewarn.server.serve_logging import log
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["Activity", "ActivityEndpoint", "Entry"]
