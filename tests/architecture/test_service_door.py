@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from forewarn.domain.api_versions import CURRENT_VERSION
+from forewarn.domain.clock import DEFAULT_START
 from forewarn.domain.events import EventStatus, EventType
 from forewarn.service import ScheduledEventsService
+from forewarn.testing import ForewarnPlatform
 
 if TYPE_CHECKING:
-    from endpoint.conftest import Imds
+    from collections.abc import Iterator
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "forewarn"
 #: The adapters held to the rule: everything that serves or drives the platform in-process.
@@ -94,9 +96,16 @@ def test_no_adapter_reaches_past_the_service() -> None:
     assert found == []
 
 
-def test_the_service_has_no_public_platform_or_clock(imds: Imds) -> None:
-    assert not hasattr(imds.service, "platform")
-    assert not hasattr(imds.service, "clock")
+@pytest.fixture
+def vm0() -> Iterator[ForewarnPlatform]:
+    """One standalone VM on a manual clock."""
+    with ForewarnPlatform(vms=["vm0"]) as platform:
+        yield platform
+
+
+def test_the_service_has_no_public_platform_or_clock(vm0: ForewarnPlatform) -> None:
+    assert not hasattr(vm0.service, "platform")
+    assert not hasattr(vm0.service, "clock")
 
 
 def test_only_the_catch_up_reaches_the_platform_inside_the_service() -> None:
@@ -145,18 +154,16 @@ READS: dict[str, Callable[[ScheduledEventsService, str], bool]] = {
 
 
 @pytest.mark.parametrize("read", READS)
-def test_a_read_shows_what_fell_due_since_the_last_call(imds: Imds, read: str) -> None:
-    imds.add_vm("vm0")
-    event = imds.schedule(EventType.REBOOT, "vm0")
+def test_a_read_shows_what_fell_due_since_the_last_call(vm0: ForewarnPlatform, read: str) -> None:
+    event = vm0.schedule(EventType.REBOOT, "vm0")
     assert event.not_before is not None
     # The clock moves with no service call in between: only the read itself can catch up.
-    imds.clock.set(event.not_before + timedelta(seconds=1))
-    assert READS[read](imds.service, event.event_id)
+    vm0.clock.set(event.not_before + timedelta(seconds=1))
+    assert READS[read](vm0.service, event.event_id)
 
 
-def test_the_time_read_is_the_platform_caught_up(imds: Imds) -> None:
-    imds.add_vm("vm0")
-    later = imds.start + timedelta(hours=1)
-    imds.clock.set(later)
-    assert imds.service.now() == later
-    assert imds.service.clock_status().now == later
+def test_the_time_read_is_the_platform_caught_up(vm0: ForewarnPlatform) -> None:
+    later = DEFAULT_START + timedelta(hours=1)
+    vm0.clock.set(later)
+    assert vm0.service.now() == later
+    assert vm0.service.clock_status().now == later
