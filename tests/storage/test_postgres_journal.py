@@ -15,6 +15,7 @@ import pytest
 
 from forewarn.storage import (
     NewerSchemaError,
+    StorageError,
     StoreSchemaError,
     StoreUnavailableError,
     StoreUrlError,
@@ -221,3 +222,90 @@ def test_bad_namespaces_and_schemas_are_refused_before_connecting(query: str) ->
     pytest.importorskip("psycopg")
     with pytest.raises(StoreUrlError):
         open_journal(f"postgresql://postgres@127.0.0.1:1/test?{query}")
+
+
+# -- several front-ends writing one fleet ----------------------------------------------------
+
+
+def test_writers_holding_the_namespace_lock_take_turns_and_see_each_other(fleet: Store) -> None:
+    """What a writer reads under the lock is everything committed before it got the lock, so
+    it can decide on the whole journal and append right after it."""
+    first, second = fleet.open(), fleet.open()
+    assert isinstance(first, PostgresJournal)
+    assert isinstance(second, PostgresJournal)
+    seen: list[list[tuple[int, dict[str, Any]]]] = []
+    entered = threading.Event()
+
+    def later() -> None:
+        with second.exclusive() as write:
+            entered.set()
+            seen.append(write.records(after=0))
+            write.append_if(1, [{"by": "second"}])
+
+    with first.exclusive() as write:
+        thread = threading.Thread(target=later)
+        thread.start()
+        assert not entered.wait(0.3), "a second writer got the lock while the first held it"
+        write.append_if(0, [{"by": "first"}])
+    thread.join(10)
+    assert seen == [[(1, {"by": "first"})]]
+    assert [record["by"] for _, record in first.records()] == ["first", "second"]
+
+
+def test_a_writer_waiting_too_long_for_the_lock_gets_an_error_not_a_hang(fleet: Store) -> None:
+    first, second = fleet.open(), fleet.open()
+    assert isinstance(first, PostgresJournal)
+    assert isinstance(second, PostgresJournal)
+    with first.exclusive(), pytest.raises(StorageError), second.exclusive(lock_timeout=0.2):
+        pass
+    with second.exclusive() as write:  # the failed attempt left nothing held
+        assert write.append_if(0, [{"n": 1}]) == 1
+
+
+def test_a_refused_write_under_the_lock_appends_nothing(fleet: Store) -> None:
+    journal = fleet.open()
+    assert isinstance(journal, PostgresJournal)
+    with pytest.raises(RuntimeError), journal.exclusive() as write:
+        write.append_if(0, [{"n": 1}])
+        raise RuntimeError("the command was refused after all")
+    assert journal.last_sequence() == 0
+
+
+def test_one_leader_at_a_time_and_the_next_takes_over_when_it_is_gone(fleet: Store) -> None:
+    first, second = fleet.open(), fleet.open()
+    assert isinstance(first, PostgresJournal)
+    assert isinstance(second, PostgresJournal)
+    leading, waiting = first.leadership(), second.leadership()
+    try:
+        assert leading.acquire()
+        assert leading.acquire()  # held, and asked again: still ours
+        assert not waiting.acquire()
+        leading.release()
+        assert waiting.acquire()
+        assert not leading.acquire()
+    finally:
+        leading.release()
+        waiting.release()
+
+
+def test_a_leader_whose_session_dies_hands_over(fleet: Store, postgres_url: str) -> None:
+    """SIGKILL of a leader ends its session: the server drops the lock with it."""
+    first, second = fleet.open(), fleet.open()
+    assert isinstance(first, PostgresJournal)
+    assert isinstance(second, PostgresJournal)
+    leading, waiting = first.leadership(), second.leadership()
+    try:
+        assert leading.acquire()
+        assert not waiting.acquire()
+        run_sql(  # only this fleet's sessions holding an advisory lock: the leader's
+            postgres_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
+            "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+            f"forewarn {first.namespace}"[:63],
+        )
+        assert waiting.acquire()
+        with pytest.raises(StoreUnavailableError):
+            leading.acquire()  # its session is gone: it knows it is not the leader
+    finally:
+        leading.release()
+        waiting.release()

@@ -15,6 +15,7 @@ exception types.
         ├── UnstorableValueError     a value the journal will not keep
         │   ├── NotSerializableError not a JSON object of JSON values (or a metadata non-string)
         │   └── ValueTooLargeError   over its size bound (a record over 1 MiB, ...)
+        ├── AppendConflictError      a conditional append found records it had not seen
         └── JournalClosedError       used after close()
 """
 
@@ -83,6 +84,21 @@ class ValueTooLargeError(UnstorableValueError):
         super().__init__(f"{what} is {size} bytes, over the limit of {limit} bytes")
         self.size = size
         self.limit = limit
+
+
+class AppendConflictError(StorageError):
+    """A conditional append (``append_if``) expected the journal to end at one sequence and
+    found it longer: another writer appended first, and nothing was written.
+
+    The caller reads what it missed, checks its command again and retries, or gives up.
+    """
+
+    def __init__(self, where: str, expected: int, found: int) -> None:
+        super().__init__(
+            f"{where} ends at record {found}, not {expected}: another writer appended first"
+        )
+        self.expected = expected
+        self.found = found
 
 
 class JournalClosedError(StorageError):
