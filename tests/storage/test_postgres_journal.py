@@ -265,9 +265,14 @@ def test_a_writer_waiting_too_long_for_the_lock_gets_an_error_not_a_hang(fleet: 
 def test_a_refused_write_under_the_lock_appends_nothing(fleet: Store) -> None:
     journal = fleet.open()
     assert isinstance(journal, PostgresJournal)
-    with pytest.raises(RuntimeError), journal.exclusive() as write:
-        write.append_if(0, [{"n": 1}])
-        raise RuntimeError("the command was refused after all")
+
+    def refused() -> None:
+        with journal.exclusive() as write:
+            write.append_if(0, [{"n": 1}])
+            raise RuntimeError("the command was refused after all")
+
+    with pytest.raises(RuntimeError):
+        refused()
     assert journal.last_sequence() == 0
 
 
