@@ -107,7 +107,7 @@ wait_for_front_end() {
     until grep -q '^  control: http' "$log" 2>/dev/null; do
         if ! kill -0 "$pid" 2>/dev/null; then
             wait "$pid" || status=$?
-            last=$(grep -v '^\s*$' "$log" | tail -n 1)
+            last=$(grep -v '^\s*$' "$log" | tail -n 1 || true)
             echo "run.sh: front-end ${letter^^} exited with status $status: ${last:-no output}" >&2
             return 1
         fi
