@@ -39,6 +39,7 @@ from forewarn.faults import FaultPlan
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
+    from forewarn.cluster.replica import Replica
     from forewarn.config.fleet import Fleet
     from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
@@ -55,8 +56,9 @@ class ReplayError(ForewarnError):
         kind = record.get("op", "?")
         super().__init__(
             f"cannot replay journal record {position} ({kind}): {cause}. The store was written "
-            "by another version or edited; keep it for inspection and start with a new one "
-            "(another --data-dir, or --store naming a new namespace)"
+            "by another version or edited; keep it for inspection (forewarn store check names "
+            "its first bad record) and start with a new one (another --data-dir, or --store "
+            "naming a new namespace)"
         )
         self.position = position
 
@@ -90,7 +92,12 @@ class ScheduledEventsService:
     """One platform on one clock, and the operations adapters may perform on it."""
 
     def __init__(
-        self, platform: Platform, clock: Clock, journal: CommandJournal | None = None
+        self,
+        platform: Platform,
+        clock: Clock,
+        journal: CommandJournal | None = None,
+        *,
+        replica: Replica | None = None,
     ) -> None:
         self.platform = platform
         self.clock = clock
@@ -99,11 +106,25 @@ class ScheduledEventsService:
         #: journaled (forewarn.faults).
         self.faults = FaultPlan()
         self._encoded: dict[tuple[str, str], tuple[Document, EncodedDocument]] = {}
+        #: Set when front-ends share the journal (forewarn.cluster): the platform is then
+        #: the replica's, moved by journal records alone.
+        self._replica = replica
+        if replica is not None:
+            replica.adopt = self._adopt
+            self._adopt(replica.platform)
 
     def catch_up(self) -> datetime:
+        """Bring the platform up to the clock; with a shared journal only records move it
+        (the leader journals what falls due), so this only reads the clock."""
         now = self.clock.now()
-        self.platform.advance_to(now)
+        if self._replica is None:
+            self.platform.advance_to(now)
         return now
+
+    def _adopt(self, platform: Platform) -> None:
+        """Serve ``platform`` from now on (a shared journal's replica was rebuilt)."""
+        self.platform = platform
+        self._encoded.clear()
 
     # -- durability ------------------------------------------------------------------------
 
@@ -113,6 +134,9 @@ class ScheduledEventsService:
         A manual clock is set to the last journaled time, so pending NotBefore times still
         hold; real clocks simply go on, and whatever fell due meanwhile happens on catch-up.
         """
+        if self._replica is not None:
+            # No one is idle by this front-end's absence: the others journaled requests.
+            return self._replica.rebuild()
         if self.journal is None:
             return 0
         count = 0
@@ -134,6 +158,10 @@ class ScheduledEventsService:
 
     def execute(self, command: Command) -> Result:
         """Apply ``command`` now, journaling it first; domain errors leave no trace."""
+        if self._replica is not None:
+            result = self._replica.write(command)
+            self._log(command, self._replica.applied.head_at or self.platform.now)
+            return result
         self.catch_up()
         now = self.platform.now
         result = command.apply(self.platform)
@@ -146,9 +174,15 @@ class ScheduledEventsService:
                 # answer would otherwise claim a change a restart would lose).
                 self.journal.append(record)
             if logged:
-                fields = {k: v for k, v in record.items() if k not in ("op", "at")}
-                _OPERATIONS.info(str(record["op"]), extra={"fields": fields})
+                self._log(command, now)
         return result
+
+    @staticmethod
+    def _log(command: Command, at: datetime) -> None:
+        if _OPERATIONS.isEnabledFor(logging.INFO):
+            record = command.to_record(at)
+            fields = {k: v for k, v in record.items() if k not in ("op", "at")}
+            _OPERATIONS.info(str(record["op"]), extra={"fields": fields})
 
     def perform(
         self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
@@ -183,6 +217,9 @@ class ScheduledEventsService:
         platform = self.platform
         if not platform.reachable(vm_name):
             return platform.pause(vm_name)
+        if self._replica is not None:
+            self._replica.requested(vm_name)
+            return self.platform.pause(vm_name)
         if platform.touch(vm_name) and self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
         return platform.pause(vm_name)
@@ -276,6 +313,9 @@ class ScheduledEventsService:
         return self.clock
 
     def _clock_moved(self) -> datetime:
+        if self._replica is not None:
+            self.execute(ClockMoved())
+            return self.clock.now()
         now = self.catch_up()
         if self.journal is not None:
             self.journal.append(ClockMoved().to_record(now))

@@ -338,6 +338,16 @@ class PostgresJournal:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
                 yield ExclusiveWrite(self, conn)
 
+    def another(self) -> PostgresJournal:
+        """A second journal on the same namespace, with connections of its own (a follower
+        reading beside a writer)."""
+        return PostgresJournal(
+            self._conninfo,
+            namespace=self.namespace,
+            schema=self.schema,
+            connect_timeout=self._connect_timeout,
+        )
+
     def leadership(self) -> Leadership:
         """The namespace's leader lock, on a connection of its own (see :class:`Leadership`)."""
         return Leadership(self, self._leader_key)
@@ -448,6 +458,28 @@ class ExclusiveWrite:
             [self._journal.namespace, check_after(after)],
         ).fetchall()
         return [(int(sequence), decode_record(body)) for sequence, body in rows]
+
+    def metadata(self) -> dict[str, str]:
+        """The namespace's metadata, read inside the transaction."""
+        rows = self._conn.execute(
+            sql.SQL("SELECT key, value FROM {} WHERE namespace = %s").format(
+                self._journal._table("forewarn_metadata")
+            ),
+            [self._journal.namespace],
+        ).fetchall()
+        return {str(key): str(value) for key, value in rows}
+
+    def set_metadata(self, key: str, value: str) -> None:
+        """Set one key; committed with the transaction (so front-ends starting together on a
+        new namespace agree on one seed: the first to hold the lock writes it)."""
+        check_metadata(key, value)
+        self._conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (namespace, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value"
+            ).format(self._journal._table("forewarn_metadata")),
+            [self._journal.namespace, key, value],
+        )
 
     def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
         """Append at exactly ``expected_last + 1``...; commits with the transaction."""
