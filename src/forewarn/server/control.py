@@ -90,9 +90,9 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     InvalidInputError: 422,
     InvalidEventError: 422,
     InvalidOperationError: 409,
-    DomainError: 409,
     # a shared store that cannot be reached, or a change that could not be confirmed
     StoreUnavailableError: 503,
+    DomainError: 409,
 }
 
 

@@ -259,3 +259,55 @@ def describe_store(settings: ServeSettings) -> str:
     if settings.data_dir is not None:
         return str(Path(settings.data_dir) / SQLITE_FILE)
     return "memory (lost on exit; use --data-dir to keep it)"
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What ``forewarn store check`` found in a journal that replays cleanly."""
+
+    records: int
+    events: int
+    vms: int
+    last_at: datetime | None
+    event_ids: str
+
+
+def check_store(url: str) -> StoreSummary:
+    """Replay the journal of store ``url`` offline onto a fresh platform, as start-up would;
+    raises :class:`~forewarn.service.ReplayError` naming the first record that cannot be
+    applied, or :class:`StateMismatchError` when the store holds no fleet yet."""
+    from forewarn.cluster.replica import Applied
+    from forewarn.storage import open_journal
+
+    with open_journal(url) as journal:
+        meta = journal.metadata()
+        if "created_at" not in meta:
+            raise StateMismatchError(f"{url.split('@')[-1]} holds no fleet yet")
+        pinned = _pin(_NO_SETTINGS, meta)
+        assert pinned.created_at is not None
+        applied = Applied.fresh(_platform_factory(pinned, pinned.created_at))
+        last_at: datetime | None = None
+        for position, record in journal.records():
+            applied.apply(position, record)
+            last_at = applied.head_at
+    platform = applied.platform
+    return StoreSummary(
+        applied.head, len(platform.events()), len(platform.vms()), last_at, pinned.event_ids
+    )
+
+
+@dataclass(frozen=True)
+class _NothingGiven:
+    """Settings that give nothing, so the store's metadata alone decides (store check)."""
+
+    fleet: Path | None = None
+    clock: str = "manual"
+    scale: float = 1.0
+    profile: str | None = None
+    seed: int | None = None
+    data_dir: Path | None = None
+    store: str | None = None
+    timing_overrides: tuple[tuple[str, timedelta], ...] = ()
+
+
+_NO_SETTINGS = _NothingGiven()
