@@ -182,11 +182,6 @@ def test_each_front_end_answers_its_own_vms_at_the_azure_address(
 
 @pytest.mark.e2e
 @pytest.mark.netns
-@pytest.mark.xfail(
-    strict=False,
-    reason="front-ends do not yet follow the journal other front-ends append to "
-    "(the fleet-of-front-ends core); until then each answers from what it replayed at start",
-)
 def test_an_operation_through_a_meets_an_approval_through_c(deployment: Deployment) -> None:
     """A restart of web-c1 asked of front-end A shows in the next documents of C's VMs (the
     set's events reach every member); web-c2 approves it through C, and A's VMs and control
