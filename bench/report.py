@@ -250,7 +250,9 @@ def table(results: dict[str, Any]) -> str:
             f"max {propagation['max_ms']:.2f} ms (p99 of operations "
             f"{propagation['operation_p99_ms']:.2f} ms, of approvals "
             f"{propagation['approval_p99_ms']:.2f} ms; the change's own round trip p50 "
-            f"{propagation['change_p50_ms']:.2f} ms, p99 {propagation['change_p99_ms']:.2f} ms)"
+            f"{propagation['change_p50_ms']:.2f} ms, p99 {propagation['change_p99_ms']:.2f} ms; "
+            f"from its answer p50 {propagation['after_answer_p50_ms']:.2f} ms, "
+            f"p99 {propagation['after_answer_p99_ms']:.2f} ms)"
         )
     if results.get("targets"):
         lines.append("Targets:")

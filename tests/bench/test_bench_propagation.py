@@ -54,6 +54,7 @@ def test_a_change_never_shown_is_a_miss_and_a_missed_target() -> None:
     assert (result.p50_ms, result.p99_ms, result.max_ms) == (3.0, 6.0, 6.0)
     assert (result.operation_p99_ms, result.approval_p99_ms) == (6.0, 3.0)
     assert (result.change_p50_ms, result.change_p99_ms) == (4.0, 5.0)
+    assert (result.after_answer_p50_ms, result.after_answer_p99_ms) == (1.0, 2.0)
     found = {target.name: target for target in targets({"propagation": result.summary()})}
     latency = found["a change through one of 3 front-ends, first shown by another, p99"]
     assert (latency.measured, latency.limit, latency.met) == (6.0, 50.0, True)
