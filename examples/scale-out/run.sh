@@ -3,7 +3,7 @@
 # all keeping their state in one PostgreSQL namespace. See examples/scale-out/README.md.
 #
 #   sudo examples/scale-out/run.sh start     # namespaces, links, relay, three front-ends
-#   sudo examples/scale-out/run.sh status    # each front-end and one of its VMs' documents
+#   sudo examples/scale-out/run.sh status    # each front-end, one of its VMs' documents; 3: down
 #   sudo examples/scale-out/run.sh stop      # everything start made, gone
 #
 # Front-end X (a, b, c) runs in network namespace fwhost-X: it answers its VMs at
@@ -261,8 +261,11 @@ status() {
             continue
         fi
         read -r vm address < <(vms_of "$letter")
-        document=$(ip netns exec "$netns" curl -sS --max-time 3 -H Metadata:true \
-            --interface "$address" "http://$IMDS/$QUERY" 2>&1) || state=1
+        if ! document=$(ip netns exec "$netns" curl -sS --max-time 3 -H Metadata:true \
+            --interface "$address" "http://$IMDS/$QUERY" 2>&1); then
+            # A VM under an impact (rebooting, frozen) is answered when the impact ends.
+            document="no answer within 3 s (rebooting or frozen?): $document"
+        fi
         echo "front-end ${letter^^} ($netns, pid $pid): $vm sees $document"
     done
     return "$state"
