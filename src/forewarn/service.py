@@ -300,6 +300,8 @@ class ScheduledEventsService:
     def advance_clock(self, delta: timedelta) -> datetime:
         """Move a manual clock; other clocks follow real time and refuse."""
         clock = self._manual_clock()
+        if self._replica is not None:  # from the fleet's time, not a lagging follower's
+            self._replica.catch_up()
         clock.advance(delta)
         return self._clock_moved()
 

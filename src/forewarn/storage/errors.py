@@ -7,7 +7,8 @@ exception types.
     ForewarnError
     └── StorageError                 anything the store could not do
         ├── StoreUnavailableError    cannot reach or open it: server down, bad path, no driver
-        │   └── StoreBusyError       another process is already the writer of this SQLite file
+        │   ├── StoreBusyError       another process is already the writer of this SQLite file
+        │   └── ReplicaError         a shared store's front-end cannot write now (forewarn.cluster)
         ├── StoreUrlError            a store URL that names no backend, or names it wrongly
         ├── StoreSchemaError         the store holds something this version cannot use
         │   ├── CorruptStoreError    not a forewarn journal, or damaged
