@@ -21,7 +21,7 @@ from forewarn.storage import (
     StoreUrlError,
     open_journal,
 )
-from forewarn.storage.postgres import SCHEMA_VERSION, Connection, PostgresJournal
+from forewarn.storage.postgres import SCHEMA_VERSION, Connection, Leadership, PostgresJournal
 
 from .conftest import Store, random_name, run_sql
 
@@ -276,41 +276,45 @@ def test_a_refused_write_under_the_lock_appends_nothing(fleet: Store) -> None:
     assert journal.last_sequence() == 0
 
 
-def test_one_leader_at_a_time_and_the_next_takes_over_when_it_is_gone(fleet: Store) -> None:
-    first, second = fleet.open(), fleet.open()
-    assert isinstance(first, PostgresJournal)
-    assert isinstance(second, PostgresJournal)
-    leading, waiting = first.leadership(), second.leadership()
+@pytest.fixture
+def candidates(fleet: Store) -> Iterator[tuple[Leadership, Leadership]]:
+    """Two front-ends' leader locks on one fleet, released afterwards."""
+    journals = [fleet.open(), fleet.open()]
+    assert all(isinstance(journal, PostgresJournal) for journal in journals)
+    locks = [journal.leadership() for journal in journals if isinstance(journal, PostgresJournal)]
     try:
-        assert leading.acquire()
-        assert leading.acquire()  # held, and asked again: still ours
-        assert not waiting.acquire()
-        leading.release()
-        assert waiting.acquire()
-        assert not leading.acquire()
+        yield locks[0], locks[1]
     finally:
-        leading.release()
-        waiting.release()
+        for lock in locks:
+            lock.release()
 
 
-def test_a_leader_whose_session_dies_hands_over(fleet: Store, postgres_url: str) -> None:
+def test_one_leader_at_a_time_and_the_next_takes_over_when_it_is_gone(
+    candidates: tuple[Leadership, Leadership],
+) -> None:
+    leading, waiting = candidates
+    assert leading.acquire()
+    assert leading.acquire()  # held, and asked again: still ours
+    assert not waiting.acquire()
+    leading.release()
+    assert waiting.acquire()
+    assert not leading.acquire()
+
+
+def test_a_leader_whose_session_dies_hands_over(
+    candidates: tuple[Leadership, Leadership], fleet: Store, postgres_url: str
+) -> None:
     """SIGKILL of a leader ends its session: the server drops the lock with it."""
-    first, second = fleet.open(), fleet.open()
-    assert isinstance(first, PostgresJournal)
-    assert isinstance(second, PostgresJournal)
-    leading, waiting = first.leadership(), second.leadership()
-    try:
-        assert leading.acquire()
-        assert not waiting.acquire()
-        run_sql(  # only this fleet's sessions holding an advisory lock: the leader's
-            postgres_url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
-            "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
-            f"forewarn {first.namespace}"[:63],
-        )
-        assert waiting.acquire()
-        with pytest.raises(StoreUnavailableError):
-            leading.acquire()  # its session is gone: it knows it is not the leader
-    finally:
-        leading.release()
-        waiting.release()
+    leading, waiting = candidates
+    assert leading.acquire()
+    assert not waiting.acquire()
+    namespace = fleet.url.rpartition("namespace=")[2]
+    run_sql(  # only this fleet's sessions holding an advisory lock: the leader's
+        postgres_url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
+        "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+        f"forewarn {namespace}"[:63],
+    )
+    assert waiting.acquire()
+    with pytest.raises(StoreUnavailableError):
+        leading.acquire()  # its session is gone: it knows it is not the leader
