@@ -20,6 +20,7 @@ from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.clock import ManualClock
 from forewarn.domain.errors import InvalidOperationError, UnknownEventError
 from forewarn.domain.events import EventStatus
+from forewarn.server.control import status_of
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import OpenedState, open_state
 from forewarn.service import ScheduledEventsService
@@ -226,3 +227,25 @@ def test_requests_are_journaled_at_most_once_per_interval(
     in_step(fleet_of_three)
     records = [record for _, record in replica(a).journal.records() if record["op"] == "seen"]
     assert [record["vms"] for record in records] == [["WestNO_0"], ["WestNO_1"]]
+
+
+def test_writes_are_refused_while_the_store_is_unreachable_and_reads_go_on(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL gone: the change is refused (503 at the control API), the front-end's
+    documents stay as they were, and once the server answers again writes go through."""
+    a, b, _ = fleet_of_three
+    a.service.execute(Restart("WestNO_0"))
+    before = in_step(fleet_of_three)
+    journal = replica(a).journal
+    with monkeypatch.context() as patched:
+        patched.setattr(journal, "_conninfo", "postgresql://postgres@127.0.0.1:1/test")
+        journal._conn.close()  # as the server closes it when it goes down
+        with pytest.raises(ReplicaError, match="cannot write now") as refused:
+            a.service.execute(Restart("WestNO_1"))
+        assert status_of(refused.value) == 503
+        assert documents(a.service) == before
+        assert not replica(a).diverged
+    (event,) = a.service.execute(Restart("WestNO_1"))
+    in_step(fleet_of_three)
+    assert event.event_id in {view.event.event_id for view in b.service.events()}

@@ -43,6 +43,10 @@ class ReplicaError(StoreUnavailableError):
     is being rebuilt after a write whose commit could not be confirmed."""
 
 
+class _NotStartedError(ReplicaError):
+    """A write failed before it changed anything here (its cause says why)."""
+
+
 #: Builds a platform holding the fleet as it was created, with the EventId source it uses.
 NewPlatform = Callable[[], tuple[Platform, EventIdFactory]]
 
@@ -172,13 +176,17 @@ class Replica:
     def write(self, command: Command) -> Result:
         """Apply ``command`` for the whole fleet: journaled, and applied here, or refused
         (domain errors as raised; :class:`ReplicaError` when it cannot be confirmed)."""
-        for _ in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             if self.diverged:
                 self._recover()
             try:
                 return self._write_once(command)
             except AppendConflictError:
                 continue
+            except _NotStartedError as exc:
+                if attempt == 0:
+                    continue  # a connection the server dropped is opened again once
+                raise ReplicaError(f"cannot write now: {exc.__cause__}") from exc.__cause__
         raise ReplicaError(
             f"{self.journal.namespace}: other writers kept appending first; try again"
         )
@@ -226,7 +234,7 @@ class Replica:
                     f"the change could not be confirmed ({exc}); nothing is acknowledged and "
                     "this front-end rebuilds its state from the journal"
                 ) from exc
-            raise ReplicaError(f"cannot write now: {exc}") from exc
+            raise _NotStartedError() from exc
         if refused is not None:
             raise refused
         self.on_change()
