@@ -39,3 +39,14 @@ def test_ids_differ_by_seed_record_and_index() -> None:
             ids.at_record(position)
             made.update(ids() for _ in range(5))
     assert len(made) == 2 * 29 * 5
+
+
+def test_the_scheme_is_fixed_because_journals_name_the_ids_it_made() -> None:
+    """Approve and cancel records carry EventIds: a replay must derive the very same ids,
+    so the derivation (seed, record position, index, in that order) never changes."""
+    ids = JournalEventIds(7)
+    ids.at_record(1)
+    assert ids() == "CDC7A60A-6381-429F-AF00-E20CC5586448"
+    assert ids() == "1D194EC3-855C-4DB0-A5B6-771984C6DF75"
+    ids.at_record(2)
+    assert ids() == "3FC78AD2-0CBD-4001-A806-BFFA18A64646"
