@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
 from forewarn.storage import open_journal
@@ -163,3 +164,39 @@ def test_front_ends_killed_at_random_lose_nothing_acknowledged(
         for vm, body in front_end.documents().items():
             key = (front_end.port, vm)
             assert json.loads(body)["DocumentIncarnation"] >= incarnations.get(key, 0)
+
+
+@pytest.mark.e2e
+def test_front_ends_ride_out_postgresql_dropping_every_connection(
+    fleet: list[FrontEnd], shared_store: str, fleet_file: Path
+) -> None:
+    """What a PostgreSQL restart does to the front-ends (every session ended, here by
+    ``pg_terminate_backend`` rather than restarting a server others share): VMs are answered
+    throughout from the last applied state; then the followers reconnect and catch up, and
+    writes go through again."""
+    fleet.extend(FrontEnd(shared_store, fleet_file, ("--clock", "manual")) for _ in range(3))
+    a, b, _ = fleet
+    for front_end in fleet:
+        front_end.start()
+    assert a.post("/vms/WestNO_0/restart").status_code == 200
+    before = agreed(fleet)
+    namespace = shared_store.rpartition("namespace=")[2]
+    with psycopg.connect(shared_store.partition("?")[0], autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s",
+            [f"forewarn {namespace}"[:63]],
+        ).fetchone()
+    assert ended is not None
+    assert ended[0] >= 3 * 3  # each front-end's writer, follower and listener at least
+    assert [front_end.documents() for front_end in fleet] == [before] * 3
+    deadline = time.monotonic() + 20
+    while True:  # the first write may meet a dropped connection and answer 503
+        answer = b.post("/vms/WestNO_1/restart")
+        if answer.status_code == 200:
+            break
+        assert answer.status_code == 503, answer.text
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.2)
+    after = agreed(fleet, timeout=20)  # A and C followed B's write after reconnecting
+    assert len(events_of(after)) == 2
