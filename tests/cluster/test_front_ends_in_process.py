@@ -249,3 +249,28 @@ def test_writes_are_refused_while_the_store_is_unreachable_and_reads_go_on(
     (event,) = a.service.execute(Restart("WestNO_1"))
     in_step(fleet_of_three)
     assert event.event_id in {view.event.event_id for view in b.service.events()}
+
+
+def test_a_first_request_is_journaled_at_once_and_its_delay_runs_the_same_everywhere(
+    shared_store: str, tmp_path: Path
+) -> None:
+    """SPEC 7: the first request turns Scheduled Events on after the first-call delay. On
+    front-end A it is journaled as it happens, so B holds the VM for the same delay, and
+    the enablement comes from the journal for both."""
+    fleet = tmp_path / "quiet.yaml"
+    fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
+    a, b = front_end(shared_store, fleet), front_end(shared_store, fleet)
+    try:
+        assert a.service.vm_request("quiet") is not None  # held for the first-call delay
+        ops = [record["op"] for _, record in replica(a).journal.records()]
+        assert ops == ["touch"]
+        replica(b).catch_up()
+        assert b.service.vm_request("quiet") == a.service.vm_request("quiet")
+        assert replica(b).head == 1  # a request during the delay writes nothing
+        a.service.advance_clock(timedelta(minutes=2))
+        replica(b).catch_up()
+        assert a.service.vm_request("quiet") is None
+        assert b.service.vm_request("quiet") is None
+    finally:
+        for state in (a, b):
+            replica(state).journal.close()

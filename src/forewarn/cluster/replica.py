@@ -15,6 +15,7 @@ happened, the copy is *diverged* and is rebuilt from the journal before it write
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,6 +37,10 @@ _LOG = logging.getLogger("forewarn.cluster")
 #: How many times a write retries after finding records it had not seen (only writers not
 #: taking the namespace lock, such as an older forewarn, can cause that).
 MAX_ATTEMPTS = 3
+#: After the store failed a VM's first request's write, how long further VM requests are
+#: answered without trying: each try on the event loop's thread holds every other request
+#: up for as long as connecting takes.
+QUIET_SECONDS = 5.0
 
 
 class ReplicaError(StoreUnavailableError):
@@ -114,6 +119,7 @@ class Replica:
         new_platform: NewPlatform,
         *,
         touch_every: timedelta,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.journal = journal
         self.clock = clock
@@ -127,6 +133,8 @@ class Replica:
         self.unseen: set[str] = set()
         #: Called after records were applied (the leader wakes on it).
         self.on_change: Callable[[], None] = lambda: None
+        self._monotonic = monotonic
+        self._quiet_until = 0.0
 
     @property
     def platform(self) -> Platform:
@@ -265,10 +273,14 @@ class Replica:
         once every :attr:`touch_every`, batched in the next :class:`Seen` record."""
         platform = self.applied.platform
         if not platform.receiving(vm_name) and platform.pause(vm_name) is None:
+            if self._monotonic() < self._quiet_until:
+                return  # the store failed a moment ago: answer without trying again yet
             try:
                 self.write(Touch(vm_name))
-            except StorageError as exc:  # answered as things stand; the next request retries
+            except ForewarnError as exc:  # answered as things stand; a later request retries
                 _LOG.warning("cannot journal %s's first request: %s", vm_name, exc)
+                if isinstance(exc, StorageError):
+                    self._quiet_until = self._monotonic() + QUIET_SECONDS
             return
         last = self.applied.last_seen.get(vm_name)
         if last is None or self.clock.now() - last >= self.touch_every:
