@@ -149,7 +149,9 @@ class Replica:
     def rebuild(self) -> int:
         """Replay the whole journal onto a fresh platform, then serve that one; the
         number of records. Start-up and recovery after a diverged write both come here."""
-        applied = Applied.fresh(self._new_platform)
+        untouched = self.applied.head == 0 and not self.diverged
+        # at start-up the platform built with the replica is the fresh one: no second build
+        applied = self.applied if untouched else Applied.fresh(self._new_platform)
         for position, record in self.journal.records():
             applied.apply(position, record, self.clock)
         self.applied = applied
