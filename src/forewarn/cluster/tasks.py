@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from forewarn.cluster.replica import Replica
@@ -72,16 +73,20 @@ async def lead(replica: Replica, leadership: Leadership, stop: asyncio.Event) ->
     changed = asyncio.Event()
     replica.on_change = changed.set  # records are applied on this loop's thread
     leading = False
+    next_ask = 0.0  # woken by every record applied, it asks the server once a second at most
     try:
         while not stop.is_set():
-            try:
-                now_leading = await asyncio.to_thread(leadership.acquire)
-            except StorageError as exc:
-                now_leading = False
-                _LOG.warning("asking for the leader lock: %s", exc)
-            if now_leading != leading:
-                _LOG.info("this front-end %s the leader", "is now" if now_leading else "is not")
-                leading = now_leading
+            if time.monotonic() >= next_ask:
+                next_ask = time.monotonic() + POLL_SECONDS
+                try:
+                    now_leading = await asyncio.to_thread(leadership.acquire)
+                except StorageError as exc:
+                    now_leading = False
+                    _LOG.warning("asking for the leader lock: %s", exc)
+                if now_leading != leading:
+                    state = "is now" if now_leading else "is no longer"
+                    _LOG.info("this front-end %s the leader", state)
+                    leading = now_leading
             wait = POLL_SECONDS
             if leading:
                 wait = _tick_if_due(replica)
