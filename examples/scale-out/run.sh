@@ -92,7 +92,7 @@ answers() {
 netns_exists() { ip netns list | cut -d' ' -f1 | grep -qx "$1"; }
 
 is_running() {
-    [[ -d $RUN_DIR ]] && return 0
+    [[ -e $RUN_DIR/token ]] && return 0
     local letter
     for letter in "${FRONT_ENDS[@]}"; do
         netns_exists "$(netns_of "$letter")" && return 0
@@ -177,11 +177,13 @@ start() {
     find_forewarn
     command -v timeout >/dev/null || die "timeout (coreutils) is not installed"
     if is_running; then
-        die "already running ($RUN_DIR or a $PREFIX-* namespace exists): $0 status, or $0 stop"
+        die "already running ($RUN_DIR/token or a $PREFIX-* namespace exists): $0 status, or $0 stop"
     fi
     answers "$PG" ||
         die "no PostgreSQL answers at $PG (start it, or set FOREWARN_SCALE_OUT_PG=HOST:PORT)"
-    mkdir -p "$RUN_DIR" && chmod 0700 "$RUN_DIR"
+    if [[ ! -d $RUN_DIR ]]; then
+        mkdir -p -- "$RUN_DIR" && chmod 0700 "$RUN_DIR"
+    fi
     # A partial start is undone: nothing of it outlives a failure.
     trap 'stop_everything >/dev/null 2>&1; exit 1' ERR INT TERM
     (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$RUN_DIR/token")
@@ -237,7 +239,9 @@ stop_everything() {
             ip link del "$netns"
         fi
     done
-    rm -rf "$RUN_DIR"
+    # Only what start wrote: the run directory may be one that was there before.
+    rm -f -- "$RUN_DIR"/token "$RUN_DIR"/*.pid "$RUN_DIR"/*.log "$RUN_DIR"/control-*.token
+    rmdir -- "$RUN_DIR" 2>/dev/null || true
 }
 
 stop() {
