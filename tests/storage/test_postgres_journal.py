@@ -7,8 +7,11 @@ sequence numbers are strictly increasing per fleet with no gap a reader could ev
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -318,3 +321,30 @@ def test_a_leader_whose_session_dies_hands_over(
     assert waiting.acquire()
     with pytest.raises(StoreUnavailableError):
         leading.acquire()  # its session is gone: it knows it is not the leader
+
+
+def test_conditional_appenders_in_several_processes_leave_no_gap_and_no_duplicate(
+    fleet: Store,
+) -> None:
+    """Front-ends are processes: three of them appending at once, each on what it read,
+    leave every record once, numbered without a gap, each right after what its writer read;
+    the conflicts they met were reported to them, not merged."""
+    writers, per_writer = 3, 60
+    child = Path(__file__).with_name("append_conditionally.py")
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(child), fleet.url, str(writer), str(per_writer)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for writer in range(writers)
+    ]
+    for process in processes:
+        output, _ = process.communicate(timeout=90)
+        assert process.returncode == 0
+        assert int(output) >= 0  # the conflicts it met, each a refused append it retried
+    records = list(fleet.open().records())
+    assert [sequence for sequence, _ in records] == list(range(1, writers * per_writer + 1))
+    written = sorted((record["writer"], record["n"]) for _, record in records)
+    assert written == sorted((w, n) for w in range(writers) for n in range(per_writer))
+    assert all(record["after"] == sequence - 1 for sequence, record in records)
