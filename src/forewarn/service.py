@@ -218,8 +218,7 @@ class ScheduledEventsService:
         if not platform.reachable(vm_name):
             return platform.pause(vm_name)
         if self._replica is not None:
-            self._replica.requested(vm_name)
-            return self.platform.pause(vm_name)
+            return self._replica.requested(vm_name) or self.platform.pause(vm_name)
         if platform.touch(vm_name) and self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
         return platform.pause(vm_name)

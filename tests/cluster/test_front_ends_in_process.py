@@ -274,3 +274,35 @@ def test_a_first_request_is_journaled_at_once_and_its_delay_runs_the_same_everyw
     finally:
         for state in (a, b):
             replica(state).journal.close()
+
+
+def test_a_front_end_that_cannot_rebuild_yet_holds_its_vms_until_it_has(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit lost with the server, and the journal unreadable since: the front-end's
+    platform may show a change that never happened, so its VMs' requests wait (held, as in
+    a warm-up) and writes are refused until it has rebuilt from the journal."""
+    a, _, _ = fleet_of_three
+    a.service.execute(Restart("WestNO_0"))
+    before = in_step(fleet_of_three)
+    journal = replica(a).journal
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def gone(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailableError("the server is gone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", gone)
+        patched.setattr(journal, "records", gone)
+        with pytest.raises(ReplicaError, match="could not be confirmed"):
+            a.service.execute(Restart("WestNO_1"))
+        assert replica(a).diverged
+        held = a.service.vm_request("WestNO_2")
+        assert held is not None
+        assert held.event_type is None  # a warm-up's hold, whatever the impact policies
+        with pytest.raises(ReplicaError, match="rebuilding"):
+            a.service.execute(Restart("WestNO_2"))
+    replica(a).rebuild()  # the follower does this once the server answers
+    assert a.service.vm_request("WestNO_2") is None
+    assert documents(a.service) == before
+    in_step(fleet_of_three)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from forewarn.commands import Command, Result, Seen, Tick, Touch, from_record
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.ids import EventIdFactory, JournalEventIds
+from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Platform
 from forewarn.errors import ForewarnError
 from forewarn.service import ReplayError
@@ -269,24 +270,31 @@ class Replica:
 
     # -- requests from VMs ----------------------------------------------------------------
 
-    def requested(self, vm_name: str) -> None:
+    def requested(self, vm_name: str) -> Pause | None:
         """A request from ``vm_name`` is being answered: one that turns Scheduled Events on
         is journaled now (so the first-call delay counts from it everywhere); others only
-        once every :attr:`touch_every`, batched in the next :class:`Seen` record."""
+        once every :attr:`touch_every`, batched in the next :class:`Seen` record.
+
+        While this copy is diverged (a write whose commit could not be confirmed, and the
+        journal unreadable since), the request waits, held as in a warm-up, rather than be
+        shown a change that may never have happened: the Pause to hold it with."""
+        if self.diverged:
+            return Pause(self.clock.now())  # looked at again by the server in a moment
         platform = self.applied.platform
         if not platform.receiving(vm_name) and platform.pause(vm_name) is None:
             if self._monotonic() < self._quiet_until:
-                return  # the store failed a moment ago: answer without trying again yet
+                return None  # the store failed a moment ago: answer without trying again yet
             try:
                 self.write(Touch(vm_name))
             except ForewarnError as exc:  # answered as things stand; a later request retries
                 _LOG.warning("cannot journal %s's first request: %s", vm_name, exc)
                 if isinstance(exc, StorageError):
                     self._quiet_until = self._monotonic() + QUIET_SECONDS
-            return
+            return None
         last = self.applied.last_seen.get(vm_name)
         if last is None or self.clock.now() - last >= self.touch_every:
             self.unseen.add(vm_name)
+        return None
 
     def flush_seen(self) -> bool:
         """Journal the VMs seen since their last journaled request; True when written."""
