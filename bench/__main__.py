@@ -18,13 +18,18 @@ from typing import Any
 
 from bench.fleetgen import fleet_yaml
 from bench.polling import run_polling
+from bench.propagation import postgres_problem, run_propagation
 from bench.report import machine, now_iso, table, targets, write_json
 from bench.scale import scale_results
 from bench.servers import Forewarn, Nginx, cpu_seconds, fetch
 from bench.throughput import run_throughput
 from bench.tools import find_tools, free_port, raise_open_files
 
-SCENARIOS = ("throughput", "polling", "scale")
+SCENARIOS = ("throughput", "polling", "scale", "propagation")
+#: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
+POSTGRES_URL = os.environ.get(
+    "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 def _sizes(text: str) -> list[int]:
@@ -50,6 +55,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--poll-close-vms", type=int, help="VMs polling on a new connection each (default 2000)"
     )
     parser.add_argument("--sizes", type=_sizes, help="fleet sizes (default 1000,10000,100000)")
+    parser.add_argument(
+        "--propagation-samples",
+        type=int,
+        help="changes made through one front-end and awaited on another (default 200)",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=POSTGRES_URL,
+        help="PostgreSQL for the propagation scenario (env FOREWARN_TEST_POSTGRES_URL)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
@@ -61,6 +76,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.poll_seconds = args.poll_seconds or (1.0 if smoke else 10.0)
     args.poll_close_vms = args.poll_close_vms or (100 if smoke else 2000)
     args.sizes = args.sizes or ([500, 1000] if smoke else [1000, 10_000, 100_000])
+    args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
     return args
 
 
@@ -93,6 +109,16 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
         if "scale" in only:
             log(f"bench: campaign and memory at {', '.join(map(str, args.sizes))} VMs ...")
             results["scale"] = scale_results(args.sizes)
+        if "propagation" in only:
+            problem = postgres_problem(args.postgres_url)
+            if problem is not None:
+                results["skipped"]["propagation"] = problem
+                log(f"bench: propagation skipped: {problem}")
+            else:
+                log(f"bench: {args.propagation_samples} changes across 3 front-ends ...")
+                results["propagation"] = run_propagation(
+                    work / "propagation", args.postgres_url, samples=args.propagation_samples
+                ).summary()
     results["machine"]["load_average_after"] = list(os.getloadavg())
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results

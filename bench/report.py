@@ -152,6 +152,28 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 False,
             )
         )
+    propagation = results.get("propagation")
+    if propagation:
+        if propagation["shown"]:
+            found.append(
+                Target(
+                    f"a change through one of {propagation['front_ends']} front-ends, first "
+                    "shown by another, p99",
+                    propagation["p99_ms"],
+                    50.0,
+                    "ms",
+                    False,
+                )
+            )
+        found.append(
+            Target(
+                f"changes not shown by another front-end within {propagation['timeout_s']:g} s",
+                propagation["missed"],
+                0,
+                "",
+                False,
+            )
+        )
     return found
 
 
@@ -218,6 +240,19 @@ def table(results: dict[str, Any]) -> str:
                 f"{float(us):,.0f} us at {int(vms):,} VMs"
                 for vms, us in scale["grouped_schedule_us"].items()
             )
+        )
+    propagation = results.get("propagation")
+    if propagation:
+        lines.append(
+            f"Propagation, {propagation['front_ends']} front-ends on one PostgreSQL namespace: "
+            f"{propagation['shown']}/{propagation['samples']} changes shown by another "
+            f"front-end, p50 {propagation['p50_ms']:.2f} ms, p99 {propagation['p99_ms']:.2f} ms, "
+            f"max {propagation['max_ms']:.2f} ms (p99 of operations "
+            f"{propagation['operation_p99_ms']:.2f} ms, of approvals "
+            f"{propagation['approval_p99_ms']:.2f} ms; the change's own round trip p50 "
+            f"{propagation['change_p50_ms']:.2f} ms, p99 {propagation['change_p99_ms']:.2f} ms; "
+            f"from its answer p50 {propagation['after_answer_p50_ms']:.2f} ms, "
+            f"p99 {propagation['after_answer_p99_ms']:.2f} ms)"
         )
     if results.get("targets"):
         lines.append("Targets:")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -170,7 +171,9 @@ class Nginx(_Process):
 
 
 class Forewarn(_Process):
-    """``forewarn serve`` for a generated fleet, on a real socket, as users run it."""
+    """``forewarn serve`` for a generated fleet, on a real socket, as users run it; its
+    state in memory, or in ``store`` (several of them on one PostgreSQL namespace are one
+    fleet)."""
 
     def __init__(
         self,
@@ -183,12 +186,16 @@ class Forewarn(_Process):
         rate_limit: float = 5.0,
         clock: str = "system",
         start_timeout: float = 120,
+        store: str | None = None,
     ) -> None:
         self.work, self.fleet_yaml = work, fleet_yaml
         self.host, self.port, self.control_port = host, port, control_port
         self.rate_limit, self.clock, self.start_timeout = rate_limit, clock, start_timeout
+        self.store = store
         self.url = f"http://{host}:{port}{PATH}?{QUERY}"
         self.control = f"http://{host}:{control_port}/api/v1"
+        #: The control API's token, chosen here so that :meth:`call` can send it.
+        self.token = secrets.token_urlsafe(24)
 
     def __enter__(self) -> Forewarn:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -213,10 +220,17 @@ class Forewarn(_Process):
                 self.clock,
                 "--seed",
                 "2024",
+                *(["--store", self.store] if self.store is not None else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "FOREWARN_TOKEN": self.token,
+                # The token file goes with the run's other files, not to the user's.
+                "FOREWARN_RUNTIME_DIR": str(self.work),
+            },
         )
         log.close()
         try:
@@ -233,7 +247,7 @@ class Forewarn(_Process):
             self.control + path,
             data=data,
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             text = response.read()

@@ -221,11 +221,41 @@ class ClockMoved(Command):
         return ()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tick(Command):
+    """Time passed: the record's ``at`` is all it says. Front-ends sharing a journal never
+    move their platforms on their own; the leader writes these when a deadline falls due
+    (a NotBefore, an impact's end, a removal), and a writer writes one when the time it
+    stamps fired deadlines or its command was refused (:mod:`forewarn.cluster`)."""
+
+    op: ClassVar[str] = "tick"
+
+    def apply(self, platform: Platform) -> Result:
+        return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seen(Command):
+    """VMs that made requests lately, journaled at most once per VM every few minutes by
+    front-ends sharing a journal, so the 24 h idle rule is judged from the journal alone.
+    A VM deleted meanwhile is passed over (it asks no more)."""
+
+    op: ClassVar[str] = "seen"
+    vms: tuple[str, ...]
+
+    def apply(self, platform: Platform) -> Result:
+        present = {vm.name for vm in platform.vms()}
+        for name in self.vms:
+            if name in present:
+                platform.touch(name)
+        return ()
+
+
 COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
                 HostOperation, VmOperation, StartCampaign, ScheduleEvent, CancelEvent, Approve,
-                Touch, ClockMoved)
+                Touch, ClockMoved, Tick, Seen)
 }  # fmt: skip
 
 

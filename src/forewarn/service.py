@@ -53,6 +53,7 @@ from forewarn.faults import ActiveFault, FaultPlan, FaultRule
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
+    from forewarn.cluster.replica import Replica
     from forewarn.config.fleet import Fleet
     from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
@@ -69,8 +70,9 @@ class ReplayError(ForewarnError):
         kind = record.get("op", "?")
         super().__init__(
             f"cannot replay journal record {position} ({kind}): {cause}. The store was written "
-            "by another version or edited; keep it for inspection and start with a new one "
-            "(another --data-dir, or --store naming a new namespace)"
+            "by another version or edited; keep it for inspection (forewarn store check names "
+            "its first bad record) and start with a new one (another --data-dir, or --store "
+            "naming a new namespace)"
         )
         self.position = position
 
@@ -162,7 +164,12 @@ class ScheduledEventsService:
     """One platform on one clock, and the operations adapters may perform on it."""
 
     def __init__(
-        self, platform: Platform, clock: Clock, journal: CommandJournal | None = None
+        self,
+        platform: Platform,
+        clock: Clock,
+        journal: CommandJournal | None = None,
+        *,
+        replica: Replica | None = None,
     ) -> None:
         self._platform = platform
         self._clock = clock
@@ -171,17 +178,31 @@ class ScheduledEventsService:
         # journaled (forewarn.faults).
         self._faults = FaultPlan()
         self._encoded: dict[tuple[str, str], tuple[Document, EncodedDocument]] = {}
+        #: Set when front-ends share the journal (forewarn.cluster): the platform is then
+        #: the replica's, moved by journal records alone.
+        self._replica = replica
+        if replica is not None:
+            replica.adopt = self._adopt
+            self._adopt(replica.platform)
 
     def catch_up(self) -> datetime:
-        """Apply whatever fell due up to the clock; the clock's time."""
+        """Bring the platform up to the clock; the clock's time. With a shared journal only
+        records move the platform (the leader journals what falls due), so this only reads the
+        clock."""
         now = self._clock.now()
-        self._platform.advance_to(now)
+        if self._replica is None:
+            self._platform.advance_to(now)
         return now
 
     def _caught_up(self) -> Platform:
         """The platform, brought up to the clock: the one way public methods reach it."""
         self.catch_up()
         return self._platform
+
+    def _adopt(self, platform: Platform) -> None:
+        """Serve ``platform`` from now on (a shared journal's replica was rebuilt)."""
+        self._platform = platform
+        self._encoded.clear()
 
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""
@@ -196,6 +217,9 @@ class ScheduledEventsService:
         A manual clock is set to the last journaled time, so pending NotBefore times still
         hold; real clocks simply go on, and whatever fell due meanwhile happens on catch-up.
         """
+        if self._replica is not None:
+            # No one is idle by this front-end's absence: the others journaled requests.
+            return self._replica.rebuild()
         if self.journal is None:
             return 0
         count = 0
@@ -216,6 +240,10 @@ class ScheduledEventsService:
 
     def execute(self, command: Command) -> Result:
         """Apply ``command`` now, journaling it first; domain errors leave no trace."""
+        if self._replica is not None:
+            result = self._replica.write(command)
+            self._log(command, self._replica.applied.head_at or self._replica.platform.now)
+            return result
         platform = self._caught_up()
         now = platform.now
         result = command.apply(platform)
@@ -228,9 +256,15 @@ class ScheduledEventsService:
                 # answer would otherwise claim a change a restart would lose).
                 self.journal.append(record)
             if logged:
-                fields = {k: v for k, v in record.items() if k not in ("op", "at")}
-                _OPERATIONS.info(str(record["op"]), extra={"fields": fields})
+                self._log(command, now)
         return result
+
+    @staticmethod
+    def _log(command: Command, at: datetime) -> None:
+        if _OPERATIONS.isEnabledFor(logging.INFO):
+            record = command.to_record(at)
+            fields = {k: v for k, v in record.items() if k not in ("op", "at")}
+            _OPERATIONS.info(str(record["op"]), extra={"fields": fields})
 
     def perform(
         self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
@@ -278,6 +312,8 @@ class ScheduledEventsService:
         platform = self._caught_up()
         if not platform.reachable(vm_name):
             return platform.pause(vm_name)
+        if self._replica is not None:
+            return self._replica.requested(vm_name) or platform.pause(vm_name)
         if platform.touch(vm_name) and self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
         return platform.pause(vm_name)
@@ -402,6 +438,8 @@ class ScheduledEventsService:
     def advance_clock(self, delta: timedelta) -> ClockStatus:
         """Move a manual clock; other clocks follow real time and refuse."""
         clock = self._manual_clock()
+        if self._replica is not None:  # from the fleet's time, not a lagging follower's
+            self._replica.catch_up()
         clock.advance(delta)
         return self._clock_moved()
 
@@ -422,6 +460,9 @@ class ScheduledEventsService:
         return self._clock
 
     def _clock_moved(self) -> ClockStatus:
+        if self._replica is not None:
+            self.execute(ClockMoved())
+            return self.clock_status()
         now = self.catch_up()
         if self.journal is not None:
             self.journal.append(ClockMoved().to_record(now))

@@ -110,8 +110,9 @@ def test_the_service_has_no_public_platform_or_clock(vm0: ForewarnPlatform) -> N
 
 def test_only_the_catch_up_reaches_the_platform_inside_the_service() -> None:
     """Every public method gets the platform from ``_caught_up`` (which catches up first):
-    only construction, the catch-up itself and replay (which moves the platform to the
-    journaled times) read ``self._platform``."""
+    only construction, the catch-up itself, replay (which moves the platform to the
+    journaled times) and adopting the platform a shared journal's replica rebuilt touch
+    ``self._platform``."""
     tree = ast.parse((SRC / "service.py").read_text())
     (service,) = [
         node
@@ -128,7 +129,7 @@ def test_only_the_catch_up_reaches_the_platform_inside_the_service() -> None:
         and isinstance(node.value, ast.Name)
         and node.value.id == "self"
     }
-    assert reading == {"__init__", "catch_up", "_caught_up", "replay"}
+    assert reading == {"__init__", "catch_up", "_caught_up", "replay", "_adopt"}
 
 
 # -- each public read catches up by itself ------------------------------------------------------

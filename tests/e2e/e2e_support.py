@@ -557,7 +557,8 @@ class Namespace:
         return ["ip", "netns", "exec", self.name, *argv]
 
 
-def _skip_unless_namespaces_work() -> None:
+def skip_unless_namespaces_work() -> None:
+    """Skip, saying why, where no network namespace can be made."""
     if not sys.platform.startswith("linux"):
         pytest.skip(f"network namespaces are Linux-only (this is {sys.platform})")
     if os.geteuid() != 0:
@@ -576,7 +577,7 @@ def _kill_everything_in(namespace: str) -> None:
 
 @contextlib.contextmanager
 def namespace_for_test() -> Iterator[Namespace]:
-    _skip_unless_namespaces_work()
+    skip_unless_namespaces_work()
     name = f"forewarn-e2e-{os.getpid()}-{secrets.token_hex(3)}"
     added = run(["ip", "netns", "add", name], timeout=10)
     if added.returncode != 0:

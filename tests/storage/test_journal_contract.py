@@ -17,6 +17,7 @@ import pytest
 from forewarn.domain.errors import ForewarnError
 from forewarn.storage import (
     MAX_RECORD_BYTES,
+    AppendConflictError,
     Journal,
     JournalClosedError,
     NotSerializableError,
@@ -294,3 +295,78 @@ def test_closing_wakes_a_waiter(journal: Journal) -> None:
     assert not waiter.is_alive()
     assert len(outcome) == 1
     assert isinstance(outcome[0], JournalClosedError)
+
+
+# -- conditional appends: several writers deciding on what they read ------------------------
+
+
+def test_a_conditional_append_takes_exactly_the_next_sequences(journal: Journal) -> None:
+    journal.append({"n": 0})
+    assert journal.append_if(1, [{"n": 1}, {"n": 2}]) == 3
+    assert journal.append_if(3, [{"n": 3}]) == 4
+    assert [record["n"] for _, record in journal.records()] == [0, 1, 2, 3]
+
+
+def test_a_conditional_append_behind_the_journal_writes_nothing_and_says_so(
+    journal: Journal,
+) -> None:
+    journal.append_many([{"n": 0}, {"n": 1}])
+    with pytest.raises(AppendConflictError) as raised:
+        journal.append_if(1, [{"n": "late"}])
+    assert (raised.value.expected, raised.value.found) == (1, 2)
+    assert journal.last_sequence() == 2
+    assert [record["n"] for _, record in journal.records()] == [0, 1]
+    assert isinstance(raised.value, StorageError)
+
+
+def test_a_conditional_append_refuses_a_bad_record_before_writing(journal: Journal) -> None:
+    with pytest.raises(NotSerializableError):
+        journal.append_if(0, [{"n": 1}, {"n": float("nan")}])
+    assert journal.last_sequence() == 0
+
+
+def _writers_for(store: Store, count: int) -> list[Journal]:
+    """One journal per writer where the backend allows several (PostgreSQL: each its own
+    connection); one shared by all threads where it has one writer per process or file."""
+    if store.backend == "postgres":
+        return [store.open() for _ in range(count)]
+    shared = store.open()
+    return [shared] * count
+
+
+def test_concurrent_conditional_appenders_leave_no_gap_and_no_duplicate(store: Store) -> None:
+    """Each writer reads the end, appends there, and on a conflict reads again and retries:
+    every record lands once, in a sequence with no gap, and conflicts are reported, not
+    silently merged."""
+    writers, per_writer = 4, 40
+    journals = _writers_for(store, writers)
+    failures: list[BaseException] = []
+    start = threading.Barrier(writers)
+
+    def write(index: int) -> None:
+        journal = journals[index]
+        try:
+            start.wait(10)
+            for n in range(per_writer):
+                while True:
+                    last = journal.last_sequence()
+                    try:
+                        journal.append_if(last, [{"writer": index, "n": n, "after": last}])
+                        break
+                    except AppendConflictError:
+                        continue  # someone appended first: read the new end and retry
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(index,)) for index in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures
+    records = list(journals[0].records())
+    assert [sequence for sequence, _ in records] == list(range(1, writers * per_writer + 1))
+    written = sorted((record["writer"], record["n"]) for _, record in records)
+    assert written == sorted((w, n) for w in range(writers) for n in range(per_writer))
+    # each record was written right after the one its writer had read as the last
+    assert all(record["after"] == sequence - 1 for sequence, record in records)

@@ -7,20 +7,24 @@ sequence numbers are strictly increasing per fleet with no gap a reader could ev
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from forewarn.storage import (
     NewerSchemaError,
+    StorageError,
     StoreSchemaError,
     StoreUnavailableError,
     StoreUrlError,
     open_journal,
 )
-from forewarn.storage.postgres import SCHEMA_VERSION, Connection, PostgresJournal
+from forewarn.storage.postgres import SCHEMA_VERSION, Connection, Leadership, PostgresJournal
 
 from .conftest import Store, random_name, run_sql
 
@@ -221,3 +225,126 @@ def test_bad_namespaces_and_schemas_are_refused_before_connecting(query: str) ->
     pytest.importorskip("psycopg")
     with pytest.raises(StoreUrlError):
         open_journal(f"postgresql://postgres@127.0.0.1:1/test?{query}")
+
+
+# -- several front-ends writing one fleet ----------------------------------------------------
+
+
+def test_writers_holding_the_namespace_lock_take_turns_and_see_each_other(fleet: Store) -> None:
+    """What a writer reads under the lock is everything committed before it got the lock, so
+    it can decide on the whole journal and append right after it."""
+    first, second = fleet.open(), fleet.open()
+    assert isinstance(first, PostgresJournal)
+    assert isinstance(second, PostgresJournal)
+    seen: list[list[tuple[int, dict[str, Any]]]] = []
+    entered = threading.Event()
+
+    def later() -> None:
+        with second.exclusive() as write:
+            entered.set()
+            seen.append(write.records(after=0))
+            write.append_if(1, [{"by": "second"}])
+
+    with first.exclusive() as write:
+        thread = threading.Thread(target=later)
+        thread.start()
+        assert not entered.wait(0.3), "a second writer got the lock while the first held it"
+        write.append_if(0, [{"by": "first"}])
+    thread.join(10)
+    assert seen == [[(1, {"by": "first"})]]
+    assert [record["by"] for _, record in first.records()] == ["first", "second"]
+
+
+def test_a_writer_waiting_too_long_for_the_lock_gets_an_error_not_a_hang(fleet: Store) -> None:
+    first, second = fleet.open(), fleet.open()
+    assert isinstance(first, PostgresJournal)
+    assert isinstance(second, PostgresJournal)
+    with first.exclusive(), pytest.raises(StorageError), second.exclusive(lock_timeout=0.2):
+        pass
+    with second.exclusive() as write:  # the failed attempt left nothing held
+        assert write.append_if(0, [{"n": 1}]) == 1
+
+
+def test_a_refused_write_under_the_lock_appends_nothing(fleet: Store) -> None:
+    journal = fleet.open()
+    assert isinstance(journal, PostgresJournal)
+
+    def refused() -> None:
+        with journal.exclusive() as write:
+            write.append_if(0, [{"n": 1}])
+            raise RuntimeError("the command was refused after all")
+
+    with pytest.raises(RuntimeError):
+        refused()
+    assert journal.last_sequence() == 0
+
+
+@pytest.fixture
+def candidates(fleet: Store) -> Iterator[tuple[Leadership, Leadership]]:
+    """Two front-ends' leader locks on one fleet, released afterwards."""
+    journals = [fleet.open(), fleet.open()]
+    assert all(isinstance(journal, PostgresJournal) for journal in journals)
+    locks = [journal.leadership() for journal in journals if isinstance(journal, PostgresJournal)]
+    try:
+        yield locks[0], locks[1]
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def test_one_leader_at_a_time_and_the_next_takes_over_when_it_is_gone(
+    candidates: tuple[Leadership, Leadership],
+) -> None:
+    leading, waiting = candidates
+    assert leading.acquire()
+    assert leading.acquire()  # held, and asked again: still ours
+    assert not waiting.acquire()
+    leading.release()
+    assert waiting.acquire()
+    assert not leading.acquire()
+
+
+def test_a_leader_whose_session_dies_hands_over(
+    candidates: tuple[Leadership, Leadership], fleet: Store, postgres_url: str
+) -> None:
+    """SIGKILL of a leader ends its session: the server drops the lock with it."""
+    leading, waiting = candidates
+    assert leading.acquire()
+    assert not waiting.acquire()
+    namespace = fleet.url.rpartition("namespace=")[2]
+    run_sql(  # only this fleet's sessions holding an advisory lock: the leader's
+        postgres_url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
+        "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+        f"forewarn {namespace}"[:63],
+    )
+    assert waiting.acquire()
+    with pytest.raises(StoreUnavailableError):
+        leading.acquire()  # its session is gone: it knows it is not the leader
+
+
+def test_conditional_appenders_in_several_processes_leave_no_gap_and_no_duplicate(
+    fleet: Store,
+) -> None:
+    """Front-ends are processes: three of them appending at once, each on what it read,
+    leave every record once, numbered without a gap, each right after what its writer read;
+    the conflicts they met were reported to them, not merged."""
+    writers, per_writer = 3, 60
+    child = Path(__file__).with_name("append_conditionally.py")
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(child), fleet.url, str(writer), str(per_writer)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for writer in range(writers)
+    ]
+    for process in processes:
+        output, _ = process.communicate(timeout=90)
+        assert process.returncode == 0
+        assert int(output) >= 0  # the conflicts it met, each a refused append it retried
+    records = list(fleet.open().records())
+    assert [sequence for sequence, _ in records] == list(range(1, writers * per_writer + 1))
+    written = sorted((record["writer"], record["n"]) for _, record in records)
+    assert written == sorted((w, n) for w in range(writers) for n in range(per_writer))
+    assert all(record["after"] == sequence - 1 for sequence, record in records)

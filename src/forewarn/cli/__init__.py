@@ -18,6 +18,7 @@ from forewarn.cli.hosts import host, maintenance
 from forewarn.cli.init import init
 from forewarn.cli.scenario import scenario
 from forewarn.cli.serve import serve
+from forewarn.cli.store import store
 from forewarn.cli.vms import vm, vmss
 
 
@@ -27,7 +28,7 @@ def main() -> None:
     """forewarn: the Azure Scheduled Events service, runnable anywhere."""
 
 
-for _command in (serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario):
+for _command in (serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store):
     main.add_command(_command)
 main.add_command(agent)
 

@@ -1,7 +1,19 @@
-"""EventIds: upper-case GUIDs, drawn from a seeded generator so a run can replay exactly."""
+"""EventIds: upper-case version-4 GUIDs, made so that a run can be replayed exactly.
+
+Two sources, one per kind of store:
+
+- :class:`EventIdFactory` draws from a seeded generator, in the order events are created:
+  one process writing its own journal replays them exactly (memory and SQLite stores, and
+  PostgreSQL namespaces created before front-ends could share one).
+- :class:`JournalEventIds` derives each id from where in the journal the event came from: the
+  seed, the position of the record whose application created it, and its index among that
+  record's events. Every front-end applying the same journal, and every replay of it, gives
+  every event the same id, and no two events share one, whatever else each process did.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import uuid
 
@@ -14,3 +26,29 @@ class EventIdFactory:
 
     def __call__(self) -> str:
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4)).upper()
+
+
+class JournalEventIds(EventIdFactory):
+    """EventIds named after the journal record that created them.
+
+    Whoever applies record ``n`` first says so with :meth:`at_record`; the events that
+    applying it creates are then numbered 0, 1, 2... and each id is the first 128 bits of
+    ``sha256(seed, n, index)`` with the version-4 and variant bits set, so nothing drawn
+    before (a refused command, another front-end's history) can shift it.
+    """
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self._seed = seed
+        self._position = 0
+        self._index = 0
+
+    def at_record(self, position: int) -> None:
+        """The next events are created by applying journal record ``position``."""
+        self._position = position
+        self._index = 0
+
+    def __call__(self) -> str:
+        digest = hashlib.sha256(f"{self._seed}:{self._position}:{self._index}".encode()).digest()
+        self._index += 1
+        return str(uuid.UUID(bytes=digest[:16], version=4)).upper()

@@ -13,6 +13,7 @@ journaled and replayed like any other. Status codes are assigned here and nowher
     422  invalid input (a field of the wrong type, a notice shorter than the minimum...)
     400  a body that is not JSON
     413  a body larger than MAX_CONTROL_BODY
+    503  the shared store cannot be reached (front-ends on PostgreSQL): nothing was changed
 
 and every error body is ``{"error": "..."}``.
 """
@@ -76,6 +77,7 @@ from forewarn.server._control_models import (
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
+from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire.documents import document_fields
 
 #: The status of each error class; an error gets the entry nearest it along its MRO, as
@@ -88,6 +90,8 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     InvalidInputError: 422,
     InvalidEventError: 422,
     InvalidOperationError: 409,
+    # a shared store that cannot be reached, or a change that could not be confirmed
+    StoreUnavailableError: 503,
     DomainError: 409,
 }
 

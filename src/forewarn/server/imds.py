@@ -23,6 +23,7 @@ from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
 from forewarn.service import ScheduledEventsService
+from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire import errors as messages
 from forewarn.wire import instance as instance_wire
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
@@ -255,6 +256,8 @@ class ImdsEndpoint:
             self.service.approve(vm.name, event_ids)
         except UnknownEventError as exc:
             return _error(400, f"Bad request. {exc}")
+        except StoreUnavailableError as exc:  # front-ends sharing a store that is down
+            return _error(503, f"Service unavailable. The approval was not recorded: {exc}")
         return _APPROVED
 
     def _instance(self, vm: Vm, path: str, query: dict[str, str]) -> ImdsResponse:

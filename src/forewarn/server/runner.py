@@ -28,7 +28,7 @@ from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.http import start_imds_server
-from forewarn.server.state import describe_store, open_service
+from forewarn.server.state import OpenedState, describe_store, open_state
 from forewarn.service import ScheduledEventsService
 
 
@@ -61,7 +61,7 @@ class ServeSettings:
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
     """The service for ``settings``: fresh, or rebuilt from its data directory's journal."""
-    return open_service(settings)
+    return open_state(settings).service
 
 
 def listen_addresses(settings: ServeSettings, vms: Sequence[Vm]) -> list[tuple[str, int]]:
@@ -160,7 +160,8 @@ async def serve(
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     check_control_exposure(settings)
     configure_logging(settings.log_level, settings.log_format)
-    service = build_service(settings)
+    state: OpenedState = open_state(settings)
+    service = state.service
     activity = Activity(service.now)
     endpoint = ActivityEndpoint(
         service,
@@ -245,6 +246,11 @@ async def serve(
     control_url = url_for(settings.control_host, settings.control_port)
     announce(f"  control: {control_url}/?token={token} (the token is also in {token_path})")
     events_task = asyncio.create_task(watch_events(service.events, stop))
+    front_end_task = None
+    if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
+        from forewarn.cluster.tasks import run_front_end
+
+        front_end_task = asyncio.create_task(run_front_end(state.replica, stop))
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
@@ -253,6 +259,8 @@ async def serve(
         await stop.wait()
     finally:
         await events_task
+        if front_end_task is not None:
+            await front_end_task
         if hooks_task is not None:
             await hooks_task
         control.should_exit = True

@@ -9,21 +9,26 @@ silently replaying history onto a different world.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from forewarn.clocks import make_clock
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
-from forewarn.domain.timing import PROFILES
+from forewarn.domain.ids import EventIdFactory, JournalEventIds
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.errors import ForewarnError
-from forewarn.service import ScheduledEventsService, platform_for_fleet
+from forewarn.service import ScheduledEventsService
 
 if TYPE_CHECKING:
+    from forewarn.cluster.replica import NewPlatform, Replica
     from forewarn.storage import Journal
 
 SQLITE_FILE = "forewarn.sqlite3"
+#: The ``event_ids`` metadata of stores whose EventIds come from journal positions.
+EVENT_IDS_BY_JOURNAL = "journal"
 
 
 class ServeSettings(Protocol):
@@ -63,6 +68,9 @@ class _Pinned:
     profile: str
     timing: str
     created_at: datetime | None
+    #: How EventIds are made (metadata ``event_ids``): ``journal`` for the stores created
+    #: since front-ends can share one (domain.ids.JournalEventIds), ``seeded`` for older ones.
+    event_ids: str
 
 
 def _timing_text(overrides: tuple[tuple[str, timedelta], ...]) -> str:
@@ -83,8 +91,7 @@ def store_url(settings: ServeSettings) -> str | None:
     return None
 
 
-def _pin(settings: ServeSettings, journal: Journal | None) -> _Pinned:
-    meta = journal.metadata() if journal is not None else {}
+def _pin(settings: ServeSettings, meta: dict[str, str]) -> _Pinned:
     given_text = read_fleet_text(settings.fleet) if settings.fleet else None
     where = store_url(settings) or "memory"
     fleet_text: str | None = meta.get("fleet", given_text)
@@ -109,6 +116,7 @@ def _pin(settings: ServeSettings, journal: Journal | None) -> _Pinned:
         )
     )
     created = meta.get("created_at")
+    scheme = meta.get("event_ids", EVENT_IDS_BY_JOURNAL if created is None else "seeded")
     return _Pinned(
         fleet_text=fleet_text if fleet_text != "" else None,
         fleet_source=meta.get("fleet_source", str(settings.fleet or "default")),
@@ -116,11 +124,25 @@ def _pin(settings: ServeSettings, journal: Journal | None) -> _Pinned:
         profile=meta.get("profile", settings.profile or "documented"),
         timing=meta.get("timing", given_timing or ""),
         created_at=datetime.fromisoformat(created) if created else None,
+        event_ids=scheme,
     )
+
+
+@dataclass(frozen=True)
+class OpenedState:
+    """The service, and the replica behind it when front-ends share its journal."""
+
+    service: ScheduledEventsService
+    replica: Replica | None
 
 
 def open_service(settings: ServeSettings) -> ScheduledEventsService:
     """Build the service, replaying the journal of ``settings``' store if it has one."""
+    return open_state(settings).service
+
+
+def open_state(settings: ServeSettings) -> OpenedState:
+    """Build the service (and its replica, on a PostgreSQL store), replaying the journal."""
     journal: Journal | None = None
     url = store_url(settings)
     if url is not None:
@@ -130,35 +152,105 @@ def open_service(settings: ServeSettings) -> ScheduledEventsService:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
         journal = open_journal(url)
     try:
-        return _build(settings, journal)
+        if url is not None and is_shared(url):
+            return _build_shared(settings, journal)
+        return OpenedState(_build(settings, journal), None)
     except BaseException:
         if journal is not None:
             journal.close()  # refused or broken: free the store for the next attempt
         raise
 
 
-def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsService:
-    pinned = _pin(settings, journal)
+def is_shared(url: str) -> bool:
+    """Whether several front-ends may serve the fleet of store ``url`` (PostgreSQL)."""
+    return url.lower().startswith(("postgresql:", "postgres:"))
+
+
+def _timing_of(pinned: _Pinned) -> TimingProfile:
+    timing = PROFILES[pinned.profile]
+    if pinned.timing:
+        timing = timing.with_overrides(_parse_timing_text(pinned.timing))
+    return timing
+
+
+def _platform_factory(pinned: _Pinned, created_at: datetime) -> NewPlatform:
+    """Fresh platforms holding the fleet as it was created, each with its EventId source."""
     if pinned.fleet_text is None:
         fleet: Fleet = default_fleet()
     else:
         fleet = parse_fleet(pinned.fleet_text, pinned.fleet_source)
+    timing = _timing_of(pinned)
+
+    def new_platform() -> tuple[Platform, EventIdFactory]:
+        ids = (
+            JournalEventIds(pinned.seed)
+            if pinned.event_ids == EVENT_IDS_BY_JOURNAL
+            else EventIdFactory(pinned.seed)
+        )
+        platform = Platform(created_at, timing=timing, new_event_id=ids)
+        for scale_set in fleet.scale_sets:
+            platform.add_scale_set(scale_set)
+        for vm in fleet.vms:
+            platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
+        return platform, ids
+
+    return new_platform
+
+
+def _metadata(pinned: _Pinned, created_at: datetime) -> dict[str, str]:
+    """What a new store pins, so every restart (and every front-end) builds the same world."""
+    return {
+        "fleet": pinned.fleet_text or "",
+        "fleet_source": pinned.fleet_source,
+        "seed": str(pinned.seed),
+        "profile": pinned.profile,
+        "timing": pinned.timing,
+        "created_at": created_at.isoformat(),
+        "event_ids": pinned.event_ids,
+    }
+
+
+def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsService:
+    pinned = _pin(settings, journal.metadata() if journal is not None else {})
+    if pinned.created_at is None and pinned.event_ids == EVENT_IDS_BY_JOURNAL:
+        pinned = replace(pinned, event_ids="seeded")  # one writer: ids in creation order
     clock = make_clock(settings.clock, scale=settings.scale, start=pinned.created_at)
     created_at = pinned.created_at or clock.now()
-    timing = PROFILES[pinned.profile]
-    if pinned.timing:
-        timing = timing.with_overrides(_parse_timing_text(pinned.timing))
-    platform = platform_for_fleet(fleet, created_at, timing=timing, seed=pinned.seed)
+    platform, _ = _platform_factory(pinned, created_at)()
     if journal is not None and pinned.created_at is None:
-        journal.set_metadata("fleet", pinned.fleet_text or "")
-        journal.set_metadata("fleet_source", pinned.fleet_source)
-        journal.set_metadata("seed", str(pinned.seed))
-        journal.set_metadata("profile", pinned.profile)
-        journal.set_metadata("timing", pinned.timing)
-        journal.set_metadata("created_at", created_at.isoformat())
+        for key, value in _metadata(pinned, created_at).items():
+            journal.set_metadata(key, value)
     service = ScheduledEventsService(platform, clock, journal)
     service.replay()
     return service
+
+
+def _build_shared(settings: ServeSettings, journal: Journal | None) -> OpenedState:
+    """A front-end of a fleet whose PostgreSQL journal others may share: the store's
+    metadata is read, or written by the first front-end, under the namespace's lock."""
+    from forewarn.cluster.replica import Replica
+    from forewarn.storage.postgres import PostgresJournal
+
+    assert isinstance(journal, PostgresJournal)
+    with journal.exclusive() as transaction:
+        pinned = _pin(settings, transaction.metadata())
+        clock = make_clock(settings.clock, scale=settings.scale, start=pinned.created_at)
+        created_at = pinned.created_at or clock.now()
+        if pinned.created_at is None:
+            for key, value in _metadata(pinned, created_at).items():
+                transaction.set_metadata(key, value)
+    new_platform = _platform_factory(pinned, created_at)
+    every = touch_interval(_timing_of(pinned))
+    replica = Replica(journal, clock, new_platform, touch_every=every)
+    service = ScheduledEventsService(replica.platform, clock, journal, replica=replica)
+    service.replay()
+    return OpenedState(service, replica)
+
+
+def touch_interval(timing: TimingProfile) -> timedelta:
+    """How often a VM's requests are journaled (the idle rule's granularity): every
+    5 minutes, or a tenth of the idle period when that is shorter."""
+    return min(timedelta(minutes=5), timing.idle_period / 10)
 
 
 def describe_store(settings: ServeSettings) -> str:
@@ -169,10 +261,68 @@ def describe_store(settings: ServeSettings) -> str:
     return "memory (lost on exit; use --data-dir to keep it)"
 
 
+@dataclass(frozen=True)
+class StoreSummary:
+    """What ``forewarn store check`` found in a journal that replays cleanly."""
+
+    records: int
+    events: int
+    vms: int
+    last_at: datetime | None
+    event_ids: str
+
+
+def check_store(url: str) -> StoreSummary:
+    """Replay the journal of store ``url`` offline onto a fresh platform, as start-up would;
+    raises :class:`~forewarn.service.ReplayError` naming the first record that cannot be
+    applied, or :class:`StateMismatchError` when the store holds no fleet yet."""
+    from forewarn.cluster.replica import Applied
+    from forewarn.storage import open_journal
+
+    with open_journal(url) as journal:
+        meta = journal.metadata()
+        if "created_at" not in meta:
+            raise StateMismatchError(f"{url.split('@')[-1]} holds no fleet yet")
+        pinned = _pin(_NO_SETTINGS, meta)
+        assert pinned.created_at is not None
+        applied = Applied.fresh(_platform_factory(pinned, pinned.created_at))
+        last_at: datetime | None = None
+        for position, record in journal.records():
+            applied.apply(position, record)
+            last_at = applied.head_at
+    platform = applied.platform
+    return StoreSummary(
+        applied.head, len(platform.events()), len(platform.vms()), last_at, pinned.event_ids
+    )
+
+
+@dataclass(frozen=True)
+class _NothingGiven:
+    """Settings that give nothing, so the store's metadata alone decides (store check)."""
+
+    fleet: Path | None = None
+    clock: str = "manual"
+    scale: float = 1.0
+    profile: str | None = None
+    seed: int | None = None
+    data_dir: Path | None = None
+    store: str | None = None
+    timing_overrides: tuple[tuple[str, timedelta], ...] = ()
+
+
+_NO_SETTINGS = _NothingGiven()
+
+
 __all__ = [
     "SQLITE_FILE",
+    "OpenedState",
     "StateMismatchError",
+    "StoreSummary",
+    "check_store",
     "describe_store",
+    "is_shared",
     "open_service",
+    "open_state",
     "store_url",
+    "touch_interval",
 ]

@@ -9,6 +9,7 @@ record is a JSON object, metadata is strings, and every backend passes the same 
 from __future__ import annotations
 
 from forewarn.storage.errors import (
+    AppendConflictError,
     CorruptStoreError,
     JournalClosedError,
     NewerSchemaError,
@@ -30,6 +31,7 @@ __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_RECORD_BYTES",
     "SQLITE_FILE_NAME",
+    "AppendConflictError",
     "CorruptStoreError",
     "Journal",
     "JournalClosedError",

@@ -7,7 +7,8 @@ exception types.
     ForewarnError
     └── StorageError                 anything the store could not do
         ├── StoreUnavailableError    cannot reach or open it: server down, bad path, no driver
-        │   └── StoreBusyError       another process is already the writer of this SQLite file
+        │   ├── StoreBusyError       another process is already the writer of this SQLite file
+        │   └── ReplicaError         a shared store's front-end cannot write now (forewarn.cluster)
         ├── StoreUrlError            a store URL that names no backend, or names it wrongly
         ├── StoreSchemaError         the store holds something this version cannot use
         │   ├── CorruptStoreError    not a forewarn journal, or damaged
@@ -15,6 +16,7 @@ exception types.
         ├── UnstorableValueError     a value the journal will not keep
         │   ├── NotSerializableError not a JSON object of JSON values (or a metadata non-string)
         │   └── ValueTooLargeError   over its size bound (a record over 1 MiB, ...)
+        ├── AppendConflictError      a conditional append found records it had not seen
         └── JournalClosedError       used after close()
 """
 
@@ -83,6 +85,21 @@ class ValueTooLargeError(UnstorableValueError):
         super().__init__(f"{what} is {size} bytes, over the limit of {limit} bytes")
         self.size = size
         self.limit = limit
+
+
+class AppendConflictError(StorageError):
+    """A conditional append (``append_if``) expected the journal to end at one sequence and
+    found it longer: another writer appended first, and nothing was written.
+
+    The caller reads what it missed, checks its command again and retries, or gives up.
+    """
+
+    def __init__(self, where: str, expected: int, found: int) -> None:
+        super().__init__(
+            f"{where} ends at record {found}, not {expected}: another writer appended first"
+        )
+        self.expected = expected
+        self.found = found
 
 
 class JournalClosedError(StorageError):

@@ -48,6 +48,16 @@ class Journal(Protocol):
         """
         ...
 
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        """Add records in one transaction only if the journal still ends at ``expected_last``,
+        so they take exactly the sequences after it; returns the last sequence.
+
+        Raises :class:`~forewarn.storage.errors.AppendConflictError`, writing nothing, when
+        another writer appended first: writers that each read, decide, then append this way
+        never interleave unseen records into what they decided on.
+        """
+        ...
+
     def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         """Records with a sequence above ``after``, in sequence order, as fresh objects."""
         ...

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self
 
-from forewarn.storage.errors import JournalClosedError
+from forewarn.storage.errors import AppendConflictError, JournalClosedError
 from forewarn.storage.journal import (
     check_after,
     check_metadata,
@@ -52,9 +52,14 @@ class MemoryJournal:
     def append_many(self, records: Sequence[Mapping[str, Any]]) -> int:
         return self._extend(encode_batch(records))
 
-    def _extend(self, texts: list[str]) -> int:
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        return self._extend(encode_batch(records), expected=check_after(expected_last))
+
+    def _extend(self, texts: list[str], expected: int | None = None) -> int:
         with self._changed:
             self._open()
+            if expected is not None and expected != len(self._texts):
+                raise AppendConflictError("memory journal", expected, len(self._texts))
             self._texts.extend(texts)
             if texts:
                 self._changed.notify_all()

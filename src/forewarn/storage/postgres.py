@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 from forewarn.storage.errors import (
+    AppendConflictError,
     CorruptStoreError,
     JournalClosedError,
     NewerSchemaError,
@@ -89,6 +90,12 @@ def describe(conninfo: str) -> str:
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
 
 
+def _lock_key(purpose: str, schema: str, namespace: str) -> int:
+    """A signed 64-bit advisory lock key for one purpose of one namespace."""
+    digest = hashlib.sha256(f"forewarn:{purpose}\x00{schema}\x00{namespace}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 class PostgresJournal:
     """One namespace of a PostgreSQL journal; several instances may share it, across processes."""
 
@@ -110,6 +117,9 @@ class PostgresJournal:
         self._where = f"PostgreSQL journal {namespace!r} in {schema} at {describe(conninfo)}"
         digest = hashlib.sha256(f"{schema}\x00{namespace}".encode()).hexdigest()[:40]
         self._channel = f"forewarn_{digest}"
+        # Two advisory lock keys of the namespace's own: its writers' turn, and its leader.
+        self._write_key = _lock_key("write", schema, namespace)
+        self._leader_key = _lock_key("leader", schema, namespace)
         self._lock = threading.Lock()
         self._listen_lock = threading.Lock()
         self._listener: Connection | None = None
@@ -258,33 +268,89 @@ class PostgresJournal:
     def append_many(self, records: Sequence[Mapping[str, Any]]) -> int:
         return self._extend(encode_batch(records))
 
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        texts = encode_batch(records)
+        expected = check_after(expected_last)
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                return self._insert(conn, texts, expected)
+
     def _extend(self, texts: list[str]) -> int:
         if not texts:
             return self.last_sequence()
         with self._lock, self._translated():
             conn = self._connection()
             with conn.transaction():
-                row = conn.execute(
-                    sql.SQL(
-                        "UPDATE {} SET last_sequence = last_sequence + %s "
-                        "WHERE namespace = %s RETURNING last_sequence"
-                    ).format(self._table("forewarn_namespaces")),
-                    [len(texts), self.namespace],
-                ).fetchone()
-                if row is None:
-                    raise CorruptStoreError(f"{self._where}: the namespace row is gone")
-                last = int(row[0])
-                conn.execute(
-                    sql.SQL(
-                        "INSERT INTO {} (namespace, sequence, body) "
-                        "SELECT %s, %s + ordinality - 1, body::json "
-                        "FROM unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)"
-                    ).format(self._table("forewarn_records")),
-                    [self.namespace, last - len(texts) + 1, texts],
-                )
-                # Delivered only on commit, so a woken follower always finds the records.
-                conn.execute("SELECT pg_notify(%s, %s)", [self._channel, str(last)])
+                return self._insert(conn, texts, None)
+
+    def _insert(self, conn: Connection, texts: list[str], expected: int | None) -> int:
+        """Take the next sequence numbers from the counter row (all of them, or none when
+        ``expected`` is given and the journal no longer ends there), insert, and notify."""
+        condition = sql.SQL("" if expected is None else " AND last_sequence = %s")
+        params: list[object] = [len(texts), self.namespace]
+        if expected is not None:
+            params.append(expected)
+        row = conn.execute(
+            sql.SQL(
+                "UPDATE {} SET last_sequence = last_sequence + %s "
+                "WHERE namespace = %s{} RETURNING last_sequence"
+            ).format(self._table("forewarn_namespaces"), condition),
+            params,
+        ).fetchone()
+        if row is None:
+            found = self._read_last(conn)  # raises when the namespace row itself is gone
+            raise AppendConflictError(self._where, expected or 0, found)
+        last = int(row[0])
+        if not texts:
+            return last
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (namespace, sequence, body) "
+                "SELECT %s, %s + ordinality - 1, body::json "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)"
+            ).format(self._table("forewarn_records")),
+            [self.namespace, last - len(texts) + 1, texts],
+        )
+        # Delivered only on commit, so a woken follower always finds the records.
+        conn.execute("SELECT pg_notify(%s, %s)", [self._channel, str(last)])
         return last
+
+    # -- several writers -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self, lock_timeout: float = 5.0) -> Iterator[ExclusiveWrite]:
+        """One transaction holding the namespace's write lock (``pg_advisory_xact_lock``):
+        what the writer reads in it is everything committed before, and what it appends with
+        :meth:`ExclusiveWrite.append_if` commits when the block ends without an error.
+
+        Every front-end of a fleet writes this way, so they take turns: each one catches up
+        with the others' records, decides, and appends, with nobody appending in between.
+        Waiting for the lock is bounded by ``lock_timeout`` (a stuck writer elsewhere is an
+        error here, not a hang); the lock goes with the transaction, however it ends.
+        """
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                milliseconds = max(1, round(lock_timeout * 1000))
+                conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
+                conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
+                yield ExclusiveWrite(self, conn)
+
+    def another(self) -> PostgresJournal:
+        """A second journal on the same namespace, with connections of its own (a follower
+        reading beside a writer)."""
+        return PostgresJournal(
+            self._conninfo,
+            namespace=self.namespace,
+            schema=self.schema,
+            connect_timeout=self._connect_timeout,
+        )
+
+    def leadership(self) -> Leadership:
+        """The namespace's leader lock, on a connection of its own (see :class:`Leadership`)."""
+        return Leadership(self, self._leader_key)
 
     def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         check_after(after)
@@ -373,3 +439,88 @@ class PostgresJournal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class ExclusiveWrite:
+    """What a writer holding the namespace's write lock may do (``PostgresJournal.exclusive``)."""
+
+    def __init__(self, journal: PostgresJournal, conn: Connection) -> None:
+        self._journal = journal
+        self._conn = conn
+
+    def records(self, after: int) -> list[tuple[int, dict[str, Any]]]:
+        """Every record after ``after``, read inside the transaction."""
+        rows = self._conn.execute(
+            sql.SQL(
+                "SELECT sequence, body::text FROM {} WHERE namespace = %s AND sequence > %s "
+                "ORDER BY sequence"
+            ).format(self._journal._table("forewarn_records")),
+            [self._journal.namespace, check_after(after)],
+        ).fetchall()
+        return [(int(sequence), decode_record(body)) for sequence, body in rows]
+
+    def metadata(self) -> dict[str, str]:
+        """The namespace's metadata, read inside the transaction."""
+        rows = self._conn.execute(
+            sql.SQL("SELECT key, value FROM {} WHERE namespace = %s").format(
+                self._journal._table("forewarn_metadata")
+            ),
+            [self._journal.namespace],
+        ).fetchall()
+        return {str(key): str(value) for key, value in rows}
+
+    def set_metadata(self, key: str, value: str) -> None:
+        """Set one key; committed with the transaction (so front-ends starting together on a
+        new namespace agree on one seed: the first to hold the lock writes it)."""
+        check_metadata(key, value)
+        self._conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (namespace, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value"
+            ).format(self._journal._table("forewarn_metadata")),
+            [self._journal.namespace, key, value],
+        )
+
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        """Append at exactly ``expected_last + 1``...; commits with the transaction."""
+        return self._journal._insert(self._conn, encode_batch(records), check_after(expected_last))
+
+
+class Leadership:
+    """A session-level ``pg_try_advisory_lock`` held on a connection of its own.
+
+    Whoever holds it is the fleet's one leader; PostgreSQL releases it the moment that
+    connection ends, so a leader killed with SIGKILL hands over as soon as its connection is
+    gone (at once on a local socket; within the TCP keepalive elsewhere).
+    """
+
+    def __init__(self, journal: PostgresJournal, key: int) -> None:
+        self._journal = journal
+        self._key = key
+        self._conn: Connection | None = None
+
+    def acquire(self) -> bool:
+        """Hold the lock (True), or find it held by another session (False). Raises
+        :class:`StoreUnavailableError` when the server cannot be reached."""
+        with self._journal._translated():
+            if self._conn is not None and not (self._conn.closed or self._conn.broken):
+                self._conn.execute("SELECT 1")  # still ours while the session lives
+                return True
+            self.release()
+            conn = self._journal._connect()
+            try:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", [self._key]).fetchone()
+            except BaseException:
+                conn.close()
+                raise
+            if row is None or not row[0]:
+                conn.close()
+                return False
+            self._conn = conn
+            return True
+
+    def release(self) -> None:
+        """Let go of the lock by closing its session; idempotent."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

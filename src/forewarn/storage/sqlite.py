@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from forewarn.storage.errors import (
+    AppendConflictError,
     CorruptStoreError,
     JournalClosedError,
     NewerSchemaError,
@@ -228,9 +229,15 @@ class SqliteJournal:
     def append_many(self, records: Sequence[Mapping[str, Any]]) -> int:
         return self._extend(encode_batch(records))
 
-    def _extend(self, texts: list[str]) -> int:
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        """One process writes the file, so its own count is the truth to compare with."""
+        return self._extend(encode_batch(records), expected=check_after(expected_last))
+
+    def _extend(self, texts: list[str], expected: int | None = None) -> int:
         with self._changed:
             self._ensure_open()
+            if expected is not None and expected != self._last:
+                raise AppendConflictError(self._where, expected, self._last)
             if not texts:
                 return self._last
             first = self._last + 1

@@ -1,0 +1,124 @@
+"""Real ``forewarn serve --store postgresql://...`` processes sharing one namespace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+#: The control API's token, which the test run sets (tests/conftest.py).
+AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
+VMS = {"WestNO_0": "127.0.0.2", "WestNO_1": "127.0.0.3", "WestNO_2": "127.0.0.4"}
+URL = "http://{}:{}/metadata/scheduledevents?api-version=2020-07-01"
+HEADERS = {"Metadata": "true"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class FrontEnd:
+    """One front-end: its ports stay the same across restarts."""
+
+    store: str
+    fleet: Path
+    extra: tuple[str, ...]
+    port: int = field(default_factory=free_port)
+    control_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def control(self) -> str:
+        return f"http://127.0.0.1:{self.control_port}/api/v1"
+
+    def start(self) -> None:
+        command = [
+            sys.executable, "-m", "forewarn", "serve", "--store", self.store,
+            "--fleet", str(self.fleet), "--seed", "5", "--rate-limit", "1000",
+            "--bind", f"127.0.0.1:{self.port}", "--control", f"127.0.0.1:{self.control_port}",
+            "--log-level", "warning", *self.extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{self.control}/clock", headers=AUTH, timeout=1)
+                return
+            except httpx.TransportError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    error = self.process.stderr.read().decode() if self.process.stderr else ""
+                    raise AssertionError(f"forewarn serve did not come up: {error}") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.stop()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+            self.process.wait(15)
+            if self.process.stderr is not None:
+                self.process.stderr.close()
+            self.process = None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def document(self, vm: str) -> bytes:
+        return httpx.get(URL.format(VMS[vm], self.port), headers=HEADERS, timeout=5).content
+
+    def documents(self) -> dict[str, bytes]:
+        return {vm: self.document(vm) for vm in VMS}
+
+    def approve(self, vm: str, event_id: str) -> httpx.Response:
+        body = f'{{"StartRequests":[{{"EventId":"{event_id}"}}]}}'
+        return httpx.post(URL.format(VMS[vm], self.port), headers=HEADERS, content=body, timeout=5)
+
+    def get(self, path: str) -> Any:
+        response = httpx.get(f"{self.control}{path}", headers=AUTH, timeout=5)
+        response.raise_for_status()
+        return response.json()
+
+    def post(self, path: str, body: object = None) -> httpx.Response:
+        return httpx.post(f"{self.control}{path}", headers=AUTH, json=body or {}, timeout=10)
+
+
+def agreed(front_ends: list[FrontEnd], timeout: float = 10.0) -> dict[str, bytes]:
+    """Every VM's document, once all front-ends serve the same bytes (they follow each other
+    within milliseconds; the loop allows for a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = [front_end.documents() for front_end in front_ends]
+        if all(documents == seen[0] for documents in seen):
+            return seen[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"front-ends still disagree: {seen}")
+        time.sleep(0.05)
+
+
+def agreed_events(front_ends: list[FrontEnd], timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The live events, once all front-ends' control APIs list the same ones."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = [front_end.get("/events")["events"] for front_end in front_ends]
+        if all(events == seen[0] for events in seen):
+            return list(seen[0])
+        if time.monotonic() > deadline:
+            raise AssertionError(f"front-ends still disagree: {seen}")
+        time.sleep(0.05)

@@ -1,0 +1,308 @@
+"""Several front-ends on one PostgreSQL namespace, in one process: one fleet, not several.
+
+[ours] (docs/scale-out.md, "How front-ends stay one fleet"). SPEC 1: EventId is a "Globally
+unique identifier for this event"; SPEC 2: DocumentIncarnation never goes backwards. Each
+front-end here is a service opened as ``forewarn serve --store postgresql://...`` opens it;
+instead of their background followers, tests read what the others appended explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from forewarn.cluster import Replica, ReplicaError
+from forewarn.commands import CancelEvent, Restart, StartCampaign
+from forewarn.domain.api_versions import CURRENT_VERSION
+from forewarn.domain.clock import ManualClock
+from forewarn.domain.errors import InvalidOperationError, UnknownEventError
+from forewarn.domain.events import EventStatus
+from forewarn.server.control import status_of
+from forewarn.server.runner import ServeSettings
+from forewarn.server.state import OpenedState, open_state
+from forewarn.service import ScheduledEventsService
+from forewarn.storage.errors import StoreUnavailableError
+
+
+def front_end(store: str, fleet: Path, **changes: object) -> OpenedState:
+    values: dict[str, object] = {"fleet": fleet, "clock": "manual", "store": store, "seed": 3}
+    values.update(changes)
+    return open_state(ServeSettings(**values))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def fleet_of_three(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
+    opened = [front_end(shared_store, fleet_file) for _ in range(3)]
+    yield opened
+    for state in opened:
+        assert state.service.journal is not None
+        state.service.journal.close()
+
+
+def replica(state: OpenedState) -> Replica:
+    assert state.replica is not None
+    return state.replica
+
+
+def documents(service: ScheduledEventsService) -> dict[str, bytes]:
+    return {vm.name: service.document_bytes(vm.name, CURRENT_VERSION) for vm in service.vms()}
+
+
+def in_step(front_ends: list[OpenedState]) -> dict[str, bytes]:
+    """Every front-end reads what the others appended; their documents are then identical."""
+    for state in front_ends:
+        replica(state).catch_up()
+    seen = [documents(state.service) for state in front_ends]
+    assert all(docs == seen[0] for docs in seen), "front-ends disagree"
+    heads = {replica(state).head for state in front_ends}
+    assert len(heads) == 1
+    return seen[0]
+
+
+def test_an_operation_through_one_and_an_approval_through_another_start_the_event_on_all(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    a, b, c = fleet_of_three
+    (event,) = a.service.execute(Restart("WestNO_0"))
+    first = in_step(fleet_of_three)
+    assert event.event_id.encode() in first["WestNO_0"]
+    # each VM of the set approves through a different front-end
+    b.service.approve("WestNO_0", [event.event_id])
+    in_step(fleet_of_three)
+    c.service.approve("WestNO_1", [event.event_id])
+    b.service.approve("WestNO_2", [event.event_id])
+    after = in_step(fleet_of_three)
+    for state in fleet_of_three:
+        (view,) = state.service.events()
+        assert view.event.status is EventStatus.STARTED
+    assert after != first
+
+
+def test_event_ids_are_the_same_everywhere_and_never_shared(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    """Operations through every front-end in turn: each event has one id on all of them,
+    and no two events have the same id (the seeded ids of each process used to collide)."""
+    a, b, c = fleet_of_three
+    created = [
+        *a.service.execute(Restart("WestNO_0")),
+        *b.service.execute(Restart("WestNO_1")),
+        *c.service.execute(Restart("WestNO_2")),
+    ]
+    in_step(fleet_of_three)
+    ids = [event.event_id for event in created]
+    assert len(set(ids)) == 3
+    for state in fleet_of_three:
+        assert {view.event.event_id for view in state.service.events()} == set(ids)
+
+
+def test_a_writer_that_missed_records_catches_up_before_deciding(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    """B never read A's event, yet approving it through B works: a write reads the journal
+    under the namespace's lock first (this used to be ``400 unknown event id``)."""
+    a, b, _ = fleet_of_three
+    (event,) = a.service.execute(Restart("WestNO_0"))
+    assert b.service.events() == ()  # not followed yet
+    b.service.approve("WestNO_0", [event.event_id])
+    assert {view.event.event_id for view in b.service.events()} == {event.event_id}
+    with pytest.raises(UnknownEventError):
+        b.service.approve("WestNO_0", ["00000000-0000-4000-8000-000000000000"])
+    in_step(fleet_of_three)
+
+
+def test_a_refused_command_is_refused_everywhere_and_leaves_the_fleet_in_step(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    a, b, _ = fleet_of_three
+    (event,) = a.service.execute(Restart("WestNO_0"))
+    a.service.advance_clock(timedelta(minutes=20))  # NotBefore passed: Started
+    in_step(fleet_of_three)
+    clock = replica(b).clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(timedelta(seconds=1))  # B's clock runs on, as a system clock would
+    with pytest.raises(InvalidOperationError):
+        b.service.execute(CancelEvent(event.event_id))  # Started: cannot be cancelled
+    # the refusal moved B's platform to its clock's time: journaled as a tick, nothing else
+    last = list(replica(b).journal.records(after=replica(b).head - 1))
+    assert [record["op"] for _, record in last] == ["tick"]
+    in_step(fleet_of_three)
+
+
+def test_time_passes_for_all_from_the_journal(fleet_of_three: list[OpenedState]) -> None:
+    """A manual clock moved through A moves everyone's platform (and clock) to that time;
+    the deadlines it passes fire in the same order everywhere."""
+    a, b, _ = fleet_of_three
+    a.service.execute(StartCampaign())
+    in_step(fleet_of_three)
+    moved = a.service.advance_clock(timedelta(minutes=16)).now
+    in_step(fleet_of_three)
+    assert b.service.now() == moved
+    for state in fleet_of_three:
+        (campaign,) = state.service.campaigns()
+        assert campaign.step == 1
+        statuses = {view.event.status for view in state.service.events()}
+        assert statuses == {EventStatus.STARTED}
+
+
+def test_a_new_front_end_and_a_replay_rebuild_the_same_documents(
+    fleet_of_three: list[OpenedState], shared_store: str, fleet_file: Path
+) -> None:
+    a, b, c = fleet_of_three
+    (event,) = a.service.execute(Restart("WestNO_0"))
+    b.service.approve("WestNO_0", [event.event_id])
+    c.service.execute(StartCampaign())
+    a.service.advance_clock(timedelta(minutes=3))
+    expected = in_step(fleet_of_three)
+    late = front_end(shared_store, fleet_file)
+    try:
+        assert documents(late.service) == expected
+        assert replica(late).head == replica(a).head
+    finally:
+        assert late.service.journal is not None
+        late.service.journal.close()
+
+
+def test_front_ends_starting_on_a_new_namespace_agree_on_its_seed(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """No --seed given: the first front-end to hold the namespace lock picks one."""
+    first = front_end(shared_store, fleet_file, seed=None)
+    second = front_end(shared_store, fleet_file, seed=None)
+    try:
+        (event,) = first.service.execute(Restart("WestNO_0"))
+        replica(second).catch_up()
+        assert {view.event.event_id for view in second.service.events()} == {event.event_id}
+        assert replica(first).journal.metadata() == replica(second).journal.metadata()
+    finally:
+        for state in (first, second):
+            assert state.service.journal is not None
+            state.service.journal.close()
+
+
+def test_a_write_whose_commit_fails_is_not_acknowledged_and_the_copy_is_rebuilt(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command was applied locally before the commit failed: the caller gets an error,
+    and the front-end serves the journal's state again, not its own."""
+    a, _, _ = fleet_of_three
+    (kept,) = a.service.execute(Restart("WestNO_0"))
+    before = in_step(fleet_of_three)
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def lost(self: ExclusiveWrite, expected_last: int, records: object) -> int:
+        raise StoreUnavailableError("the server went away during the commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", lost)
+        with pytest.raises(ReplicaError, match="could not be confirmed"):
+            a.service.execute(Restart("WestNO_1"))
+    assert not replica(a).diverged  # rebuilt at once: the store was reachable
+    assert documents(a.service) == before
+    assert {view.event.event_id for view in a.service.events()} == {kept.event_id}
+    in_step(fleet_of_three)
+
+
+def test_requests_are_journaled_at_most_once_per_interval(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    """The idle rule is judged from the journal: a VM's requests served anywhere are
+    journaled in batches, once per interval, so every front-end judges it alike."""
+    a, b, _ = fleet_of_three
+    head = replica(a).head
+    a.service.vm_request("WestNO_0")
+    b.service.vm_request("WestNO_1")
+    a.service.vm_request("WestNO_0")
+    assert replica(a).head == head  # nothing written on the request's path
+    a.service.advance_clock(replica(a).touch_every)
+    b.service.advance_clock(timedelta(0))
+    a.service.vm_request("WestNO_0")
+    b.service.vm_request("WestNO_1")
+    assert replica(a).flush_seen()
+    assert replica(b).flush_seen()
+    assert not replica(a).flush_seen()  # nothing new
+    in_step(fleet_of_three)
+    records = [record for _, record in replica(a).journal.records() if record["op"] == "seen"]
+    assert [record["vms"] for record in records] == [["WestNO_0"], ["WestNO_1"]]
+
+
+def test_writes_are_refused_while_the_store_is_unreachable_and_reads_go_on(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL gone: the change is refused (503 at the control API), the front-end's
+    documents stay as they were, and once the server answers again writes go through."""
+    a, b, _ = fleet_of_three
+    a.service.execute(Restart("WestNO_0"))
+    before = in_step(fleet_of_three)
+    journal = replica(a).journal
+    with monkeypatch.context() as patched:
+        patched.setattr(journal, "_conninfo", "postgresql://postgres@127.0.0.1:1/test")
+        journal._conn.close()  # as the server closes it when it goes down
+        with pytest.raises(ReplicaError, match="cannot write now") as refused:
+            a.service.execute(Restart("WestNO_1"))
+        assert status_of(refused.value) == 503
+        assert documents(a.service) == before
+        assert not replica(a).diverged
+    (event,) = a.service.execute(Restart("WestNO_1"))
+    in_step(fleet_of_three)
+    assert event.event_id in {view.event.event_id for view in b.service.events()}
+
+
+def test_a_first_request_is_journaled_at_once_and_its_delay_runs_the_same_everywhere(
+    shared_store: str, tmp_path: Path
+) -> None:
+    """SPEC 7: the first request turns Scheduled Events on after the first-call delay. On
+    front-end A it is journaled as it happens, so B holds the VM for the same delay, and
+    the enablement comes from the journal for both."""
+    fleet = tmp_path / "quiet.yaml"
+    fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
+    a, b = front_end(shared_store, fleet), front_end(shared_store, fleet)
+    try:
+        assert a.service.vm_request("quiet") is not None  # held for the first-call delay
+        ops = [record["op"] for _, record in replica(a).journal.records()]
+        assert ops == ["touch"]
+        replica(b).catch_up()
+        assert b.service.vm_request("quiet") == a.service.vm_request("quiet")
+        assert replica(b).head == 1  # a request during the delay writes nothing
+        a.service.advance_clock(timedelta(minutes=2))
+        replica(b).catch_up()
+        assert a.service.vm_request("quiet") is None
+        assert b.service.vm_request("quiet") is None
+    finally:
+        for state in (a, b):
+            replica(state).journal.close()
+
+
+def test_a_front_end_that_cannot_rebuild_yet_holds_its_vms_until_it_has(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit lost with the server, and the journal unreadable since: the front-end's
+    platform may show a change that never happened, so its VMs' requests wait (held, as in
+    a warm-up) and writes are refused until it has rebuilt from the journal."""
+    a, _, _ = fleet_of_three
+    a.service.execute(Restart("WestNO_0"))
+    before = in_step(fleet_of_three)
+    journal = replica(a).journal
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def gone(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailableError("the server is gone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", gone)
+        patched.setattr(journal, "records", gone)
+        with pytest.raises(ReplicaError, match="could not be confirmed"):
+            a.service.execute(Restart("WestNO_1"))
+        assert replica(a).diverged
+        held = a.service.vm_request("WestNO_2")
+        assert held is not None
+        assert held.event_type is None  # a warm-up's hold, whatever the impact policies
+        with pytest.raises(ReplicaError, match="rebuilding"):
+            a.service.execute(Restart("WestNO_2"))
+    replica(a).rebuild()  # the follower does this once the server answers
+    assert a.service.vm_request("WestNO_2") is None
+    assert documents(a.service) == before
+    in_step(fleet_of_three)
