@@ -3,10 +3,11 @@ metrics and health."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -14,11 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from forewarn.agent import (
+    AgentConfig,
     AgentConfigError,
     HandledStore,
     Outcome,
     Policy,
     Step,
+    build_agent,
     leader,
     load_config,
 )
@@ -266,3 +269,46 @@ def test_metrics_and_health_over_loopback() -> None:
             assert http.get("/other").status_code == 404
     finally:
         server.close()
+
+
+def test_the_agent_forgets_events_recovered_over_a_week_before_it_starts(tmp_path: Path) -> None:
+    """The state keeps what a restart needs: a recovered event never comes back (EventIds are
+    never reused), so once it is older than the week kept for reading it is dropped at start."""
+    started = datetime(2024, 3, 10, tzinfo=UTC)
+    old, recent = "00000000-0000-0000-0000-00000000000A", "00000000-0000-0000-0000-00000000000B"
+    store = HandledStore.in_directory(tmp_path / "state")
+    for event_id, at in (
+        (old, started - timedelta(days=7, seconds=1)),
+        (recent, started - timedelta(days=6)),
+    ):
+        store.record(event_id, Step.DECIDED, Outcome.OK, at, "{}")
+        store.record(event_id, Step.RECOVERED, Outcome.OK, at)
+    waiting = "00000000-0000-0000-0000-00000000000C"
+    store.record(waiting, Step.DECIDED, Outcome.OK, started - timedelta(days=30), "{}")
+    store.record(waiting, Step.APPROVED, Outcome.OK, started - timedelta(days=30))
+    store.close()
+    stream = io.StringIO()
+    agent = build_agent(
+        AgentConfig.model_validate(
+            {
+                "endpoint": "http://169.254.169.254",
+                "state_dir": tmp_path / "state",
+                "metrics_address": None,
+            }
+        ),
+        transport=httpx.MockTransport(lambda request: httpx.Response(500)),
+        log_stream=stream,
+        now=lambda: started,
+        inline=True,
+        serve_metrics=False,
+    )
+    try:
+        assert agent.store.steps(old) == {}
+        assert set(agent.store.steps(recent)) == {Step.DECIDED, Step.RECOVERED}
+        # never recovered: still waiting for its event to leave, however old
+        assert agent.store.unrecovered() == [waiting]
+        (line,) = [json.loads(text) for text in stream.getvalue().splitlines()]
+        assert line["msg"] == "forgot events recovered long ago"
+        assert line["steps"] == 2
+    finally:
+        agent.close()

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -52,6 +52,11 @@ def error_kind(error: ImdsError) -> str:
     if isinstance(error, ImdsConnectionError):
         return "connection"
     return "other"
+
+
+#: How long the state keeps an event after it was recovered from. EventIds are never reused,
+#: so a recovered event cannot come back; the week only leaves its record there to read.
+RECOVERED_KEPT_FOR = timedelta(days=7)
 
 
 def _utc_now() -> datetime:
@@ -251,6 +256,11 @@ def build_agent(
         if server is not None:
             server.close()
         raise
+    forgotten = store.forget_before(now() - RECOVERED_KEPT_FOR)
+    if forgotten:
+        log.info(
+            "forgot events recovered long ago", steps=forgotten, kept_for=str(RECOVERED_KEPT_FOR)
+        )
     client = Client(
         config.endpoint,
         api_version=config.api_version,
