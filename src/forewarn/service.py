@@ -500,10 +500,16 @@ _LAST_YEAR = 9000
 
 
 def platform_for_fleet(
-    fleet: Fleet, now: datetime, *, timing: TimingProfile, seed: int = 0
+    fleet: Fleet,
+    now: datetime,
+    *,
+    timing: TimingProfile,
+    seed: int = 0,
+    ids: EventIdFactory | None = None,
 ) -> Platform:
-    """A fresh platform holding ``fleet`` at ``now``, its EventIds seeded by ``seed``."""
-    platform = Platform(now, timing=timing, new_event_id=EventIdFactory(seed))
+    """A fresh platform holding ``fleet`` at ``now``; its EventIds come from ``ids``, or are
+    seeded by ``seed``."""
+    platform = Platform(now, timing=timing, new_event_id=ids or EventIdFactory(seed))
     for scale_set in fleet.scale_sets:
         platform.add_scale_set(scale_set)
     for vm in fleet.vms:

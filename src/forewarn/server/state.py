@@ -20,7 +20,7 @@ from forewarn.domain.ids import EventIdFactory, JournalEventIds
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.errors import ForewarnError
-from forewarn.service import ScheduledEventsService
+from forewarn.service import ScheduledEventsService, platform_for_fleet
 
 if TYPE_CHECKING:
     from forewarn.cluster.replica import NewPlatform, Replica
@@ -187,12 +187,7 @@ def _platform_factory(pinned: _Pinned, created_at: datetime) -> NewPlatform:
             if pinned.event_ids == EVENT_IDS_BY_JOURNAL
             else EventIdFactory(pinned.seed)
         )
-        platform = Platform(created_at, timing=timing, new_event_id=ids)
-        for scale_set in fleet.scale_sets:
-            platform.add_scale_set(scale_set)
-        for vm in fleet.vms:
-            platform.add_vm(vm, receiving=vm.name not in fleet.not_receiving)
-        return platform, ids
+        return platform_for_fleet(fleet, created_at, timing=timing, ids=ids), ids
 
     return new_platform
 
