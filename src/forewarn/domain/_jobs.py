@@ -50,10 +50,10 @@ class Jobs:
         self,
         requests: Sequence[EventRequest],
         *,
-        notice: timedelta | None,
-        already_started: bool,
-        join_key: str | None,
-        campaign: Campaign | None,
+        notice: timedelta | None = None,
+        already_started: bool = False,
+        join_key: str | None = None,
+        campaign: Campaign | None = None,
     ) -> tuple[Event, ...]:
         """Create events that start together (SPEC 3-4); see :meth:`Platform.schedule_job`."""
         state = self._state
@@ -117,9 +117,7 @@ class Jobs:
         step = self._campaigns.next_step(campaign)
         if step is not None:
             runs, requests = step
-            self.schedule_job(
-                requests, notice=None, already_started=False, join_key=None, campaign=runs
-            )
+            self.schedule_job(requests, campaign=runs)
 
     def start_due(self, event_id: str) -> None:
         """NotBefore reached: the event's job starts, unless approvals started it already."""

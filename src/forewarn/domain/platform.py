@@ -32,7 +32,7 @@ from forewarn.domain._impacts import Impacts
 from forewarn.domain._jobs import Jobs
 from forewarn.domain._lifecycle import Deadlines, Parts
 from forewarn.domain._registry import Registry
-from forewarn.domain._state import Campaign, EventRequest, PlatformState
+from forewarn.domain._state import EventRequest, PlatformState
 from forewarn.domain._views import (
     CampaignView,
     EventView,
@@ -225,7 +225,6 @@ class Platform:
         notice: timedelta | None = None,
         already_started: bool = False,
         join_key: str | None = None,
-        campaign: Campaign | None = None,
     ) -> tuple[Event, ...]:
         """Create events that start together (SPEC 3-4).
 
@@ -239,7 +238,6 @@ class Platform:
             notice=notice,
             already_started=already_started,
             join_key=join_key,
-            campaign=campaign,
         )
 
     def cancel(self, event_id: str) -> Event:
