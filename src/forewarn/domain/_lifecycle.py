@@ -3,7 +3,8 @@
 Time only moves through :meth:`Deadlines.advance_to`: every step that waits (a job reaching
 its NotBefore, an impact over, a Started event's period over, a VM's first-call delay over) is
 a deadline in one heap, and :data:`LIFECYCLE` says, for each kind, what sets it, when it falls
-(every wait counts from the instant of the step that sets it, with durations from the
+(every wait counts from the instant of the step that sets it, the request that turned a VM's
+Scheduled Events on for the first-call delay, with durations from the
 :class:`~forewarn.domain.timing.TimingProfile`) and which part of the platform it hands to::
 
     (created) -> Scheduled --job approved by all / NotBefore--> Started --period--> (removed)
@@ -62,7 +63,7 @@ def impact_of(timing: TimingProfile, event: Event) -> timedelta:
 
 
 def _first_call_delay_over(state: PlatformState, name: str) -> datetime:
-    return state.now + state.timing.first_call_delay
+    return state.last_request[name] + state.timing.first_call_delay
 
 
 def _not_before(state: PlatformState, event_id: str) -> datetime:
@@ -92,7 +93,7 @@ class Transition:
 LIFECYCLE: Mapping[Deadline, Transition] = {
     Deadline.ENABLE: Transition(
         set_by="a VM's first request, or its first after the idle period (Enablement.touch)",
-        due=_first_call_delay_over,  # TimingProfile.first_call_delay later
+        due=_first_call_delay_over,  # TimingProfile.first_call_delay after that request
         fire=lambda parts, name: parts.enablement.enable_due(name),
     ),
     Deadline.START: Transition(
