@@ -2,10 +2,10 @@
 
 Time only moves through :meth:`Deadlines.advance_to`: every step that waits (a job reaching
 its NotBefore, an impact over, a Started event's period over, a VM's first-call delay over) is
-a deadline in one heap, and :data:`LIFECYCLE` says, for each kind, what sets it, when it falls
-(every wait counts from the instant of the step that sets it, the request that turned a VM's
-Scheduled Events on for the first-call delay, with durations from the
-:class:`~forewarn.domain.timing.TimingProfile`) and which part of the platform it hands to::
+a deadline in one heap, and :data:`LIFECYCLE` says, for each kind, which step sets it, when it
+falls (each wait counts from that step: the VM's enabling request, the job's creation, the
+event's start; the durations come from the :class:`~forewarn.domain.timing.TimingProfile`)
+and which part of the platform it hands its subject to::
 
     (created) -> Scheduled --job approved by all / NotBefore--> Started --period--> (removed)
                      \\--cancelled----------------------------------------------> (removed)
@@ -102,12 +102,12 @@ LIFECYCLE: Mapping[Deadline, Transition] = {
         fire=lambda parts, event_id: parts.jobs.start_due(event_id),
     ),
     Deadline.IMPACT_END: Transition(
-        set_by="an event's start (Jobs.start)",
+        set_by="an event's start (Jobs._start)",
         due=_impact_over,  # DurationInSeconds later, or TimingProfile.impact
         fire=lambda parts, event_id: parts.impacts.end_due(event_id),
     ),
     Deadline.REMOVE: Transition(
-        set_by="an event's start (Jobs.start)",
+        set_by="an event's start (Jobs._start)",
         due=_started_period_over,  # TimingProfile.started_period later, or its impact
         fire=lambda parts, event_id: parts.jobs.remove_due(event_id),
     ),
