@@ -66,6 +66,22 @@ def test_first_request_enables_after_two_minutes_in_the_documented_profile() -> 
     assert shown_ids(platform, "as-0") == [event.event_id]
 
 
+def test_a_vm_deleted_during_its_first_call_delay_stays_gone() -> None:
+    """The two minutes of "a delayed response in your first call" end for nobody once the
+    VM is deleted (deletion without terminate notification): the clock moves past them and
+    the VM is not brought back to be shown anything."""
+    platform = make_platform()
+    add(platform, "vm0", receiving=False)
+    assert platform.touch("vm0") is True
+    platform.advance_to(START + MIN)
+    platform.delete_vm("vm0")
+    platform.advance_to(START + 3 * MIN)
+    assert platform.now == START + 3 * MIN
+    assert platform.vms() == ()
+    assert not platform.receiving("vm0")
+    assert platform.next_deadline() is None
+
+
 def test_first_request_enables_at_once_in_the_fast_profile() -> None:
     """SPEC 7: "with the delays taken from the timing profile (zero in the fast profile)"."""
     platform = make_platform(FAST)

@@ -1,0 +1,84 @@
+"""Enablement: when a VM's Scheduled Events are on (SPEC 7).
+
+"The first time you make a request for scheduled events, it implicitly enables the service"
+and the answer comes "up to two minutes" later; a VM that makes no request for 24 hours has
+it turned off again (scheduled-events-linux.txt, "Enabling and disabling Scheduled Events").
+The first-call delay and the idle period come from the timing profile; the first-call delay
+is the ``ENABLE`` deadline of :data:`forewarn.domain._lifecycle.LIFECYCLE`.
+
+A VM that is not receiving is not shown new events and not waited for by approvals; once
+enabled it is shown every live event of its scope at once.
+"""
+
+from __future__ import annotations
+
+from forewarn.domain._lifecycle import Deadline, Deadlines
+from forewarn.domain._registry import Registry
+from forewarn.domain._state import PlatformState
+from forewarn.domain.documents import FIRST_INCARNATION, Document
+
+
+class Enablement:
+    """Each VM's enablement instant and last request."""
+
+    def __init__(self, state: PlatformState, registry: Registry, deadlines: Deadlines) -> None:
+        self._state = state
+        self._registry = registry
+        self._deadlines = deadlines
+
+    def receiving(self, name: str) -> bool:
+        """Scheduled Events is on for ``name``: enabled, and asked within the idle period."""
+        state = self._state
+        enabled_at = state.enabled_at.get(name)
+        return (
+            enabled_at is not None
+            and enabled_at <= state.now
+            and state.now - state.last_request[name] < state.timing.idle_period
+        )
+
+    def touch(self, vm_name: str) -> bool:
+        """Record a request from ``vm_name``: the first one (or the first after 24 h idle)
+        turns Scheduled Events on, after the profile's first-call delay (SPEC 7).
+
+        True when this request turned it on (the only requests worth journaling).
+        """
+        self._registry.vm(vm_name)
+        state = self._state
+        now = state.now
+        enabled_at = state.enabled_at[vm_name]
+        idle = now - state.last_request[vm_name] >= state.timing.idle_period
+        state.last_request[vm_name] = now
+        if enabled_at is not None and not idle:
+            return False  # on already, or waiting for its first-call delay
+        if enabled_at is not None:
+            # Re-enabled after the idle period: Azure starts the DocumentIncarnation afresh
+            # (SPEC 2; ClusterLabs azure-events-az forgets its last incarnation for this).
+            events = state.documents[vm_name].events
+            state.documents[vm_name] = Document(FIRST_INCARNATION, events)
+        enable_at = self._deadlines.due(Deadline.ENABLE, vm_name)
+        state.enabled_at[vm_name] = enable_at
+        if enable_at <= now:
+            self._enable(vm_name)
+        else:
+            self._deadlines.push(enable_at, vm_name, Deadline.ENABLE)
+        return True
+
+    def assume_requests_now(self) -> None:
+        """Count every enabled VM as having just asked: after a restart of the service, whose
+        journal keeps only the requests that changed state, nobody is idle by our absence."""
+        state = self._state
+        for name, enabled_at in state.enabled_at.items():
+            if enabled_at is not None:
+                state.last_request[name] = state.now
+
+    def enable_due(self, name: str) -> None:
+        """The first-call delay is over, unless the VM was deleted or touched again since."""
+        enabled_at = self._state.enabled_at.get(name)
+        if enabled_at is not None and enabled_at <= self._state.now:
+            self._enable(name)
+
+    def _enable(self, name: str) -> None:
+        state = self._state
+        shown = (event_id for event_id, live in state.events.items() if name in live.audience)
+        state.visible[name].update(dict.fromkeys(shown))
+        state.refresh((name,))

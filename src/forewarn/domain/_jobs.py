@@ -1,0 +1,222 @@
+"""Jobs and approvals: how events are created, approved, started, cancelled and removed.
+
+Events are created in *jobs*: the events of one platform operation (one per tenant on a shared
+host, or the same-NotBefore Terminate events of a scale set) start together, once every event
+of the job is approved, or at their common NotBefore (SPEC 3). The NotBefore is the job's
+notice after its creation, never less than the timing profile's minimum for its event types:
+the platform guarantees it. Every tenant with a VM shown an event must approve it; a VM whose
+Scheduled Events are off is not waited for.
+
+When a deadline starts or removes an event is :data:`forewarn.domain._lifecycle.LIFECYCLE`;
+what an impact does to the VMs is :mod:`forewarn.domain._impacts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+from forewarn.domain._campaigns import Campaigns
+from forewarn.domain._enablement import Enablement
+from forewarn.domain._impacts import Impacts
+from forewarn.domain._lifecycle import Deadline, Deadlines
+from forewarn.domain._registry import Registry
+from forewarn.domain._state import Campaign, EventRequest, Job, LiveEvent, PlatformState
+from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
+from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
+from forewarn.domain.scope import audience
+
+
+class Jobs:
+    """The live events, their jobs and the approvals they wait for."""
+
+    def __init__(
+        self,
+        state: PlatformState,
+        registry: Registry,
+        enablement: Enablement,
+        impacts: Impacts,
+        campaigns: Campaigns,
+        deadlines: Deadlines,
+    ) -> None:
+        self._state = state
+        self._registry = registry
+        self._enablement = enablement
+        self._impacts = impacts
+        self._campaigns = campaigns
+        self._deadlines = deadlines
+
+    def schedule_job(
+        self,
+        requests: Sequence[EventRequest],
+        *,
+        notice: timedelta | None = None,
+        already_started: bool = False,
+        join_key: str | None = None,
+        campaign: Campaign | None = None,
+    ) -> tuple[Event, ...]:
+        """Create events that start together (SPEC 3-4); see :meth:`Platform.schedule_job`."""
+        state = self._state
+        if not requests:
+            raise InvalidEventError("a job needs at least one event")
+        minimum = max(state.timing.notice_for(r.event_type) for r in requests)
+        if notice is None:
+            notice = minimum
+        elif notice < minimum and not already_started:
+            raise InvalidEventError(
+                f"{requests[0].event_type.value} needs at least {minimum.total_seconds():g} s "
+                f"of notice in the {state.timing.name!r} timing profile"
+            )
+        for request in requests:
+            self._check_request(request)
+        not_before = state.now + notice
+        job = state.open_jobs.get(join_key)  # never holds None: keyless jobs never merge
+        if job is None or job.not_before != not_before or already_started:
+            job = Job(next(state.job_ids), join_key, not_before, campaign)
+            if join_key is not None and not already_started:
+                state.open_jobs[join_key] = job
+        created = [self._create(request, job, show=not already_started) for request in requests]
+        if already_started:
+            for live in created:
+                self._start(live)
+        else:
+            for live in created:  # one each, so cancelling one event keeps the job's deadline
+                self._deadlines.set(Deadline.START, live.event.event_id)
+            self._start_job_if_approved(job)
+        return tuple(live.event for live in created)
+
+    def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
+        """Record ``vm_name``'s approval of each event; see :meth:`Platform.approve`."""
+        state = self._state
+        vm = self._registry.vm(vm_name)
+        ids = tuple(dict.fromkeys(event_ids))
+        visible = state.visible[vm_name]
+        unknown = tuple(event_id for event_id in ids if event_id not in visible)
+        if unknown:
+            raise UnknownEventError(unknown)
+        for event_id in ids:
+            live = state.events[event_id]
+            if live.event.status is EventStatus.SCHEDULED:
+                live.approvals.add(vm.tenant)
+                self._start_job_if_approved(live.job)
+
+    def cancel(self, event_id: str) -> Event:
+        """The platform calls off a Scheduled event: it vanishes from every document."""
+        live = self._state.live(event_id)
+        if live.event.status is not EventStatus.SCHEDULED:
+            raise InvalidOperationError(
+                f"event {event_id} has Started; only a Scheduled event can be cancelled"
+            )
+        live.job.events.remove(live)
+        self._remove(live)
+        self._start_job_if_approved(live.job)
+        return live.event
+
+    def continue_campaign(self, campaign: Campaign) -> None:
+        """Schedule the next step of ``campaign``, or of the campaign queued after it."""
+        step = self._campaigns.next_step(campaign)
+        if step is not None:
+            runs, requests = step
+            self.schedule_job(requests, campaign=runs)
+
+    def start_due(self, event_id: str) -> None:
+        """NotBefore reached: the event's job starts, unless approvals started it already."""
+        live = self._state.events.get(event_id)
+        if live is None:
+            return
+        for member in list(live.job.events):
+            if member.event.status is EventStatus.SCHEDULED:
+                self._start(member)
+
+    def remove_due(self, event_id: str) -> None:
+        """The Started period is over: the event disappears."""
+        live = self._state.events.get(event_id)
+        if live is not None:
+            self._remove(live)
+
+    def _check_request(self, request: EventRequest) -> None:
+        if not request.impacted:
+            raise InvalidEventError("an event must impact at least one virtual machine")
+        if len(set(request.impacted)) != len(request.impacted):
+            raise InvalidEventError("Resources must not name a virtual machine twice")
+        for name in request.impacted:
+            self._registry.vm(name)
+        if request.duration_seconds < DURATION_UNKNOWN:
+            raise InvalidEventError("DurationInSeconds is -1 (unknown) or a count of seconds")
+
+    def _create(self, request: EventRequest, job: Job, *, show: bool) -> LiveEvent:
+        """Register an event; ``show`` False defers the documents to the caller's next step,
+        so an event that starts at once is never seen Scheduled."""
+        state = self._state
+        vms = [state.vms[name] for name in request.impacted]
+        event = Event(
+            event_id=state.new_event_id(),
+            event_type=request.event_type,
+            status=EventStatus.SCHEDULED,
+            resources=tuple(Resource(vm.name, vm.iaas) for vm in vms),
+            not_before=job.not_before,
+            description=request.description,
+            source=request.source,
+            duration_seconds=request.duration_seconds,
+        )
+        registry = self._registry
+        seen_by = audience(vms, registry.scope_of, registry.group_members)
+        receiving = [name for name in seen_by if self._enablement.receiving(name)]
+        # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
+        # a VM with Scheduled Events off is not waited for, and with nobody shown the event
+        # nobody is waited for at all.
+        live = LiveEvent(
+            event=event,
+            audience=seen_by,
+            parties=frozenset(state.vms[name].tenant for name in receiving),
+            job=job,
+        )
+        job.events.append(live)
+        state.events[event.event_id] = live
+        if job.campaign is not None:
+            job.campaign.current.add(event.event_id)
+        for name in receiving:
+            state.visible[name][event.event_id] = None
+        if show:
+            state.refresh(receiving)
+        return live
+
+    def _start_job_if_approved(self, job: Job) -> None:
+        """Start ``job`` once every party approved; callers pass only jobs still Scheduled."""
+        members = job.events
+        if all(member.parties <= member.approvals for member in members):
+            for member in list(members):
+                self._start(member)
+
+    def _start(self, live: LiveEvent) -> None:
+        state = self._state
+        job = live.job
+        if job.join_key is not None and state.open_jobs.get(job.join_key) is job:
+            del state.open_jobs[job.join_key]
+        live.event = live.event.started()
+        event_id = live.event.event_id
+        until = self._deadlines.set(Deadline.IMPACT_END, event_id)
+        self._impacts.begin(live.event, until)
+        self._deadlines.set(Deadline.REMOVE, event_id)
+        state.refresh(live.audience)
+
+    def _remove(self, live: LiveEvent) -> None:
+        state = self._state
+        event_id = live.event.event_id
+        del state.events[event_id]
+        job = live.job
+        if live in job.events:
+            job.events.remove(live)
+        key = job.join_key
+        if not job.events and key is not None and state.open_jobs.get(key) is job:
+            del state.open_jobs[key]
+        for name in live.audience:
+            visible = state.visible.get(name)
+            if visible is not None:
+                visible.pop(event_id, None)
+        state.refresh(live.audience)
+        campaign = job.campaign
+        if campaign is not None:
+            campaign.current.discard(event_id)
+            if not campaign.current:
+                self.continue_campaign(campaign)

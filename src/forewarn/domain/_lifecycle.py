@@ -1,0 +1,152 @@
+"""The lifecycle as data: what happens when, after what (SPEC 4 and 7).
+
+Time only moves through :meth:`Deadlines.advance_to`: every step that waits (a job reaching
+its NotBefore, an impact over, a Started event's period over, a VM's first-call delay over) is
+a deadline in one heap, and :data:`LIFECYCLE` says, for each kind, which step sets it, when it
+falls (each wait counts from that step: the VM's enabling request, the job's creation, the
+event's start; the durations come from the :class:`~forewarn.domain.timing.TimingProfile`)
+and which part of the platform it hands its subject to::
+
+    (created) -> Scheduled --job approved by all / NotBefore--> Started --period--> (removed)
+                     \\--cancelled----------------------------------------------> (removed)
+    (hardware failure, auto-approval) ----------------------> Started
+
+Deadlines due at one instant fire in the order they were set (a sequence number breaks the
+tie), so a replay applies them exactly as the original run did. A deadline whose subject is
+gone (a cancelled event, a deleted VM) does nothing when it falls.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from forewarn.domain.events import DURATION_UNKNOWN, Event, EventType
+from forewarn.domain.timing import TimingProfile
+
+if TYPE_CHECKING:
+    from forewarn.domain._enablement import Enablement
+    from forewarn.domain._impacts import Impacts
+    from forewarn.domain._jobs import Jobs
+    from forewarn.domain._state import PlatformState
+
+#: Event types whose impact deletes the VM.
+REMOVES_VM = frozenset({EventType.TERMINATE, EventType.PREEMPT})
+
+
+class Deadline(Enum):
+    ENABLE = "enable"
+    START = "start"
+    IMPACT_END = "impact-end"
+    REMOVE = "remove"
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The parts of the platform a deadline hands its subject to."""
+
+    enablement: Enablement
+    jobs: Jobs
+    impacts: Impacts
+
+
+def impact_of(timing: TimingProfile, event: Event) -> timedelta:
+    """How long ``event``'s impact lasts: its DurationInSeconds, else the profile's impact."""
+    seconds = event.duration_seconds
+    if seconds == DURATION_UNKNOWN or (seconds == 0 and event.event_type in REMOVES_VM):
+        return timing.impact  # a deleted VM is gone however short the notice said
+    return timedelta(seconds=seconds)
+
+
+def _first_call_delay_over(state: PlatformState, name: str) -> datetime:
+    return state.last_request[name] + state.timing.first_call_delay
+
+
+def _not_before(state: PlatformState, event_id: str) -> datetime:
+    return state.events[event_id].job.not_before
+
+
+def _impact_over(state: PlatformState, event_id: str) -> datetime:
+    return state.now + impact_of(state.timing, state.events[event_id].event)
+
+
+def _started_period_over(state: PlatformState, event_id: str) -> datetime:
+    # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast profile's
+    # Started period.
+    impact = impact_of(state.timing, state.events[event_id].event)
+    return state.now + max(state.timing.started_period, impact)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One kind of deadline: the step that sets it, when it falls, what it does."""
+
+    set_by: str
+    due: Callable[[PlatformState, str], datetime]
+    fire: Callable[[Parts, str], None]
+
+
+LIFECYCLE: Mapping[Deadline, Transition] = {
+    Deadline.ENABLE: Transition(
+        set_by="a VM's first request, or its first after the idle period (Enablement.touch)",
+        due=_first_call_delay_over,  # TimingProfile.first_call_delay after that request
+        fire=lambda parts, name: parts.enablement.enable_due(name),
+    ),
+    Deadline.START: Transition(
+        set_by="a job's creation, once per event (Jobs.schedule_job)",
+        due=_not_before,  # its notice later: at least TimingProfile.minimum_notice
+        fire=lambda parts, event_id: parts.jobs.start_due(event_id),
+    ),
+    Deadline.IMPACT_END: Transition(
+        set_by="an event's start (Jobs._start)",
+        due=_impact_over,  # DurationInSeconds later, or TimingProfile.impact
+        fire=lambda parts, event_id: parts.impacts.end_due(event_id),
+    ),
+    Deadline.REMOVE: Transition(
+        set_by="an event's start (Jobs._start)",
+        due=_started_period_over,  # TimingProfile.started_period later, or its impact
+        fire=lambda parts, event_id: parts.jobs.remove_due(event_id),
+    ),
+}
+
+
+class Deadlines:
+    """The heap of what is due, ordered by instant, then by the order the deadlines were set."""
+
+    def __init__(self, state: PlatformState) -> None:
+        self._state = state
+        self._heap: list[tuple[datetime, int, str, Deadline]] = []
+        self._sequence = 0
+
+    def due(self, kind: Deadline, key: str) -> datetime:
+        """When a deadline of ``kind`` for ``key`` set now would fall."""
+        return LIFECYCLE[kind].due(self._state, key)
+
+    def set(self, kind: Deadline, key: str) -> datetime:
+        """Set the deadline of ``kind`` for ``key`` at the instant :data:`LIFECYCLE` gives."""
+        when = self.due(kind, key)
+        self.push(when, key, kind)
+        return when
+
+    def push(self, when: datetime, key: str, kind: Deadline) -> None:
+        self._sequence += 1
+        heapq.heappush(self._heap, (when, self._sequence, key, kind))
+
+    def next_due(self) -> datetime | None:
+        return self._heap[0][0] if self._heap else None
+
+    def advance_to(self, now: datetime, parts: Parts) -> None:
+        """Fire every deadline due at or before ``now``, oldest first, each at its instant."""
+        state = self._state
+        if now < state.now:
+            return  # a clock read a moment ago on another path: nothing new is due
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, _, key, kind = heapq.heappop(heap)
+            state.now = max(state.now, when)
+            LIFECYCLE[kind].fire(parts, key)
+        state.now = now

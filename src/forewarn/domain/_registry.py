@@ -1,0 +1,105 @@
+"""The VM registry: VMs, scale sets, addresses, scope groups and the hosts VMs may move to.
+
+Adding a VM checks it against everything already there (name, address, placement) before any
+table changes, so a refused VM leaves no trace. Deleting one takes it out of every table of
+the :class:`~forewarn.domain._state.PlatformState` at once, the enablement and impact tables
+included: a deleted VM is simply gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from forewarn.domain._state import PlatformState
+from forewarn.domain.documents import EMPTY_DOCUMENT
+from forewarn.domain.errors import InvalidOperationError, UnknownGroupError, UnknownVmError
+from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.placement import new_host, placement_error
+from forewarn.domain.scope import ScopeGroup, scope_group
+from forewarn.domain.vms import Vm
+
+
+class Registry:
+    """Which VMs and scale sets exist, where they answer and which scope group they are in."""
+
+    def __init__(self, state: PlatformState) -> None:
+        self._state = state
+
+    def add_scale_set(self, scale_set: ScaleSet) -> None:
+        scale_sets = self._state.scale_sets
+        if scale_set.name in scale_sets:
+            raise InvalidOperationError(f"scale set {scale_set.name!r} already exists")
+        scale_sets[scale_set.name] = scale_set
+
+    def scale_set(self, name: str) -> ScaleSet:
+        try:
+            return self._state.scale_sets[name]
+        except KeyError:
+            raise UnknownGroupError("scale set", name) from None
+
+    def add_vm(self, vm: Vm, *, receiving: bool) -> None:
+        """Add ``vm``; ``receiving`` VMs start as if they had just made their first request."""
+        state = self._state
+        if vm.name in state.vms:
+            raise InvalidOperationError(f"virtual machine {vm.name!r} already exists")
+        if vm.address is not None and vm.address in state.by_address:
+            taken = state.by_address[vm.address]
+            raise InvalidOperationError(f"address {vm.address} is already {taken!r}'s")
+        misplaced = placement_error(vm, state.vms.values())
+        if misplaced is not None:
+            raise InvalidOperationError(misplaced)
+        if vm.vm_scale_set_name and vm.vm_scale_set_name not in state.scale_sets:
+            state.scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
+        state.vms[vm.name] = vm
+        state.groups.setdefault(scope_group(vm, state.scale_sets), set()).add(vm.name)
+        if vm.address is not None:
+            state.by_address[vm.address] = vm.name
+        state.documents[vm.name] = EMPTY_DOCUMENT
+        state.visible[vm.name] = {}
+        state.enabled_at[vm.name] = state.now if receiving else None
+        state.last_request[vm.name] = state.now
+
+    def vm(self, name: str) -> Vm:
+        try:
+            return self._state.vms[name]
+        except KeyError:
+            raise UnknownVmError(f"named {name!r}") from None
+
+    def vms(self) -> tuple[Vm, ...]:
+        return tuple(self._state.vms.values())
+
+    def vm_at(self, address: str) -> Vm | None:
+        """The VM whose endpoint answers at ``address``, if any."""
+        name = self._state.by_address.get(address)
+        return None if name is None else self._state.vms[name]
+
+    def scope_of(self, vm: Vm) -> ScopeGroup:
+        """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
+        return scope_group(vm, self._state.scale_sets)
+
+    def group_members(self, group: ScopeGroup) -> Iterable[str]:
+        return self._state.groups[group]
+
+    def delete(self, vm: Vm) -> None:
+        state = self._state
+        del state.vms[vm.name]
+        state.groups[scope_group(vm, state.scale_sets)].remove(vm.name)
+        if vm.address is not None:
+            del state.by_address[vm.address]
+        state.forget_vm(vm.name)
+
+    def host_predicted_to_fail(self, host: str) -> None:
+        """No VM is moved to ``host`` any more: its hardware is expected to fail."""
+        self._state.avoided_hosts.add(host)
+
+    def host_failed(self, host: str) -> None:
+        """No VM is moved to ``host`` any more, and its VMs leave it when their impact ends."""
+        self._state.avoided_hosts.add(host)
+        self._state.failed_hosts.add(host)
+
+    def move_off_host(self, vm: Vm) -> None:
+        """``vm`` comes back on another host (:func:`forewarn.domain.placement.new_host`)."""
+        state = self._state
+        host = new_host(vm, state.vms.values(), state.avoided_hosts)
+        state.vms[vm.name] = replace(vm, host=host)

@@ -1,0 +1,143 @@
+"""The platform's state, shared by its parts, and the records its lifecycle moves.
+
+:class:`forewarn.domain.platform.Platform` is one façade over a few parts, each owning one
+concern (the VM registry, enablement, VM impacts, jobs and approvals, campaigns). They work on
+this one :class:`PlatformState` rather than each keeping its own tables, because the concerns
+meet on the same keys: deleting a VM clears its document, its enablement and its impact in one
+step, and an event's creation reads the registry, the enablement and the documents at once.
+Splitting the tables among the parts would have each change reach into three of them.
+
+The one rule every part obeys: a change to what a VM is shown goes through
+:meth:`PlatformState.refresh`, which applies the DocumentIncarnation rule
+(:mod:`forewarn.domain.documents`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from forewarn.domain.documents import Document
+from forewarn.domain.errors import UnknownEventError
+from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
+from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.scope import ScopeGroup
+from forewarn.domain.timing import TimingProfile
+from forewarn.domain.vms import Vm
+
+
+@dataclass(frozen=True, slots=True)
+class EventRequest:
+    """One event an operation wants created; a job is a sequence of these."""
+
+    event_type: EventType
+    impacted: tuple[str, ...]
+    source: EventSource
+    description: str = ""
+    duration_seconds: int = DURATION_UNKNOWN
+
+
+@dataclass(slots=True)
+class LiveEvent:
+    """An event while it lives: who sees it, whose approval it waits for, its job."""
+
+    event: Event
+    audience: frozenset[str]
+    parties: frozenset[str]
+    job: Job
+    approvals: set[str] = field(default_factory=set)
+
+    def impacts(self, name: str) -> bool:
+        return any(resource.name == name for resource in self.event.resources)
+
+
+@dataclass(slots=True)
+class Job:
+    """The events of one platform operation: they start together (SPEC 3)."""
+
+    job_id: int
+    join_key: str | None
+    not_before: datetime
+    campaign: Campaign | None
+    events: list[LiveEvent] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Campaign:
+    """Steps run one after another; ``current`` holds the ids of the running step's events."""
+
+    campaign_id: int
+    steps: list[list[EventRequest]]
+    current: set[str] = field(default_factory=set)
+    step: int = 0
+
+
+class PlatformState:
+    """Every table of the simulated platform, keyed by VM name or EventId."""
+
+    def __init__(self, now: datetime, timing: TimingProfile, new_event_id: EventIdFactory) -> None:
+        self.now = now
+        self.timing = timing
+        self.new_event_id = new_event_id
+        # -- the registry
+        self.vms: dict[str, Vm] = {}
+        self.scale_sets: dict[str, ScaleSet] = {}
+        self.by_address: dict[str, str] = {}
+        # scope group -> its members' names, so an event's audience costs its group's size
+        self.groups: dict[ScopeGroup, set[str]] = {}
+        # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
+        # also see their VMs moved off when their impact ends
+        self.avoided_hosts: set[str] = set()
+        self.failed_hosts: set[str] = set()
+        # -- what each VM is shown
+        self.documents: dict[str, Document] = {}
+        # vm name -> ids of the live events it is shown, in creation order (dicts keep order)
+        self.visible: dict[str, dict[str, None]] = {}
+        # -- enablement
+        self.enabled_at: dict[str, datetime | None] = {}
+        self.last_request: dict[str, datetime] = {}
+        # -- impacts
+        self.unreachable_until: dict[str, datetime] = {}
+        # vm name -> the event whose impact it is under (for the impact policy and hooks)
+        self.impact_of_vm: dict[str, Event] = {}
+        # vm name -> the freeze (seconds) its next Reboot brings instead of a reboot
+        self.freeze_instead: dict[str, int] = {}
+        # -- events, jobs, campaigns
+        self.events: dict[str, LiveEvent] = {}
+        self.open_jobs: dict[str | None, Job] = {}
+        self.job_ids = itertools.count(1)
+        self.campaigns: dict[int, Campaign] = {}
+        self.campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
+
+    def forget_vm(self, name: str) -> None:
+        """Drop ``name`` from every table keyed by VM name but the registry's own."""
+        for table in (
+            self.documents,
+            self.visible,
+            self.enabled_at,
+            self.last_request,
+            self.unreachable_until,
+            self.impact_of_vm,
+            self.freeze_instead,
+        ):
+            table.pop(name, None)
+
+    def live(self, event_id: str) -> LiveEvent:
+        try:
+            return self.events[event_id]
+        except KeyError:
+            raise UnknownEventError((event_id,)) from None
+
+    def refresh(self, names: Iterable[str]) -> None:
+        """Rebuild the documents of ``names`` from the events they are shown."""
+        events = self.events
+        documents = self.documents
+        for name in names:
+            visible = self.visible.get(name)
+            if visible is None:
+                continue
+            current = tuple(events[event_id].event for event_id in visible)
+            documents[name] = documents[name].with_events(current)

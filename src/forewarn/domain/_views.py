@@ -1,0 +1,51 @@
+"""What the platform shows the control plane: frozen copies of its live records.
+
+The records of :mod:`forewarn.domain._state` change in place as the lifecycle moves; a view is
+taken at one instant, so a caller holding one never sees it change under it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forewarn.domain._state import Campaign, LiveEvent
+from forewarn.domain.events import Event
+from forewarn.domain.vms import Vm
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    """A live event with who sees it and who approved it, for the control plane."""
+
+    event: Event
+    audience: frozenset[str]
+    parties: frozenset[str]
+    approvals: frozenset[str]
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class VmState:
+    vm: Vm
+    reachable: bool
+    receiving: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignView:
+    campaign_id: int
+    step: int
+    steps: int
+    current: frozenset[str]
+
+
+def event_view(live: LiveEvent) -> EventView:
+    return EventView(
+        live.event, live.audience, live.parties, frozenset(live.approvals), live.job.job_id
+    )
+
+
+def campaign_view(campaign: Campaign) -> CampaignView:
+    return CampaignView(
+        campaign.campaign_id, campaign.step, len(campaign.steps), frozenset(campaign.current)
+    )
