@@ -25,7 +25,8 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── ReplayError                       forewarn.service: a journal record that cannot apply
     ├── ExposureError                     forewarn.server.runner: control API open, no token
     ├── ImdsError                         forewarn.client (its own tree below it)
-    └── AgentConfigError                  forewarn.agent.config
+    ├── AgentConfigError                  forewarn.agent.config
+    └── AgentStateError                   forewarn.agent.store: a state file it cannot use
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -312,3 +313,42 @@ def test_the_agent_forgets_events_recovered_over_a_week_before_it_starts(tmp_pat
         assert line["steps"] == 2
     finally:
         agent.close()
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"not a database, a note someone left here" * 100, "not the agent's state"),
+        (None, "agent state of schema 7, not 1"),
+    ],
+)
+def test_a_state_file_it_cannot_use_stops_the_agent_with_one_line(
+    tmp_path: Path, content: bytes | None, says: str
+) -> None:
+    """A start-up failure is one clear line and a non-zero exit, never a traceback."""
+    state = tmp_path / "state"
+    state.mkdir()
+    path = state / "agent-state.sqlite3"
+    if content is None:
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA user_version=7")
+    else:
+        path.write_bytes(content)
+    result = CliRunner().invoke(
+        main,
+        [
+            "agent",
+            "--state-dir",
+            str(state),
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--metrics-address",
+            "",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: cannot start: ")
+    assert says in line
+    assert str(path) in line

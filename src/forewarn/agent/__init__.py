@@ -19,7 +19,7 @@ from forewarn.agent.hooks import HookRunner, Moment
 from forewarn.agent.leader import leader, may_approve
 from forewarn.agent.pipeline import InlineExecutor, Pipeline
 from forewarn.agent.policies import Action, Decision, Policy, Rule
-from forewarn.agent.store import HandledStore, Outcome, Step
+from forewarn.agent.store import AgentStateError, HandledStore, Outcome, Step
 
 __all__ = [
     "DOCUMENTED_SAMPLE_POLICY",
@@ -27,6 +27,7 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "AgentConfigError",
+    "AgentStateError",
     "Decision",
     "HandledStore",
     "HookRunner",

@@ -18,6 +18,7 @@ import click
 
 from forewarn.agent.config import AgentConfigError, load_config
 from forewarn.agent.daemon import build_agent
+from forewarn.agent.store import AgentStateError
 
 
 @click.command()
@@ -74,7 +75,7 @@ def agent(
     base_dir = config_path.resolve().parent if config_path is not None else None
     try:
         daemon = build_agent(config, base_dir=base_dir, log_stream=sys.stderr)
-    except OSError as exc:
+    except (OSError, AgentStateError) as exc:
         raise click.ClickException(f"cannot start: {exc}") from None
 
     def stop(signum: int, frame: FrameType | None) -> None:

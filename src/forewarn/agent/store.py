@@ -14,6 +14,8 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
+from forewarn.errors import ForewarnError
+
 STATE_FILE = "agent-state.sqlite3"
 _SCHEMA_VERSION = 1
 
@@ -32,6 +34,10 @@ class Outcome(enum.StrEnum):
     SKIPPED = "skipped"
 
 
+class AgentStateError(ForewarnError):
+    """The agent's state file cannot be used: not a SQLite file, or another schema."""
+
+
 class HandledStore:
     """Thread-safe: hooks finish on worker threads while the poll loop reads."""
 
@@ -39,9 +45,15 @@ class HandledStore:
         self.path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise AgentStateError(
+                f"{path}: not the agent's state ({exc}); move it away to start afresh"
+            ) from None
         if version == 0:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS handled ("
@@ -52,7 +64,10 @@ class HandledStore:
             self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         elif version != _SCHEMA_VERSION:
             self._db.close()
-            raise RuntimeError(f"{path}: agent state of schema {version}, not {_SCHEMA_VERSION}")
+            raise AgentStateError(
+                f"{path}: agent state of schema {version}, not {_SCHEMA_VERSION}; "
+                "move it away to start afresh"
+            )
 
     @classmethod
     def in_directory(cls, directory: Path) -> HandledStore:
