@@ -65,8 +65,15 @@ def build_service(settings: ServeSettings) -> ScheduledEventsService:
 
 
 def listen_addresses(settings: ServeSettings, vms: Sequence[Vm]) -> list[tuple[str, int]]:
-    """The bind address, plus each VM's own address on the same port."""
+    """The bind address, plus each VM's own address on the same port.
+
+    A wildcard bind address (``0.0.0.0``, ``::``) already receives every VM's connections,
+    each told apart by the address it arrived at, so it is the one listener however many VMs
+    there are: the way to serve a large fleet inside a network namespace of its own.
+    """
     addresses = [(settings.host, settings.port)]
+    if _is_wildcard(settings.host):
+        return addresses
     for vm in vms:
         if vm.address is not None and vm.address != settings.host:
             addresses.append((vm.address, settings.port))
@@ -122,6 +129,13 @@ def accepted_hosts(host: str, port: int) -> list[str] | None:
     if port == 80:
         hosts += list(names)
     return hosts
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def _is_loopback(host: str) -> bool:
