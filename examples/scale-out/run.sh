@@ -127,9 +127,6 @@ make_links() {
         ip netns add "$netns"
         ip -n "$netns" link set lo up
         ip -n "$netns" addr add "$IMDS/32" dev lo
-        # Each front-end loads the whole fleet and listens on every VM's address; only the
-        # addresses of its own VMs exist here, the others' listeners are never reached.
-        ip netns exec "$netns" sysctl -qw net.ipv4.ip_nonlocal_bind=1
         while read -r _ address; do
             ip -n "$netns" addr add "$address/32" dev lo
         done < <(vms_of "$letter")
@@ -165,7 +162,7 @@ start_front_end() {
     log="$RUN_DIR/front-end-$letter.log"
     FOREWARN_TOKEN=$(cat "$RUN_DIR/token") FOREWARN_RUNTIME_DIR="$RUN_DIR" \
         ip netns exec "$netns" "$FOREWARN_BIN" serve --fleet "$FLEET" \
-        --bind "$IMDS:80" --control "$(netns_end "$letter"):$CONTROL_PORT" \
+        --bind "0.0.0.0:80" --control "$(netns_end "$letter"):$CONTROL_PORT" \
         --store "$store" >"$log" 2>&1 &
     echo $! >"$RUN_DIR/front-end-$letter.pid"
     wait_for_front_end "$letter" "$!" "$log"
