@@ -350,6 +350,8 @@ class Replica:
                 _LOG.warning("cannot journal %s's first request: %s", vm_name, exc)
                 if isinstance(exc, StorageError):
                     self._quiet_until = self._monotonic() + QUIET_SECONDS
+                if self.diverged:  # the touch's commit was lost and no rebuild was possible
+                    return Pause(self.clock.now())
             return None
         last = self.applied.last_seen.get(vm_name)
         if last is None or self.clock.now() - last >= self.touch_every:
