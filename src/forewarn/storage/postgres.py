@@ -439,7 +439,8 @@ class PostgresJournal:
 
     def report_applied(self, front_end: str, position: int) -> None:
         """Front-end ``front_end`` has applied records 1..``position`` (and is alive: the
-        report is its heartbeat); writers waiting for it are notified."""
+        report is its heartbeat); writers waiting for it are notified. A position never goes
+        back: a follower's report sent after a write's own may carry an older one."""
         with self._lock, self._translated():
             self._upsert_applied(self._connection(), front_end, position)
 
@@ -448,8 +449,9 @@ class PostgresJournal:
             sql.SQL(
                 "INSERT INTO {} (namespace, front_end, applied) VALUES (%s, %s, %s) "
                 "ON CONFLICT (namespace, front_end) DO UPDATE "
-                "SET applied = excluded.applied, heartbeat = clock_timestamp()"
-            ).format(self._table("forewarn_front_ends")),
+                "SET applied = greatest({}.applied, excluded.applied), "
+                "heartbeat = clock_timestamp()"
+            ).format(self._table("forewarn_front_ends"), self._table("forewarn_front_ends")),
             [self.namespace, front_end, position],
         )
         conn.execute("SELECT pg_notify(%s, %s)", [self._applied_channel, str(position)])
