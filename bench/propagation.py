@@ -13,7 +13,9 @@ that shows it, so the change's own round trip is included; that round trip, and 
 from the change's answer to the first answer showing it, are reported beside it. The other
 front-end is asked again every half millisecond on a kept connection. Bounded twice: by the
 number of samples, and by a timeout per sample; a change not shown in time is counted as
-missed, never turned into a figure.
+missed, never turned into a figure. How many of the other front-ends' first answers after the
+change's answer did not show it yet is counted too: the write waits for every live front-end
+to apply it before answering, so that count is the one the promise is about.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class Sample:
     change_ms: float
     #: From sending the change to the first answer showing it; None when not within time.
     latency_ms: float | None
+    #: The other front-end's first answer after the change's answer did not show it.
+    first_answer_stale: bool
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class PropagationResult:
     #: From the change's answer to the first answer showing it: the following alone.
     after_answer_p50_ms: float
     after_answer_p99_ms: float
+    #: Changes whose other front-end's first answer after the change's answer was stale.
+    stale_first_answers: int
     timeout_s: float
 
     def summary(self) -> dict[str, Any]:
@@ -131,14 +137,19 @@ class _Vm:
             connection.close()
 
 
-def _wait_until(shows: Callable[[], bool], started: float, timeout: float) -> float | None:
-    """Milliseconds from ``started`` to the first answer for which ``shows()`` holds."""
+def _wait_until(
+    shows: Callable[[], bool], started: float, timeout: float
+) -> tuple[float | None, bool]:
+    """Milliseconds from ``started`` to the first answer for which ``shows()`` holds (None
+    when none did in time), and whether the very first answer did not."""
     deadline = started + timeout
+    first = True
     while True:
         if shows():
-            return (time.perf_counter() - started) * 1000
+            return (time.perf_counter() - started) * 1000, not first
+        first = False
         if time.perf_counter() > deadline:
-            return None
+            return None, True
         time.sleep(_POLL_INTERVAL)
 
 
@@ -159,10 +170,10 @@ def _pair(servers: list[Forewarn], pair: int, partner: _Vm, timeout: float) -> l
     change_ms = (time.perf_counter() - started) * 1000
     (event,) = answer["events"]
     event_id = event["EventId"]
-    operation = _wait_until(
+    operation, stale = _wait_until(
         lambda: _has(partner.document(observer), event_id, "Scheduled"), started, timeout
     )
-    samples = [Sample("operation", writer, observer, change_ms, operation)]
+    samples = [Sample("operation", writer, observer, change_ms, operation, stale)]
     if operation is None:
         return samples  # the observer does not know the event: it cannot take its approval
     started = time.perf_counter()
@@ -171,10 +182,10 @@ def _pair(servers: list[Forewarn], pair: int, partner: _Vm, timeout: float) -> l
     change_ms = (time.perf_counter() - started) * 1000
     if status != 200:
         raise PropagationError(f"front-end {observer} refused the approval: {status} {text!r}")
-    approval = _wait_until(
+    approval, stale = _wait_until(
         lambda: _has(partner.document(last), event_id, "Started"), started, timeout
     )
-    samples.append(Sample("approval", observer, last, change_ms, approval))
+    samples.append(Sample("approval", observer, last, change_ms, approval, stale))
     return samples
 
 
@@ -229,6 +240,7 @@ def summarise(samples: list[Sample], count: int, timeout: float) -> PropagationR
         change_p99_ms=percentile(changes, 0.99),
         after_answer_p50_ms=percentile(after, 0.50),
         after_answer_p99_ms=percentile(after, 0.99),
+        stale_first_answers=sum(sample.first_answer_stale for sample in samples),
         timeout_s=timeout,
     )
 

@@ -45,9 +45,9 @@ def test_each_pair_is_an_availability_set_of_two_at_their_own_addresses() -> Non
 
 def test_a_change_never_shown_is_a_miss_and_a_missed_target() -> None:
     samples = [
-        Sample("operation", 0, 1, change_ms=4.0, latency_ms=6.0),
-        Sample("approval", 1, 2, change_ms=2.0, latency_ms=3.0),
-        Sample("operation", 1, 2, change_ms=5.0, latency_ms=None),
+        Sample("operation", 0, 1, change_ms=4.0, latency_ms=6.0, first_answer_stale=False),
+        Sample("approval", 1, 2, change_ms=2.0, latency_ms=3.0, first_answer_stale=True),
+        Sample("operation", 1, 2, change_ms=5.0, latency_ms=None, first_answer_stale=True),
     ]
     result = summarise(samples, 3, timeout=5.0)
     assert (result.samples, result.shown, result.missed) == (3, 2, 1)
@@ -55,6 +55,7 @@ def test_a_change_never_shown_is_a_miss_and_a_missed_target() -> None:
     assert (result.operation_p99_ms, result.approval_p99_ms) == (6.0, 3.0)
     assert (result.change_p50_ms, result.change_p99_ms) == (4.0, 5.0)
     assert (result.after_answer_p50_ms, result.after_answer_p99_ms) == (1.0, 2.0)
+    assert result.stale_first_answers == 2
     found = {target.name: target for target in targets({"propagation": result.summary()})}
     latency = found["a change through one of 3 front-ends, first shown by another, p99"]
     assert (latency.measured, latency.limit, latency.met) == (6.0, 50.0, True)
@@ -64,7 +65,7 @@ def test_a_change_never_shown_is_a_miss_and_a_missed_target() -> None:
 
 
 def test_nothing_shown_gives_no_latency_figure() -> None:
-    result = summarise([Sample("operation", 0, 1, 3.0, None)], 3, timeout=5.0)
+    result = summarise([Sample("operation", 0, 1, 3.0, None, True)], 3, timeout=5.0)
     names = [target.name for target in targets({"propagation": result.summary()})]
     assert names == ["changes not shown by another front-end within 5 s"]
 

@@ -38,6 +38,8 @@ class FrontEnd:
     port: int = field(default_factory=free_port)
     control_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    #: How many times it was started, so a failure can say which process answered.
+    starts: int = 0
 
     @property
     def control(self) -> str:
@@ -51,6 +53,7 @@ class FrontEnd:
             "--log-level", "warning", *self.extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.starts += 1
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -106,7 +106,8 @@ def test_front_ends_killed_at_random_lose_nothing_acknowledged(
         front_end.start()
     chance = random.Random(20)
     acknowledged: set[tuple[str, str]] = set()
-    incarnations: dict[tuple[int, str], int] = {}
+    # (front-end's port, VM) -> the last incarnation, body and start it was served by
+    incarnations: dict[tuple[int, str], tuple[int, bytes, int]] = {}
     campaigns = kills = rounds = 0
     # at least 10 s of it, and three kills and two campaigns, however slow the machine;
     # never more than 50 s
@@ -136,8 +137,12 @@ def test_front_ends_killed_at_random_lose_nothing_acknowledged(
                 continue
             document = json.loads(body)
             key = (front_end.port, vm)
-            assert document["DocumentIncarnation"] >= incarnations.get(key, 0)
-            incarnations[key] = document["DocumentIncarnation"]
+            last = incarnations.get(key, (0, b"", 0))
+            assert document["DocumentIncarnation"] >= last[0], (
+                f"{vm} on :{front_end.port}: {last[1]!r} from its start {last[2]}, then "
+                f"{body!r} from its start {front_end.starts}"
+            )
+            incarnations[key] = (document["DocumentIncarnation"], body, front_end.starts)
             for event in document["Events"]:
                 if event["EventStatus"] == "Scheduled" and vm in event["Resources"]:
                     answer = front_end.approve(vm, event["EventId"])
@@ -168,8 +173,8 @@ def test_front_ends_killed_at_random_lose_nothing_acknowledged(
     agreed(fleet)
     for front_end in fleet:
         for vm, body in front_end.documents().items():
-            key = (front_end.port, vm)
-            assert json.loads(body)["DocumentIncarnation"] >= incarnations.get(key, 0)
+            last = incarnations.get((front_end.port, vm), (0, b"", 0))
+            assert json.loads(body)["DocumentIncarnation"] >= last[0], (vm, last, body)
 
 
 @pytest.mark.e2e

@@ -306,3 +306,34 @@ def test_a_front_end_that_cannot_rebuild_yet_holds_its_vms_until_it_has(
     assert a.service.vm_request("WestNO_2") is None
     assert documents(a.service) == before
     in_step(fleet_of_three)
+
+
+def test_a_first_request_whose_touch_was_lost_with_the_server_is_held_not_answered(
+    shared_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request's own write (the touch that turns Scheduled Events on) was applied here
+    and then its commit lost, the journal unreadable since: the request waits like the
+    others until the front-end has rebuilt, rather than be answered from a copy that may
+    show an enablement that never happened."""
+    fleet = tmp_path / "quiet.yaml"
+    fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
+    state = front_end(shared_store, fleet, profile="fast")
+    journal = replica(state).journal
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def gone(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailableError("the server is gone")
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(ExclusiveWrite, "append_if", gone)
+            patched.setattr(journal, "records", gone)
+            held = state.service.vm_request("quiet")
+            assert replica(state).diverged
+            assert held is not None
+            assert held.event_type is None
+        replica(state).rebuild()  # the follower does this once the server answers
+        assert state.service.vm_request("quiet") is None  # answered as the journal has it
+        assert list(journal.records()) == []  # the lost touch never happened
+    finally:
+        journal.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -348,3 +349,32 @@ def test_conditional_appenders_in_several_processes_leave_no_gap_and_no_duplicat
     written = sorted((record["writer"], record["n"]) for _, record in records)
     assert written == sorted((w, n) for w in range(writers) for n in range(per_writer))
     assert all(record["after"] == sequence - 1 for sequence, record in records)
+
+
+def test_a_writer_waits_for_the_front_ends_behind_it_and_no_longer_than_told(
+    fleet: Store,
+) -> None:
+    """[ours] (docs/scale-out.md, "How front-ends stay one fleet"): a writer waits until every
+    other live front-end reported the record applied; bounded; the silent are not waited for."""
+    writer, other = fleet.open(), fleet.open()
+    assert isinstance(writer, PostgresJournal)
+    assert isinstance(other, PostgresJournal)
+    assert writer.wait_applied("w", 5, timeout=5, live_within=3) == ()  # nobody else listed
+    with writer.exclusive() as write:  # a writer's own report commits with its write
+        write.append_if(0, [{"n": 1}])
+        write.report_applied("w", 1)
+    other.report_applied("o", 0)
+    started = time.monotonic()
+    assert writer.wait_applied("w", 1, timeout=0.3, live_within=3) == ("o",)
+    assert time.monotonic() - started >= 0.3
+    reporter = threading.Timer(0.1, other.report_applied, ["o", 1])
+    reporter.start()
+    assert writer.wait_applied("w", 1, timeout=5, live_within=3) == ()  # once it reports
+    reporter.join()
+    other.report_applied("o", 1)
+    assert other.wait_applied("o", 1, timeout=0, live_within=3) == ()  # "w" has it too
+    assert writer.wait_applied("w", 2, timeout=0, live_within=0.0) == ()  # "o" heard too long ago
+    other.forget_front_end("gone", silent_for=3600)  # nobody that silent: both stay
+    assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ("o",)
+    other.forget_front_end("o")
+    assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ()

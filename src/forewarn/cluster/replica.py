@@ -10,11 +10,19 @@ appended, stamp ``at = max(clock, head's at)``, apply the command locally (the d
 checks), append the record at exactly head + 1, commit, and only then answer. Applying moves
 the local platform before the commit; if the commit fails or cannot be known to have
 happened, the copy is *diverged* and is rebuilt from the journal before it writes again.
+
+Once it has committed a write that answers someone (an operation, an approval, a clock
+moved), a registered front-end (:meth:`Replica.register`) waits, bounded by
+:data:`SPREAD_SECONDS`, until every other live front-end reports it has applied the record,
+so that the next response of every front-end shows what was acknowledged.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +50,15 @@ MAX_ATTEMPTS = 3
 #: answered without trying: each try on the event loop's thread holds every other request
 #: up for as long as connecting takes.
 QUIET_SECONDS = 5.0
+#: How long a write waits, after its commit, for the other front-ends to apply it before it
+#: answers anyway (and logs which lagged): a front-end killed a moment ago delays writes by
+#: this much until its heartbeat is older than :data:`LIVE_SECONDS`.
+SPREAD_SECONDS = 0.25
+#: A front-end whose last report (one at least every second while it follows the journal)
+#: is older than this is not waited for.
+LIVE_SECONDS = 3.0
+#: Front-ends silent for this long are removed from the namespace's list when one starts.
+FORGET_SECONDS = 600.0
 
 
 class ReplicaError(StoreUnavailableError):
@@ -136,6 +153,10 @@ class Replica:
         self.on_change: Callable[[], None] = lambda: None
         self._monotonic = monotonic
         self._quiet_until = 0.0
+        #: This front-end's name in the namespace's list of front-ends (the logs show it).
+        self.front_end = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(3)}"
+        #: Whether it is in that list: writers then wait for it, and it for them.
+        self.registered = False
 
     @property
     def platform(self) -> Platform:
@@ -182,16 +203,53 @@ class Replica:
         """Read and apply what others appended (a blocking read: writes and tests only)."""
         return self.take(self.journal.records(after=self.applied.head))
 
+    def register(self) -> None:
+        """Join the namespace's list of front-ends, then read what was appended since the
+        start-up replay, before serving anything: a write whose wait did not yet see this
+        front-end committed before it joined, so the read after joining finds it."""
+        self.journal.forget_front_end(self.front_end, silent_for=FORGET_SECONDS)
+        self.journal.report_applied(self.front_end, self.applied.head)
+        self.registered = True
+        if self.catch_up():
+            self.journal.report_applied(self.front_end, self.applied.head)
+
+    def _spread(self) -> None:
+        """Wait (bounded) until every other live front-end has applied this one's head."""
+        if not self.registered:
+            return
+        start = self._monotonic()
+        head = self.applied.head
+        try:
+            lagging = self.journal.wait_applied(
+                self.front_end, head, timeout=SPREAD_SECONDS, live_within=LIVE_SECONDS
+            )
+        except StorageError as exc:  # committed all the same: answered, others follow
+            _LOG.warning("record %d committed; whether others applied it is unknown: %s", head, exc)
+            return
+        if lagging:
+            _LOG.warning(
+                "answered after %.0f ms without %s having applied record %d",
+                (self._monotonic() - start) * 1000,
+                ", ".join(lagging),
+                head,
+            )
+
     # -- writing --------------------------------------------------------------------------
 
-    def write(self, command: Command) -> Result:
+    def write(self, command: Command, *, spread: bool = True) -> Result:
         """Apply ``command`` for the whole fleet: journaled, and applied here, or refused
-        (domain errors as raised; :class:`ReplicaError` when it cannot be confirmed)."""
+        (domain errors as raised; :class:`ReplicaError` when it cannot be confirmed).
+
+        With ``spread`` (a write someone waits on), it returns once every other live
+        front-end applied it too, or after :data:`SPREAD_SECONDS`."""
         for attempt in range(MAX_ATTEMPTS):
             if self.diverged:
                 self._recover()
             try:
-                return self._write_once(command)
+                result = self._write_once(command)
+                if spread:
+                    self._spread()
+                return result
             except AppendConflictError:
                 continue
             except _NotStartedError as exc:
@@ -233,6 +291,8 @@ class Replica:
                         records.append(Tick().to_record(at))
                 if records:
                     transaction.append_if(applied.head - len(records), records)
+                if self.registered:
+                    transaction.report_applied(self.front_end, applied.head)
             changed = False
         except AppendConflictError:
             if changed:
@@ -285,11 +345,13 @@ class Replica:
             if self._monotonic() < self._quiet_until:
                 return None  # the store failed a moment ago: answer without trying again yet
             try:
-                self.write(Touch(vm_name))
+                self.write(Touch(vm_name), spread=False)
             except ForewarnError as exc:  # answered as things stand; a later request retries
                 _LOG.warning("cannot journal %s's first request: %s", vm_name, exc)
                 if isinstance(exc, StorageError):
                     self._quiet_until = self._monotonic() + QUIET_SECONDS
+                if self.diverged:  # the touch's commit was lost and no rebuild was possible
+                    return Pause(self.clock.now())
             return None
         last = self.applied.last_seen.get(vm_name)
         if last is None or self.clock.now() - last >= self.touch_every:
@@ -301,6 +363,6 @@ class Replica:
         if not self.unseen:
             return False
         names = tuple(sorted(self.unseen))
-        self.write(Seen(names))
+        self.write(Seen(names), spread=False)
         self.unseen.difference_update(names)
         return True

@@ -49,6 +49,8 @@ async def follow(replica: Replica, reader: PostgresJournal, stop: asyncio.Event)
             replica.take(records)
             if replica.diverged:
                 replica.rebuild()
+            if replica.registered:  # what it applied, and that it is alive: once a batch
+                await asyncio.to_thread(reader.report_applied, replica.front_end, replica.head)
             replica.flush_seen()
             backoff = BACKOFF_SECONDS[0]
         except StorageError as exc:
@@ -111,7 +113,7 @@ def _tick_if_due(replica: Replica) -> float:
     if remaining > 0:
         return min(POLL_SECONDS, remaining)
     try:
-        replica.write(Tick())
+        replica.write(Tick(), spread=False)
     except StorageError as exc:
         _LOG.warning("cannot journal the time: %s", exc)
         return POLL_SECONDS
@@ -136,4 +138,7 @@ async def run_front_end(replica: Replica, stop: asyncio.Event) -> None:
             follow(replica, reader, stop), lead(replica, replica.journal.leadership(), stop)
         )
     finally:
+        if replica.registered:  # writers stop waiting for it now, not when it goes silent
+            with contextlib.suppress(StorageError):
+                await asyncio.to_thread(reader.forget_front_end, replica.front_end)
         await asyncio.to_thread(reader.close)

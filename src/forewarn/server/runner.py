@@ -176,6 +176,12 @@ async def serve(
     configure_logging(settings.log_level, settings.log_format)
     state: OpenedState = open_state(settings)
     service = state.service
+    if state.replica is not None:
+        try:  # before listening: from its first answer on, writers wait for this front-end
+            state.replica.register()
+        except BaseException:
+            service.close()
+            raise
     activity = Activity(service.now)
     endpoint = ActivityEndpoint(
         service,

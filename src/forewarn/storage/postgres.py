@@ -70,6 +70,19 @@ _CREATE_V1 = (
     " sequence bigint NOT NULL CHECK (sequence > 0), body json NOT NULL,"
     " appended_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, sequence))",
 )
+#: The front-ends serving each namespace and how far each has applied its journal, so a
+#: writer can wait for the others before it answers (forewarn.cluster). Added beside schema
+#: version 1 rather than by a migration: a forewarn that does not know it ignores it.
+_CREATE_FRONT_ENDS = (
+    "CREATE TABLE IF NOT EXISTS {schema}.forewarn_front_ends ("
+    " namespace text NOT NULL REFERENCES {schema}.forewarn_namespaces ON DELETE CASCADE,"
+    " front_end text NOT NULL, applied bigint NOT NULL,"
+    " heartbeat timestamptz NOT NULL DEFAULT clock_timestamp(),"
+    " PRIMARY KEY (namespace, front_end))"
+)
+#: How often a writer waiting for the other front-ends looks at their positions when no
+#: notification woke it (one may arrive between two looks).
+_APPLIED_LOOK_SECONDS = 0.02
 
 
 def _check_names(namespace: str, schema: str) -> None:
@@ -117,6 +130,8 @@ class PostgresJournal:
         self._where = f"PostgreSQL journal {namespace!r} in {schema} at {describe(conninfo)}"
         digest = hashlib.sha256(f"{schema}\x00{namespace}".encode()).hexdigest()[:40]
         self._channel = f"forewarn_{digest}"
+        #: Where front-ends say they applied records (:meth:`report_applied`).
+        self._applied_channel = f"forewarn_{digest}_applied"
         # Two advisory lock keys of the namespace's own: its writers' turn, and its leader.
         self._write_key = _lock_key("write", schema, namespace)
         self._leader_key = _lock_key("leader", schema, namespace)
@@ -207,6 +222,7 @@ class PostgresJournal:
                     sql.SQL("UPDATE {} SET version = %s").format(self._table("forewarn_schema")),
                     [schema_version],
                 )
+            conn.execute(sql.SQL(_CREATE_FRONT_ENDS).format(schema=schema_id))
             conn.execute(
                 sql.SQL("INSERT INTO {} (namespace) VALUES (%s) ON CONFLICT DO NOTHING").format(
                     self._table("forewarn_namespaces")
@@ -419,6 +435,81 @@ class PostgresJournal:
             self._listener = listener
         return listener
 
+    # -- front-ends and how far each has applied -------------------------------------------
+
+    def report_applied(self, front_end: str, position: int) -> None:
+        """Front-end ``front_end`` has applied records 1..``position`` (and is alive: the
+        report is its heartbeat); writers waiting for it are notified. A position never goes
+        back: a follower's report sent after a write's own may carry an older one."""
+        with self._lock, self._translated():
+            self._upsert_applied(self._connection(), front_end, position)
+
+    def _upsert_applied(self, conn: Connection, front_end: str, position: int) -> None:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (namespace, front_end, applied) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, front_end) DO UPDATE "
+                "SET applied = greatest({}.applied, excluded.applied), "
+                "heartbeat = clock_timestamp()"
+            ).format(self._table("forewarn_front_ends"), self._table("forewarn_front_ends")),
+            [self.namespace, front_end, position],
+        )
+        conn.execute("SELECT pg_notify(%s, %s)", [self._applied_channel, str(position)])
+
+    def forget_front_end(self, front_end: str, *, silent_for: float | None = None) -> None:
+        """Remove ``front_end`` (stopping), or with ``silent_for`` every front-end whose last
+        heartbeat is older than that many seconds (those killed long ago)."""
+        table = self._table("forewarn_front_ends")
+        with self._lock, self._translated():
+            conn = self._connection()
+            if silent_for is None:
+                query = sql.SQL("DELETE FROM {} WHERE namespace = %s AND front_end = %s")
+                conn.execute(query.format(table), [self.namespace, front_end])
+            else:
+                query = sql.SQL(
+                    "DELETE FROM {} WHERE namespace = %s AND front_end <> %s "
+                    "AND heartbeat < clock_timestamp() - make_interval(secs => %s)"
+                )
+                conn.execute(query.format(table), [self.namespace, front_end, silent_for])
+
+    def wait_applied(
+        self, front_end: str, position: int, *, timeout: float, live_within: float
+    ) -> tuple[str, ...]:
+        """Wait until every other front-end heard from within ``live_within`` seconds has
+        applied record ``position``, for at most ``timeout`` seconds; the ones that had not
+        by then (none: all have). One query when nobody lags; otherwise LISTEN on the
+        front-ends' reports while waiting, on the writer's connection."""
+        check_after(position)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        query = sql.SQL(
+            "SELECT front_end FROM {} WHERE namespace = %s AND front_end <> %s "
+            "AND applied < %s AND heartbeat > clock_timestamp() - make_interval(secs => %s) "
+            "ORDER BY front_end"
+        ).format(self._table("forewarn_front_ends"))
+        params = [self.namespace, front_end, position, live_within]
+        channel = sql.Identifier(self._applied_channel)
+        with self._lock, self._translated():
+            conn = self._connection()
+            listening = False
+            try:
+                while True:
+                    lagging = tuple(str(row[0]) for row in conn.execute(query, params))
+                    remaining = deadline - time.monotonic()
+                    if not lagging or remaining <= 0:
+                        return lagging
+                    if not listening:  # then look again: a report may have come meanwhile
+                        conn.execute(sql.SQL("LISTEN {}").format(channel))
+                        listening = True
+                        continue
+                    wait = min(remaining, _APPLIED_LOOK_SECONDS)
+                    for _ in conn.notifies(timeout=wait, stop_after=1):
+                        pass
+            finally:
+                if listening and not (conn.closed or conn.broken):
+                    conn.execute(sql.SQL("UNLISTEN {}").format(channel))
+                    for _ in conn.notifies(timeout=0):  # what arrived before UNLISTEN
+                        pass
+
     def close(self) -> None:
         """Close both connections, first waking a waiter of this journal so it can stop."""
         with self._lock:
@@ -484,6 +575,11 @@ class ExclusiveWrite:
     def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
         """Append at exactly ``expected_last + 1``...; commits with the transaction."""
         return self._journal._insert(self._conn, encode_batch(records), check_after(expected_last))
+
+    def report_applied(self, front_end: str, position: int) -> None:
+        """:meth:`PostgresJournal.report_applied`, committed with the transaction: a writer
+        has applied what it read and wrote in it by the time it commits."""
+        self._journal._upsert_applied(self._conn, front_end, check_after(position))
 
 
 class Leadership:
