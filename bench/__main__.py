@@ -45,7 +45,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only", default=",".join(SCENARIOS), help=f"comma-separated: {', '.join(SCENARIOS)}"
     )
-    parser.add_argument("--json", type=Path, default=Path("bench/results.json"))
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help="where the figures go (default: bench/results.json for a whole run, "
+        "bench/results/partial.json for --smoke or --only, so those never replace the "
+        "figures RESULTS.md reports)",
+    )
     parser.add_argument("--no-install", action="store_true", help="never run apt-get")
     parser.add_argument("--duration", type=float, help="seconds per wrk run (default 4)")
     parser.add_argument("--rounds", type=int, help="wrk rounds per server and mode (default 5)")
@@ -193,8 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     results = run(args)
     print(table(results))
-    write_json(results, args.json)
-    print(f"bench: results in {args.json}")
+    whole = not args.smoke and args.only == ",".join(SCENARIOS)
+    path = args.json or Path("bench/results.json" if whole else "bench/results/partial.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(results, path)
+    print(f"bench: results in {path}")
     return 0
 
 
