@@ -84,3 +84,8 @@ def agent(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     daemon.run()
+
+
+__all__ = [
+    "agent",
+]

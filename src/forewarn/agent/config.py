@@ -204,3 +204,24 @@ def load_config(
         return AgentConfig.model_validate(layers)
     except ValidationError as exc:
         raise AgentConfigError(_describe(exc, where)) from None
+
+
+__all__ = [
+    "DOCUMENTED_SAMPLE_POLICY",
+    "ENVIRONMENT_KEYS",
+    "ENVIRONMENT_PREFIX",
+    "MAX_CONFIG_FILE_BYTES",
+    "Action",
+    "AgentConfig",
+    "AgentConfigError",
+    "HookSpec",
+    "HooksSpec",
+    "LeaderElection",
+    "LogLevel",
+    "MatchSpec",
+    "RuleSpec",
+    "environment_name",
+    "environment_values",
+    "load_config",
+    "read_config_file",
+]

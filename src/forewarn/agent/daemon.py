@@ -313,3 +313,12 @@ def build_agent(
     return Agent(
         config, client, store, pipeline, loop, metrics, health, log, executor, stop, server
     )
+
+
+__all__ = [
+    "RECOVERED_KEPT_FOR",
+    "Agent",
+    "PollLoop",
+    "build_agent",
+    "error_kind",
+]

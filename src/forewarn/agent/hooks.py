@@ -178,3 +178,13 @@ class HookRunner:
                 seconds,
                 _tail(output, self.output_limit),
             )
+
+
+__all__ = [
+    "CommandResult",
+    "HookOutcome",
+    "HookRunner",
+    "Moment",
+    "event_environment",
+    "event_json",
+]

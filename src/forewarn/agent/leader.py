@@ -39,3 +39,9 @@ def may_approve(event: ScheduledEvent, vm_name: str, election: LeaderElection) -
         return False
     chosen = leader(event, election)
     return chosen is None or chosen == vm_name
+
+
+__all__ = [
+    "leader",
+    "may_approve",
+]

@@ -64,3 +64,9 @@ class JsonLog:
 
     def error(self, msg: str, **fields: Any) -> None:
         self.log("error", msg, **fields)
+
+
+__all__ = [
+    "LEVELS",
+    "JsonLog",
+]

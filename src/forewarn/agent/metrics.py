@@ -151,3 +151,11 @@ class MetricsServer:
             self._server.shutdown()
             self._thread.join(timeout=5)
         self._server.server_close()
+
+
+__all__ = [
+    "HOOK_BUCKETS",
+    "AgentMetrics",
+    "Health",
+    "MetricsServer",
+]

@@ -399,3 +399,9 @@ class Pipeline:
         with self._lock:
             self._decisions.pop(event_id, None)
             self._approval_failures.pop(event_id, None)
+
+
+__all__ = [
+    "InlineExecutor",
+    "Pipeline",
+]

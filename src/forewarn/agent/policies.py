@@ -94,3 +94,12 @@ class Policy:
             if rule.matches(event, vm_name):
                 return Decision(rule.action, rule.name)
         return Decision(Action.OBSERVE, NO_RULE)
+
+
+__all__ = [
+    "NO_RULE",
+    "Action",
+    "Decision",
+    "Policy",
+    "Rule",
+]

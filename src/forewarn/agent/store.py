@@ -127,3 +127,12 @@ class HandledStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+__all__ = [
+    "STATE_FILE",
+    "AgentStateError",
+    "HandledStore",
+    "Outcome",
+    "Step",
+]

@@ -59,3 +59,11 @@ def clock_set(moment: str, control: str, output: str) -> None:
         when = when.replace(tzinfo=UTC)
     with control_api(control) as api:
         _show(api.post("/clock/set", {"now": when.isoformat()}), output)
+
+
+__all__ = [
+    "clock",
+    "clock_advance",
+    "clock_set",
+    "clock_show",
+]

@@ -135,3 +135,18 @@ def emit_events(data: dict[str, Any], output: str, nothing: str) -> None:
         click.echo(nothing)
         return
     emit(data, output, [event_row(e) for e in data["events"]], EVENT_HEADER)
+
+
+__all__ = [
+    "EVENT_HEADER",
+    "CliContext",
+    "cell",
+    "control_api",
+    "control_option",
+    "emit",
+    "emit_events",
+    "event_row",
+    "output_option",
+    "parse_address",
+    "parse_duration",
+]

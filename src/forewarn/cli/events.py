@@ -217,3 +217,14 @@ def events_approve(
         return
     for event_id in event_ids:
         click.echo(f"approved {event_id} at {where}")
+
+
+__all__ = [
+    "events",
+    "events_approve",
+    "events_cancel",
+    "events_create",
+    "events_get",
+    "events_list",
+    "events_show",
+]

@@ -125,3 +125,11 @@ def fault_clear(fault_id: int | None, vm: str | None, control: str) -> None:
             return
         cleared = api.request("DELETE", "/faults", params=None if vm is None else {"vm": vm})
     click.echo(f"cleared {cleared['cleared']} fault(s)")
+
+
+__all__ = [
+    "fault",
+    "fault_clear",
+    "fault_list",
+    "fault_set",
+]

@@ -98,3 +98,12 @@ def maintenance_list(control: str, output: str) -> None:
         data = api.get("/campaigns")
     rows = [(c["id"], f"{c['step']}/{c['steps']}", c["currentEvents"]) for c in data["campaigns"]]
     emit(data, output, rows, ("CAMPAIGN", "STEP", "CURRENT EVENTS"))
+
+
+__all__ = [
+    "host",
+    "host_list",
+    "maintenance",
+    "maintenance_list",
+    "maintenance_start",
+]

@@ -85,3 +85,10 @@ def _report(result: ScenarioResult, output: str) -> None:
     if result.failure is not None:
         message = result.failure.render(result.scenario.source, len(result.scenario.steps))
         raise click.ClickException(message)
+
+
+__all__ = [
+    "scenario",
+    "scenario_run",
+    "scenario_validate",
+]

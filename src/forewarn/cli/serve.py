@@ -294,3 +294,9 @@ def _timing_overrides(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timing") from None
     return tuple(sorted(overrides.items()))
+
+
+__all__ = [
+    "ENVIRONMENT_PREFIX",
+    "serve",
+]

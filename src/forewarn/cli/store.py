@@ -54,3 +54,9 @@ def check(url: str | None, data_dir: Path | None) -> None:
         f"ok: {summary.records} record(s) replayed, {summary.events} live event(s), "
         f"{summary.vms} VM(s), last record at {last}, EventIds {summary.event_ids}"
     )
+
+
+__all__ = [
+    "check",
+    "store",
+]

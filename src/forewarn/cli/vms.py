@@ -179,3 +179,14 @@ for _operation in for_target(SCALE_SET):
     _command = _scale_set_operation(_operation)
     for _name in (_operation.name, *_operation.cli_aliases):
         vmss.add_command(_command, _name)
+
+
+__all__ = [
+    "VM_HEADER",
+    "name_option",
+    "vm",
+    "vm_approve",
+    "vm_list",
+    "vm_show",
+    "vmss",
+]

@@ -366,3 +366,16 @@ class Replica:
         self.write(Seen(names), spread=False)
         self.unseen.difference_update(names)
         return True
+
+
+__all__ = [
+    "FORGET_SECONDS",
+    "LIVE_SECONDS",
+    "MAX_ATTEMPTS",
+    "QUIET_SECONDS",
+    "SPREAD_SECONDS",
+    "Applied",
+    "NewPlatform",
+    "Replica",
+    "ReplicaError",
+]

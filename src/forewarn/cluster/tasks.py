@@ -142,3 +142,12 @@ async def run_front_end(replica: Replica, stop: asyncio.Event) -> None:
             with contextlib.suppress(StorageError):
                 await asyncio.to_thread(reader.forget_front_end, replica.front_end)
         await asyncio.to_thread(reader.close)
+
+
+__all__ = [
+    "BACKOFF_SECONDS",
+    "POLL_SECONDS",
+    "follow",
+    "lead",
+    "run_front_end",
+]

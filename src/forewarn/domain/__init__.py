@@ -1,1 +1,3 @@
 """The pure core: models, lifecycle and rules. Standard library only, no I/O, no wall clock."""
+
+__all__: list[str] = []

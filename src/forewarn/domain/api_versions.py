@@ -64,3 +64,12 @@ def find_version(name: str | None) -> ApiVersion | None:
     """The version called ``name``, or None: ``latest``, unknown names and no name at all are
     not versions."""
     return _BY_NAME.get(name)
+
+
+__all__ = [
+    "CURRENT_VERSION",
+    "NEWEST_VERSIONS",
+    "SCHEDULED_EVENTS_VERSIONS",
+    "ApiVersion",
+    "find_version",
+]

@@ -53,3 +53,11 @@ class ManualClock:
             raise ValueError("a clock only moves forward")
         self._now = moment
         return self._now
+
+
+__all__ = [
+    "DEFAULT_START",
+    "Clock",
+    "ManualClock",
+    "ensure_utc",
+]

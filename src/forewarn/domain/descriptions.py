@@ -11,3 +11,14 @@ USER_RESTART = "Virtual machine is going to be restarted as requested by authori
 USER_REDEPLOY = "Virtual machine is going to be redeployed as requested by authorized user."
 EMERGENCY_REPAIR = "Host server is undergoing an emergency repair."
 VM_FAILURE = "Virtual machine has encountered a failure."
+
+
+__all__ = [
+    "EMERGENCY_REPAIR",
+    "HOST_INFRASTRUCTURE_MAINTENANCE",
+    "HOST_MAINTENANCE",
+    "LIVE_MIGRATION",
+    "USER_REDEPLOY",
+    "USER_RESTART",
+    "VM_FAILURE",
+]

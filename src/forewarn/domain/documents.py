@@ -31,3 +31,10 @@ class Document:
 
 
 EMPTY_DOCUMENT = Document(FIRST_INCARNATION, ())
+
+
+__all__ = [
+    "EMPTY_DOCUMENT",
+    "FIRST_INCARNATION",
+    "Document",
+]

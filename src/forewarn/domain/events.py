@@ -76,3 +76,14 @@ class Event:
     def impacts(self, vm_name: str) -> bool:
         """True when ``vm_name`` is one of the event's Resources (not merely an observer)."""
         return any(resource.name == vm_name for resource in self.resources)
+
+
+__all__ = [
+    "DURATION_UNKNOWN",
+    "RESOURCE_TYPE_VM",
+    "Event",
+    "EventSource",
+    "EventStatus",
+    "EventType",
+    "Resource",
+]

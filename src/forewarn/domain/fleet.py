@@ -54,3 +54,12 @@ class AvailabilitySet:
     fleet file checks them against the set's counts), so the set itself needs only its name."""
 
     name: str
+
+
+__all__ = [
+    "INSTANCE_ID_PATTERN",
+    "MAX_TERMINATE_TIMEOUT",
+    "MIN_TERMINATE_TIMEOUT",
+    "AvailabilitySet",
+    "ScaleSet",
+]

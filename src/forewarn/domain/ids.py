@@ -52,3 +52,9 @@ class JournalEventIds(EventIdFactory):
         digest = hashlib.sha256(f"{self._seed}:{self._position}:{self._index}".encode()).digest()
         self._index += 1
         return str(uuid.UUID(bytes=digest[:16], version=4)).upper()
+
+
+__all__ = [
+    "EventIdFactory",
+    "JournalEventIds",
+]

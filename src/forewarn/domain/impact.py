@@ -76,3 +76,10 @@ class ImpactPolicies:
                 )
             by_type[event_type] = policy
         return cls(by_type)
+
+
+__all__ = [
+    "ImpactPolicies",
+    "ImpactPolicy",
+    "Pause",
+]

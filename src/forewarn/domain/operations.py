@@ -308,3 +308,30 @@ def maintenance_campaign(
         for step, fd in enumerate(sorted(by_fault_domain))
     ]
     return platform.start_campaign(steps)
+
+
+__all__ = [
+    "HOST_ACTIONS",
+    "HOST_UPDATE_SECONDS",
+    "LIVE_MIGRATION_SECONDS",
+    "VM_ACTIONS",
+    "HostAction",
+    "MaintenanceKind",
+    "VmAction",
+    "delete_instances",
+    "fail_host",
+    "freeze_instead",
+    "group_requests",
+    "impact_again",
+    "instance_name",
+    "instance_names",
+    "live_migrate",
+    "maintain_host",
+    "maintenance_campaign",
+    "os_image_upgrade",
+    "predict_failure",
+    "redeploy",
+    "restart",
+    "simulate_eviction",
+    "update_host",
+]

@@ -95,3 +95,13 @@ def new_host(vm: Vm, vms: Iterable[Vm], avoid: Iterable[str]) -> str:
         n += 1
         candidate = f"{stem}-{n}"
     return candidate
+
+
+__all__ = [
+    "FaultDomainSet",
+    "SetKind",
+    "conflict",
+    "fault_domain_set",
+    "new_host",
+    "placement_error",
+]

@@ -37,3 +37,8 @@ class RateLimiter:
             return False
         self._buckets[key] = (tokens - 1.0, now)
         return True
+
+
+__all__ = [
+    "RateLimiter",
+]

@@ -66,3 +66,11 @@ def audience(
         if group.kind is not ScopeKind.VM:
             names.update(members(group))
     return frozenset(names)
+
+
+__all__ = [
+    "ScopeGroup",
+    "ScopeKind",
+    "audience",
+    "scope_group",
+]

@@ -94,3 +94,11 @@ FAST = TimingProfile(
 )
 
 PROFILES: dict[str, TimingProfile] = {profile.name: profile for profile in (DOCUMENTED, FAST)}
+
+
+__all__ = [
+    "DOCUMENTED",
+    "FAST",
+    "PROFILES",
+    "TimingProfile",
+]

@@ -104,3 +104,11 @@ class Vm:
     @property
     def gets_os_image_notifications(self) -> bool:
         return self.size_family not in _NO_OS_IMAGE_NOTIFICATION_FAMILIES
+
+
+__all__ = [
+    "DEFAULT_IMAGES",
+    "ImageReference",
+    "Priority",
+    "Vm",
+]

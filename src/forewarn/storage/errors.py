@@ -104,3 +104,19 @@ class AppendConflictError(StorageError):
 
 class JournalClosedError(StorageError):
     """The journal was closed; a closed journal cannot say anything durable."""
+
+
+__all__ = [
+    "AppendConflictError",
+    "CorruptStoreError",
+    "JournalClosedError",
+    "NewerSchemaError",
+    "NotSerializableError",
+    "StorageError",
+    "StoreBusyError",
+    "StoreSchemaError",
+    "StoreUnavailableError",
+    "StoreUrlError",
+    "UnstorableValueError",
+    "ValueTooLargeError",
+]

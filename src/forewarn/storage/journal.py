@@ -162,3 +162,18 @@ def check_after(after: int) -> int:
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ValueError(f"after must be a sequence number >= 0, not {after!r}")
     return after
+
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_METADATA_KEY_CHARS",
+    "MAX_METADATA_VALUE_BYTES",
+    "MAX_NESTING",
+    "MAX_RECORD_BYTES",
+    "Journal",
+    "check_after",
+    "check_metadata",
+    "decode_record",
+    "encode_batch",
+    "encode_record",
+]

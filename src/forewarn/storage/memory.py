@@ -108,3 +108,8 @@ class MemoryJournal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+__all__ = [
+    "MemoryJournal",
+]

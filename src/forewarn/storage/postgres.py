@@ -620,3 +620,18 @@ class Leadership:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_SCHEMA",
+    "MAX_NAMESPACE_CHARS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Connection",
+    "ExclusiveWrite",
+    "Leadership",
+    "Migration",
+    "PostgresJournal",
+    "describe",
+]

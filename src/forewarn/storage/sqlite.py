@@ -301,3 +301,12 @@ class SqliteJournal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+__all__ = [
+    "APPLICATION_ID",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Migration",
+    "SqliteJournal",
+]

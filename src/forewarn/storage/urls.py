@@ -102,3 +102,12 @@ def open_journal(url: str) -> Journal:
     if not url:
         raise StoreUrlError("an empty store URL names no store")
     return SqliteJournal(directory_journal_path(url))
+
+
+__all__ = [
+    "SQLITE_FILE_NAME",
+    "directory_journal_path",
+    "open_journal",
+    "postgres_target",
+    "sqlite_path",
+]
