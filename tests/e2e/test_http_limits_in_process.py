@@ -1,0 +1,184 @@
+"""The socket server's limits at their edge, and how a refused connection ends.
+
+SPEC.md section 1 [doc: IMDS family]: "Request limits: bounded body, header and parameter
+lengths, rejected with 400". A request exactly at a limit is served; one byte more is refused
+with one 400 that closes the connection. The server runs in this process (``forewarn.testing``'s
+socket mode) so that mutation testing sees ``server/http.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from e2e_support import exchange, parse_responses, responses_complete
+from http_wire_support import CLOSE, TARGET, get
+
+from forewarn.server import http
+from forewarn.server.imds import Limits
+from forewarn.testing import ForewarnPlatform
+
+MAX_BODY = Limits().max_body
+UNKNOWN_EVENT = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    with ForewarnPlatform(rate_limit=1000, seed=5) as platform:
+        yield platform.port
+
+
+@pytest.fixture(autouse=True)
+def _nothing_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    with caplog.at_level(logging.ERROR):
+        yield
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
+
+
+def _head_of(size: int) -> bytes:
+    """A valid GET whose head (request line, headers, blank line) is ``size`` bytes, padded
+    with headers of at most 4000 bytes each (under the header value limit)."""
+    head = get()[:-2]
+    pads = []
+    room = size - len(head) - 2
+    index = 0
+    while room > 0:
+        line = b"X-Pad-%02d: " % index
+        value = min(4000, room - len(line) - 2)
+        assert value > 0
+        pads.append(line + b"v" * value + b"\r\n")
+        room -= len(pads[-1])
+        index += 1
+    request = head + b"".join(pads) + b"\r\n"
+    assert len(request) == size
+    return request
+
+
+def _only(reply_data: bytes) -> tuple[int, str]:
+    (response,) = parse_responses(reply_data)
+    return response.status, response.json().get("error", "") if response.body else ""
+
+
+def test_a_head_at_its_limit_is_answered_and_one_byte_longer_is_refused(port: int) -> None:
+    """The request line and headers together are bounded too (64 KiB): the per-header limits
+    alone would let a head grow with the number of headers."""
+    limit = http.MAX_HEAD_BYTES
+    at_limit = exchange("127.0.0.1", port, _head_of(limit), until=responses_complete(1))
+    assert parse_responses(at_limit.data)[0].status == 200
+    over = exchange("127.0.0.1", port, _head_of(limit + 1))
+    assert over.closed
+    assert _only(over.data) == (
+        400,
+        f"Bad request. The request head is larger than {limit} bytes",
+    )
+
+
+def _padded_approval(size: int) -> bytes:
+    """An approval of an event nobody has, padded with JSON whitespace to ``size`` bytes."""
+    body = json.dumps({"StartRequests": [{"EventId": UNKNOWN_EVENT}]}).encode()
+    return body[:-1] + b" " * (size - len(body)) + b"}"
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["Content-Length", "chunked"])
+def test_a_body_at_its_limit_reaches_the_endpoint_and_one_byte_more_is_refused(
+    port: int, chunked: bool
+) -> None:
+    """A body of MaxBodyLength bytes is read and handled (here: an unknown event, 400, the
+    connection kept); one more byte is refused before the endpoint sees it, and the
+    connection closes."""
+
+    def request(body: bytes) -> bytes:
+        if chunked:
+            framing, data = (
+                b"Transfer-Encoding: chunked\r\n",
+                b"%x\r\n%s\r\n0\r\n\r\n"
+                % (
+                    len(body),
+                    body,
+                ),
+            )
+        else:
+            framing, data = b"Content-Length: %d\r\n" % len(body), body
+        return b"POST %s HTTP/1.1\r\nHost: 169.254.169.254\r\nMetadata: true\r\n%s\r\n%s" % (
+            TARGET,
+            framing,
+            data,
+        )
+
+    at_limit = exchange(
+        "127.0.0.1", port, request(_padded_approval(MAX_BODY)), until=responses_complete(1)
+    )
+    assert not at_limit.closed
+    status, error = _only(at_limit.data)
+    assert status == 400
+    assert "MaxBodyLength" not in error
+    over = exchange("127.0.0.1", port, request(_padded_approval(MAX_BODY + 1)))
+    assert over.closed
+    assert _only(over.data) == (400, f"Request body is larger than MaxBodyLength: {MAX_BODY}")
+
+
+def _cut_off(sock: socket.socket) -> bool:
+    """Whether the server refuses (resets) what is sent to it, within a few sends."""
+    try:
+        for _ in range(3):
+            sock.sendall(b"x" * 1000)
+            time.sleep(0.05)
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    return False
+
+
+def test_a_refused_client_still_sending_is_read_then_cut_off(
+    port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a refusal the server half-closes and drops what the client still sends, so that
+    the client reads the 400 rather than a reset; after the linger time (shortened here) the
+    connection is closed for good, and what the client sends then is refused (RST)."""
+    monkeypatch.setattr(http, "LINGER_TIMEOUT", 0.3)
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+        sock.sendall(get(extra=b"X-Long: " + b"v" * 5000 + b"\r\n"))
+        data = b""
+        while chunk := sock.recv(65536):  # the 400, then the server's half-close
+            data += chunk
+        assert _only(data)[0] == 400
+        assert not _cut_off(sock)  # what still comes is dropped: the server still reads
+        time.sleep(0.5)
+        assert _cut_off(sock)
+    answered = exchange("127.0.0.1", port, get(extra=CLOSE))
+    assert parse_responses(answered.data)[0].status == 200
+
+
+def test_a_client_that_sends_without_reading_is_held_back_then_answered_in_full(
+    port: int,
+) -> None:
+    """A client pipelining requests without reading its answers is not buffered without
+    bound: once its answers back up, the server stops reading it (so the client's sending
+    blocks), and reads on as soon as the client reads, until every request is answered."""
+    request = get(extra=b"X-Pad: " + b"v" * 3000 + b"\r\n")
+    burst = request * 64
+    sent = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        sock.settimeout(0.5)
+        try:
+            while sent < 64 * 1024 * 1024:
+                sock.sendall(burst)
+                sent += len(burst)
+        except TimeoutError:
+            pass  # held back: the answers are not being read
+        assert sent < 64 * 1024 * 1024, "the server read everything without its answers read"
+        sock.settimeout(5)
+        data = bytearray()
+        answered = 0
+        while answered < sent // len(request):
+            chunk = sock.recv(1 << 20)
+            assert chunk, f"closed after {answered} answers"
+            data += chunk
+            answered = data.count(b"\r\nServer: ")  # 200s, then 429s past the rate limit
+        assert answered == sent // len(request)
