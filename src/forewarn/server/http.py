@@ -11,7 +11,6 @@ request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import heapq
 import ipaddress
@@ -19,9 +18,9 @@ import socket
 import struct
 import weakref
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from email.utils import format_datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httptools
 
@@ -38,31 +37,34 @@ from forewarn.server.imds import (
 )
 from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, error_body
 
+#: The reason phrase of every status the endpoint and the fault plan answer with.
 _REASONS = {
-    100: b"Continue",
     200: b"OK",
     304: b"Not Modified",
     400: b"Bad Request",
     404: b"Not Found",
     405: b"Method Not Allowed",
     410: b"Gone",
-    413: b"Payload Too Large",
     429: b"Too Many Requests",
     500: b"Internal Server Error",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+#: What ends a response head, by whether the connection is kept alive after it.
+_HEAD_END = {True: b"\r\n", False: b"Connection: close\r\n\r\n"}
+#: Header names and values as bytes, one character each (RFC 9110 section 5.5: field values
+#: were historically ISO-8859-1, so any byte the parser lets through has a character).
+_FIELD_ENCODING = "latin-1"
 
 
 def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[bytes, bytes]:
     """The fixed parts of a response head, in the order of real captures (SPEC 1:
     Content-Type, Server, x-ms-request-id, Date, Content-Length): up to the request id's
     value, and what follows the length."""
-    before = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
+    before = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])
     if content_type is not None:
         before += b"Content-Type: %s\r\n" % content_type
     before += b"Server: %s\r\nx-ms-request-id: " % SERVER
-    after = b"" if keep_alive else b"Connection: close\r\n"
-    return before, after + b"\r\n"
+    return before, _HEAD_END[keep_alive]
 
 
 _HeadKey = tuple[int, bytes | None, bool]
@@ -145,17 +147,19 @@ class _DateHeader:
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
         self._clock = clock
-        self._from = self._until = datetime.min.replace(tzinfo=UTC)
-        self._value = b""
+        self._start_second(clock())
 
     def value(self) -> bytes:
         now = self._clock()
         # Comparing with the current second's bounds costs less than a timestamp per answer.
         if not self._from <= now < self._until:
-            self._from = now.replace(microsecond=0)
-            self._until = self._from + _SECOND
-            self._value = _http_date(self._from)
+            self._start_second(now)
         return self._value
+
+    def _start_second(self, now: datetime) -> None:
+        self._from = now.replace(microsecond=0)
+        self._until = self._from + _SECOND
+        self._value = _http_date(self._from)
 
 
 @functools.lru_cache(maxsize=8)
@@ -202,21 +206,21 @@ class _HeldRequests:
 
     One timer for the whole server while anything is held: the platform clock decides, and
     a manual clock moves only when the control API moves it, so the held requests are looked
-    at every ``_HOLD_TICK`` of real time rather than timed once.
+    at every ``_HOLD_TICK`` of real time rather than timed once. Requests whose pause ends at
+    the same instant are released in the same look, in no particular order; the connection's
+    id only keeps the heap from comparing connections (one is held once at a time).
     """
 
-    __slots__ = ("_clock", "_heap", "_loop", "_sequence", "_timer")
+    __slots__ = ("_clock", "_heap", "_loop", "_timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime]) -> None:
         self._loop = loop
         self._clock = clock
         self._heap: list[tuple[datetime, int, ImdsProtocol]] = []
-        self._sequence = 0
         self._timer: asyncio.TimerHandle | None = None
 
     def hold(self, until: datetime, connection: ImdsProtocol) -> None:
-        self._sequence += 1
-        heapq.heappush(self._heap, (until, self._sequence, connection))
+        heapq.heappush(self._heap, (until, id(connection), connection))
         if self._timer is None:
             self._timer = self._loop.call_later(_HOLD_TICK, self._tick)
 
@@ -371,17 +375,14 @@ class ImdsProtocol(asyncio.Protocol):
         self._slow_path(data)
 
     def _slow_path(self, data: bytes) -> None:
+        # A request to switch protocols is refused as its head completes (on_headers_complete),
+        # so the parser never gets as far as reporting the upgrade.
         try:
-            if len(data) <= _FEED_SLICE:
-                self._feed(data)
-            else:
-                view = memoryview(data)
-                for start in range(0, len(data), _FEED_SLICE):
-                    if self._closing:
-                        return
-                    self._feed(view[start : start + _FEED_SLICE])
-        except httptools.HttpParserUpgrade:
-            self._reply_and_close(400, _UPGRADE_REFUSED)
+            view = memoryview(data)
+            for start in range(0, len(data), _FEED_SLICE):
+                if self._closing:
+                    return
+                self._feed(view[start : start + _FEED_SLICE])
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if isinstance(cause, _RefusedError):
@@ -397,7 +398,7 @@ class ImdsProtocol(asyncio.Protocol):
         )
         self._reply_and_close(500, "Internal server error")
 
-    def _feed(self, data: bytes | memoryview) -> None:
+    def _feed(self, data: memoryview) -> None:
         if self._in_head:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
@@ -443,8 +444,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._header_count += 1
         if self._header_count > limits.max_headers:
             raise _RefusedError(f"Bad request. More than {limits.max_headers} headers")
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
+        key = name.decode(_FIELD_ENCODING).lower()
+        text = value.decode(_FIELD_ENCODING)
         previous = self._headers.get(key)
         # Repeated headers fold into one comma-separated value (RFC 9110 5.3).
         self._headers[key] = text if previous is None else previous + ", " + text
@@ -461,7 +462,8 @@ class ImdsProtocol(asyncio.Protocol):
             raise _RefusedError(
                 f"Request body is larger than MaxBodyLength: {self._limits.max_body}"
             )
-        if self._headers.get("expect", "").lower() == "100-continue":
+        expect = self._headers.get("expect")
+        if expect is not None and expect.lower() == "100-continue":
             assert self._transport is not None
             self._transport.write(_CONTINUE)
 
@@ -480,14 +482,11 @@ class ImdsProtocol(asyncio.Protocol):
             return
         parser = self._parser
         assert parser is not None  # only the parser calls this
-        try:
-            target = self._url.decode("utf-8")
-        except UnicodeDecodeError:
-            self._reply_and_close(400, "Bad request. The URL is not valid UTF-8")
-            return
-        path, query = split_target(target)
+        # The parser lets no byte outside ASCII into the target (RFC 9112 section 3.2) nor
+        # the method (a known one), so neither decoding can fail.
+        path, query = split_target(self._url.decode())
         parsed = _Parsed(
-            parser.get_method().decode("ascii", "replace"),
+            parser.get_method().decode(),
             path,
             query,
             self._headers,
@@ -575,18 +574,13 @@ class ImdsProtocol(asyncio.Protocol):
     def _truncated(self, response: ImdsResponse) -> None:
         """Half the answer's body under its full Content-Length (half its head when it has
         no body), then a close: a client reads an incomplete message."""
-        if response.status == 0 or self._transport is None:
+        transport = self._transport
+        if response.status == 0 or transport is None:
             self._close()
             return
-        real, capture = self._transport, _Capture()
-        self._transport = capture  # type: ignore[assignment]  # write and is_closing suffice
-        try:
-            self._write(response, keep_alive=False)
-        finally:
-            self._transport = real
-        data = bytes(capture.data)
+        data = self._encode(response, keep_alive=False)
         body = len(response.body)
-        real.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
+        transport.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
         self._close()
 
     def release(self) -> None:
@@ -615,6 +609,10 @@ class ImdsProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
+        transport.write(self._encode(response, keep_alive))
+
+    def _encode(self, response: ImdsResponse, keep_alive: bool) -> bytes:
+        """The response's bytes, with a new request id and the current Date."""
         status = response.status
         key = (status, response.content_type, keep_alive)
         heads = self._shared.heads
@@ -623,23 +621,22 @@ class ImdsProtocol(asyncio.Protocol):
             head = heads[key] = _head(*key)
         etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
         if status == 304:  # no body, so no length (RFC 9110 8.6)
-            transport.write(
-                b"%s%s\r\nDate: %s\r\n%s%s"
-                % (head[0], self._request_ids.next(), self._date.value(), etag, head[1])
-            )
-            return
-        body = response.body
-        transport.write(
-            b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s"
-            % (
+            return b"%s%s\r\nDate: %s\r\n%s%s" % (
                 head[0],
                 self._request_ids.next(),
                 self._date.value(),
-                len(body),
                 etag,
                 head[1],
-                body,
             )
+        body = response.body
+        return b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s" % (
+            head[0],
+            self._request_ids.next(),
+            self._date.value(),
+            len(body),
+            etag,
+            head[1],
+            body,
         )
 
     def _reply_and_close(self, status: int, message: str) -> None:
@@ -652,10 +649,9 @@ class ImdsProtocol(asyncio.Protocol):
         self._write(ImdsResponse(status, error_body(message)), keep_alive=False)
         self._closing = True
         transport = self._transport
-        if transport is None or not transport.can_write_eof():
-            self._close()
+        if transport is None:  # never: only a connected protocol is fed data
             return
-        transport.write_eof()
+        transport.write_eof()  # a TCP transport always can
         if self._timer is not None:
             self._timer.cancel()
         self._timer = self._loop.call_later(LINGER_TIMEOUT, self._close)
@@ -684,23 +680,11 @@ class ImdsProtocol(asyncio.Protocol):
         if transport is None:
             return
         sock = transport.get_extra_info("socket")
-        # Without a socket to linger on, a plain close is the nearest thing.
-        with contextlib.suppress(AttributeError, OSError):
+        # Without a socket to linger on, a plain close is the nearest thing. The connection
+        # is open while its request is handled, so setting the option cannot fail.
+        if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_LINGER)
         transport.abort()
-
-
-class _Capture:
-    """Stands in for a transport to take a response's bytes, to be cut before sending."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def is_closing(self) -> bool:
-        return False
 
 
 def _listening_address(host: str) -> str | None:
@@ -717,9 +701,6 @@ async def start_imds_server(
     endpoint: ImdsEndpoint,
     host: str,
     port: int,
-    *,
-    reuse_port: bool = False,
-    **kwargs: Any,
 ) -> asyncio.Server:
     """Listen on ``host:port`` and answer the VM-facing endpoint there."""
     loop = asyncio.get_running_loop()
@@ -732,7 +713,5 @@ async def start_imds_server(
         lambda: ImdsProtocol(endpoint, shared, loop, connections, local),
         host,
         port,
-        reuse_port=reuse_port,
         backlog=4096,
-        **kwargs,
     )
