@@ -182,3 +182,73 @@ def test_a_client_that_sends_without_reading_is_held_back_then_answered_in_full(
             data += chunk
             answered = data.count(b"\r\nServer: ")  # 200s, then 429s past the rate limit
         assert answered == sent // len(request)
+
+
+def _with_headers(count: int, value: bytes = b"v") -> bytes:
+    """A GET with ``count`` header lines in all (Host and Metadata among them)."""
+    extra = b"".join(b"X-%02d: %s\r\n" % (index, value) for index in range(count - 2))
+    request = get(extra=extra)
+    assert request.count(b"\r\n") == count + 2  # the request line and the blank line
+    return request
+
+
+def test_headers_at_their_limits_are_answered_and_one_more_is_refused(port: int) -> None:
+    """The header limits of ``forewarn.server.imds.Limits``: 64 header lines, and values of
+    4096 bytes (IMDS's text: "Parameter header value length is larger than
+    MaxHeaderValueLength", reference/imds/troubleshoot-load-balancer-imds.md)."""
+    limits = Limits()
+    cases = [
+        (_with_headers(limits.max_headers), None),
+        (
+            _with_headers(limits.max_headers + 1),
+            f"Bad request. More than {limits.max_headers} headers",
+        ),
+        (_with_headers(3, b"v" * limits.max_header_value), None),
+        (
+            _with_headers(3, b"v" * (limits.max_header_value + 1)),
+            "Parameter header value length is larger than MaxHeaderValueLength: "
+            f"{limits.max_header_value}",
+        ),
+    ]
+    for request, refusal in cases:
+        reply = exchange("127.0.0.1", port, request, until=responses_complete(1))
+        if refusal is None:
+            assert _only(reply.data)[0] == 200
+        else:
+            assert _only(reply.data) == (400, refusal)
+
+
+def test_each_request_of_a_connection_has_the_whole_head_limit(port: int) -> None:
+    """The head limit counts each request's own head: after a first answer (an unknown
+    event's 400, the connection kept), a second request on the same connection may again be
+    64 KiB, and one byte more is refused."""
+    limit = http.MAX_HEAD_BYTES
+    for size, status in ((limit, 200), (limit + 1, 400)):
+        with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+            data = b""
+            # A POST first: a GET seen before would be answered without being parsed.
+            first = _padded_approval(100)
+            first = get(extra=b"Content-Length: 100\r\n").replace(b"GET", b"POST", 1) + first
+            for request, answers in ((first, 1), (_head_of(size), 2)):
+                sock.sendall(request)
+                while not responses_complete(answers)(data):
+                    chunk = sock.recv(65536)
+                    assert chunk, data
+                    data += chunk
+            assert [r.status for r in parse_responses(data)] == [400, status]
+
+
+def test_a_body_does_not_count_towards_the_head_limit(port: int) -> None:
+    """A head just under 64 KiB followed by a whole 16 KiB body, in one write: the head is
+    within its limit and the body within its own, so the endpoint answers (an unknown event:
+    400, the connection kept), however the two arrive together."""
+    body = _padded_approval(MAX_BODY)
+    head = _head_of(http.MAX_HEAD_BYTES - 100)
+    head = head.replace(b"GET ", b"POST ", 1).replace(
+        b"\r\n\r\n", b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    reply = exchange("127.0.0.1", port, head + body, until=responses_complete(1))
+    assert not reply.closed
+    status, error = _only(reply.data)
+    assert status == 400
+    assert "larger" not in error, error
