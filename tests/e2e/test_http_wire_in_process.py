@@ -173,3 +173,35 @@ def test_an_endpoint_failure_is_a_500_that_closes_and_logs_the_exception(
     assert "protocol: <forewarn.server.http.ImdsProtocol" in record.getMessage()
     assert record.exc_info is not None
     assert str(record.exc_info[1]) == FAILURE
+
+
+def test_repeated_headers_are_read_as_one_comma_separated_value(wire: Wire) -> None:
+    """RFC 9110 section 5.3: a recipient may combine repeated header lines into one value,
+    in order, separated by commas; so a second If-None-Match adds a tag, and the combined
+    list ``"<current>", "0"`` names the current one (SPEC.md section 1, conditional GET)."""
+    (current,) = parse_responses(exchange("127.0.0.1", wire.port, get(extra=CLOSE)).data)
+    tag = (current.header("ETag") or "").encode()
+    assert tag != b'"0"'
+    heads, closed = wire.heads(
+        get(extra=b'If-None-Match: %s\r\nIf-None-Match: "0"\r\n' % tag + CLOSE)
+    )
+    assert closed
+    assert heads[0].startswith(b"HTTP/1.1 304 Not Modified\r\n")
+
+
+def test_every_request_expecting_100_continue_gets_it(wire: Wire) -> None:
+    """RFC 9110 section 10.1.1: the server sends ``100 Continue`` to a request with
+    ``Expect: 100-continue`` (here even when the body, or a bodiless GET, came at once); the
+    same bytes again get it again: what is remembered of a parse never skips it."""
+    event = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+    for request, approving in (
+        (get(extra=b"Expect: 100-continue\r\n" + CLOSE), False),
+        (post(approval(event), b"Expect: 100-Continue\r\n" + CLOSE), True),
+    ):
+        for _ in range(2):
+            reply = exchange("127.0.0.1", wire.port, request)
+            assert reply.data.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 "), reply.data
+            assert [r.status for r in parse_responses(reply.data)] == [
+                100,
+                400 if approving else 200,
+            ]
