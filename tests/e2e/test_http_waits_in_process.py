@@ -92,7 +92,7 @@ def connect(platform: ForewarnPlatform) -> Iterator[Callable[[], Connection]]:
 @pytest.fixture(autouse=True)
 def _nothing_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     yield
-    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    errors = [r for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]
 
 
@@ -249,3 +249,19 @@ def test_a_timeout_without_a_delay_stays_silent(
     client = connect()
     client.send(get())
     assert client.quiet_for(0.3)
+
+
+@pytest.mark.parametrize("policy", ["drop", "refuse"])
+def test_what_is_pipelined_behind_a_dropped_or_reset_request_is_never_handled(
+    policy: str,
+) -> None:
+    """The ``drop`` and ``refuse`` impact policies (README "Faithfulness") end the
+    connection at the request that meets the impact: a request pipelined behind it on the
+    same connection never reaches the platform (its record shows the first one only)."""
+    with ForewarnPlatform(impact={"Reboot": policy}, rate_limit=1000) as platform:
+        _start_restart(platform)
+        reply = exchange("127.0.0.1", platform.port, get() + get(UNKNOWN))
+        assert (reply.closed, reply.data) == (True, b"")
+        assert [(r.path, r.status) for r in platform.requests(method="GET")] == [
+            ("/metadata/scheduledevents", 0)
+        ]

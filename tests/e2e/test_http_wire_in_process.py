@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from email.utils import format_datetime
 
 import pytest
@@ -205,3 +206,38 @@ def test_every_request_expecting_100_continue_gets_it(wire: Wire) -> None:
                 100,
                 400 if approving else 200,
             ]
+
+
+def test_the_date_moves_to_the_next_second_exactly_when_the_clock_does(wire: Wire) -> None:
+    """RFC 9110 section 6.6.1: Date is the time the answer was made, to the second; the
+    platform's clock (SPEC.md section 2 [ours]) passing a whole second changes it."""
+    start = wire.platform.now
+    assert start.microsecond == 0
+    dates = []
+    for step in (0, 1, 1):
+        wire.platform.advance(step)
+        (response,) = parse_responses(exchange("127.0.0.1", wire.port, get(extra=CLOSE)).data)
+        dates.append(response.header("Date"))
+    assert dates == [
+        format_datetime(start + timedelta(seconds=second), usegmt=True) for second in range(3)
+    ]
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [get(extra=CLOSE), b"HELLO\r\n\r\n"],
+    ids=["Connection: close", "a refused request"],
+)
+def test_nothing_after_the_answer_that_ends_a_connection_is_acted_on(
+    wire: Wire, ending: bytes
+) -> None:
+    """RFC 9112 section 9.6: a server that receives "close" "MUST NOT process any further
+    requests received on that connection"; nor after a request it refuses. An approval
+    pipelined behind either is not applied."""
+    event = wire.platform.schedule("Reboot", "vm0", source="User")
+    reply = exchange("127.0.0.1", wire.port, ending + post(approval(event.event_id)))
+    assert reply.closed
+    assert len(parse_responses(reply.data)) == 1
+    view = wire.platform.event(event)
+    assert view is not None
+    assert (view.event.status.value, set(view.approvals)) == ("Scheduled", set())
