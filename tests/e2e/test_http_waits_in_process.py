@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -265,3 +266,26 @@ def test_what_is_pipelined_behind_a_dropped_or_reset_request_is_never_handled(
         assert [(r.path, r.status) for r in platform.requests(method="GET")] == [
             ("/metadata/scheduledevents", 0)
         ]
+
+
+def test_the_request_timeout_bounds_a_request_not_the_wait_between_two(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request must arrive whole within the request timeout (``REQUEST_TIMEOUT``, 30 s,
+    shortened here); a request that does is answered however it trickles, and a kept-alive
+    connection may then wait longer than that for its next request (up to the idle timeout)
+    without being closed."""
+    from forewarn.server import http
+
+    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 0.4)
+    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    client = connect()
+    request = get(extra=b"X-Case: trickled\r\n")
+    for start in range(0, len(request), 40):  # in about 0.2 s
+        client.send(request[start : start + 40])
+        time.sleep(0.05)
+    assert client.statuses(1) == [200]
+    assert client.quiet_for(0.6)  # longer than the request timeout, idle between requests
+    client.send(get(extra=CLOSE))
+    assert client.statuses(2) == [200, 200]
+    assert client.ends()
