@@ -224,19 +224,6 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
 # -- listeners -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("host", "local"),
-    [("127.0.0.2", "127.0.0.2"), ("::1", "::1"), ("0.0.0.0", None), ("::", None),
-     ("localhost", None)],
-)  # fmt: skip
-def test_a_listener_knows_its_connections_local_address_only_when_it_is_one(
-    host: str, local: str | None
-) -> None:
-    """Every connection to a listener on one address arrives at that address (the VM it
-    answers as); on a wildcard or a name each connection must look at its own socket."""
-    assert http._listening_address(host) == local
-
-
 def test_an_endpoint_served_again_on_a_new_event_loop_still_holds_and_releases() -> None:
     """What the listeners of one endpoint share (its held requests' timer first) belongs to
     the event loop that serves them: serving the same endpoint again on another loop (a

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
-import ipaddress
 import socket
 import struct
 import weakref
@@ -262,7 +261,6 @@ class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
-        "_at_boundary",
         "_body",
         "_cacheable",
         "_closing",
@@ -275,12 +273,9 @@ class ImdsProtocol(asyncio.Protocol):
         "_header_count",
         "_headers",
         "_held",
-        "_in_head",
-        "_in_request",
         "_last_active",
         "_limits",
         "_local",
-        "_local_known",
         "_loop",
         "_parsed",
         "_parser",
@@ -299,15 +294,11 @@ class ImdsProtocol(asyncio.Protocol):
         shared: _Shared,
         loop: asyncio.AbstractEventLoop,
         connections: _Connections,
-        local: str | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._shared = shared
         self._parsed = shared.parsed
         self._request_ids = shared.request_ids
-        self._at_boundary = True
-        self._completed = 0
-        self._cacheable: _Parsed | None = None
         self._held: list[_Parsed] | None = None
         self._fault_passed: _Parsed | None = None
         self._limits: Limits = endpoint.limits
@@ -316,31 +307,31 @@ class ImdsProtocol(asyncio.Protocol):
         self._parser: httptools.HttpRequestParser | None = None
         self._connections = connections
         self._transport: asyncio.Transport | None = None
-        self._local = local or ""
-        self._local_known = local is not None
-        self._peer = ""
         self._url = bytearray()
-        self._headers: dict[str, str] = {}
-        self._header_count = 0
-        self._head_bytes = 0
-        self._in_head = True
+        # The bytes of the current request's head so far; None once its head is complete.
+        self._head_bytes: int | None = 0
         self._body = bytearray()
         self._closing = False
-        self._in_request = False
         self._loop = loop
         self._last_active = self._loop.time()
-        self._request_started = self._last_active
+        # When the current request began; None between requests.
+        self._request_started: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # Set per request by the parser's callbacks, and per read by data_received:
+        self._headers: dict[str, str]
+        self._header_count: int
+        self._completed: int
+        self._cacheable: _Parsed | None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
-        if not self._local_known:
-            sockname = transport.get_extra_info("sockname")
-            self._local = sockname[0] if sockname else ""
+        # The address the VM called (one listener per VM address, or one for all).
+        self._local: str = transport.get_extra_info("sockname")[0]
+        # A peer gone before its connection is made has no name left to give.
         peername = transport.get_extra_info("peername")
-        self._peer = peername[0] if peername else ""
+        self._peer: str = peername[0] if peername else ""
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -358,7 +349,7 @@ class ImdsProtocol(asyncio.Protocol):
         if self._closing:
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
-        if self._at_boundary:
+        if self._request_started is None:  # between requests
             parsed = self._parsed.get(data)
             if parsed is not None:
                 try:
@@ -369,7 +360,11 @@ class ImdsProtocol(asyncio.Protocol):
             self._completed = 0
             self._cacheable = None
             self._slow_path(data)
-            if self._completed == 1 and self._at_boundary and self._cacheable is not None:
+            if (
+                self._completed == 1
+                and self._request_started is None
+                and self._cacheable is not None
+            ):
                 self._parsed.put(data, self._cacheable)
             return
         self._slow_path(data)
@@ -399,7 +394,7 @@ class ImdsProtocol(asyncio.Protocol):
         self._reply_and_close(500, "Internal server error")
 
     def _feed(self, data: memoryview) -> None:
-        if self._in_head:
+        if self._head_bytes is not None:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._reply_and_close(
@@ -423,8 +418,6 @@ class ImdsProtocol(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._request_started = self._loop.time()
-        self._at_boundary = False
-        self._in_request = True
         self._url.clear()
         self._headers = {}
         self._header_count = 0
@@ -451,7 +444,7 @@ class ImdsProtocol(asyncio.Protocol):
         self._headers[key] = text if previous is None else previous + ", " + text
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
+        self._head_bytes = None
         parser = self._parser
         assert parser is not None  # only the parser calls this
         if parser.should_upgrade():
@@ -475,9 +468,8 @@ class ImdsProtocol(asyncio.Protocol):
             )
 
     def on_message_complete(self) -> None:
-        self._in_request = False
-        self._in_head = True  # what follows is the next request's head
-        self._head_bytes = 0
+        self._request_started = None
+        self._head_bytes = 0  # what follows is the next request's head
         if self._closing:
             return
         parser = self._parser
@@ -494,7 +486,6 @@ class ImdsProtocol(asyncio.Protocol):
             parser.should_keep_alive(),
         )
         self._completed += 1
-        self._at_boundary = True
         if (
             parsed.method == "GET"
             and not parsed.body
@@ -666,7 +657,8 @@ class ImdsProtocol(asyncio.Protocol):
         held one (its VM paused) not at all."""
         if self._held is not None:
             return 0.0
-        if self._in_request and now - self._request_started >= REQUEST_TIMEOUT:
+        started = self._request_started
+        if started is not None and now - started >= REQUEST_TIMEOUT:
             return IDLE_TIMEOUT
         return now - self._last_active
 
@@ -687,16 +679,6 @@ class ImdsProtocol(asyncio.Protocol):
         transport.abort()
 
 
-def _listening_address(host: str) -> str | None:
-    """The local address of every connection to ``host``, when that is one address: then
-    no connection has to convert its socket address again."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None  # a name may resolve to several addresses
-    return None if address.is_unspecified else str(address)
-
-
 async def start_imds_server(
     endpoint: ImdsEndpoint,
     host: str,
@@ -708,9 +690,8 @@ async def start_imds_server(
     if shared is None or shared.loop is not loop:
         shared = _SHARED[endpoint] = _Shared(endpoint, loop)
     connections = _Connections(loop)
-    local = _listening_address(host)
     return await loop.create_server(
-        lambda: ImdsProtocol(endpoint, shared, loop, connections, local),
+        lambda: ImdsProtocol(endpoint, shared, loop, connections),
         host,
         port,
         backlog=4096,
