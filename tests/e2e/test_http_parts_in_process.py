@@ -255,3 +255,43 @@ def test_an_endpoint_served_again_on_a_new_event_loop_still_holds_and_releases()
     assert held == [200]
     assert time.monotonic() - started < 3
     platform.close()
+
+
+PEERS = """
+vms:
+  - {name: left, address: 127.0.0.5}
+  - {name: right, address: 127.0.0.6}
+"""
+
+
+def test_a_vm_is_known_by_the_address_it_calls_from_on_a_shared_listener() -> None:
+    """SPEC.md section 1: forewarn binds wherever it is told; a listener that is no VM's
+    address (one address for a whole namespace of VMs) knows each VM by the address its
+    request comes from, for its document and for the faults aimed at it."""
+    platform = ForewarnPlatform(fleet=PEERS, rate_limit=1000, seed=4)
+    platform.fault("gone", vm="right", count=1)
+
+    async def ask_from(source: str, port: int) -> int:
+        with socket.socket() as sock:
+            sock.bind((source, 0))
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+            reader, writer = await asyncio.open_connection(sock=sock.dup())
+        writer.write(get(extra=CLOSE))
+        data = await asyncio.wait_for(reader.read(), 3)
+        writer.close()
+        (response,) = parse_responses(data)
+        return response.status
+
+    async def main() -> list[int]:
+        server = await http.start_imds_server(platform.endpoint, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            return [await ask_from(source, port) for source in ("127.0.0.5", "127.0.0.6")]
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main()) == [200, 410]
+    assert [r.vm for r in platform.requests()] == ["left"]
+    platform.close()

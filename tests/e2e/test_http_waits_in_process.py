@@ -289,3 +289,38 @@ def test_the_request_timeout_bounds_a_request_not_the_wait_between_two(
     client.send(get(extra=CLOSE))
     assert client.statuses(2) == [200, 200]
     assert client.ends()
+
+
+def _blocks_before(sock: socket.socket, limit: int, request: bytes) -> int:
+    """How much of ``limit`` bytes of pipelined ``request``s could be sent before sending
+    blocked (half a second without progress); ``limit`` if it never did."""
+    burst = request * 64
+    sent = 0
+    sock.settimeout(0.5)
+    try:
+        while sent < limit:
+            sock.sendall(burst)
+            sent += len(burst)
+    except TimeoutError:
+        pass
+    finally:
+        sock.settimeout(READ_TIMEOUT)
+    return sent
+
+
+@pytest.mark.parametrize("wait", ["impact", "latency"])
+def test_a_connection_waiting_for_its_answer_is_not_read_meanwhile(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], wait: str
+) -> None:
+    """What a client pipelines behind a request that waits (held by an impact, or delayed by
+    a latency fault) waits unread in the connection, so that a client cannot make the server
+    buffer without bound: its sending blocks."""
+    if wait == "impact":
+        _start_restart(platform)
+    else:
+        platform.fault("latency", count=1, delay=5)
+    client = connect()
+    client.send(get())
+    assert client.quiet_for(0.1)
+    limit = 64 * 1024 * 1024
+    assert _blocks_before(client.sock, limit, get(extra=b"X-Pad: " + b"v" * 3000 + b"\r\n")) < limit
