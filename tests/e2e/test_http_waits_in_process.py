@@ -115,16 +115,16 @@ def test_requests_behind_a_held_one_keep_their_order_through_a_second_pause(
     on."""
     _start_restart(platform)
     client = connect()
-    client.send(get() + get(UNKNOWN))
+    client.send(get() + get(UNKNOWN) + get(metadata=False))
     assert client.quiet_for(0.2)
     platform.advance(3)
     platform.schedule("Freeze", "vm0", duration_seconds=10, started=True)
     platform.advance(5)  # the reboot's 7 s are over; the Freeze's 10 s are not
     assert client.quiet_for(0.2)
     platform.advance(10)
-    assert client.statuses(2) == [200, 404]
+    assert client.statuses(3) == [200, 404, 400]
     client.send(get(extra=CLOSE))
-    assert client.statuses(3) == [200, 404, 200]
+    assert client.statuses(4) == [200, 404, 400, 200]
     assert client.ends()
 
 
@@ -234,8 +234,10 @@ def test_a_latency_of_zero_answers_at_once_and_spends_one_use(
     is allowed, and each request it strikes counts once towards ``count``."""
     fault = platform.fault("latency", count=3, delay=0)
     client = connect()
+    started = time.monotonic()
     client.send(get(extra=CLOSE))
     assert client.statuses(1) == [200]
+    assert time.monotonic() - started < 0.5
     assert client.ends()
     (left,) = platform.faults()
     assert (left.id, left.remaining, left.hits) == (fault.id, 2, 1)
