@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -266,3 +267,23 @@ def test_a_refusal_in_the_middle_of_a_large_read_is_the_only_answer(port: int) -
         400,
         f"Bad request. The request head is larger than {http.MAX_HEAD_BYTES} bytes",
     )
+
+
+def test_a_burst_of_connections_waits_for_a_busy_server_rather_than_being_dropped() -> None:
+    """SPEC.md section 8: VMs poll about once a second, many on a new connection each time;
+    a burst of new connections arriving while the server is busy waits in the listen queue
+    (4096 deep) instead of being dropped after the default hundred."""
+    with ForewarnPlatform(rate_limit=1000) as platform:
+        server = platform.serve()
+        busy = threading.Thread(target=lambda: server.call(lambda: time.sleep(0.5)))
+        busy.start()
+        time.sleep(0.1)  # the server's loop is in the sleep now
+        opened: list[socket.socket] = []
+        try:
+            for _ in range(300):
+                opened.append(socket.create_connection(("127.0.0.1", platform.port), timeout=0.5))
+        finally:
+            busy.join()
+            for sock in opened:
+                sock.close()
+        assert len(opened) == 300

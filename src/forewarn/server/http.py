@@ -411,7 +411,9 @@ class ImdsProtocol(asyncio.Protocol):
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self._transport is not None and not self._closing and self._held is None:
+        # Not while a request waits (held or delayed): what follows it stays unread until
+        # then. A closed transport ignores it; one lingering after a refusal reads on.
+        if self._transport is not None and self._held is None:
             self._transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
