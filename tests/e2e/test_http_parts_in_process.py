@@ -10,8 +10,10 @@ it arms on a stand-in loop, and a second event loop serving the same endpoint.
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -295,3 +297,45 @@ def test_a_vm_is_known_by_the_address_it_calls_from_on_a_shared_listener() -> No
     assert asyncio.run(main()) == [200, 410]
     assert [r.vm for r in platform.requests()] == ["left"]
     platform.close()
+
+
+def test_a_closed_connection_is_freed_without_the_garbage_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """server/http.py, ``connection_lost``: a connection leaves nothing behind once closed
+    (not its parser's reference cycle, not its place among the listener's connections), so
+    10,000 VMs polling on a new connection each second do not wait for the collector."""
+    platform = ForewarnPlatform(rate_limit=1000, seed=8)
+    made: list[weakref.ref[http.ImdsProtocol]] = []
+
+    class Watched(http.ImdsProtocol):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(http, "ImdsProtocol", Watched)
+
+    async def main() -> list[int]:
+        server = await http.start_imds_server(platform.endpoint, "127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.sockets[0].getsockname()[1]
+            )
+            writer.write(get(extra=b"X-Case: freed\r\n" + CLOSE))
+            data = await asyncio.wait_for(reader.read(), 3)
+            writer.close()
+            for _ in range(5):  # the transport tells the protocol on a later iteration
+                await asyncio.sleep(0)
+            return [r.status for r in parse_responses(data)]
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    gc.disable()
+    try:
+        assert asyncio.run(main()) == [200]
+        assert len(made) == 1
+        assert made[0]() is None
+    finally:
+        gc.enable()
+        platform.close()

@@ -282,6 +282,7 @@ def test_the_request_timeout_bounds_a_request_not_the_wait_between_two(
     monkeypatch.setattr(http, "REQUEST_TIMEOUT", 0.4)
     monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
     client = connect()
+    assert client.quiet_for(0.15)  # connected, not yet asking: neither idle nor late
     request = get(extra=b"X-Case: trickled\r\n")
     for start in range(0, len(request), 40):  # in about 0.2 s
         client.send(request[start : start + 40])

@@ -162,7 +162,9 @@ def test_an_endpoint_failure_is_a_500_that_closes_and_logs_the_exception(
         assert parse_responses(exchange("127.0.0.1", wire.port, poll).data)[0].status == 200
     fail_from_now_on(wire.platform, monkeypatch)
     with caplog.at_level(logging.ERROR, logger="asyncio"):
-        reply = exchange("127.0.0.1", wire.port, poll + get())
+        # The reused parse is of exactly these bytes; a request pipelined behind the failing
+        # one (parsed afresh) is not answered.
+        reply = exchange("127.0.0.1", wire.port, poll if after else poll + get())
     assert reply.closed
     assert not reply.reset
     (response,) = parse_responses(reply.data)

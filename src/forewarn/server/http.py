@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
+import itertools
 import socket
 import struct
 import weakref
@@ -26,7 +27,9 @@ import httptools
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.imds import (
+    JSON,
     SERVER,
+    TEXT,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
@@ -239,8 +242,8 @@ class _HeldRequests:
 
 class _Shared:
     """What every listener of one endpoint shares: one Date, one parse cache, one request-id
-    sequence, one set of held requests and the response heads built so far (by status,
-    Content-Type and keep-alive), however many VM addresses it listens on."""
+    sequence, one set of held requests and the response heads (one per status, Content-Type
+    and keep-alive, made once), however many VM addresses it listens on."""
 
     __slots__ = ("date", "heads", "held", "loop", "parsed", "request_ids")
 
@@ -251,7 +254,10 @@ class _Shared:
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
         self.held = _HeldRequests(loop, clock)
-        self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {}
+        self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {
+            key: _head(*key)
+            for key in itertools.product(_REASONS, (JSON, TEXT, None), (True, False))
+        }
 
 
 _SHARED: weakref.WeakKeyDictionary[ImdsEndpoint, _Shared] = weakref.WeakKeyDictionary()
@@ -335,15 +341,15 @@ class ImdsProtocol(asyncio.Protocol):
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
+        # Nothing reaches this protocol afterwards: no data, no timer (cancelled here), and
+        # no release (a held connection is not read, so only the server can have closed it,
+        # which set _closing already).
         self._connections.discard(self)
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
         # The parser holds this protocol's callbacks: dropping it frees the connection at
-        # once, instead of leaving a cycle per connection for the garbage collector. Nothing
-        # parses after this: data_received stops at _closing.
-        self._parser = None
+        # once, instead of leaving a cycle per connection for the garbage collector.
+        del self._parser
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -600,18 +606,14 @@ class ImdsProtocol(asyncio.Protocol):
 
     def _write(self, response: ImdsResponse, keep_alive: bool) -> None:
         transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        transport.write(self._encode(response, keep_alive))
+        assert transport is not None  # connected: only then is there anything to answer
+        if not transport.is_closing():  # closed by a failed write, its loss not yet told
+            transport.write(self._encode(response, keep_alive))
 
     def _encode(self, response: ImdsResponse, keep_alive: bool) -> bytes:
         """The response's bytes, with a new request id and the current Date."""
         status = response.status
-        key = (status, response.content_type, keep_alive)
-        heads = self._shared.heads
-        head = heads.get(key)
-        if head is None:
-            head = heads[key] = _head(*key)
+        head = self._shared.heads[status, response.content_type, keep_alive]
         etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
         if status == 304:  # no body, so no length (RFC 9110 8.6)
             return b"%s%s\r\nDate: %s\r\n%s%s" % (
