@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -106,18 +105,17 @@ def test_a_poll_seen_before_is_answered_without_parsing_it_again(
     ("parts", "answers"),
     [
         ((get(extra=b"X-Case: two\r\n") * 2,), 2),
-        ((get(extra=b"X-Case: split\r\n")[:30], get(extra=b"X-Case: split\r\n")[30:]), 1),
         ((get(extra=b"X-Case: body\r\nContent-Length: 2\r\n") + b"{}",), 1),
         ((get(extra=b"X-Case: post\r\n").replace(b"GET", b"POST", 1),), 1),
         ((get(_target_of(http._CACHEABLE_URL + 1)),), 1),
     ],
-    ids=["two in one read", "split over two reads", "GET with a body", "POST", "long URL"],
+    ids=["two in one read", "GET with a body", "POST", "long URL"],
 )
 def test_other_requests_are_parsed_every_time(
     port: int, parsers: list[object], parts: tuple[bytes, ...], answers: int
 ) -> None:
-    """Not remembered: a read of two requests, a request split over reads, a GET with a
-    body, another method, a URL longer than 512 bytes."""
+    """Not remembered: a read of two requests, a GET with a body, another method, a URL
+    longer than 512 bytes."""
     first = _asked(port, *parts, answers=answers)
     assert len(first) == answers
     assert _asked(port, *parts, answers=answers) == first
@@ -251,11 +249,9 @@ def test_an_endpoint_served_again_on_a_new_event_loop_still_holds_and_releases()
         return [r.status for r in parse_responses(data)]
 
     (event,) = platform.restart("vm0")
-    started = time.monotonic()
     assert asyncio.run(serve(lambda p: ask(p, post(approval(event.event_id), CLOSE)))) == [200]
     held = asyncio.run(serve(lambda p: ask(p, get(extra=CLOSE), advance=8)))
     assert held == [200]
-    assert time.monotonic() - started < 3
     platform.close()
 
 

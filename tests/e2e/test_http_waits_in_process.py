@@ -237,7 +237,7 @@ def test_a_latency_of_zero_answers_at_once_and_spends_one_use(
     started = time.monotonic()
     client.send(get(extra=CLOSE))
     assert client.statuses(1) == [200]
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 0.9  # not the second a missing delay would be
     assert client.ends()
     (left,) = platform.faults()
     assert (left.id, left.remaining, left.hits) == (fault.id, 2, 1)
@@ -279,7 +279,7 @@ def test_the_request_timeout_bounds_a_request_not_the_wait_between_two(
     without being closed."""
     from forewarn.server import http
 
-    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 0.4)
+    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 1.0)
     monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
     client = connect()
     assert client.quiet_for(0.15)  # connected, not yet asking: neither idle nor late
@@ -288,7 +288,7 @@ def test_the_request_timeout_bounds_a_request_not_the_wait_between_two(
         client.send(request[start : start + 40])
         time.sleep(0.05)
     assert client.statuses(1) == [200]
-    assert client.quiet_for(0.6)  # longer than the request timeout, idle between requests
+    assert client.quiet_for(1.3)  # longer than the request timeout, idle between requests
     client.send(get(extra=CLOSE))
     assert client.statuses(2) == [200, 200]
     assert client.ends()

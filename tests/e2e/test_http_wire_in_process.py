@@ -17,7 +17,7 @@ from datetime import timedelta
 from email.utils import format_datetime
 
 import pytest
-from e2e_support import exchange, parse_responses
+from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import (
     CLOSE,
     FAILURE,
@@ -51,7 +51,7 @@ class Wire:
         self.platform = platform
         self.port = platform.port
 
-    def heads(self, *requests: bytes, wait: float = 0.3) -> tuple[list[bytes], bool]:
+    def heads(self, *requests: bytes, wait: float = 3.0) -> tuple[list[bytes], bool]:
         """The heads of the answers to ``requests`` sent on one connection (request ids and
         the Date shown as ``<id>`` and ``<date>``), and whether the server closed it within
         ``wait`` seconds of the last."""
@@ -159,7 +159,8 @@ def test_an_endpoint_failure_is_a_500_that_closes_and_logs_the_exception(
     fails on a poll whose bytes the server has parsed before."""
     poll = get(b"/metadata/scheduledevents?api-version=2020-07-01&case=%d" % after)
     if after:
-        assert parse_responses(exchange("127.0.0.1", wire.port, poll).data)[0].status == 200
+        taught = exchange("127.0.0.1", wire.port, poll, until=responses_complete(1))
+        assert parse_responses(taught.data)[0].status == 200
     fail_from_now_on(wire.platform, monkeypatch)
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         # The reused parse is of exactly these bytes; a request pipelined behind the failing
