@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from bench.tools import stop, wait_for_port
+from forewarn.control_token import find_token
 
 API_VERSION = "2020-07-01"
 PATH = "/metadata/scheduledevents"
@@ -229,11 +230,12 @@ class Forewarn(_Process):
 
     def call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         data = None if payload is None else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json"}
+        token = find_token(self.host, self.control_port)  # the control API requires it
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         request = urllib.request.Request(
-            self.control + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
+            self.control + path, data=data, method=method, headers=headers
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             text = response.read()
