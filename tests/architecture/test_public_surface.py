@@ -27,8 +27,6 @@ PACKAGES = (
     "testing",
     "wire",
 )
-#: Modules of the packages above not held yet.
-MODULES_NOT_YET = ("forewarn.server.http",)
 
 
 def public_modules() -> list[str]:
@@ -41,7 +39,7 @@ def public_modules() -> list[str]:
         if parts[-1] == "__init__":
             parts = parts[:-1]
         name = ".".join(parts)
-        if not any(part.startswith("_") for part in parts) and name not in MODULES_NOT_YET:
+        if not any(part.startswith("_") for part in parts):
             names.append(name)
     return names
 

@@ -248,7 +248,12 @@ def test_if_none_match_answers_304_until_the_document_changes(pair: ForewarnServ
     assert etag == f'"{first.json()["DocumentIncarnation"]}"'
     for sent in (etag, etag.strip('"'), f"W/{etag}", f'"0", {etag}', "*"):
         (unchanged,) = parse_responses(
-            exchange(pair.host, pair.port, _get(extra=f"If-None-Match: {sent}\r\n")).data
+            exchange(
+                pair.host,
+                pair.port,
+                _get(extra=f"If-None-Match: {sent}\r\n"),
+                until=responses_complete(1),
+            ).data
         )
         assert unchanged.status == 304, sent
         assert unchanged.body == b""
@@ -256,7 +261,12 @@ def test_if_none_match_answers_304_until_the_document_changes(pair: ForewarnServ
         assert unchanged.header("Content-Length") is None
     event_id = pair.create_event("Reboot", ["WestNO_1"], source="User")
     (changed,) = parse_responses(
-        exchange(pair.host, pair.port, _get(extra=f"If-None-Match: {etag}\r\n")).data
+        exchange(
+            pair.host,
+            pair.port,
+            _get(extra=f"If-None-Match: {etag}\r\n"),
+            until=responses_complete(1),
+        ).data
     )
     assert changed.status == 200
     assert changed.json()["Events"][0]["EventId"] == event_id
@@ -267,7 +277,9 @@ def test_if_none_match_answers_304_until_the_document_changes(pair: ForewarnServ
         f"POST {TARGET} HTTP/1.1\r\nMetadata: true\r\nIf-None-Match: {changed.header('ETag')}"
         f"\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
-    (approved,) = parse_responses(exchange(pair.host, pair.port, post).data)
+    (approved,) = parse_responses(
+        exchange(pair.host, pair.port, post, until=responses_complete(1)).data
+    )
     assert approved.status == 200
     assert pair.events()[event_id]["EventStatus"] == "Started"
 
@@ -289,8 +301,12 @@ def test_a_url_at_its_limit_is_answered_and_one_byte_longer_is_refused(
 
     at_limit, over = target(limit), target(limit + 1)
     assert (len(at_limit), len(over)) == (limit, limit + 1)
-    (answered,) = parse_responses(exchange(pair.host, pair.port, _get(at_limit)).data)
+    (answered,) = parse_responses(
+        exchange(pair.host, pair.port, _get(at_limit), until=responses_complete(1)).data
+    )
     assert answered.status == 200, answered.body
-    (refused,) = parse_responses(exchange(pair.host, pair.port, _get(over)).data)
+    (refused,) = parse_responses(
+        exchange(pair.host, pair.port, _get(over), until=responses_complete(1)).data
+    )
     assert refused.status == 400
     assert refused.json()["error"] == f"Bad request. The URL is longer than {limit} bytes"

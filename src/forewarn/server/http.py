@@ -11,24 +11,25 @@ request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import heapq
-import ipaddress
+import itertools
 import socket
 import struct
 import weakref
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from email.utils import format_datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httptools
 
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.imds import (
+    JSON,
     SERVER,
+    TEXT,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
@@ -38,31 +39,34 @@ from forewarn.server.imds import (
 )
 from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, error_body
 
+#: The reason phrase of every status the endpoint and the fault plan answer with.
 _REASONS = {
-    100: b"Continue",
     200: b"OK",
     304: b"Not Modified",
     400: b"Bad Request",
     404: b"Not Found",
     405: b"Method Not Allowed",
     410: b"Gone",
-    413: b"Payload Too Large",
     429: b"Too Many Requests",
     500: b"Internal Server Error",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+#: What ends a response head, by whether the connection is kept alive after it.
+_HEAD_END = {True: b"\r\n", False: b"Connection: close\r\n\r\n"}
+#: Header names and values as bytes, one character each (RFC 9110 section 5.5: field values
+#: were historically ISO-8859-1, so any byte the parser lets through has a character).
+_FIELD_ENCODING = "latin-1"
 
 
 def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[bytes, bytes]:
     """The fixed parts of a response head, in the order of real captures (SPEC 1:
     Content-Type, Server, x-ms-request-id, Date, Content-Length): up to the request id's
     value, and what follows the length."""
-    before = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
+    before = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])
     if content_type is not None:
         before += b"Content-Type: %s\r\n" % content_type
     before += b"Server: %s\r\nx-ms-request-id: " % SERVER
-    after = b"" if keep_alive else b"Connection: close\r\n"
-    return before, after + b"\r\n"
+    return before, _HEAD_END[keep_alive]
 
 
 _HeadKey = tuple[int, bytes | None, bool]
@@ -145,17 +149,19 @@ class _DateHeader:
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
         self._clock = clock
-        self._from = self._until = datetime.min.replace(tzinfo=UTC)
-        self._value = b""
+        self._start_second(clock())
 
     def value(self) -> bytes:
         now = self._clock()
         # Comparing with the current second's bounds costs less than a timestamp per answer.
         if not self._from <= now < self._until:
-            self._from = now.replace(microsecond=0)
-            self._until = self._from + _SECOND
-            self._value = _http_date(self._from)
+            self._start_second(now)
         return self._value
+
+    def _start_second(self, now: datetime) -> None:
+        self._from = now.replace(microsecond=0)
+        self._until = self._from + _SECOND
+        self._value = _http_date(self._from)
 
 
 @functools.lru_cache(maxsize=8)
@@ -202,21 +208,21 @@ class _HeldRequests:
 
     One timer for the whole server while anything is held: the platform clock decides, and
     a manual clock moves only when the control API moves it, so the held requests are looked
-    at every ``_HOLD_TICK`` of real time rather than timed once.
+    at every ``_HOLD_TICK`` of real time rather than timed once. Requests whose pause ends at
+    the same instant are released in the same look, in no particular order; the connection's
+    id only keeps the heap from comparing connections (one is held once at a time).
     """
 
-    __slots__ = ("_clock", "_heap", "_loop", "_sequence", "_timer")
+    __slots__ = ("_clock", "_heap", "_loop", "_timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime]) -> None:
         self._loop = loop
         self._clock = clock
         self._heap: list[tuple[datetime, int, ImdsProtocol]] = []
-        self._sequence = 0
         self._timer: asyncio.TimerHandle | None = None
 
     def hold(self, until: datetime, connection: ImdsProtocol) -> None:
-        self._sequence += 1
-        heapq.heappush(self._heap, (until, self._sequence, connection))
+        heapq.heappush(self._heap, (until, id(connection), connection))
         if self._timer is None:
             self._timer = self._loop.call_later(_HOLD_TICK, self._tick)
 
@@ -236,8 +242,8 @@ class _HeldRequests:
 
 class _Shared:
     """What every listener of one endpoint shares: one Date, one parse cache, one request-id
-    sequence, one set of held requests and the response heads built so far (by status,
-    Content-Type and keep-alive), however many VM addresses it listens on."""
+    sequence, one set of held requests and the response heads (one per status, Content-Type
+    and keep-alive, made once), however many VM addresses it listens on."""
 
     __slots__ = ("date", "heads", "held", "loop", "parsed", "request_ids")
 
@@ -248,7 +254,10 @@ class _Shared:
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
         self.held = _HeldRequests(loop, clock)
-        self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {}
+        self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {
+            key: _head(*key)
+            for key in itertools.product(_REASONS, (JSON, TEXT, None), (True, False))
+        }
 
 
 _SHARED: weakref.WeakKeyDictionary[ImdsEndpoint, _Shared] = weakref.WeakKeyDictionary()
@@ -258,7 +267,6 @@ class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
-        "_at_boundary",
         "_body",
         "_cacheable",
         "_closing",
@@ -271,12 +279,9 @@ class ImdsProtocol(asyncio.Protocol):
         "_header_count",
         "_headers",
         "_held",
-        "_in_head",
-        "_in_request",
         "_last_active",
         "_limits",
         "_local",
-        "_local_known",
         "_loop",
         "_parsed",
         "_parser",
@@ -295,15 +300,11 @@ class ImdsProtocol(asyncio.Protocol):
         shared: _Shared,
         loop: asyncio.AbstractEventLoop,
         connections: _Connections,
-        local: str | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._shared = shared
         self._parsed = shared.parsed
         self._request_ids = shared.request_ids
-        self._at_boundary = True
-        self._completed = 0
-        self._cacheable: _Parsed | None = None
         self._held: list[_Parsed] | None = None
         self._fault_passed: _Parsed | None = None
         self._limits: Limits = endpoint.limits
@@ -312,49 +313,49 @@ class ImdsProtocol(asyncio.Protocol):
         self._parser: httptools.HttpRequestParser | None = None
         self._connections = connections
         self._transport: asyncio.Transport | None = None
-        self._local = local or ""
-        self._local_known = local is not None
-        self._peer = ""
         self._url = bytearray()
-        self._headers: dict[str, str] = {}
-        self._header_count = 0
-        self._head_bytes = 0
-        self._in_head = True
+        # The bytes of the current request's head so far; None once its head is complete.
+        self._head_bytes: int | None = 0
         self._body = bytearray()
         self._closing = False
-        self._in_request = False
         self._loop = loop
         self._last_active = self._loop.time()
-        self._request_started = self._last_active
+        # When the current request began; None between requests.
+        self._request_started: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # Set per request by the parser's callbacks, and per read by data_received:
+        self._headers: dict[str, str]
+        self._header_count: int
+        self._completed: int
+        self._cacheable: _Parsed | None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
-        if not self._local_known:
-            sockname = transport.get_extra_info("sockname")
-            self._local = sockname[0] if sockname else ""
+        # The address the VM called (one listener per VM address, or one for all).
+        self._local: str = transport.get_extra_info("sockname")[0]
+        # A peer gone before its connection is made has no name left to give.
         peername = transport.get_extra_info("peername")
-        self._peer = peername[0] if peername else ""
+        self._peer: str = peername[0] if peername else ""
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
+        # Nothing reaches this protocol afterwards: no data, no timer (cancelled here), and
+        # no release (a held connection is not read, so only the server can have closed it,
+        # which set _closing already).
         self._connections.discard(self)
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
         # The parser holds this protocol's callbacks: dropping it frees the connection at
-        # once, instead of leaving a cycle per connection for the garbage collector. Nothing
-        # parses after this: data_received stops at _closing.
-        self._parser = None
+        # once, instead of leaving a cycle per connection for the garbage collector.
+        del self._parser
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
-        if self._at_boundary:
+        if self._request_started is None:  # between requests
             parsed = self._parsed.get(data)
             if parsed is not None:
                 try:
@@ -365,23 +366,24 @@ class ImdsProtocol(asyncio.Protocol):
             self._completed = 0
             self._cacheable = None
             self._slow_path(data)
-            if self._completed == 1 and self._at_boundary and self._cacheable is not None:
+            if (
+                self._completed == 1
+                and self._request_started is None
+                and self._cacheable is not None
+            ):
                 self._parsed.put(data, self._cacheable)
             return
         self._slow_path(data)
 
     def _slow_path(self, data: bytes) -> None:
+        # A request to switch protocols is refused as its head completes (on_headers_complete),
+        # so the parser never gets as far as reporting the upgrade.
         try:
-            if len(data) <= _FEED_SLICE:
-                self._feed(data)
-            else:
-                view = memoryview(data)
-                for start in range(0, len(data), _FEED_SLICE):
-                    if self._closing:
-                        return
-                    self._feed(view[start : start + _FEED_SLICE])
-        except httptools.HttpParserUpgrade:
-            self._reply_and_close(400, _UPGRADE_REFUSED)
+            view = memoryview(data)
+            for start in range(0, len(data), _FEED_SLICE):
+                if self._closing:
+                    return
+                self._feed(view[start : start + _FEED_SLICE])
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if isinstance(cause, _RefusedError):
@@ -397,8 +399,8 @@ class ImdsProtocol(asyncio.Protocol):
         )
         self._reply_and_close(500, "Internal server error")
 
-    def _feed(self, data: bytes | memoryview) -> None:
-        if self._in_head:
+    def _feed(self, data: memoryview) -> None:
+        if self._head_bytes is not None:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._reply_and_close(
@@ -415,15 +417,15 @@ class ImdsProtocol(asyncio.Protocol):
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self._transport is not None and not self._closing and self._held is None:
+        # Not while a request waits (held or delayed): what follows it stays unread until
+        # then. A closed transport ignores it; one lingering after a refusal reads on.
+        if self._transport is not None and self._held is None:
             self._transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         self._request_started = self._loop.time()
-        self._at_boundary = False
-        self._in_request = True
         self._url.clear()
         self._headers = {}
         self._header_count = 0
@@ -443,14 +445,14 @@ class ImdsProtocol(asyncio.Protocol):
         self._header_count += 1
         if self._header_count > limits.max_headers:
             raise _RefusedError(f"Bad request. More than {limits.max_headers} headers")
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
+        key = name.decode(_FIELD_ENCODING).lower()
+        text = value.decode(_FIELD_ENCODING)
         previous = self._headers.get(key)
         # Repeated headers fold into one comma-separated value (RFC 9110 5.3).
         self._headers[key] = text if previous is None else previous + ", " + text
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
+        self._head_bytes = None
         parser = self._parser
         assert parser is not None  # only the parser calls this
         if parser.should_upgrade():
@@ -461,7 +463,8 @@ class ImdsProtocol(asyncio.Protocol):
             raise _RefusedError(
                 f"Request body is larger than MaxBodyLength: {self._limits.max_body}"
             )
-        if self._headers.get("expect", "").lower() == "100-continue":
+        expect = self._headers.get("expect")
+        if expect is not None and expect.lower() == "100-continue":
             assert self._transport is not None
             self._transport.write(_CONTINUE)
 
@@ -473,21 +476,17 @@ class ImdsProtocol(asyncio.Protocol):
             )
 
     def on_message_complete(self) -> None:
-        self._in_request = False
-        self._in_head = True  # what follows is the next request's head
-        self._head_bytes = 0
+        self._request_started = None
+        self._head_bytes = 0  # what follows is the next request's head
         if self._closing:
             return
         parser = self._parser
         assert parser is not None  # only the parser calls this
-        try:
-            target = self._url.decode("utf-8")
-        except UnicodeDecodeError:
-            self._reply_and_close(400, "Bad request. The URL is not valid UTF-8")
-            return
-        path, query = split_target(target)
+        # The parser lets no byte outside ASCII into the target (RFC 9112 section 3.2) nor
+        # the method (a known one), so neither decoding can fail.
+        path, query = split_target(self._url.decode())
         parsed = _Parsed(
-            parser.get_method().decode("ascii", "replace"),
+            parser.get_method().decode(),
             path,
             query,
             self._headers,
@@ -495,7 +494,6 @@ class ImdsProtocol(asyncio.Protocol):
             parser.should_keep_alive(),
         )
         self._completed += 1
-        self._at_boundary = True
         if (
             parsed.method == "GET"
             and not parsed.body
@@ -575,18 +573,13 @@ class ImdsProtocol(asyncio.Protocol):
     def _truncated(self, response: ImdsResponse) -> None:
         """Half the answer's body under its full Content-Length (half its head when it has
         no body), then a close: a client reads an incomplete message."""
-        if response.status == 0 or self._transport is None:
+        transport = self._transport
+        if response.status == 0 or transport is None:
             self._close()
             return
-        real, capture = self._transport, _Capture()
-        self._transport = capture  # type: ignore[assignment]  # write and is_closing suffice
-        try:
-            self._write(response, keep_alive=False)
-        finally:
-            self._transport = real
-        data = bytes(capture.data)
+        data = self._encode(response, keep_alive=False)
         body = len(response.body)
-        real.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
+        transport.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
         self._close()
 
     def release(self) -> None:
@@ -613,33 +606,32 @@ class ImdsProtocol(asyncio.Protocol):
 
     def _write(self, response: ImdsResponse, keep_alive: bool) -> None:
         transport = self._transport
-        if transport is None or transport.is_closing():
-            return
+        assert transport is not None  # connected: only then is there anything to answer
+        if not transport.is_closing():  # closed by a failed write, its loss not yet told
+            transport.write(self._encode(response, keep_alive))
+
+    def _encode(self, response: ImdsResponse, keep_alive: bool) -> bytes:
+        """The response's bytes, with a new request id and the current Date."""
         status = response.status
-        key = (status, response.content_type, keep_alive)
-        heads = self._shared.heads
-        head = heads.get(key)
-        if head is None:
-            head = heads[key] = _head(*key)
+        head = self._shared.heads[status, response.content_type, keep_alive]
         etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
         if status == 304:  # no body, so no length (RFC 9110 8.6)
-            transport.write(
-                b"%s%s\r\nDate: %s\r\n%s%s"
-                % (head[0], self._request_ids.next(), self._date.value(), etag, head[1])
-            )
-            return
-        body = response.body
-        transport.write(
-            b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s"
-            % (
+            return b"%s%s\r\nDate: %s\r\n%s%s" % (
                 head[0],
                 self._request_ids.next(),
                 self._date.value(),
-                len(body),
                 etag,
                 head[1],
-                body,
             )
+        body = response.body
+        return b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s" % (
+            head[0],
+            self._request_ids.next(),
+            self._date.value(),
+            len(body),
+            etag,
+            head[1],
+            body,
         )
 
     def _reply_and_close(self, status: int, message: str) -> None:
@@ -652,10 +644,9 @@ class ImdsProtocol(asyncio.Protocol):
         self._write(ImdsResponse(status, error_body(message)), keep_alive=False)
         self._closing = True
         transport = self._transport
-        if transport is None or not transport.can_write_eof():
-            self._close()
+        if transport is None:  # never: only a connected protocol is fed data
             return
-        transport.write_eof()
+        transport.write_eof()  # a TCP transport always can
         if self._timer is not None:
             self._timer.cancel()
         self._timer = self._loop.call_later(LINGER_TIMEOUT, self._close)
@@ -670,7 +661,8 @@ class ImdsProtocol(asyncio.Protocol):
         held one (its VM paused) not at all."""
         if self._held is not None:
             return 0.0
-        if self._in_request and now - self._request_started >= REQUEST_TIMEOUT:
+        started = self._request_started
+        if started is not None and now - started >= REQUEST_TIMEOUT:
             return IDLE_TIMEOUT
         return now - self._last_active
 
@@ -684,42 +676,17 @@ class ImdsProtocol(asyncio.Protocol):
         if transport is None:
             return
         sock = transport.get_extra_info("socket")
-        # Without a socket to linger on, a plain close is the nearest thing.
-        with contextlib.suppress(AttributeError, OSError):
+        # Without a socket to linger on, a plain close is the nearest thing. The connection
+        # is open while its request is handled, so setting the option cannot fail.
+        if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_LINGER)
         transport.abort()
-
-
-class _Capture:
-    """Stands in for a transport to take a response's bytes, to be cut before sending."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def is_closing(self) -> bool:
-        return False
-
-
-def _listening_address(host: str) -> str | None:
-    """The local address of every connection to ``host``, when that is one address: then
-    no connection has to convert its socket address again."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None  # a name may resolve to several addresses
-    return None if address.is_unspecified else str(address)
 
 
 async def start_imds_server(
     endpoint: ImdsEndpoint,
     host: str,
     port: int,
-    *,
-    reuse_port: bool = False,
-    **kwargs: Any,
 ) -> asyncio.Server:
     """Listen on ``host:port`` and answer the VM-facing endpoint there."""
     loop = asyncio.get_running_loop()
@@ -727,12 +694,19 @@ async def start_imds_server(
     if shared is None or shared.loop is not loop:
         shared = _SHARED[endpoint] = _Shared(endpoint, loop)
     connections = _Connections(loop)
-    local = _listening_address(host)
     return await loop.create_server(
-        lambda: ImdsProtocol(endpoint, shared, loop, connections, local),
+        lambda: ImdsProtocol(endpoint, shared, loop, connections),
         host,
         port,
-        reuse_port=reuse_port,
         backlog=4096,
-        **kwargs,
     )
+
+
+__all__ = [
+    "IDLE_TIMEOUT",
+    "LINGER_TIMEOUT",
+    "MAX_HEAD_BYTES",
+    "REQUEST_TIMEOUT",
+    "ImdsProtocol",
+    "start_imds_server",
+]

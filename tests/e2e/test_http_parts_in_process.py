@@ -1,0 +1,337 @@
+"""The socket server's bookkeeping: what it remembers of parses, its timers, its listeners.
+
+None of this changes an answer, which is the point: ``server/http.py`` promises to parse a poll
+it has seen byte for byte only once, to keep one timer per listener and one for held requests
+(none at all once there is nothing to look at), and to share one set of these per endpoint and
+event loop. These tests hold it to those promises, through the parser it creates, the timers
+it arms on a stand-in loop, and a second event loop serving the same endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import weakref
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httptools
+import pytest
+from e2e_support import exchange, parse_responses, responses_complete
+from http_wire_support import CLOSE, TARGET, approval, get, post
+
+from forewarn.server import http
+from forewarn.testing import ForewarnPlatform
+
+# -- the parses remembered -----------------------------------------------------------------
+
+
+def test_the_parse_cache_is_bounded_in_entry_size_and_count() -> None:
+    """A request over 2 KiB is not remembered; at most 16,384 are, then the cache starts
+    afresh (one entry per VM's poll is the use; a flood of distinct requests must not grow
+    it without bound)."""
+    cache = http._ParsedRequests()
+    parsed = http._Parsed("GET", "/", "", {}, b"", True)
+    cache.put(b"x" * http._CACHEABLE_REQUEST, parsed)
+    cache.put(b"y" * (http._CACHEABLE_REQUEST + 1), parsed)
+    assert cache.get(b"x" * http._CACHEABLE_REQUEST) is parsed
+    assert cache.get(b"y" * (http._CACHEABLE_REQUEST + 1)) is None
+    for index in range(http._PARSED_ENTRIES - 1):
+        cache.put(b"%d" % index, parsed)
+    assert cache.get(b"0") is parsed  # full: 16,384 entries
+    cache.put(b"one more", parsed)
+    assert (cache.get(b"0"), cache.get(b"one more")) == (None, parsed)
+
+
+@pytest.fixture
+def parsers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every HTTP parser the server makes from now on."""
+    made: list[object] = []
+    real = httptools.HttpRequestParser
+
+    def counted(protocol: object) -> object:
+        made.append(protocol)
+        return real(protocol)
+
+    monkeypatch.setattr(httptools, "HttpRequestParser", counted)
+    return made
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    with ForewarnPlatform(rate_limit=10_000, seed=3) as platform:
+        yield platform.port
+
+
+def _target_of(length: int) -> bytes:
+    """The poll's target, made ``length`` bytes long with parameters of 100 bytes at most."""
+    target, index = TARGET, 0
+    while len(target) < length:
+        index += 1
+        name = b"&k%d=" % index
+        target += name + b"v" * min(100, length - len(target) - len(name))
+    assert len(target) == length
+    return target
+
+
+def _asked(port: int, *parts: bytes, answers: int = 1) -> list[int]:
+    """The statuses of the answers to ``parts`` sent on one new connection."""
+    reply = exchange("127.0.0.1", port, *parts, pause=0.05, until=responses_complete(answers))
+    return [r.status for r in parse_responses(reply.data)]
+
+
+def test_a_poll_seen_before_is_answered_without_parsing_it_again(
+    port: int, parsers: list[object]
+) -> None:
+    """The module's promise (server/http.py, ``_ParsedRequests``): a read holding exactly one
+    whole bodiless GET, arriving between requests, is remembered by its bytes; the same bytes
+    again, on any connection, are not parsed again."""
+    poll = get(extra=b"X-Case: remembered\r\n")
+    assert _asked(port, poll) == [200]
+    assert len(parsers) == 1
+    assert _asked(port, poll) == [200]
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+        for _ in range(2):  # a kept-alive connection polling
+            sock.sendall(poll)
+            data = b""
+            while not responses_complete(1)(data):
+                data += sock.recv(65536)
+    assert len(parsers) == 1
+
+
+@pytest.mark.parametrize(
+    ("parts", "answers"),
+    [
+        ((get(extra=b"X-Case: two\r\n") * 2,), 2),
+        ((get(extra=b"X-Case: body\r\nContent-Length: 2\r\n") + b"{}",), 1),
+        ((get(extra=b"X-Case: post\r\n").replace(b"GET", b"POST", 1),), 1),
+        ((get(_target_of(http._CACHEABLE_URL + 1)),), 1),
+    ],
+    ids=["two in one read", "GET with a body", "POST", "long URL"],
+)
+def test_other_requests_are_parsed_every_time(
+    port: int, parsers: list[object], parts: tuple[bytes, ...], answers: int
+) -> None:
+    """Not remembered: a read of two requests, a GET with a body, another method, a URL
+    longer than 512 bytes."""
+    first = _asked(port, *parts, answers=answers)
+    assert len(first) == answers
+    assert _asked(port, *parts, answers=answers) == first
+    assert len(parsers) == 2
+
+
+def test_a_url_of_512_bytes_is_remembered(port: int, parsers: list[object]) -> None:
+    poll = get(_target_of(http._CACHEABLE_URL))
+    assert _asked(port, poll) == _asked(port, poll) == [200]
+    assert len(parsers) == 1
+
+
+def test_the_end_of_a_split_request_is_not_taken_for_a_request(port: int) -> None:
+    """The second read of a request split in two is not between requests: its bytes alone,
+    sent later on a connection of their own, are no request (400), whatever was parsed."""
+    poll = get(extra=b"X-Case: halves\r\n" + CLOSE)
+    assert _asked(port, poll[:20], poll[20:]) == [200]
+    assert _asked(port, poll[20:]) == [400]
+
+
+# -- timers, on a stand-in loop ------------------------------------------------------------
+
+
+class _Loop:
+    """The two things the server's timers use of a loop: its time, and call_later."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.armed: list[tuple[float, Callable[..., Any]]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[..., Any]) -> object:
+        self.armed.append((delay, callback))
+        return object()  # a handle: the server only keeps it
+
+    def fire(self) -> None:
+        """Run the one armed timer."""
+        ((_, callback),) = self.armed
+        self.armed.clear()
+        callback()
+
+
+class _Connection:
+    def __init__(self, connections: http._Connections, idle: float) -> None:
+        self.connections = connections
+        self.idle = idle
+        self.released = 0
+        self.closed = False
+
+    def idle_since(self, now: float) -> float:
+        return self.idle
+
+    def close_idle(self) -> None:
+        self.closed = True
+        self.connections.discard(self)  # type: ignore[arg-type]  # as connection_lost does
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def test_one_listener_timer_and_none_once_every_connection_is_gone() -> None:
+    """One idle sweep per listener, however many connections; connections idle for the idle
+    timeout are closed at a sweep, and with none left no timer is armed (an idle server
+    wakes nothing)."""
+    loop = _Loop()
+    connections = http._Connections(loop)  # type: ignore[arg-type]
+    busy, idle = _Connection(connections, 1.0), _Connection(connections, http.IDLE_TIMEOUT)
+    for connection in (busy, idle):
+        connections.add(connection)  # type: ignore[arg-type]
+    assert [delay for delay, _ in loop.armed] == [http._IDLE_SWEEP]
+    loop.fire()
+    assert (busy.closed, idle.closed, len(loop.armed)) == (False, True, 1)
+    busy.idle = http.IDLE_TIMEOUT + 1
+    loop.fire()
+    assert (busy.closed, loop.armed) == (True, [])
+
+
+def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None:
+    """README "Faithfulness", hold: a paused VM's call completes once the VM runs again;
+    the server looks at all held requests with one timer, releases those whose pause is
+    over (several may end at the same instant), and stops looking when none is left."""
+    clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+    now = [clock]
+    loop = _Loop()
+    held = http._HeldRequests(loop, lambda: now[0])  # type: ignore[arg-type]
+    connections = http._Connections(loop)  # type: ignore[arg-type]
+    late, first, second = (_Connection(connections, 0.0) for _ in range(3))
+    held.hold(clock + timedelta(seconds=9), late)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), first)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), second)  # type: ignore[arg-type]
+    assert [delay for delay, _ in loop.armed] == [http._HOLD_TICK]
+    loop.fire()
+    assert [c.released for c in (late, first, second)] == [0, 0, 0]
+    now[0] = clock + timedelta(seconds=7)
+    loop.fire()
+    assert [c.released for c in (late, first, second)] == [0, 1, 1]
+    assert len(held) == 1
+    now[0] = clock + timedelta(seconds=60)
+    loop.fire()
+    assert [c.released for c in (late, first, second)] == [1, 1, 1]
+    assert (len(held), loop.armed) == (0, [])
+
+
+# -- listeners -----------------------------------------------------------------------------
+
+
+def test_an_endpoint_served_again_on_a_new_event_loop_still_holds_and_releases() -> None:
+    """What the listeners of one endpoint share (its held requests' timer first) belongs to
+    the event loop that serves them: serving the same endpoint again on another loop (a
+    second ``asyncio.run``) must not use the first loop's, which is closed."""
+    platform = ForewarnPlatform(rate_limit=1000, seed=9)
+
+    async def serve(client: Callable[[int], Any]) -> Any:
+        server = await http.start_imds_server(platform.endpoint, "127.0.0.1", 0)
+        try:
+            return await client(server.sockets[0].getsockname()[1])
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    async def ask(port: int, request: bytes, advance: float = 0.0) -> list[int]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        if advance:
+            await asyncio.sleep(0.1)
+            platform.advance(advance)
+        data = await asyncio.wait_for(reader.read(), 3)
+        writer.close()
+        return [r.status for r in parse_responses(data)]
+
+    (event,) = platform.restart("vm0")
+    assert asyncio.run(serve(lambda p: ask(p, post(approval(event.event_id), CLOSE)))) == [200]
+    held = asyncio.run(serve(lambda p: ask(p, get(extra=CLOSE), advance=8)))
+    assert held == [200]
+    platform.close()
+
+
+PEERS = """
+vms:
+  - {name: left, address: 127.0.0.5}
+  - {name: right, address: 127.0.0.6}
+"""
+
+
+def test_a_vm_is_known_by_the_address_it_calls_from_on_a_shared_listener() -> None:
+    """SPEC.md section 1: forewarn binds wherever it is told; a listener that is no VM's
+    address (one address for a whole namespace of VMs) knows each VM by the address its
+    request comes from, for its document and for the faults aimed at it."""
+    platform = ForewarnPlatform(fleet=PEERS, rate_limit=1000, seed=4)
+    platform.fault("gone", vm="right", count=1)
+
+    async def ask_from(source: str, port: int) -> int:
+        with socket.socket() as sock:
+            sock.bind((source, 0))
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+            reader, writer = await asyncio.open_connection(sock=sock.dup())
+        writer.write(get(extra=CLOSE))
+        data = await asyncio.wait_for(reader.read(), 3)
+        writer.close()
+        (response,) = parse_responses(data)
+        return response.status
+
+    async def main() -> list[int]:
+        server = await http.start_imds_server(platform.endpoint, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            return [await ask_from(source, port) for source in ("127.0.0.5", "127.0.0.6")]
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main()) == [200, 410]
+    assert [r.vm for r in platform.requests()] == ["left"]
+    platform.close()
+
+
+def test_a_closed_connection_is_freed_without_the_garbage_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """server/http.py, ``connection_lost``: a connection leaves nothing behind once closed
+    (not its parser's reference cycle, not its place among the listener's connections), so
+    10,000 VMs polling on a new connection each second do not wait for the collector."""
+    platform = ForewarnPlatform(rate_limit=1000, seed=8)
+    made: list[weakref.ref[http.ImdsProtocol]] = []
+
+    class Watched(http.ImdsProtocol):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(http, "ImdsProtocol", Watched)
+
+    async def main() -> list[int]:
+        server = await http.start_imds_server(platform.endpoint, "127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.sockets[0].getsockname()[1]
+            )
+            writer.write(get(extra=b"X-Case: freed\r\n" + CLOSE))
+            data = await asyncio.wait_for(reader.read(), 3)
+            writer.close()
+            for _ in range(5):  # the transport tells the protocol on a later iteration
+                await asyncio.sleep(0)
+            return [r.status for r in parse_responses(data)]
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    gc.disable()
+    try:
+        assert asyncio.run(main()) == [200]
+        assert len(made) == 1
+        assert made[0]() is None
+    finally:
+        gc.enable()
+        platform.close()
