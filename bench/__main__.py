@@ -8,6 +8,7 @@ short to quote. The full run takes a few minutes and is run by hand; its results
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.cluster_campaign import run_cluster_campaign
 from bench.fleetgen import fleet_yaml
 from bench.polling import run_polling
 from bench.propagation import postgres_problem, run_propagation
@@ -25,7 +27,7 @@ from bench.servers import Forewarn, Nginx, cpu_seconds, fetch
 from bench.throughput import run_throughput
 from bench.tools import find_tools, free_port, raise_open_files
 
-SCENARIOS = ("throughput", "polling", "scale", "propagation")
+SCENARIOS = ("throughput", "polling", "scale", "propagation", "cluster-campaign")
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
     "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -67,6 +69,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="changes made through one front-end and awaited on another (default 200)",
     )
     parser.add_argument(
+        "--cluster-sizes",
+        type=_sizes,
+        help="fleet sizes of the three-front-end campaign (default 1000,10000; 100000 "
+        "takes about four minutes)",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=POSTGRES_URL,
         help="PostgreSQL for the propagation scenario (env FOREWARN_TEST_POSTGRES_URL)",
@@ -83,6 +91,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.poll_close_vms = args.poll_close_vms or (100 if smoke else 2000)
     args.sizes = args.sizes or ([500, 1000] if smoke else [1000, 10_000, 100_000])
     args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
+    args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
     return args
 
 
@@ -125,6 +134,18 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                 results["propagation"] = run_propagation(
                     work / "propagation", args.postgres_url, samples=args.propagation_samples
                 ).summary()
+        if "cluster-campaign" in only:
+            problem = postgres_problem(args.postgres_url)
+            if problem is not None:
+                results["skipped"]["cluster-campaign"] = problem
+                log(f"bench: cluster-campaign skipped: {problem}")
+            else:
+                sizes = ", ".join(map(str, args.cluster_sizes))
+                log(f"bench: the campaign with 3 front-ends sharing {sizes} VMs ...")
+                results["cluster_campaign"] = [
+                    dataclasses.asdict(run_cluster_campaign(size, args.postgres_url))
+                    for size in args.cluster_sizes
+                ]
     results["machine"]["load_average_after"] = list(os.getloadavg())
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results

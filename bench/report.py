@@ -254,6 +254,14 @@ def table(results: dict[str, Any]) -> str:
             f"from its answer p50 {propagation['after_answer_p50_ms']:.2f} ms, "
             f"p99 {propagation['after_answer_p99_ms']:.2f} ms)"
         )
+    for row in results.get("cluster_campaign", []):
+        lines.append(
+            f"Campaign, {row['front_ends']} front-ends sharing {row['vms']:,} VMs: "
+            f"{row['campaign_seconds']:.2f} s ({row['per_vm_microseconds']:,.0f} us per VM, "
+            f"{row['journal_records']:,} journal records), "
+            f"{row['ratio_to_single_process']:.1f}x the same campaign in one process "
+            f"({row['single_process_seconds']:.2f} s)"
+        )
     if results.get("targets"):
         lines.append("Targets:")
         for target in results["targets"]:
