@@ -97,6 +97,14 @@ class _RefusedError(Exception):
     """Raised in a parser callback to stop parsing a request that breaks a limit."""
 
 
+class _ReadingEndedError(Exception):
+    """Raised once a request that ends its connection (it says close, or is HTTP/1.0 without
+    keep-alive) is answered or held, to stop parsing right after it: the server "MUST NOT
+    process any further requests received on that connection" (RFC 9112 section 9.6), so what
+    follows in the same read is neither answered nor refused, even while that request waits
+    for its answer."""
+
+
 #: Requests longer than this are parsed every time; a poll is about a hundred bytes.
 _CACHEABLE_URL = 512
 _SECOND = timedelta(seconds=1)
@@ -388,7 +396,7 @@ class ImdsProtocol(asyncio.Protocol):
             cause = exc.__context__
             if isinstance(cause, _RefusedError):
                 self._reply_and_close(400, str(cause))
-            else:
+            elif not isinstance(cause, _ReadingEndedError):
                 self._internal_error(cause)
         except httptools.HttpParserError:
             self._reply_and_close(400, _NOT_HTTP)
@@ -502,6 +510,8 @@ class ImdsProtocol(asyncio.Protocol):
         ):
             self._cacheable = parsed
         self._answer(parsed)
+        if not parsed.keep_alive:
+            raise _ReadingEndedError
 
     def _answer(self, parsed: _Parsed) -> None:
         if self._held is not None:
