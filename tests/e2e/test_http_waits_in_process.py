@@ -206,6 +206,28 @@ def test_what_follows_a_held_request_that_says_close_is_never_read(
 
 
 @_AFTER_CLOSE
+def test_a_held_request_that_says_close_is_answered_whatever_the_client_sends_meanwhile(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], after: bytes
+) -> None:
+    """RFC 9112 section 9.6 again, with the client sending more while its request is held
+    (the server reads nothing of a connection whose request waits): the answer still comes
+    once the impact is over, followed by the close. Closing on the unread bytes would reset
+    the connection instead, the answer lost ("a significant risk that the client will not be
+    able to read the last HTTP response", ibid.)."""
+    _start_restart(platform)
+    client = connect()
+    client.send(get(extra=CLOSE))
+    assert client.quiet_for(0.1)
+    client.send(after)
+    assert client.quiet_for(0.1)
+    platform.advance(8)
+    assert client.statuses(1) == [200]
+    assert client.ends()
+    assert len(parse_responses(client.data)) == 1
+    assert _handled(platform) == [(SCHEDULED, 0), (SCHEDULED, 200)]
+
+
+@_AFTER_CLOSE
 def test_what_follows_a_request_that_says_close_behind_a_held_one_is_never_read(
     platform: ForewarnPlatform, connect: Callable[[], Connection], after: bytes
 ) -> None:
