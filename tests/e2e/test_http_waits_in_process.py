@@ -30,6 +30,7 @@ from forewarn.testing import ForewarnPlatform
 
 READ_TIMEOUT = 3.0
 UNKNOWN = b"/metadata/unknown"
+SCHEDULED = "/metadata/scheduledevents"
 
 
 @pytest.fixture
@@ -167,6 +168,95 @@ def test_a_held_connection_is_not_idle(
     platform.advance(8)
     assert client.statuses(1) == [200]
     assert client.ends()
+
+
+#: What a client may still have sent after a request that ends its connection: another
+#: request, and bytes that are no HTTP at all.
+_AFTER_CLOSE = pytest.mark.parametrize(
+    "after", [get(UNKNOWN), b"not HTTP at all\r\n\r\n"], ids=["a request", "not HTTP"]
+)
+
+
+def _handled(platform: ForewarnPlatform) -> list[tuple[str, int]]:
+    """The path and status of each GET that reached the platform, in order (0: held)."""
+    return [(r.path, r.status) for r in platform.requests(method="GET")]
+
+
+@_AFTER_CLOSE
+def test_what_follows_a_held_request_that_says_close_is_never_read(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], after: bytes
+) -> None:
+    """RFC 9112 section 9.6: a server that receives a "close" connection option "MUST
+    initiate closure of the connection ... after it sends the final response to the request
+    that contained the "close" connection option" and "MUST NOT process any further requests
+    received on that connection". Held by an impact (README,
+    "Faithfulness": a paused VM's call "simply takes longer"), that request is answered once
+    the impact is over, and what was pipelined behind it is neither answered nor refused."""
+    _start_restart(platform)
+    client = connect()
+    client.send(get(extra=CLOSE) + after)
+    assert client.quiet_for(0.2)
+    platform.advance(8)
+    assert client.statuses(1) == [200]
+    assert client.ends()
+    (answer,) = parse_responses(client.data)
+    assert answer.header("Connection") == "close"
+    # Handled once as it came (held: 0) and once at the impact's end; the next never.
+    assert _handled(platform) == [(SCHEDULED, 0), (SCHEDULED, 200)]
+
+
+@_AFTER_CLOSE
+def test_a_held_request_that_says_close_is_answered_whatever_the_client_sends_meanwhile(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], after: bytes
+) -> None:
+    """RFC 9112 section 9.6 again, with the client sending more while its request is held
+    (the server reads nothing of a connection whose request waits): the answer still comes
+    once the impact is over, followed by the close. Closing on the unread bytes would reset
+    the connection instead, the answer lost ("a significant risk that the client will not be
+    able to read the last HTTP response", ibid.)."""
+    _start_restart(platform)
+    client = connect()
+    client.send(get(extra=CLOSE))
+    assert client.quiet_for(0.1)
+    client.send(after)
+    assert client.quiet_for(0.1)
+    platform.advance(8)
+    assert client.statuses(1) == [200]
+    assert client.ends()
+    assert len(parse_responses(client.data)) == 1
+    assert _handled(platform) == [(SCHEDULED, 0), (SCHEDULED, 200)]
+
+
+@_AFTER_CLOSE
+def test_what_follows_a_request_that_says_close_behind_a_held_one_is_never_read(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], after: bytes
+) -> None:
+    """RFC 9112 section 9.3.2 and 9.6: the held request and the one pipelined behind it
+    that says close are answered in order once the impact is over, then the connection
+    ends; what came after the close is neither answered nor refused."""
+    _start_restart(platform)
+    client = connect()
+    client.send(get() + get(extra=CLOSE) + after)
+    assert client.quiet_for(0.2)
+    platform.advance(8)
+    assert client.statuses(2) == [200, 200]
+    assert client.ends()
+    assert len(parse_responses(client.data)) == 2
+    assert _handled(platform) == [(SCHEDULED, 0), (SCHEDULED, 200), (SCHEDULED, 200)]
+
+
+@_AFTER_CLOSE
+def test_what_follows_a_request_that_says_close_is_never_read(
+    platform: ForewarnPlatform, connect: Callable[[], Connection], after: bytes
+) -> None:
+    """RFC 9112 section 9.6, without an impact: the request that says close is answered at
+    once, the connection ends, and nothing pipelined behind it reaches the platform."""
+    client = connect()
+    client.send(get(extra=CLOSE) + after)
+    assert client.statuses(1) == [200]
+    assert client.ends()
+    assert len(parse_responses(client.data)) == 1
+    assert _handled(platform) == [(SCHEDULED, 200)]
 
 
 # -- faults on the wire (docs/faults.md, "Kinds") --------------------------------------------

@@ -97,6 +97,14 @@ class _RefusedError(Exception):
     """Raised in a parser callback to stop parsing a request that breaks a limit."""
 
 
+class _ReadingEndedError(Exception):
+    """Raised once a request that ends its connection (it says close, or is HTTP/1.0 without
+    keep-alive) is answered or held, to stop parsing right after it: the server "MUST NOT
+    process any further requests received on that connection" (RFC 9112 section 9.6), so what
+    follows in the same read is neither answered nor refused, even while that request waits
+    for its answer."""
+
+
 #: Requests longer than this are parsed every time; a poll is about a hundred bytes.
 _CACHEABLE_URL = 512
 _SECOND = timedelta(seconds=1)
@@ -385,13 +393,19 @@ class ImdsProtocol(asyncio.Protocol):
                     return
                 self._feed(view[start : start + _FEED_SLICE])
         except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
-            if isinstance(cause, _RefusedError):
-                self._reply_and_close(400, str(cause))
-            else:
-                self._internal_error(cause)
+            # Not kept in a local of this frame: the cause's traceback leads back to this
+            # frame, a cycle that would keep the connection until the garbage collector runs.
+            self._parser_stopped(exc.__context__)
         except httptools.HttpParserError:
             self._reply_and_close(400, _NOT_HTTP)
+
+    def _parser_stopped(self, cause: BaseException | None) -> None:
+        """A parser callback raised ``cause``: refuse the request, end reading quietly, or
+        answer the 500 of an unexpected failure."""
+        if isinstance(cause, _RefusedError):
+            self._reply_and_close(400, str(cause))
+        elif not isinstance(cause, _ReadingEndedError):
+            self._internal_error(cause)
 
     def _internal_error(self, cause: BaseException | None) -> None:
         self._loop.call_exception_handler(
@@ -502,6 +516,8 @@ class ImdsProtocol(asyncio.Protocol):
         ):
             self._cacheable = parsed
         self._answer(parsed)
+        if not parsed.keep_alive:
+            raise _ReadingEndedError
 
     def _answer(self, parsed: _Parsed) -> None:
         if self._held is not None:
@@ -537,7 +553,7 @@ class ImdsProtocol(asyncio.Protocol):
         keep_alive = parsed.keep_alive
         self._write(response, keep_alive)
         if not keep_alive:
-            self._close()
+            self._end()
 
     def _inject(self, fault: FaultRule, parsed: _Parsed, request: ImdsRequest) -> None:
         """Carry out an injected fault (:mod:`forewarn.faults`) on this connection."""
@@ -546,7 +562,7 @@ class ImdsProtocol(asyncio.Protocol):
         if error is not None:
             self._write(error, parsed.keep_alive)
             if not parsed.keep_alive:
-                self._close()
+                self._end()
         elif kind is FaultKind.RESET:
             self._reset()
         elif kind is FaultKind.TRUNCATE:
@@ -642,11 +658,28 @@ class ImdsProtocol(asyncio.Protocol):
         if self._closing:
             return
         self._write(ImdsResponse(status, error_body(message)), keep_alive=False)
+        self._linger()
+
+    def _end(self) -> None:
+        """Close after answering the request that ends the connection (RFC 9112 section 9.6).
+        A connection not being read (its request was held, or delayed by a fault) may have
+        bytes waiting unread behind that request: closing on them would reset the connection
+        and lose the answer, so it lingers instead, as after a refusal."""
+        transport = self._transport
+        assert transport is not None  # connected: only then is there anything to answer
+        if transport.is_reading():
+            self._close()
+        else:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Half-close, read and drop what still comes for up to LINGER_TIMEOUT, then close."""
         self._closing = True
         transport = self._transport
-        if transport is None:  # never: only a connected protocol is fed data
+        if transport is None:  # never: only a connected protocol answers
             return
         transport.write_eof()  # a TCP transport always can
+        transport.resume_reading()  # a connection whose request waited was not being read
         if self._timer is not None:
             self._timer.cancel()
         self._timer = self._loop.call_later(LINGER_TIMEOUT, self._close)
