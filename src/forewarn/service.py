@@ -44,7 +44,7 @@ from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
-from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
@@ -505,7 +505,7 @@ def platform_for_fleet(
     *,
     timing: TimingProfile,
     seed: int = 0,
-    ids: EventIdFactory | None = None,
+    ids: NewEventId | None = None,
 ) -> Platform:
     """A fresh platform holding ``fleet`` at ``now``; its EventIds come from ``ids``, or are
     seeded by ``seed``."""

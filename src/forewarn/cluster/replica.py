@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from forewarn.commands import Command, Result, Seen, Tick, Touch, from_record
 from forewarn.domain.clock import Clock, ManualClock
-from forewarn.domain.ids import EventIdFactory, JournalEventIds
+from forewarn.domain.ids import JournalEventIds, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Platform
 from forewarn.errors import ForewarnError
@@ -71,7 +71,7 @@ class _NotStartedError(ReplicaError):
 
 
 #: Builds a platform holding the fleet as it was created, with the EventId source it uses.
-NewPlatform = Callable[[], tuple[Platform, EventIdFactory]]
+NewPlatform = Callable[[], tuple[Platform, NewEventId]]
 
 
 @dataclass(slots=True)
@@ -79,7 +79,7 @@ class Applied:
     """A platform and how far into the journal it is: the records 1..``head`` applied."""
 
     platform: Platform
-    ids: EventIdFactory
+    ids: NewEventId
     head: int = 0
     head_at: datetime | None = None
     #: When each VM's request was last journaled (Touch or Seen), for the idle rule.

@@ -23,7 +23,7 @@ from forewarn.domain.documents import Document
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
-from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.ids import NewEventId
 from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import TimingProfile
 from forewarn.domain.vms import Vm
@@ -78,7 +78,7 @@ class Campaign:
 class PlatformState:
     """Every table of the simulated platform, keyed by VM name or EventId."""
 
-    def __init__(self, now: datetime, timing: TimingProfile, new_event_id: EventIdFactory) -> None:
+    def __init__(self, now: datetime, timing: TimingProfile, new_event_id: NewEventId) -> None:
         self.now = now
         self.timing = timing
         self.new_event_id = new_event_id

@@ -16,6 +16,10 @@ from __future__ import annotations
 import hashlib
 import random
 import uuid
+from collections.abc import Callable
+
+#: What a platform calls for each new event's id: either source below.
+NewEventId = Callable[[], str]
 
 
 class EventIdFactory:
@@ -28,20 +32,21 @@ class EventIdFactory:
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4)).upper()
 
 
-class JournalEventIds(EventIdFactory):
+class JournalEventIds:
     """EventIds named after the journal record that created them.
 
     Whoever applies record ``n`` first says so with :meth:`at_record`; the events that
     applying it creates are then numbered 0, 1, 2... and each id is the first 128 bits of
     ``sha256(seed, n, index)`` with the version-4 and variant bits set, so nothing drawn
-    before (a refused command, another front-end's history) can shift it.
+    before (a refused command, another front-end's history) can shift it. Every event is
+    created by applying a record, so there is no id before the first :meth:`at_record`.
     """
 
+    _position: int
+    _index: int
+
     def __init__(self, seed: int) -> None:
-        super().__init__(seed)
         self._seed = seed
-        self._position = 0
-        self._index = 0
 
     def at_record(self, position: int) -> None:
         """The next events are created by applying journal record ``position``."""
@@ -57,4 +62,5 @@ class JournalEventIds(EventIdFactory):
 __all__ = [
     "EventIdFactory",
     "JournalEventIds",
+    "NewEventId",
 ]

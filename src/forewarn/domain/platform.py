@@ -45,7 +45,7 @@ from forewarn.domain.documents import Document
 from forewarn.domain.errors import UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
-from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
@@ -62,7 +62,7 @@ class Platform:
         now: datetime,
         *,
         timing: TimingProfile = DOCUMENTED,
-        new_event_id: EventIdFactory | None = None,
+        new_event_id: NewEventId | None = None,
     ) -> None:
         state = PlatformState(ensure_utc(now), timing, new_event_id or EventIdFactory())
         self._state = state

@@ -104,6 +104,7 @@ _MISSING_API_VERSION = ImdsResponse(400, messages.invalid_api_version_body(given
 _MISSING_HEADER = _error(400, messages.MISSING_METADATA_HEADER)
 _FORWARDED = _error(400, messages.FORWARDED_REQUEST)
 _TOO_MANY = _error(429, messages.TOO_MANY_REQUESTS)
+_UNAVAILABLE = _error(503, messages.SERVICE_UNAVAILABLE)
 _APPROVED = ImdsResponse(200, b"", None)
 
 #: Status 0: close the connection without a response, as a VM that is rebooting, frozen or
@@ -256,8 +257,8 @@ class ImdsEndpoint:
             self.service.approve(vm.name, event_ids)
         except UnknownEventError as exc:
             return _error(400, f"Bad request. {exc}")
-        except StoreUnavailableError as exc:  # front-ends sharing a store that is down
-            return _error(503, f"Service unavailable. The approval was not recorded: {exc}")
+        except StoreUnavailableError:  # front-ends sharing a store that is down
+            return _UNAVAILABLE
         return _APPROVED
 
     def _instance(self, vm: Vm, path: str, query: dict[str, str]) -> ImdsResponse:

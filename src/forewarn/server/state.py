@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from forewarn.clocks import make_clock
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
-from forewarn.domain.ids import EventIdFactory, JournalEventIds
+from forewarn.domain.ids import EventIdFactory, JournalEventIds, NewEventId
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.errors import ForewarnError
@@ -181,7 +181,7 @@ def _platform_factory(pinned: _Pinned, created_at: datetime) -> NewPlatform:
         fleet = parse_fleet(pinned.fleet_text, pinned.fleet_source)
     timing = _timing_of(pinned)
 
-    def new_platform() -> tuple[Platform, EventIdFactory]:
+    def new_platform() -> tuple[Platform, NewEventId]:
         ids = (
             JournalEventIds(pinned.seed)
             if pinned.event_ids == EVENT_IDS_BY_JOURNAL

@@ -26,6 +26,9 @@ HEADER_VALUE_TOO_LONG = "Parameter header value length is larger than MaxHeaderV
 FORWARDED_REQUEST = "Bad request. Requests with an X-Forwarded-For header are not allowed"
 DUPLICATE_PARAMETER = "Bad request. Query parameter names must not repeat"
 TOO_MANY_REQUESTS = "Too many requests"
+#: reference/imds/troubleshoot-load-balancer-imds.md, "Error codes": the API is temporarily
+#: unavailable (SPEC 1).
+SERVICE_UNAVAILABLE = "Internal service unavailable. Retry later"
 
 
 def error_body(message: str) -> bytes:
@@ -58,6 +61,7 @@ __all__ = [
     "INVALID_API_VERSION",
     "MISSING_API_VERSION",
     "MISSING_METADATA_HEADER",
+    "SERVICE_UNAVAILABLE",
     "TOO_MANY_REQUESTS",
     "error_body",
     "invalid_api_version_body",
