@@ -124,28 +124,23 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
         if "scale" in only:
             log(f"bench: campaign and memory at {', '.join(map(str, args.sizes))} VMs ...")
             results["scale"] = scale_results(args.sizes)
-        if "propagation" in only:
-            problem = postgres_problem(args.postgres_url)
-            if problem is not None:
-                results["skipped"]["propagation"] = problem
-                log(f"bench: propagation skipped: {problem}")
-            else:
-                log(f"bench: {args.propagation_samples} changes across 3 front-ends ...")
-                results["propagation"] = run_propagation(
-                    work / "propagation", args.postgres_url, samples=args.propagation_samples
-                ).summary()
-        if "cluster-campaign" in only:
-            problem = postgres_problem(args.postgres_url)
-            if problem is not None:
-                results["skipped"]["cluster-campaign"] = problem
-                log(f"bench: cluster-campaign skipped: {problem}")
-            else:
-                sizes = ", ".join(map(str, args.cluster_sizes))
-                log(f"bench: the campaign with 3 front-ends sharing {sizes} VMs ...")
-                results["cluster_campaign"] = [
-                    dataclasses.asdict(run_cluster_campaign(size, args.postgres_url))
-                    for size in args.cluster_sizes
-                ]
+        postgres = {"propagation", "cluster-campaign"} & only
+        problem = postgres_problem(args.postgres_url) if postgres else None
+        for scenario in sorted(postgres if problem is not None else ()):
+            results["skipped"][scenario] = problem
+            log(f"bench: {scenario} skipped: {problem}")
+        if "propagation" in only and problem is None:
+            log(f"bench: {args.propagation_samples} changes across 3 front-ends ...")
+            results["propagation"] = run_propagation(
+                work / "propagation", args.postgres_url, samples=args.propagation_samples
+            ).summary()
+        if "cluster-campaign" in only and problem is None:
+            sizes = ", ".join(map(str, args.cluster_sizes))
+            log(f"bench: the campaign with 3 front-ends sharing {sizes} VMs ...")
+            results["cluster_campaign"] = [
+                dataclasses.asdict(run_cluster_campaign(size, args.postgres_url))
+                for size in args.cluster_sizes
+            ]
     results["machine"]["load_average_after"] = list(os.getloadavg())
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results

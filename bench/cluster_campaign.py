@@ -26,10 +26,10 @@ import orjson
 
 from bench.fleetgen import fleet_vms, write_fleet
 from bench.propagation import forget_namespace
-from bench.scale import DESCRIPTION, HEADERS, QUERY, ScenarioError, run_campaign
+from bench.scale import DESCRIPTION, ScenarioError, ask, run_campaign
 from forewarn.commands import ScheduleEvent
 from forewarn.domain.events import EventSource, EventType
-from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest
+from forewarn.server.imds import ImdsEndpoint
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import OpenedState, open_state
 
@@ -60,18 +60,7 @@ class _FrontEnd:
         self.state.replica.catch_up()
 
     def request(self, address: str, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
-        response = self.endpoint.handle(
-            ImdsRequest(
-                method=method,
-                path=SCHEDULED_EVENTS_PATH,
-                query=QUERY,
-                headers=HEADERS,
-                body=body,
-                local_address=address,
-                peer_address="127.0.0.1",
-            )
-        )
-        return response.status, response.body
+        return ask(self.endpoint, address, method, body)
 
 
 def _events(front_end: _FrontEnd, address: str) -> list[dict[str, Any]]:

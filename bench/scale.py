@@ -81,18 +81,25 @@ class _Fleet:
         return (self.clock.now() - START).total_seconds()
 
     def request(self, vm: Vm, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
-        response = self.endpoint.handle(
-            ImdsRequest(
-                method=method,
-                path=SCHEDULED_EVENTS_PATH,
-                query=QUERY,
-                headers=HEADERS,
-                body=body,
-                local_address=vm.address or "",
-                peer_address="127.0.0.1",
-            )
+        return ask(self.endpoint, vm.address or "", method, body)
+
+
+def ask(
+    endpoint: ImdsEndpoint, address: str, method: str = "GET", body: bytes = b""
+) -> tuple[int, bytes]:
+    """One request of the VM at ``address`` to ``endpoint``, as the socket server hands it."""
+    response = endpoint.handle(
+        ImdsRequest(
+            method=method,
+            path=SCHEDULED_EVENTS_PATH,
+            query=QUERY,
+            headers=HEADERS,
+            body=body,
+            local_address=address,
+            peer_address="127.0.0.1",
         )
-        return response.status, response.body
+    )
+    return response.status, response.body
 
 
 def _document(fleet: _Fleet, vm: Vm) -> dict[str, Any]:
