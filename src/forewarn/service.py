@@ -296,20 +296,24 @@ class ScheduledEventsService:
 
         A fleet of one VM answers on any address, which is the zero-configuration default.
         """
-        platform = self._caught_up()
-        vm = platform.vm_at(local_address) or platform.vm_at(peer_address)
-        if vm is None:
-            vms = platform.vms()
-            if len(vms) == 1 and vms[0].address is None:
-                return vms[0]
-        return vm
+        return _vm_calling(self._caught_up(), local_address, peer_address)
 
     def vm_request(self, vm_name: str) -> Pause | None:
         """A request from ``vm_name`` arrived: it counts as a request (turning Scheduled Events
         on when it is the first), unless the VM is down (reboot, freeze, deleted) when nothing
         inside it could be asking. None when it can be answered now; otherwise why and until
         when not (the first-call delay included)."""
+        return self._requested(self._caught_up(), vm_name)
+
+    def request_from(self, local_address: str, peer_address: str) -> tuple[Vm, Pause | None] | None:
+        """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
+        for every request: the calling VM and why it cannot be answered now, if it cannot;
+        None when no VM answers at those addresses."""
         platform = self._caught_up()
+        vm = _vm_calling(platform, local_address, peer_address)
+        return None if vm is None else (vm, self._requested(platform, vm.name))
+
+    def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
         if not platform.reachable(vm_name):
             return platform.pause(vm_name)
         if self._replica is not None:
@@ -493,6 +497,15 @@ class ScheduledEventsService:
         if vm is None:
             return None
         return self._faults.pick(vm.name, moment)
+
+
+def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:
+    vm = platform.vm_at(local_address) or platform.vm_at(peer_address)
+    if vm is None:
+        vms = platform.vms()
+        if len(vms) == 1 and vms[0].address is None:
+            return vms[0]
+    return vm
 
 
 #: The latest year a manual clock may be set to: deadlines days ahead must stay representable.

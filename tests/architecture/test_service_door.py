@@ -146,6 +146,7 @@ READS: dict[str, Callable[[ScheduledEventsService, str], bool]] = {
     "vm_states": lambda s, _: not s.vm_states()[0].reachable,
     "impacts": lambda s, _: "vm0" in s.impacts(),
     "vm_request": lambda s, _: s.vm_request("vm0") is not None,
+    "request_from": lambda s, _: (s.request_from("127.0.0.1", "") or (None, None))[1] is not None,
     "overview": lambda s, _: s.overview(10, 0.0).events[0].event.status is EventStatus.STARTED,
     "overview's VMs": lambda s, _: not s.overview(10, 0.0).vms[0].state.reachable,
     "clock_status": lambda s, event_id: (

@@ -100,9 +100,10 @@ class ActivityEndpoint(ImdsEndpoint):
         self.activity = activity
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
-        response = super().handle(request)
+        response, vm = self.answer(request)
         if response.status:  # held, dropped or reset requests are recorded when answered
-            vm = self.service.resolve_vm(request.local_address, request.peer_address)
+            if vm is None:  # refused before the VM was looked up (a 404, a 405)
+                vm = self.service.resolve_vm(request.local_address, request.peer_address)
             if vm is not None:
                 self.activity.record(vm.name, request, response)
             log(

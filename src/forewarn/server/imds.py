@@ -185,6 +185,11 @@ class ImdsEndpoint:
         self._monotonic = monotonic
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
+        return self.answer(request)[0]
+
+    def answer(self, request: ImdsRequest) -> tuple[ImdsResponse, Vm | None]:
+        """The response, and the calling VM when the request got as far as finding it, so a
+        wrapper recording requests by VM need not look it up a second time."""
         path = request.path
         method = request.method
         allowed = _ALLOWED_METHODS.get(path)
@@ -192,16 +197,20 @@ class ImdsEndpoint:
             if path == INSTANCE_PATH or path.startswith(INSTANCE_PATH + "/"):
                 allowed = ("GET",)
             else:
-                return _error(404, messages.not_found_message(path, method))
+                return _error(404, messages.not_found_message(path, method)), None
         if method not in allowed:
-            return _error(405, messages.method_not_allowed_message(path, method))
+            return _error(405, messages.method_not_allowed_message(path, method)), None
 
-        vm = self.service.resolve_vm(request.local_address, request.peer_address)
-        if vm is None:
-            return _error(
-                400, f"Bad request. No virtual machine answers at {request.local_address}"
-            )
-        pause = self.service.vm_request(vm.name)
+        arrival = self.service.request_from(request.local_address, request.peer_address)
+        if arrival is None:
+            message = f"Bad request. No virtual machine answers at {request.local_address}"
+            return _error(400, message), None
+        vm, pause = arrival
+        return self._answer_vm(request, vm, pause), vm
+
+    def _answer_vm(self, request: ImdsRequest, vm: Vm, pause: Pause | None) -> ImdsResponse:
+        path = request.path
+        method = request.method
         if pause is not None:
             return self._paused(pause)
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
