@@ -5,26 +5,16 @@ scenario did all of it, and that its ratio is the two runs' times."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from postgres_support import require_postgres
 
 from bench.cluster_campaign import FRONT_ENDS, run_cluster_campaign
-from bench.propagation import postgres_problem
 from bench.report import table
-
-POSTGRES_URL = os.environ.get(
-    "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 def test_three_front_ends_run_the_whole_campaign_and_it_is_reported() -> None:
-    problem = postgres_problem(POSTGRES_URL)
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has PostgreSQL, but: {problem}")
-        pytest.skip(problem)
-    result = run_cluster_campaign(60, POSTGRES_URL)
+    postgres_url = require_postgres()
+    result = run_cluster_campaign(60, postgres_url)
     assert (result.vms, result.front_ends) == (60, FRONT_ENDS)
     # one scheduled event and one approval a VM and the clock's move, each journaled (time
     # records may come beside them)

@@ -8,24 +8,19 @@ awaited and counted, and that a change never shown is a miss, not a figure.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from postgres_support import require_postgres
 
 from bench.propagation import (
     Sample,
     fleet_yaml,
-    postgres_problem,
     run_propagation,
     summarise,
 )
 from bench.report import table, targets
 from forewarn.config.fleet import parse_fleet
-
-POSTGRES_URL = os.environ.get(
-    "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 def test_each_pair_is_an_availability_set_of_two_at_their_own_addresses() -> None:
@@ -72,12 +67,8 @@ def test_nothing_shown_gives_no_latency_figure() -> None:
 
 @pytest.mark.e2e
 def test_changes_through_each_front_end_are_shown_by_the_others(tmp_path: Path) -> None:
-    problem = postgres_problem(POSTGRES_URL)
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has PostgreSQL, but: {problem}")
-        pytest.skip(problem)
-    result = run_propagation(tmp_path, POSTGRES_URL, samples=6)
+    postgres_url = require_postgres()
+    result = run_propagation(tmp_path, postgres_url, samples=6)
     assert (result.front_ends, result.samples) == (3, 6)
     assert (result.shown, result.missed) == (6, 0)
     assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms

@@ -7,17 +7,13 @@ failed under ``CI``, where its absence must not pass quietly.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-
-POSTGRES_URL = os.environ.get(
-    "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+from postgres_support import require_postgres
 
 #: Two fault domains on hosts of their own, so a campaign has two steps, and a third VM in
 #: the set so approvals have more than one party to come from.
@@ -32,15 +28,7 @@ vms:
 
 @pytest.fixture(scope="session")
 def cluster_postgres() -> str:
-    try:
-        with psycopg.connect(POSTGRES_URL, connect_timeout=2) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        problem = f"PostgreSQL at {POSTGRES_URL} is unreachable: {' '.join(str(exc).split())}"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has PostgreSQL, but: {problem}")
-        pytest.skip(problem)
-    return POSTGRES_URL
+    return require_postgres()
 
 
 @pytest.fixture

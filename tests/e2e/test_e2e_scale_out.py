@@ -36,10 +36,10 @@ from e2e_support import (
     run,
     skip_unless_namespaces_work,
 )
+from postgres_support import POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SH = ROOT / "examples" / "scale-out" / "run.sh"
-POSTGRES = os.environ.get("FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 QUERY = "metadata/scheduledevents?api-version=2020-07-01"
 INSTANCE = "metadata/instance?api-version=2021-02-01"
 #: The fleet file's VMs per front-end (examples/scale-out/fleet.yaml).
@@ -54,7 +54,7 @@ PROPAGATION = 5.0
 
 def _postgres_settings() -> dict[str, str]:
     """run.sh's settings naming the PostgreSQL server the storage tests use."""
-    url = urlsplit(POSTGRES)
+    url = urlsplit(POSTGRES_URL)
     return {
         "FOREWARN_SCALE_OUT_PG": f"{url.hostname or '127.0.0.1'}:{url.port or 5432}",
         "FOREWARN_SCALE_OUT_PG_USER": url.username or "postgres",
@@ -65,7 +65,7 @@ def _postgres_settings() -> dict[str, str]:
 def _forget(namespace: str) -> None:
     import psycopg
 
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
 
 

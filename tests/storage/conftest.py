@@ -8,50 +8,24 @@ part of the machine and its absence must fail the run rather than pass it quietl
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from postgres_support import require_postgres
 
 from forewarn.storage import Journal, open_journal
 
-POSTGRES_URL = os.environ.get(
-    "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 BACKENDS = ("memory", "sqlite", "postgres")
 DURABLE_BACKENDS = ("sqlite", "postgres")
 
 
-def _postgres_problem() -> str | None:
-    """Why PostgreSQL cannot be used here, or None when it can."""
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (pip install -e '.[dev]')"
-    try:
-        with psycopg.connect(POSTGRES_URL, connect_timeout=2) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        return f"PostgreSQL at {POSTGRES_URL} is unreachable: {' '.join(str(exc).split())}"
-    return None
-
-
-@pytest.fixture(scope="session")
-def postgres_problem() -> str | None:
-    return _postgres_problem()
-
-
 @pytest.fixture
-def postgres_url(postgres_problem: str | None) -> str:
+def postgres_url() -> str:
     """The server's URL, or a skip (a fail under CI) saying why it cannot be used."""
-    if postgres_problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has PostgreSQL, but: {postgres_problem}")
-        pytest.skip(postgres_problem)
-    return POSTGRES_URL
+    return require_postgres()
 
 
 def run_sql(url: str, statement: str, *params: object) -> None:
