@@ -17,13 +17,16 @@ loopback and, where network namespaces can be made, at 169.254.169.254:80 inside
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from e2e_documented import sample_pointing_at, write_sample
 from e2e_support import AZURE_ENDPOINT, clean_environment, free_port, namespace_for_test, run
+from postgres_support import require_postgres
 
 pytestmark = pytest.mark.e2e
 
@@ -87,6 +90,27 @@ def test_clients_run_through_a_restart_a_live_migration_and_an_eviction(tmp_path
     write_sample(tmp_path, sample_pointing_at(f"http://{address}:{port}"))
     argv = [sys.executable, str(DRIVER), str(tmp_path), address, str(port), str(control_port)]
     _run_driver(argv, tmp_path)
+    _check_what_the_clients_saw(tmp_path)
+
+
+def test_the_same_clients_against_a_front_end_sharing_its_fleet_on_postgresql(
+    tmp_path: Path,
+) -> None:
+    """docs/scale-out.md: a front-end on a PostgreSQL journal moves time by its leader's
+    records and journals each VM's first request; what the clients see must not change."""
+    postgres = require_postgres()
+    namespace = f"whole_event_{secrets.token_hex(6)}"
+    address = "127.0.0.2"
+    port = free_port([address])
+    control_port = free_port(["127.0.0.1"])
+    write_sample(tmp_path, sample_pointing_at(f"http://{address}:{port}"))
+    store = f"{postgres}?namespace={namespace}"
+    argv = [sys.executable, str(DRIVER), str(tmp_path), address, str(port), str(control_port)]
+    try:
+        _run_driver([*argv, store], tmp_path)
+    finally:
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
     _check_what_the_clients_saw(tmp_path)
 
 

@@ -7,7 +7,10 @@ where the test's own process cannot reach the control API. It writes each client
 to ``WORKDIR/<client>.log`` and exits non-zero, saying why, when a step fails; the test reads
 the logs and checks what the clients saw.
 
-Usage: whole_event.py WORKDIR VM_ADDRESS PORT CONTROL_PORT
+Usage: whole_event.py WORKDIR VM_ADDRESS PORT CONTROL_PORT [STORE]
+
+With STORE (``postgresql://...?namespace=...``) the front-end keeps its state there as one of
+several front-ends sharing a fleet would: time moves by its leader's journal records.
 """
 
 import os
@@ -20,6 +23,7 @@ import httpx
 
 HERE = Path(__file__).parent
 workdir, vm_address, port, control_port = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+store = sys.argv[5:6]
 base = f"http://{vm_address}" + ("" if port == "80" else f":{port}")
 control = httpx.Client(
     base_url=f"http://127.0.0.1:{control_port}/api/v1",
@@ -80,6 +84,7 @@ start(
         *("--bind", f"{vm_address}:{port}", "--control", f"127.0.0.1:{control_port}"),
         *("--profile", "fast", "--timing", "impact=7s", "--timing", "notice.Preempt=30s"),
         *("--timing", "started_period=10s", "--rate-limit", "20", "--seed", "7"),
+        *(("--store", store[0]) if store else ()),
     ],
 )
 try:
