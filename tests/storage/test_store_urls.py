@@ -19,7 +19,7 @@ from forewarn.storage import (
     StoreUrlError,
     open_journal,
 )
-from forewarn.storage.urls import postgres_target, sqlite_path
+from forewarn.storage.urls import is_postgres_url, postgres_target, sqlite_path
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,20 @@ def test_postgres_urls_keep_libpq_parameters_and_take_out_ours() -> None:
 def test_a_parameter_of_ours_given_twice_is_refused() -> None:
     with pytest.raises(StoreUrlError, match="namespace is given twice"):
         postgres_target("postgresql://h/db?namespace=a&namespace=b")
+
+
+@pytest.mark.parametrize(
+    ("url", "postgres"),
+    [
+        ("postgresql://postgres@127.0.0.1:5432/test?namespace=a", True),
+        ("POSTGRES://db/x", True),
+        ("sqlite:///tmp/x.db", False),
+        ("memory:", False),
+        ("/var/lib/forewarn", False),
+        ("/data/postgresql://x", False),
+    ],
+)
+def test_a_postgresql_store_is_told_by_its_scheme_alone(url: str, postgres: bool) -> None:
+    """Only PostgreSQL stores may be shared by several front-ends (docs/scale-out.md); the
+    same test decides which backend opens the URL."""
+    assert is_postgres_url(url) is postgres

@@ -163,7 +163,9 @@ def open_state(settings: ServeSettings) -> OpenedState:
 
 def is_shared(url: str) -> bool:
     """Whether several front-ends may serve the fleet of store ``url`` (PostgreSQL)."""
-    return url.lower().startswith(("postgresql:", "postgres:"))
+    from forewarn.storage.urls import is_postgres_url
+
+    return is_postgres_url(url)
 
 
 def _timing_of(pinned: _Pinned) -> TimingProfile:

@@ -73,15 +73,28 @@ def directory_journal_path(location: str | Path) -> Path:
     return path / SQLITE_FILE_NAME
 
 
+#: The schemes of a PostgreSQL store, the one kind several front-ends may share.
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def _scheme(url: str) -> str | None:
+    match = _SCHEME.match(url)
+    return match.group(1).lower() if match else None
+
+
+def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL store."""
+    return _scheme(url) in POSTGRES_SCHEMES
+
+
 def open_journal(url: str) -> Journal:
     """Open (creating if needed) the journal ``url`` names."""
     if url in ("memory:", "memory://"):
         return MemoryJournal()
-    match = _SCHEME.match(url)
-    scheme = match.group(1).lower() if match else None
+    scheme = _scheme(url)
     if scheme == "sqlite":
         return SqliteJournal(sqlite_path(url))
-    if scheme in ("postgresql", "postgres"):
+    if scheme in POSTGRES_SCHEMES:
         try:
             from forewarn.storage.postgres import DEFAULT_NAMESPACE, DEFAULT_SCHEMA, PostgresJournal
         except ImportError as exc:
@@ -105,8 +118,10 @@ def open_journal(url: str) -> Journal:
 
 
 __all__ = [
+    "POSTGRES_SCHEMES",
     "SQLITE_FILE_NAME",
     "directory_journal_path",
+    "is_postgres_url",
     "open_journal",
     "postgres_target",
     "sqlite_path",
