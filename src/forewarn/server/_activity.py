@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,7 +16,13 @@ from typing import Any
 import orjson
 
 from forewarn.server._serve_logging import log
-from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.server.imds import (
+    SCHEDULED_EVENTS_PATH,
+    Answer,
+    ImdsEndpoint,
+    ImdsRequest,
+    ImdsResponse,
+)
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["Activity", "ActivityEndpoint", "Entry"]
@@ -56,14 +61,13 @@ class Entry:
 class Activity:
     """Per-VM entries, newest last, and how many requests each VM made."""
 
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
         self._entries: dict[str, deque[Entry]] = {}
         self._shown: dict[str, int] = {}
         self.requests: dict[str, int] = {}
 
-    def record(self, vm: str, request: ImdsRequest, response: ImdsResponse) -> None:
-        at = self._clock()
+    def record(self, vm: str, request: ImdsRequest, response: ImdsResponse, at: datetime) -> None:
+        """``vm``'s request and its answer, given at platform time ``at``."""
         incarnation = None
         if response.etag is not None:
             incarnation = int(response.etag.strip(b'"'))
@@ -99,19 +103,21 @@ class ActivityEndpoint(ImdsEndpoint):
         super().__init__(service, **options)
         self.activity = activity
 
-    def handle(self, request: ImdsRequest) -> ImdsResponse:
-        response, vm = self.answer(request)
+    def respond(self, request: ImdsRequest) -> Answer:
+        answer = self.answer(request)
+        response, vm, at = answer
         if response.status:  # held, dropped or reset requests are recorded when answered
             if vm is None:  # refused before the VM was looked up (a 404, a 405)
                 vm = self.service.resolve_vm(request.local_address, request.peer_address)
             if vm is not None:
-                self.activity.record(vm.name, request, response)
-            log(
-                REQUESTS,
-                logging.DEBUG,
-                f"{request.method} {request.path}",
-                vm=vm.name if vm is not None else "-",
-                status=response.status,
-                peer=request.peer_address,
-            )
-        return response
+                self.activity.record(vm.name, request, response, at)
+            if REQUESTS.isEnabledFor(logging.DEBUG):
+                log(
+                    REQUESTS,
+                    logging.DEBUG,
+                    f"{request.method} {request.path}",
+                    vm=vm.name if vm is not None else "-",
+                    status=response.status,
+                    peer=request.peer_address,
+                )
+        return answer

@@ -13,11 +13,12 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 from urllib.parse import parse_qsl, unquote
 
-from forewarn.domain.api_versions import find_version
+from forewarn.domain.api_versions import ApiVersion, find_version
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
@@ -70,7 +71,12 @@ class Limits:
 
 @dataclass(slots=True)
 class ImdsRequest:
-    """What the transport saw: header names lower-cased, values as sent."""
+    """What the transport saw: header names lower-cased, values as sent.
+
+    A transport may hand the endpoint the same request again (the socket server does, for a
+    poll repeated on a connection): its fields are never changed, so what the endpoint
+    decided from them alone is kept with it.
+    """
 
     method: str
     path: str
@@ -79,6 +85,9 @@ class ImdsRequest:
     body: bytes
     local_address: str
     peer_address: str
+    _checked: ImdsResponse | _Checked | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +102,27 @@ class ImdsResponse:
     etag: bytes | None = None
     held_until: datetime | None = None
     reset: bool = False
+
+
+class _Checked(NamedTuple):
+    """What a request's own bytes decide, for a caller known and within its rate: in SPEC
+    1's order nothing after the rate limit depends on anything else, so a request repeated
+    on a connection is checked once."""
+
+    query: dict[str, str]
+    #: Scheduled Events only: the api-version asked for, and the If-None-Match sent.
+    version: ApiVersion | None
+    tags: str | None
+
+
+class Answer(NamedTuple):
+    """A response with what transports and recorders need beside it."""
+
+    response: ImdsResponse
+    #: The calling VM, when the request got as far as finding it.
+    vm: Vm | None
+    #: The platform time the request was answered at: the Date header's.
+    at: datetime
 
 
 def _error(status: int, message: str) -> ImdsResponse:
@@ -185,11 +215,17 @@ class ImdsEndpoint:
         self._monotonic = monotonic
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
-        return self.answer(request)[0]
+        return self.respond(request).response
 
-    def answer(self, request: ImdsRequest) -> tuple[ImdsResponse, Vm | None]:
-        """The response, and the calling VM when the request got as far as finding it, so a
-        wrapper recording requests by VM need not look it up a second time."""
+    def respond(self, request: ImdsRequest) -> Answer:
+        """The answer as a transport needs it: what :meth:`handle` answers, with the platform
+        time for its Date header. Wrappers that record requests override this."""
+        return self.answer(request)
+
+    def answer(self, request: ImdsRequest) -> Answer:
+        """The response, the calling VM when the request got as far as finding it (so a
+        wrapper recording requests by VM need not look it up again) and the platform time it
+        was answered at, read once per request."""
         path = request.path
         method = request.method
         allowed = _ALLOWED_METHODS.get(path)
@@ -197,24 +233,44 @@ class ImdsEndpoint:
             if path == INSTANCE_PATH or path.startswith(INSTANCE_PATH + "/"):
                 allowed = ("GET",)
             else:
-                return _error(404, messages.not_found_message(path, method)), None
+                response = _error(404, messages.not_found_message(path, method))
+                return Answer(response, None, self.service.now())
         if method not in allowed:
-            return _error(405, messages.method_not_allowed_message(path, method)), None
+            response = _error(405, messages.method_not_allowed_message(path, method))
+            return Answer(response, None, self.service.now())
 
         arrival = self.service.request_from(request.local_address, request.peer_address)
         if arrival is None:
             message = f"Bad request. No virtual machine answers at {request.local_address}"
-            return _error(400, message), None
-        vm, pause = arrival
-        return self._answer_vm(request, vm, pause), vm
+            return Answer(_error(400, message), None, self.service.now())
+        vm = arrival.vm
+        return Answer(self._answer_vm(request, vm, arrival.pause), vm, arrival.at)
 
     def _answer_vm(self, request: ImdsRequest, vm: Vm, pause: Pause | None) -> ImdsResponse:
-        path = request.path
-        method = request.method
         if pause is not None:
             return self._paused(pause)
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
             return _TOO_MANY
+        checked = request._checked
+        if checked is None:
+            checked = request._checked = self._check(request)
+        if isinstance(checked, ImdsResponse):
+            return checked
+        version = checked.version
+        if version is not None:  # Scheduled Events
+            if request.method == "GET":
+                encoded = self.service.encoded_document(vm.name, version)
+                tags = checked.tags
+                if tags is not None and _matches(tags, encoded.tag):
+                    return _not_modified(encoded.etag)
+                return _ok(encoded.body, encoded.etag)
+            return self._approve(vm, request.body)
+        if request.path == VERSIONS_PATH:
+            return ImdsResponse(200, instance_wire.versions_body())
+        return self._instance(vm, request.path, checked.query)
+
+    def _check(self, request: ImdsRequest) -> ImdsResponse | _Checked:
+        """The checks after the rate limit (SPEC 1's order): a refusal, or what is asked."""
         headers = request.headers
         if "x-forwarded-for" in headers:
             return _FORWARDED
@@ -222,29 +278,21 @@ class ImdsEndpoint:
         if isinstance(query, str):
             return _error(400, query)
         has_header = str(headers.get("metadata")).lower() == "true"
-
-        if path == SCHEDULED_EVENTS_PATH:
+        if request.path == SCHEDULED_EVENTS_PATH:
             given = query.get("api-version")
             version = find_version(given)
             if not has_header and not (
-                method == "POST" and version is not None and not version.metadata_header_on_post
+                request.method == "POST"
+                and version is not None
+                and not version.metadata_header_on_post
             ):
                 return _MISSING_HEADER
             if version is None:
                 return _INVALID_API_VERSION if given else _MISSING_API_VERSION
-            if method == "GET":
-                encoded = self.service.encoded_document(vm.name, version)
-                tags = headers.get("if-none-match")
-                if tags is not None and _matches(tags, encoded.tag):
-                    return _not_modified(encoded.etag)
-                return _ok(encoded.body, encoded.etag)
-            return self._approve(vm, request.body)
-
+            return _Checked(query, version, headers.get("if-none-match"))
         if not has_header:
             return _MISSING_HEADER
-        if path == VERSIONS_PATH:
-            return ImdsResponse(200, instance_wire.versions_body())
-        return self._instance(vm, path, query)
+        return _Checked(query, None, None)
 
     # -- pieces ----------------------------------------------------------------------------
 
@@ -336,6 +384,7 @@ __all__ = [
     "SERVER",
     "TEXT",
     "VERSIONS_PATH",
+    "Answer",
     "ImdsEndpoint",
     "ImdsRequest",
     "ImdsResponse",
