@@ -305,16 +305,21 @@ class ScheduledEventsService:
         when not (the first-call delay included)."""
         return self._requested(self._caught_up(), vm_name)
 
-    def request_from(self, local_address: str, peer_address: str) -> Arrival | None:
+    def request_from(
+        self, local_address: str, peer_address: str, version: ApiVersion | None = None
+    ) -> Arrival | None:
         """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
-        for every request: the calling VM, why it cannot be answered now if it cannot, and
-        the platform time it arrived at (the answer's Date); None when no VM answers at those
-        addresses."""
+        for every request: the calling VM, why it cannot be answered now if it cannot, the
+        platform time it arrived at (the answer's Date) and, for a request of Scheduled
+        Events, the document as ``version`` shows it after this request; None when no VM
+        answers at those addresses."""
         platform = self._caught_up()
         vm = _vm_calling(platform, local_address, peer_address)
         if vm is None:
             return None
-        return Arrival(vm, self._requested(platform, vm.name), platform.now)
+        pause = self._requested(platform, vm.name)
+        document = None if version is None else self._encoded_of(platform, vm.name, version)
+        return Arrival(vm, pause, platform.now, document)
 
     def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
         if not platform.reachable(vm_name):
@@ -335,7 +340,10 @@ class ScheduledEventsService:
     def encoded_document(self, vm_name: str, version: ApiVersion) -> EncodedDocument:
         """``vm_name``'s document as ``version`` shows it, with its tag; cached until the
         VM's events change."""
-        document = self._caught_up().document(vm_name)
+        return self._encoded_of(self._caught_up(), vm_name, version)
+
+    def _encoded_of(self, platform: Platform, vm_name: str, version: ApiVersion) -> EncodedDocument:
+        document = platform.document(vm_name)
         key = (vm_name, version.name)
         cached = self._encoded.get(key)
         if cached is not None and cached[0] is document:
@@ -512,6 +520,7 @@ class Arrival(NamedTuple):
     vm: Vm
     pause: Pause | None
     at: datetime
+    document: EncodedDocument | None
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:

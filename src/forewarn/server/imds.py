@@ -23,7 +23,7 @@ from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
-from forewarn.service import ScheduledEventsService
+from forewarn.service import Arrival, ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire import errors as messages
 from forewarn.wire import instance as instance_wire
@@ -239,27 +239,34 @@ class ImdsEndpoint:
             response = _error(405, messages.method_not_allowed_message(path, method))
             return Answer(response, None, self.service.now())
 
-        arrival = self.service.request_from(request.local_address, request.peer_address)
+        # What the request's own bytes decide is worked out now (it has no effect) but
+        # answered only in its turn, after the caller and its rate limit.
+        checked = request._checked
+        if checked is None:
+            checked = request._checked = self._check(request)
+        polled = (
+            checked.version if isinstance(checked, _Checked) and request.method == "GET" else None
+        )
+        arrival = self.service.request_from(request.local_address, request.peer_address, polled)
         if arrival is None:
             message = f"Bad request. No virtual machine answers at {request.local_address}"
             return Answer(_error(400, message), None, self.service.now())
         vm = arrival.vm
-        return Answer(self._answer_vm(request, vm, arrival.pause), vm, arrival.at)
+        return Answer(self._answer_vm(request, checked, arrival), vm, arrival.at)
 
-    def _answer_vm(self, request: ImdsRequest, vm: Vm, pause: Pause | None) -> ImdsResponse:
-        if pause is not None:
-            return self._paused(pause)
+    def _answer_vm(
+        self, request: ImdsRequest, checked: ImdsResponse | _Checked, arrival: Arrival
+    ) -> ImdsResponse:
+        if arrival.pause is not None:
+            return self._paused(arrival.pause)
+        vm = arrival.vm
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
             return _TOO_MANY
-        checked = request._checked
-        if checked is None:
-            checked = request._checked = self._check(request)
         if isinstance(checked, ImdsResponse):
             return checked
-        version = checked.version
-        if version is not None:  # Scheduled Events
-            if request.method == "GET":
-                encoded = self.service.encoded_document(vm.name, version)
+        if checked.version is not None:  # Scheduled Events
+            encoded = arrival.document
+            if encoded is not None:  # a GET
                 tags = checked.tags
                 if tags is not None and _matches(tags, encoded.tag):
                     return _not_modified(encoded.etag)
