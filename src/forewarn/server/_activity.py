@@ -1,8 +1,10 @@
 """What each VM did and was shown, for the dashboard's per-VM timeline.
 
 A bounded record per VM: its last requests (method, path, status, the incarnation it was
-answered with) and each new document it was shown. Kept in memory only: it is for watching
-a handler at work, not state; a restart starts it empty.
+answered with) and each new document it was shown. A request repeated with the same answer
+(a poller's every second) is one entry with a count and the time of the last, so a quiet
+VM's timeline reaches back further, and recording a poll costs a counter's increment. Kept in
+memory only: it is for watching a handler at work, not state; a restart starts it empty.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ __all__ = ["Activity", "ActivityEndpoint", "Entry"]
 
 REQUESTS = logging.getLogger("forewarn.requests")
 
-#: Entries kept per VM: a minute and a half of polling once a second, plus its approvals.
+#: Entries kept per VM: each a run of the same request answered the same way, or a document.
 KEPT = 100
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Entry:
     at: datetime
     kind: str  # "request" or "document"
@@ -42,10 +44,16 @@ class Entry:
     status: int = 0
     incarnation: int | None = None
     events: tuple[tuple[str, str, str], ...] = ()  # (EventId, EventType, EventStatus)
+    #: A request entry: how many times in a row it was made and answered the same way, and
+    #: when last (``at`` is the first).
+    count: int = 1
+    until: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "at": self.at.isoformat(),
+            "until": (self.until or self.at).isoformat(),
+            "count": self.count,
             "kind": self.kind,
             "method": self.method,
             "path": self.path,
@@ -64,19 +72,30 @@ class Activity:
     def __init__(self) -> None:
         self._entries: dict[str, deque[Entry]] = {}
         self._shown: dict[str, int] = {}
+        # Each VM's latest request entry, with the request and answer that made it.
+        self._runs: dict[str, tuple[Entry, str, str, ImdsResponse]] = {}
         self.requests: dict[str, int] = {}
 
     def record(self, vm: str, request: ImdsRequest, response: ImdsResponse, at: datetime) -> None:
         """``vm``'s request and its answer, given at platform time ``at``."""
+        run = self._runs.get(vm)
+        if run is not None:
+            entry, method, path, answered = run
+            # The endpoint answers an unchanged document with the same response object.
+            if answered is response and method == request.method and path == request.path:
+                entry.count += 1
+                entry.until = at
+                self.requests[vm] += 1
+                return
         incarnation = None
         if response.etag is not None:
             incarnation = int(response.etag.strip(b'"'))
         entries = self._entries.get(vm)
         if entries is None:
             entries = self._entries[vm] = deque(maxlen=KEPT)
-        entries.append(
-            Entry(at, "request", request.method, request.path, response.status, incarnation)
-        )
+        entry = Entry(at, "request", request.method, request.path, response.status, incarnation)
+        entries.append(entry)
+        self._runs[vm] = (entry, request.method, request.path, response)
         self.requests[vm] = self.requests.get(vm, 0) + 1
         if (
             response.status == 200
