@@ -18,9 +18,9 @@ import socket
 import struct
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import format_datetime
-from typing import NamedTuple
 
 import httptools
 
@@ -31,6 +31,7 @@ from forewarn.server.imds import (
     SERVER,
     TEXT,
     Answer,
+    Checked,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
@@ -115,8 +116,11 @@ _CACHEABLE_REQUEST = 2048
 _PARSED_ENTRIES = 16384
 
 
-class _Parsed(NamedTuple):
-    """What httptools made of one whole request: a pure function of its bytes."""
+@dataclass(slots=True, eq=False)
+class _Parsed:
+    """What httptools made of one whole request: a pure function of its bytes, shared by
+    every connection that sends them, and so is what the endpoint decided from them alone
+    (:attr:`ImdsRequest.checked`), once it has."""
 
     method: str
     path: str
@@ -124,6 +128,7 @@ class _Parsed(NamedTuple):
     headers: dict[str, str]
     body: bytes
     keep_alive: bool
+    checked: ImdsResponse | Checked | None = None
 
 
 class _ParsedRequests:
@@ -324,10 +329,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._parser: httptools.HttpRequestParser | None = None
         self._connections = connections
         self._transport: asyncio.Transport | None = None
-        self._url = bytearray()
         # The bytes of the current request's head so far; None once its head is complete.
         self._head_bytes: int | None = 0
-        self._body = bytearray()
         self._closing = False
         self._loop = loop
         self._last_active = self._loop.time()
@@ -335,6 +338,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._request_started: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         # Set per request by the parser's callbacks, and per read by data_received:
+        self._url: bytearray
+        self._body: bytearray
         self._headers: dict[str, str]
         self._header_count: int
         self._completed: int
@@ -443,10 +448,12 @@ class ImdsProtocol(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._request_started = self._loop.time()
-        self._url.clear()
+        # Made per parsed request, not per connection: most connections only repeat a poll
+        # whose parse is known (_ParsedRequests) and never need them.
+        self._url = bytearray()
         self._headers = {}
         self._header_count = 0
-        self._body.clear()
+        self._body = bytearray()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -536,6 +543,7 @@ class ImdsProtocol(asyncio.Protocol):
                 body=parsed.body,
                 local_address=self._local,
                 peer_address=self._peer,
+                checked=parsed.checked,
             )
             self._request = (parsed, request)
         if parsed is not self._fault_passed:
@@ -545,6 +553,7 @@ class ImdsProtocol(asyncio.Protocol):
                 return
         self._fault_passed = None
         response, _, at = self._endpoint.respond(request)
+        parsed.checked = request.checked
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
                 self._held = [parsed]

@@ -73,9 +73,10 @@ class Limits:
 class ImdsRequest:
     """What the transport saw: header names lower-cased, values as sent.
 
-    A transport may hand the endpoint the same request again (the socket server does, for a
-    poll repeated on a connection): its fields are never changed, so what the endpoint
-    decided from them alone is kept with it.
+    Its fields are never changed, so what the endpoint decides from them alone is kept in
+    ``checked``; a transport that sees the same bytes again (the socket server, for a poll
+    repeated on a connection or by the same VM on a new one) may hand that over with the next
+    request of those bytes.
     """
 
     method: str
@@ -85,9 +86,7 @@ class ImdsRequest:
     body: bytes
     local_address: str
     peer_address: str
-    _checked: ImdsResponse | _Checked | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    checked: ImdsResponse | Checked | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +103,10 @@ class ImdsResponse:
     reset: bool = False
 
 
-class _Checked(NamedTuple):
-    """What a request's own bytes decide, for a caller known and within its rate: in SPEC
-    1's order nothing after the rate limit depends on anything else, so a request repeated
-    on a connection is checked once."""
+class Checked(NamedTuple):
+    """What a request's own fields decide, for a caller known and within its rate: in SPEC
+    1's order nothing after the rate limit depends on anything else, so the same request
+    bytes are checked once."""
 
     query: dict[str, str]
     #: Scheduled Events only: the api-version asked for, and the If-None-Match sent.
@@ -163,10 +162,10 @@ def _ok(body: bytes, etag: bytes) -> ImdsResponse:
     return ImdsResponse(200, body, etag=etag)
 
 
-@functools.lru_cache(maxsize=_QUERY_CACHE_SIZE)
 def _parse_query(raw: str, limits: Limits) -> dict[str, str] | str:
-    """Parameters by name, or an error message; cached, since clients repeat one query.
-    Callers only read the mapping."""
+    """Parameters by name, or an error message. Each endpoint caches it by the query alone
+    (clients repeat one query; hashing the limits on every request cost more than the
+    rest of the lookup); callers only read the mapping."""
     try:
         pairs = parse_qsl(raw, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
@@ -213,6 +212,9 @@ class ImdsEndpoint:
         self.limits = limits or Limits()
         self.rate_limiter = RateLimiter(rate_limit)
         self._monotonic = monotonic
+        self._parse_query = functools.lru_cache(maxsize=_QUERY_CACHE_SIZE)(
+            functools.partial(_parse_query, limits=self.limits)
+        )
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
         return self.respond(request).response
@@ -241,11 +243,11 @@ class ImdsEndpoint:
 
         # What the request's own bytes decide is worked out now (it has no effect) but
         # answered only in its turn, after the caller and its rate limit.
-        checked = request._checked
+        checked = request.checked
         if checked is None:
-            checked = request._checked = self._check(request)
+            checked = request.checked = self._check(request)
         polled = (
-            checked.version if isinstance(checked, _Checked) and request.method == "GET" else None
+            checked.version if isinstance(checked, Checked) and request.method == "GET" else None
         )
         arrival = self.service.request_from(request.local_address, request.peer_address, polled)
         if arrival is None:
@@ -255,7 +257,7 @@ class ImdsEndpoint:
         return Answer(self._answer_vm(request, checked, arrival), vm, arrival.at)
 
     def _answer_vm(
-        self, request: ImdsRequest, checked: ImdsResponse | _Checked, arrival: Arrival
+        self, request: ImdsRequest, checked: ImdsResponse | Checked, arrival: Arrival
     ) -> ImdsResponse:
         if arrival.pause is not None:
             return self._paused(arrival.pause)
@@ -276,15 +278,16 @@ class ImdsEndpoint:
             return ImdsResponse(200, instance_wire.versions_body())
         return self._instance(vm, request.path, checked.query)
 
-    def _check(self, request: ImdsRequest) -> ImdsResponse | _Checked:
+    def _check(self, request: ImdsRequest) -> ImdsResponse | Checked:
         """The checks after the rate limit (SPEC 1's order): a refusal, or what is asked."""
         headers = request.headers
         if "x-forwarded-for" in headers:
             return _FORWARDED
-        query = _parse_query(request.query, self.limits)
+        query = self._parse_query(request.query)
         if isinstance(query, str):
             return _error(400, query)
-        has_header = str(headers.get("metadata")).lower() == "true"
+        metadata = headers.get("metadata")
+        has_header = metadata is not None and metadata.lower() == "true"
         if request.path == SCHEDULED_EVENTS_PATH:
             given = query.get("api-version")
             version = find_version(given)
@@ -296,10 +299,10 @@ class ImdsEndpoint:
                 return _MISSING_HEADER
             if version is None:
                 return _INVALID_API_VERSION if given else _MISSING_API_VERSION
-            return _Checked(query, version, headers.get("if-none-match"))
+            return Checked(query, version, headers.get("if-none-match"))
         if not has_header:
             return _MISSING_HEADER
-        return _Checked(query, None, None)
+        return Checked(query, None, None)
 
     # -- pieces ----------------------------------------------------------------------------
 
@@ -392,6 +395,7 @@ __all__ = [
     "TEXT",
     "VERSIONS_PATH",
     "Answer",
+    "Checked",
     "ImdsEndpoint",
     "ImdsRequest",
     "ImdsResponse",
