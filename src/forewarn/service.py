@@ -24,10 +24,10 @@ only when its events changed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from forewarn.commands import (
     Approve,
@@ -305,13 +305,21 @@ class ScheduledEventsService:
         when not (the first-call delay included)."""
         return self._requested(self._caught_up(), vm_name)
 
-    def request_from(self, local_address: str, peer_address: str) -> tuple[Vm, Pause | None] | None:
+    def request_from(
+        self, local_address: str, peer_address: str, version: ApiVersion | None = None
+    ) -> Arrival | None:
         """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
-        for every request: the calling VM and why it cannot be answered now, if it cannot;
-        None when no VM answers at those addresses."""
+        for every request: the calling VM, why it cannot be answered now if it cannot, the
+        platform time it arrived at (the answer's Date) and, for a request of Scheduled
+        Events, the document as ``version`` shows it after this request; None when no VM
+        answers at those addresses."""
         platform = self._caught_up()
         vm = _vm_calling(platform, local_address, peer_address)
-        return None if vm is None else (vm, self._requested(platform, vm.name))
+        if vm is None:
+            return None
+        pause = self._requested(platform, vm.name)
+        document = None if version is None else self._encoded_of(platform, vm.name, version)
+        return Arrival(vm, pause, platform.now, document)
 
     def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
         if not platform.reachable(vm_name):
@@ -332,7 +340,10 @@ class ScheduledEventsService:
     def encoded_document(self, vm_name: str, version: ApiVersion) -> EncodedDocument:
         """``vm_name``'s document as ``version`` shows it, with its tag; cached until the
         VM's events change."""
-        document = self._caught_up().document(vm_name)
+        return self._encoded_of(self._caught_up(), vm_name, version)
+
+    def _encoded_of(self, platform: Platform, vm_name: str, version: ApiVersion) -> EncodedDocument:
+        document = platform.document(vm_name)
         key = (vm_name, version.name)
         cached = self._encoded.get(key)
         if cached is not None and cached[0] is document:
@@ -488,15 +499,28 @@ class ScheduledEventsService:
         """Clear one fault by id, those of ``vm``, or all; how many were cleared."""
         return self._faults.clear(fault_id, vm=vm)
 
-    def fault_for(self, local_address: str, peer_address: str, moment: float) -> FaultRule | None:
-        """The fault a request arriving at ``local_address`` meets at ``moment``, if any.
-        Requests no VM answers for meet none: the endpoint refuses them as it always does."""
-        if not self._faults:  # the request path's only cost when no fault is set
+    def fault_for(
+        self, local_address: str, peer_address: str, monotonic: Callable[[], float]
+    ) -> FaultRule | None:
+        """The fault a request arriving at ``local_address`` meets now (by ``monotonic``), if
+        any. Requests no VM answers for meet none: the endpoint refuses them as it always
+        does. The clock is read only when a fault is set: this is on every request's path."""
+        if not self._faults:
             return None
         vm = self.resolve_vm(local_address, peer_address)
         if vm is None:
             return None
-        return self._faults.pick(vm.name, moment)
+        return self._faults.pick(vm.name, monotonic())
+
+
+class Arrival(NamedTuple):
+    """A VM's request as the platform took it: who called, why it cannot be answered now
+    (None when it can), and when, so one reading of the clock serves the whole request."""
+
+    vm: Vm
+    pause: Pause | None
+    at: datetime
+    document: EncodedDocument | None
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:
@@ -541,6 +565,7 @@ def service_for_fleet(
 
 
 __all__ = [
+    "Arrival",
     "CampaignStarted",
     "ClockStatus",
     "CommandJournal",

@@ -20,7 +20,7 @@ import uvloop
 from forewarn.domain.events import EventSource, EventType
 from forewarn.domain.vms import Vm
 from forewarn.server.http import start_imds_server
-from forewarn.server.imds import ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.server.imds import Answer, ImdsEndpoint, ImdsRequest
 from forewarn.testing import ForewarnPlatform
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
@@ -158,17 +158,17 @@ def test_a_failing_endpoint_is_a_500_on_a_reused_parse_too(
     """SPEC.md section 1 [doc]: "410/500 are transient platform errors that clients retry".
     The first poll teaches the server its bytes; the endpoint then fails on the second."""
     world = World()
-    original = world.endpoint.handle
+    original = world.endpoint.respond
     calls = 0
 
-    def failing_after_one(request: ImdsRequest) -> ImdsResponse:
+    def failing_after_one(request: ImdsRequest) -> Answer:
         nonlocal calls
         calls += 1
         if calls > 1:
             raise RuntimeError("the endpoint failed on purpose")
         return original(request)
 
-    monkeypatch.setattr(world.endpoint, "handle", failing_after_one)
+    monkeypatch.setattr(world.endpoint, "respond", failing_after_one)
     logged: list[str] = []
     results: list[int] = []
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from forewarn.server.imds import ImdsRequest, ImdsResponse
+from forewarn.server.imds import Answer, ImdsRequest
 from forewarn.testing import ForewarnPlatform
 
 TARGET = b"/metadata/scheduledevents?api-version=2020-07-01"
@@ -37,7 +37,7 @@ def approval(event_id: str) -> bytes:
 def fail_from_now_on(platform: ForewarnPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every request the endpoint handles from now on raises."""
 
-    def handle(request: ImdsRequest) -> ImdsResponse:
+    def respond(request: ImdsRequest) -> Answer:
         raise RuntimeError(FAILURE)
 
-    monkeypatch.setattr(platform.endpoint, "handle", handle)
+    monkeypatch.setattr(platform.endpoint, "respond", respond)

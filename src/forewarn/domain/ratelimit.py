@@ -10,12 +10,15 @@ from __future__ import annotations
 class RateLimiter:
     """Decides whether one more request from a key fits in the per-second budget."""
 
-    __slots__ = ("_buckets", "_rate")
+    __slots__ = ("_buckets", "_burst", "_rate")
 
     def __init__(self, rate: float) -> None:
         if rate <= 0:
             raise ValueError("rate must be positive")
         self._rate = rate
+        # The bucket holds at least one request, so a rate below one per second (``serve
+        # --rate-limit 0.5``) allows one request every 1/rate seconds rather than none at all.
+        self._burst = max(rate, 1.0)
         # key -> (tokens left, time of last refill)
         self._buckets: dict[str, tuple[float, float]] = {}
 
@@ -24,14 +27,16 @@ class RateLimiter:
         return self._rate
 
     def allow(self, key: str, now: float) -> bool:
-        """Take a token for ``key`` if one is left; False means answer 429.
-
-        The bucket holds at least one request, so a rate below one per second (``serve
-        --rate-limit 0.5``) allows one request every 1/rate seconds rather than none at all.
-        """
-        burst = max(self._rate, 1.0)
-        tokens, last = self._buckets.get(key, (burst, now))
-        tokens = min(burst, tokens + (now - last) * self._rate)
+        """Take a token for ``key`` if one is left; False means answer 429. Every VM's every
+        request asks this, so it is written out rather than with min() and a default."""
+        burst = self._burst
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            tokens = burst
+        else:
+            tokens = bucket[0] + (now - bucket[1]) * self._rate
+            if tokens > burst:
+                tokens = burst
         if tokens < 1.0:
             self._buckets[key] = (tokens, now)
             return False

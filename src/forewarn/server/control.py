@@ -303,7 +303,7 @@ def create_control_app(
     add_dashboard(
         app,
         service,
-        activity or Activity(service.now),
+        activity or Activity(),
         responses=ERROR_RESPONSES,
         runs=runs,
     )

@@ -41,7 +41,7 @@ def fault_for(
 ) -> FaultRule | None:
     """The fault a request arriving at ``local_address`` meets, if any. Requests no VM
     answers for meet none: the endpoint refuses them as it always does."""
-    return endpoint.service.fault_for(local_address, peer_address, monotonic())
+    return endpoint.service.fault_for(local_address, peer_address, monotonic)
 
 
 def error_response(rule: FaultRule) -> ImdsResponse | None:

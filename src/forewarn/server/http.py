@@ -18,9 +18,9 @@ import socket
 import struct
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import format_datetime
-from typing import NamedTuple
 
 import httptools
 
@@ -30,6 +30,8 @@ from forewarn.server.imds import (
     JSON,
     SERVER,
     TEXT,
+    Answer,
+    Checked,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
@@ -114,8 +116,11 @@ _CACHEABLE_REQUEST = 2048
 _PARSED_ENTRIES = 16384
 
 
-class _Parsed(NamedTuple):
-    """What httptools made of one whole request: a pure function of its bytes."""
+@dataclass(slots=True, eq=False)
+class _Parsed:
+    """What httptools made of one whole request: a pure function of its bytes, shared by
+    every connection that sends them, and so is what the endpoint decided from them alone
+    (:attr:`ImdsRequest.checked`), once it has."""
 
     method: str
     path: str
@@ -123,6 +128,7 @@ class _Parsed(NamedTuple):
     headers: dict[str, str]
     body: bytes
     keep_alive: bool
+    checked: ImdsResponse | Checked | None = None
 
 
 class _ParsedRequests:
@@ -151,16 +157,15 @@ class _ParsedRequests:
 
 
 class _DateHeader:
-    """The Date header, in the platform's time so clients compare NotBefore against it."""
+    """The Date header, in the platform's time so clients compare NotBefore against it: the
+    time the endpoint answered at, so a request reads the platform's clock once."""
 
-    __slots__ = ("_clock", "_from", "_until", "_value")
+    __slots__ = ("_from", "_until", "_value")
 
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
-        self._start_second(clock())
+    def __init__(self, now: datetime) -> None:
+        self._start_second(now)
 
-    def value(self) -> bytes:
-        now = self._clock()
+    def value(self, now: datetime) -> bytes:
         # Comparing with the current second's bounds costs less than a timestamp per answer.
         if not self._from <= now < self._until:
             self._start_second(now)
@@ -258,7 +263,7 @@ class _Shared:
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
         clock = endpoint.service.now
         self.loop = loop
-        self.date = _DateHeader(clock)
+        self.date = _DateHeader(clock())
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
         self.held = _HeldRequests(loop, clock)
@@ -294,6 +299,7 @@ class ImdsProtocol(asyncio.Protocol):
         "_parsed",
         "_parser",
         "_peer",
+        "_request",
         "_request_ids",
         "_request_started",
         "_shared",
@@ -314,6 +320,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._parsed = shared.parsed
         self._request_ids = shared.request_ids
         self._held: list[_Parsed] | None = None
+        # The last request made of a parse: a poller repeats the same bytes on a connection.
+        self._request: tuple[_Parsed | None, ImdsRequest | None] = (None, None)
         self._fault_passed: _Parsed | None = None
         self._limits: Limits = endpoint.limits
         self._date = shared.date
@@ -321,10 +329,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._parser: httptools.HttpRequestParser | None = None
         self._connections = connections
         self._transport: asyncio.Transport | None = None
-        self._url = bytearray()
         # The bytes of the current request's head so far; None once its head is complete.
         self._head_bytes: int | None = 0
-        self._body = bytearray()
         self._closing = False
         self._loop = loop
         self._last_active = self._loop.time()
@@ -332,6 +338,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._request_started: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         # Set per request by the parser's callbacks, and per read by data_received:
+        self._url: bytearray
+        self._body: bytearray
         self._headers: dict[str, str]
         self._header_count: int
         self._completed: int
@@ -440,10 +448,12 @@ class ImdsProtocol(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._request_started = self._loop.time()
-        self._url.clear()
+        # Made per parsed request, not per connection: most connections only repeat a poll
+        # whose parse is known (_ParsedRequests) and never need them.
+        self._url = bytearray()
         self._headers = {}
         self._header_count = 0
-        self._body.clear()
+        self._body = bytearray()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -523,22 +533,27 @@ class ImdsProtocol(asyncio.Protocol):
         if self._held is not None:
             self._held.append(parsed)  # pipelined behind a held request: answered after it
             return
-        request = ImdsRequest(
-            method=parsed.method,
-            path=parsed.path,
-            query=parsed.query,
-            headers=parsed.headers,
-            body=parsed.body,
-            local_address=self._local,
-            peer_address=self._peer,
-        )
+        last, request = self._request
+        if parsed is not last or request is None:
+            request = ImdsRequest(
+                method=parsed.method,
+                path=parsed.path,
+                query=parsed.query,
+                headers=parsed.headers,
+                body=parsed.body,
+                local_address=self._local,
+                peer_address=self._peer,
+                checked=parsed.checked,
+            )
+            self._request = (parsed, request)
         if parsed is not self._fault_passed:
             fault = fault_for(self._endpoint, self._local, self._peer)
             if fault is not None:
                 self._inject(fault, parsed, request)
                 return
         self._fault_passed = None
-        response = self._endpoint.handle(request)
+        response, _, at = self._endpoint.respond(request)
+        parsed.checked = request.checked
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
                 self._held = [parsed]
@@ -551,7 +566,7 @@ class ImdsProtocol(asyncio.Protocol):
                 self._close()
             return
         keep_alive = parsed.keep_alive
-        self._write(response, keep_alive)
+        self._write(response, keep_alive, at)
         if not keep_alive:
             self._end()
 
@@ -560,13 +575,13 @@ class ImdsProtocol(asyncio.Protocol):
         kind = fault.kind
         error = error_response(fault)
         if error is not None:
-            self._write(error, parsed.keep_alive)
+            self._write(error, parsed.keep_alive, self._endpoint.service.now())
             if not parsed.keep_alive:
                 self._end()
         elif kind is FaultKind.RESET:
             self._reset()
         elif kind is FaultKind.TRUNCATE:
-            self._truncated(self._endpoint.handle(request))
+            self._truncated(self._endpoint.respond(request))
         else:  # latency and timeout: nothing now; what is pipelined behind waits
             self._held = []
             if self._transport is not None:
@@ -586,14 +601,15 @@ class ImdsProtocol(asyncio.Protocol):
         self._fault_passed = parsed
         self.release()
 
-    def _truncated(self, response: ImdsResponse) -> None:
+    def _truncated(self, answer: Answer) -> None:
         """Half the answer's body under its full Content-Length (half its head when it has
         no body), then a close: a client reads an incomplete message."""
         transport = self._transport
+        response = answer.response
         if response.status == 0 or transport is None:
             self._close()
             return
-        data = self._encode(response, keep_alive=False)
+        data = self._encode(response, False, answer.at)
         body = len(response.body)
         transport.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
         self._close()
@@ -620,14 +636,14 @@ class ImdsProtocol(asyncio.Protocol):
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _write(self, response: ImdsResponse, keep_alive: bool) -> None:
+    def _write(self, response: ImdsResponse, keep_alive: bool, at: datetime) -> None:
         transport = self._transport
         assert transport is not None  # connected: only then is there anything to answer
         if not transport.is_closing():  # closed by a failed write, its loss not yet told
-            transport.write(self._encode(response, keep_alive))
+            transport.write(self._encode(response, keep_alive, at))
 
-    def _encode(self, response: ImdsResponse, keep_alive: bool) -> bytes:
-        """The response's bytes, with a new request id and the current Date."""
+    def _encode(self, response: ImdsResponse, keep_alive: bool, at: datetime) -> bytes:
+        """The response's bytes, with a new request id and the Date of platform time ``at``."""
         status = response.status
         head = self._shared.heads[status, response.content_type, keep_alive]
         etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
@@ -635,7 +651,7 @@ class ImdsProtocol(asyncio.Protocol):
             return b"%s%s\r\nDate: %s\r\n%s%s" % (
                 head[0],
                 self._request_ids.next(),
-                self._date.value(),
+                self._date.value(at),
                 etag,
                 head[1],
             )
@@ -643,7 +659,7 @@ class ImdsProtocol(asyncio.Protocol):
         return b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s" % (
             head[0],
             self._request_ids.next(),
-            self._date.value(),
+            self._date.value(at),
             len(body),
             etag,
             head[1],
@@ -657,7 +673,7 @@ class ImdsProtocol(asyncio.Protocol):
         for up to LINGER_TIMEOUT, then close."""
         if self._closing:
             return
-        self._write(ImdsResponse(status, error_body(message)), keep_alive=False)
+        self._write(ImdsResponse(status, error_body(message)), False, self._endpoint.service.now())
         self._linger()
 
     def _end(self) -> None:

@@ -13,16 +13,17 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 from urllib.parse import parse_qsl, unquote
 
-from forewarn.domain.api_versions import find_version
+from forewarn.domain.api_versions import ApiVersion, find_version
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
-from forewarn.service import ScheduledEventsService
+from forewarn.service import Arrival, ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire import errors as messages
 from forewarn.wire import instance as instance_wire
@@ -70,7 +71,13 @@ class Limits:
 
 @dataclass(slots=True)
 class ImdsRequest:
-    """What the transport saw: header names lower-cased, values as sent."""
+    """What the transport saw: header names lower-cased, values as sent.
+
+    Its fields are never changed, so what the endpoint decides from them alone is kept in
+    ``checked``; a transport that sees the same bytes again (the socket server, for a poll
+    repeated on a connection or by the same VM on a new one) may hand that over with the next
+    request of those bytes.
+    """
 
     method: str
     path: str
@@ -79,6 +86,7 @@ class ImdsRequest:
     body: bytes
     local_address: str
     peer_address: str
+    checked: ImdsResponse | Checked | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,27 @@ class ImdsResponse:
     etag: bytes | None = None
     held_until: datetime | None = None
     reset: bool = False
+
+
+class Checked(NamedTuple):
+    """What a request's own fields decide, for a caller known and within its rate: in SPEC
+    1's order nothing after the rate limit depends on anything else, so the same request
+    bytes are checked once."""
+
+    query: dict[str, str]
+    #: Scheduled Events only: the api-version asked for, and the If-None-Match sent.
+    version: ApiVersion | None
+    tags: str | None
+
+
+class Answer(NamedTuple):
+    """A response with what transports and recorders need beside it."""
+
+    response: ImdsResponse
+    #: The calling VM, when the request got as far as finding it.
+    vm: Vm | None
+    #: The platform time the request was answered at: the Date header's.
+    at: datetime
 
 
 def _error(status: int, message: str) -> ImdsResponse:
@@ -133,10 +162,10 @@ def _ok(body: bytes, etag: bytes) -> ImdsResponse:
     return ImdsResponse(200, body, etag=etag)
 
 
-@functools.lru_cache(maxsize=_QUERY_CACHE_SIZE)
 def _parse_query(raw: str, limits: Limits) -> dict[str, str] | str:
-    """Parameters by name, or an error message; cached, since clients repeat one query.
-    Callers only read the mapping."""
+    """Parameters by name, or an error message. Each endpoint caches it by the query alone
+    (clients repeat one query; hashing the limits on every request cost more than the
+    rest of the lookup); callers only read the mapping."""
     try:
         pairs = parse_qsl(raw, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
@@ -183,13 +212,22 @@ class ImdsEndpoint:
         self.limits = limits or Limits()
         self.rate_limiter = RateLimiter(rate_limit)
         self._monotonic = monotonic
+        self._parse_query = functools.lru_cache(maxsize=_QUERY_CACHE_SIZE)(
+            functools.partial(_parse_query, limits=self.limits)
+        )
 
     def handle(self, request: ImdsRequest) -> ImdsResponse:
-        return self.answer(request)[0]
+        return self.respond(request).response
 
-    def answer(self, request: ImdsRequest) -> tuple[ImdsResponse, Vm | None]:
-        """The response, and the calling VM when the request got as far as finding it, so a
-        wrapper recording requests by VM need not look it up a second time."""
+    def respond(self, request: ImdsRequest) -> Answer:
+        """The answer as a transport needs it: what :meth:`handle` answers, with the platform
+        time for its Date header. Wrappers that record requests override this."""
+        return self.answer(request)
+
+    def answer(self, request: ImdsRequest) -> Answer:
+        """The response, the calling VM when the request got as far as finding it (so a
+        wrapper recording requests by VM need not look it up again) and the platform time it
+        was answered at, read once per request."""
         path = request.path
         method = request.method
         allowed = _ALLOWED_METHODS.get(path)
@@ -197,54 +235,74 @@ class ImdsEndpoint:
             if path == INSTANCE_PATH or path.startswith(INSTANCE_PATH + "/"):
                 allowed = ("GET",)
             else:
-                return _error(404, messages.not_found_message(path, method)), None
+                response = _error(404, messages.not_found_message(path, method))
+                return Answer(response, None, self.service.now())
         if method not in allowed:
-            return _error(405, messages.method_not_allowed_message(path, method)), None
+            response = _error(405, messages.method_not_allowed_message(path, method))
+            return Answer(response, None, self.service.now())
 
-        arrival = self.service.request_from(request.local_address, request.peer_address)
+        # What the request's own bytes decide is worked out now (it has no effect) but
+        # answered only in its turn, after the caller and its rate limit.
+        checked = request.checked
+        if checked is None:
+            checked = request.checked = self._check(request)
+        polled = (
+            checked.version if isinstance(checked, Checked) and request.method == "GET" else None
+        )
+        arrival = self.service.request_from(request.local_address, request.peer_address, polled)
         if arrival is None:
             message = f"Bad request. No virtual machine answers at {request.local_address}"
-            return _error(400, message), None
-        vm, pause = arrival
-        return self._answer_vm(request, vm, pause), vm
+            return Answer(_error(400, message), None, self.service.now())
+        vm = arrival.vm
+        return Answer(self._answer_vm(request, checked, arrival), vm, arrival.at)
 
-    def _answer_vm(self, request: ImdsRequest, vm: Vm, pause: Pause | None) -> ImdsResponse:
-        path = request.path
-        method = request.method
-        if pause is not None:
-            return self._paused(pause)
+    def _answer_vm(
+        self, request: ImdsRequest, checked: ImdsResponse | Checked, arrival: Arrival
+    ) -> ImdsResponse:
+        if arrival.pause is not None:
+            return self._paused(arrival.pause)
+        vm = arrival.vm
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
             return _TOO_MANY
-        headers = request.headers
-        if "x-forwarded-for" in headers:
-            return _FORWARDED
-        query = _parse_query(request.query, self.limits)
-        if isinstance(query, str):
-            return _error(400, query)
-        has_header = str(headers.get("metadata")).lower() == "true"
-
-        if path == SCHEDULED_EVENTS_PATH:
-            given = query.get("api-version")
-            version = find_version(given)
-            if not has_header and not (
-                method == "POST" and version is not None and not version.metadata_header_on_post
-            ):
-                return _MISSING_HEADER
-            if version is None:
-                return _INVALID_API_VERSION if given else _MISSING_API_VERSION
-            if method == "GET":
-                encoded = self.service.encoded_document(vm.name, version)
-                tags = headers.get("if-none-match")
+        if isinstance(checked, ImdsResponse):
+            return checked
+        if checked.version is not None:  # Scheduled Events
+            encoded = arrival.document
+            if encoded is not None:  # a GET
+                tags = checked.tags
                 if tags is not None and _matches(tags, encoded.tag):
                     return _not_modified(encoded.etag)
                 return _ok(encoded.body, encoded.etag)
             return self._approve(vm, request.body)
+        if request.path == VERSIONS_PATH:
+            return ImdsResponse(200, instance_wire.versions_body())
+        return self._instance(vm, request.path, checked.query)
 
+    def _check(self, request: ImdsRequest) -> ImdsResponse | Checked:
+        """The checks after the rate limit (SPEC 1's order): a refusal, or what is asked."""
+        headers = request.headers
+        if "x-forwarded-for" in headers:
+            return _FORWARDED
+        query = self._parse_query(request.query)
+        if isinstance(query, str):
+            return _error(400, query)
+        metadata = headers.get("metadata")
+        has_header = metadata is not None and metadata.lower() == "true"
+        if request.path == SCHEDULED_EVENTS_PATH:
+            given = query.get("api-version")
+            version = find_version(given)
+            if not has_header and not (
+                request.method == "POST"
+                and version is not None
+                and not version.metadata_header_on_post
+            ):
+                return _MISSING_HEADER
+            if version is None:
+                return _INVALID_API_VERSION if given else _MISSING_API_VERSION
+            return Checked(query, version, headers.get("if-none-match"))
         if not has_header:
             return _MISSING_HEADER
-        if path == VERSIONS_PATH:
-            return ImdsResponse(200, instance_wire.versions_body())
-        return self._instance(vm, path, query)
+        return Checked(query, None, None)
 
     # -- pieces ----------------------------------------------------------------------------
 
@@ -336,6 +394,8 @@ __all__ = [
     "SERVER",
     "TEXT",
     "VERSIONS_PATH",
+    "Answer",
+    "Checked",
     "ImdsEndpoint",
     "ImdsRequest",
     "ImdsResponse",

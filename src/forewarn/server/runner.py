@@ -182,7 +182,7 @@ async def serve(
         except BaseException:
             service.close()
             raise
-    activity = Activity(service.now)
+    activity = Activity()
     endpoint = ActivityEndpoint(
         service,
         activity,

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from forewarn.domain.impact import ImpactPolicies
-from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, Answer, ImdsEndpoint, ImdsRequest
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
 
@@ -151,10 +151,11 @@ class RecordingEndpoint(ImdsEndpoint):
         super().__init__(service, rate_limit=rate_limit, impact=impact, monotonic=monotonic)
         self.recorder = recorder
 
-    def handle(self, request: ImdsRequest) -> ImdsResponse:
-        at = self.service.now()
-        vm = self.service.resolve_vm(request.local_address, request.peer_address)
-        response = super().handle(request)
+    def respond(self, request: ImdsRequest) -> Answer:
+        answer = super().respond(request)
+        response, vm, at = answer
+        if vm is None:  # refused before the VM was looked up (a 404, a 405)
+            vm = self.service.resolve_vm(request.local_address, request.peer_address)
         self.recorder.add(
             RecordedRequest(
                 at=at,
@@ -168,4 +169,4 @@ class RecordingEndpoint(ImdsEndpoint):
                 response_body=response.body,
             )
         )
-        return response
+        return answer

@@ -147,7 +147,9 @@ async function refreshTimeline() {
       return el("li", { class: "document" }, `${at} shown DocumentIncarnation ${entry.incarnation}: ${events}`);
     }
     const incarnation = entry.incarnation === null ? "" : ` (incarnation ${entry.incarnation})`;
-    return el("li", { class: "request" }, `${at} ${entry.method} ${entry.path} -> ${entry.status}${incarnation}`);
+    const until = new Date(entry.until).toISOString().replace("T", " ").slice(11, 19);
+    const times = entry.count > 1 ? ` x${entry.count}, last at ${until}` : "";
+    return el("li", { class: "request" }, `${at} ${entry.method} ${entry.path} -> ${entry.status}${incarnation}${times}`);
   });
   document.getElementById("timeline").replaceChildren(...items);
 }
