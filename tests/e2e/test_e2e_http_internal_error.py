@@ -3,7 +3,7 @@ the server's log, never a 400 that blames the client's HTTP.
 
 No request makes the shipped endpoint fail, so a process of its own serves the real socket
 protocol (``forewarn.server.http``, started by ``forewarn.testing``) around an endpoint whose
-``handle`` raises.
+``respond`` (what the socket server calls) raises.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def broken(request):
 
 
 with ForewarnPlatform() as platform:
-    platform.endpoint.handle = broken
+    platform.endpoint.respond = broken
     print(platform.port, flush=True)
     time.sleep(30)
 """
