@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 
 from forewarn.domain import operations
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
-from forewarn.domain.events import EventSource, EventStatus, EventType
+from forewarn.domain.events import Event, EventSource, EventStatus, EventType, Resource
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
@@ -346,3 +347,21 @@ def test_a_vm_deleted_before_its_event_starts_leaves_nothing_behind(
     add("a")
     assert platform.reachable("a"), "the new a was never part of the event"
     assert not platform.reachable("b")
+
+
+def test_a_started_event_differs_from_its_scheduled_self_in_status_and_not_before_only() -> None:
+    """Whatever fields an event has, starting it changes EventStatus and clears NotBefore."""
+    scheduled = Event(
+        event_id="E",
+        event_type=EventType.REDEPLOY,
+        status=EventStatus.SCHEDULED,
+        resources=(Resource("a"), Resource("b", iaas=False)),
+        not_before=START,
+        description="moving",
+        source=EventSource.USER,
+        duration_seconds=30,
+        resource_type="Other",
+    )
+    assert scheduled.started() == dataclasses.replace(
+        scheduled, status=EventStatus.STARTED, not_before=None
+    )
