@@ -44,6 +44,10 @@ class Deadline(Enum):
     IMPACT_END = "impact-end"
     REMOVE = "remove"
 
+    # Members are compared by identity, so they may be hashed by it: Enum's own hash is a
+    # Python function, called for every deadline set and fired.
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, slots=True)
 class Parts:
@@ -115,12 +119,18 @@ LIFECYCLE: Mapping[Deadline, Transition] = {
 
 
 class _Instant:
-    """The deadlines due at one instant, in the order they were set, and how many fired."""
+    """The deadlines due at one instant, in the order they were set, and how many fired.
 
-    __slots__ = ("entries", "fired")
+    Two lists side by side rather than one of pairs: a campaign sets hundreds of thousands
+    of deadlines, and a pair per deadline would be one more object for the collector to
+    examine until it falls.
+    """
+
+    __slots__ = ("fired", "keys", "kinds")
 
     def __init__(self, key: str, kind: Deadline) -> None:
-        self.entries = [(key, kind)]
+        self.keys = [key]
+        self.kinds = [kind]
         self.fired = 0
 
 
@@ -156,7 +166,8 @@ class Deadlines:
             self._due_at[when] = _Instant(key, kind)
             heapq.heappush(self._instants, when)
         else:
-            instant.entries.append((key, kind))
+            instant.keys.append(key)
+            instant.kinds.append(kind)
 
     def next_due(self) -> datetime | None:
         return self._instants[0] if self._instants else None
@@ -171,9 +182,10 @@ class Deadlines:
         while instants and instants[0] <= now:
             when = instants[0]
             instant = due_at[when]
-            key, kind = instant.entries[instant.fired]
-            instant.fired += 1
-            if instant.fired == len(instant.entries):
+            fired = instant.fired
+            key, kind = instant.keys[fired], instant.kinds[fired]
+            instant.fired = fired + 1
+            if fired + 1 == len(instant.keys):
                 heapq.heappop(instants)
                 del due_at[when]
             state.now = max(state.now, when)
