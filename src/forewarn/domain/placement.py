@@ -99,9 +99,7 @@ class Placements:
         if group is None:
             return False
         domains = self._domains.get((group, host))
-        return domains is not None and any(
-            domain != vm.platform_fault_domain for domain in domains
-        )
+        return domains is not None and any(domain != vm.platform_fault_domain for domain in domains)
 
 
 def _count_down(counts: dict[_Key, int], key: _Key) -> None:
