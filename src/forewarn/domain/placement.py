@@ -13,11 +13,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from forewarn.domain.vms import Vm
-
-_Key = TypeVar("_Key")
 
 
 class SetKind(enum.Enum):
@@ -51,7 +48,7 @@ def fault_domain_set(vm: Vm) -> FaultDomainSet | None:
 
 
 class Placements:
-    """Which fault domains of each set every host holds, and which hosts hold a VM at all.
+    """Which fault domains of each set every host holds.
 
     An index over a fleet, kept by whoever adds, moves and removes its VMs, so that checking a
     placement costs the size of one host rather than of the fleet: without it, adding the
@@ -60,18 +57,13 @@ class Placements:
     own order, so every message names the same VM as a search of the whole fleet.
     """
 
-    __slots__ = ("_domains", "_hosts")
+    __slots__ = ("_domains",)
 
-    def __init__(self, vms: Iterable[Vm] = ()) -> None:
+    def __init__(self) -> None:
         # (set, host) -> fault domain -> how many of the set's VMs in it run on the host
         self._domains: dict[tuple[FaultDomainSet, str], dict[int, int]] = {}
-        # host -> how many VMs run on it
-        self._hosts: dict[str, int] = {}
-        for vm in vms:
-            self.add(vm)
 
     def add(self, vm: Vm) -> None:
-        self._hosts[vm.host] = self._hosts.get(vm.host, 0) + 1
         group = fault_domain_set(vm)
         if group is not None:
             domains = self._domains.setdefault((group, vm.host), {})
@@ -79,18 +71,16 @@ class Placements:
             domains[domain] = domains.get(domain, 0) + 1
 
     def remove(self, vm: Vm) -> None:
-        _count_down(self._hosts, vm.host)
         group = fault_domain_set(vm)
         if group is not None:
             key = (group, vm.host)
             domains = self._domains[key]
-            _count_down(domains, vm.platform_fault_domain)
+            domain = vm.platform_fault_domain
+            domains[domain] -= 1
+            if not domains[domain]:
+                del domains[domain]
             if not domains:
                 del self._domains[key]
-
-    def hosts(self) -> set[str]:
-        """Every host running at least one VM."""
-        return set(self._hosts)
 
     def crowded(self, vm: Vm, host: str) -> bool:
         """Whether ``host`` runs a VM of ``vm``'s set in a fault domain other than ``vm``'s:
@@ -100,15 +90,6 @@ class Placements:
             return False
         domains = self._domains.get((group, host))
         return domains is not None and any(domain != vm.platform_fault_domain for domain in domains)
-
-
-def _count_down(counts: dict[_Key, int], key: _Key) -> None:
-    """One fewer of ``key``; a key counted down to nothing is dropped."""
-    left = counts[key] - 1
-    if left:
-        counts[key] = left
-    else:
-        del counts[key]
 
 
 def conflict(
@@ -158,7 +139,7 @@ def new_host(
     the state decides, so a replay moves every VM the same way. ``placements``, an index of
     ``vms``, spares a search of the fleet for each host.
     """
-    taken = placements.hosts() if placements is not None else {other.host for other in vms}
+    taken = {other.host for other in vms}
     excluded = {vm.host, ""} | set(avoid)
     for host in sorted(taken - excluded):
         if conflict(vm, host, vms, placements) is None:
