@@ -62,7 +62,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--poll-close-vms", type=int, help="VMs polling on a new connection each (default 2000)"
     )
-    parser.add_argument("--sizes", type=_sizes, help="fleet sizes (default 1000,10000,100000)")
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        help="fleet sizes, smallest first (default 1000,10000,100000; add 300000 for the "
+        "flatness targets' largest fleet)",
+    )
     parser.add_argument(
         "--propagation-samples",
         type=int,

@@ -8,6 +8,7 @@ where they are not installed.
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 
 from bench.fleetgen import fleet_yaml
 from bench.polling import run_polling
-from bench.scale import ScenarioError, measure_idle_memory, run_campaign
+from bench.scale import ScenarioError, grouped_schedule_cost, measure_idle_memory, run_campaign
 from bench.servers import Forewarn
 from bench.throughput import run_throughput
 from bench.tools import find_tools, free_port
@@ -127,3 +128,13 @@ def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
     names = [target["name"] for target in results["targets"]]
     assert "documents encoded again after one VM's change" in names
     assert results["machine"]["cores"] >= 1
+
+
+def test_the_scale_scenarios_leave_the_collector_as_they_found_it() -> None:
+    """They settle the heap as ``forewarn serve`` does, and undo it when they end, so the
+    process running them (this test run, the next scenario) is not changed."""
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    run_campaign(50)
+    measure_idle_memory(50)
+    grouped_schedule_cost(50, events=5)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (thresholds, frozen)

@@ -6,10 +6,13 @@ scheme is ours: front-ends sharing a journal must give one event one id.
 
 from __future__ import annotations
 
+import random
 import re
 import uuid
 
-from forewarn.domain.ids import JournalEventIds
+import pytest
+
+from forewarn.domain.ids import EventIdFactory, JournalEventIds, version4_guid
 
 GUID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}$")
 
@@ -50,3 +53,17 @@ def test_the_scheme_is_fixed_because_journals_name_the_ids_it_made() -> None:
     assert ids() == "1D194EC3-855C-4DB0-A5B6-771984C6DF75"
     ids.at_record(2)
     assert ids() == "3FC78AD2-0CBD-4001-A806-BFFA18A64646"
+
+
+@pytest.mark.parametrize("value", [0, 1, 2**64 - 1, 2**128 - 1, 0x0123456789ABCDEF0123456789ABCDEF])
+def test_a_guid_is_the_one_uuid_writes_for_the_same_bits(value: int) -> None:
+    """EventIds of existing journals were written by :class:`uuid.UUID`: the same bits must
+    still make the same id, or a replay would show other EventIds."""
+    assert version4_guid(value) == str(uuid.UUID(int=value, version=4)).upper()
+
+
+def test_seeded_ids_are_those_of_a_uuid_from_the_seeded_generator() -> None:
+    draws = random.Random(42)
+    expected = [str(uuid.UUID(int=draws.getrandbits(128), version=4)).upper() for _ in range(50)]
+    ids = EventIdFactory(42)
+    assert [ids() for _ in range(50)] == expected

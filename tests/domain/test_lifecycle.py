@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from forewarn.domain import operations
+from forewarn.domain._lifecycle import Deadline, Deadlines, Parts
+from forewarn.domain._state import PlatformState
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
-from forewarn.domain.events import EventSource, EventStatus, EventType
+from forewarn.domain.events import Event, EventSource, EventStatus, EventType, Resource
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
@@ -346,3 +349,61 @@ def test_a_vm_deleted_before_its_event_starts_leaves_nothing_behind(
     add("a")
     assert platform.reachable("a"), "the new a was never part of the event"
     assert not platform.reachable("b")
+
+
+def test_a_started_event_differs_from_its_scheduled_self_in_status_and_not_before_only() -> None:
+    """Whatever fields an event has, starting it changes EventStatus and clears NotBefore."""
+    scheduled = Event(
+        event_id="E",
+        event_type=EventType.REDEPLOY,
+        status=EventStatus.SCHEDULED,
+        resources=(Resource("a"), Resource("b", iaas=False)),
+        not_before=START,
+        description="moving",
+        source=EventSource.USER,
+        duration_seconds=30,
+        resource_type="Other",
+    )
+    assert scheduled.started() == dataclasses.replace(
+        scheduled, status=EventStatus.STARTED, not_before=None
+    )
+
+
+class _Recorder:
+    """Stands in for the platform's parts: notes what each fired deadline handed it, and may
+    set more deadlines while one fires, as the real parts do."""
+
+    def __init__(self, deadlines: Deadlines, state: PlatformState) -> None:
+        self.fired: list[tuple[str, datetime]] = []
+        self._deadlines = deadlines
+        self._state = state
+        self.then: dict[str, tuple[timedelta, str]] = {}
+
+    def _note(self, key: str) -> None:
+        self.fired.append((key, self._state.now))
+        if key in self.then:
+            after, next_key = self.then.pop(key)
+            self._deadlines.push(self._state.now + after, next_key, Deadline.ENABLE)
+
+    enable_due = start_due = end_due = remove_due = _note
+
+
+def test_deadlines_fire_by_instant_then_in_the_order_they_were_set() -> None:
+    """Those set while another fires included: at its own instant after every one already
+    set for that instant, and before any later instant."""
+    state = PlatformState(START, DOCUMENTED, EventIdFactory(1))
+    deadlines = Deadlines(state)
+    recorder = _Recorder(deadlines, state)
+    parts = Parts(*(cast(Any, recorder),) * 3)
+    for minutes, key in ((2, "b1"), (1, "a1"), (2, "b2"), (3, "c1"), (1, "a2"), (2, "b3")):
+        deadlines.push(START + minutes * MIN, key, Deadline.ENABLE)
+    recorder.then = {"a1": (MIN, "b4"), "b2": (timedelta(0), "b5"), "a2": (5 * MIN, "f1")}
+    assert deadlines.next_due() == START + MIN
+    deadlines.advance_to(START + 2 * MIN, parts)
+    assert [key for key, _ in recorder.fired] == ["a1", "a2", "b1", "b2", "b3", "b4", "b5"]
+    assert [at - START for _, at in recorder.fired] == [MIN] * 2 + [2 * MIN] * 5
+    assert state.now == START + 2 * MIN
+    assert deadlines.next_due() == START + 3 * MIN
+    deadlines.advance_to(START + 10 * MIN, parts)
+    assert [key for key, _ in recorder.fired[7:]] == ["c1", "f1"]
+    assert deadlines.next_due() is None

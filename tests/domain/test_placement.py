@@ -8,6 +8,8 @@ holds two fault domains of one availability set, scale set or cloud service.
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +20,14 @@ from forewarn.domain import operations
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.domain.ids import EventIdFactory
-from forewarn.domain.placement import FaultDomainSet, SetKind, fault_domain_set, new_host
+from forewarn.domain.placement import (
+    FaultDomainSet,
+    Placements,
+    SetKind,
+    fault_domain_set,
+    new_host,
+    placement_error,
+)
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
@@ -218,3 +227,40 @@ def test_failed_hardware_takes_no_vm_even_one_placed_there_later(platform: Platf
     operations.redeploy(platform, "as-1")
     run_to_the_end(platform)
     assert platform.vm("as-1").host not in ("h0", "h2")
+
+
+def _random_set_vm(chooser: random.Random, index: int) -> Vm:
+    return Vm(
+        name=f"v{index}",
+        vm_id=f"v{index}",
+        availability_set=chooser.choice(["s", "t", None]),
+        platform_fault_domain=chooser.randrange(3),
+        host=chooser.choice(["h1", "h2", "h3", "h4", ""]),
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_placement_index_gives_the_answers_of_a_search_of_the_fleet(seed: int) -> None:
+    """The index only spares work: whatever VMs were placed, moved and removed, every check
+    refuses the same VMs with the same message (naming the first VM in the fleet's order in
+    the way), and every move picks the same host, as a search of the whole fleet."""
+    chooser = random.Random(seed)
+    fleet: dict[str, Vm] = {}
+    placements = Placements()
+    for index in range(60):
+        candidate = _random_set_vm(chooser, index)
+        expected = placement_error(candidate, fleet.values())
+        assert placement_error(candidate, fleet.values(), placements) == expected
+        if expected is None:
+            fleet[candidate.name] = candidate
+            placements.add(candidate)
+        if fleet and chooser.random() < 0.3:
+            moving = chooser.choice(list(fleet.values()))
+            host = new_host(moving, fleet.values(), avoid=("h3",), placements=placements)
+            assert host == new_host(moving, fleet.values(), avoid=("h3",))
+            fleet[moving.name] = replace(moving, host=host)
+            placements.remove(moving)
+            placements.add(fleet[moving.name])
+        if fleet and chooser.random() < 0.1:
+            gone = fleet.pop(chooser.choice(list(fleet)))
+            placements.remove(gone)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from forewarn.domain.errors import DomainError
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN, AvailabilitySet, ScaleSet
 from forewarn.domain.operations import instance_name
-from forewarn.domain.placement import placement_error
+from forewarn.domain.placement import Placements, placement_error
 from forewarn.domain.vms import ImageReference, Priority, Vm
 from forewarn.errors import ForewarnError
 
@@ -428,11 +428,13 @@ def _check_unique(fleet: Fleet, source: str) -> None:
     if not fleet.vms:
         raise FleetFileError(f"{source}: the fleet has no VMs")
     placed: list[Vm] = []
+    placements = Placements()
     for vm in fleet.vms:
-        misplaced = placement_error(vm, placed)
+        misplaced = placement_error(vm, placed, placements)
         if misplaced is not None:
             raise FleetFileError(f"{source}: {misplaced}")
         placed.append(vm)
+        placements.add(vm)
     unaddressed = [vm.name for vm in fleet.vms if vm.address is None]
     if len(fleet.vms) > 1 and unaddressed:
         raise FleetFileError(

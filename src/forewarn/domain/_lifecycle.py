@@ -44,6 +44,10 @@ class Deadline(Enum):
     IMPACT_END = "impact-end"
     REMOVE = "remove"
 
+    # Members are compared by identity, so they may be hashed by it: Enum's own hash is a
+    # Python function, called for every deadline set and fired.
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, slots=True)
 class Parts:
@@ -114,13 +118,37 @@ LIFECYCLE: Mapping[Deadline, Transition] = {
 }
 
 
+class _Instant:
+    """The deadlines due at one instant, in the order they were set, and how many fired.
+
+    Two lists side by side rather than one of pairs: a campaign sets hundreds of thousands
+    of deadlines, and a pair per deadline would be one more object for the collector to
+    examine until it falls.
+    """
+
+    __slots__ = ("fired", "keys", "kinds")
+
+    def __init__(self, key: str, kind: Deadline) -> None:
+        self.keys = [key]
+        self.kinds = [kind]
+        self.fired = 0
+
+
 class Deadlines:
-    """The heap of what is due, ordered by instant, then by the order the deadlines were set."""
+    """What is due, ordered by instant, then by the order the deadlines were set.
+
+    A heap of the distinct instants, each with the list of its deadlines in the order they
+    were set: a campaign's thousands of events fall due at a handful of instants, so setting
+    one is an append and firing one a step along its list, whatever the number pending. The
+    order is the same as one heap of (instant, sequence) would give, because a list only
+    grows at its end and the next deadline is always the first unfired one of the earliest
+    instant.
+    """
 
     def __init__(self, state: PlatformState) -> None:
         self._state = state
-        self._heap: list[tuple[datetime, int, str, Deadline]] = []
-        self._sequence = 0
+        self._instants: list[datetime] = []
+        self._due_at: dict[datetime, _Instant] = {}
 
     def due(self, kind: Deadline, key: str) -> datetime:
         """When a deadline of ``kind`` for ``key`` set now would fall."""
@@ -133,20 +161,33 @@ class Deadlines:
         return when
 
     def push(self, when: datetime, key: str, kind: Deadline) -> None:
-        self._sequence += 1
-        heapq.heappush(self._heap, (when, self._sequence, key, kind))
+        instant = self._due_at.get(when)
+        if instant is None:
+            self._due_at[when] = _Instant(key, kind)
+            heapq.heappush(self._instants, when)
+        else:
+            instant.keys.append(key)
+            instant.kinds.append(kind)
 
     def next_due(self) -> datetime | None:
-        return self._heap[0][0] if self._heap else None
+        return self._instants[0] if self._instants else None
 
     def advance_to(self, now: datetime, parts: Parts) -> None:
         """Fire every deadline due at or before ``now``, oldest first, each at its instant."""
         state = self._state
         if now < state.now:
             return  # a clock read a moment ago on another path: nothing new is due
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            when, _, key, kind = heapq.heappop(heap)
+        instants = self._instants
+        due_at = self._due_at
+        while instants and instants[0] <= now:
+            when = instants[0]
+            instant = due_at[when]
+            fired = instant.fired
+            key, kind = instant.keys[fired], instant.kinds[fired]
+            instant.fired = fired + 1
+            if fired + 1 == len(instant.keys):
+                heapq.heappop(instants)
+                del due_at[when]
             state.now = max(state.now, when)
             LIFECYCLE[kind].fire(parts, key)
         state.now = now

@@ -46,12 +46,13 @@ class Registry:
         if vm.address is not None and vm.address in state.by_address:
             taken = state.by_address[vm.address]
             raise InvalidOperationError(f"address {vm.address} is already {taken!r}'s")
-        misplaced = placement_error(vm, state.vms.values())
+        misplaced = placement_error(vm, state.vms.values(), state.placements)
         if misplaced is not None:
             raise InvalidOperationError(misplaced)
         if vm.vm_scale_set_name and vm.vm_scale_set_name not in state.scale_sets:
             state.scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         state.vms[vm.name] = vm
+        state.placements.add(vm)
         state.groups.setdefault(scope_group(vm, state.scale_sets), set()).add(vm.name)
         if vm.address is not None:
             state.by_address[vm.address] = vm.name
@@ -84,6 +85,7 @@ class Registry:
     def delete(self, vm: Vm) -> None:
         state = self._state
         del state.vms[vm.name]
+        state.placements.remove(vm)
         state.groups[scope_group(vm, state.scale_sets)].remove(vm.name)
         if vm.address is not None:
             del state.by_address[vm.address]
@@ -101,5 +103,8 @@ class Registry:
     def move_off_host(self, vm: Vm) -> None:
         """``vm`` comes back on another host (:func:`forewarn.domain.placement.new_host`)."""
         state = self._state
-        host = new_host(vm, state.vms.values(), state.avoided_hosts)
-        state.vms[vm.name] = replace(vm, host=host)
+        host = new_host(vm, state.vms.values(), state.avoided_hosts, state.placements)
+        moved = replace(vm, host=host)
+        state.vms[vm.name] = moved
+        state.placements.remove(vm)
+        state.placements.add(moved)

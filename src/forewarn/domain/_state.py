@@ -24,6 +24,7 @@ from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import NewEventId
+from forewarn.domain.placement import Placements
 from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import TimingProfile
 from forewarn.domain.vms import Vm
@@ -86,6 +87,9 @@ class PlatformState:
         self.vms: dict[str, Vm] = {}
         self.scale_sets: dict[str, ScaleSet] = {}
         self.by_address: dict[str, str] = {}
+        # which fault domains of each set every host holds, so a placement is checked
+        # against one host rather than the whole fleet
+        self.placements = Placements()
         # scope group -> its members' names, so an event's audience costs its group's size
         self.groups: dict[ScopeGroup, set[str]] = {}
         # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones

@@ -25,6 +25,8 @@ class Clock(Protocol):
 
 def ensure_utc(moment: datetime) -> datetime:
     """Refuse naive datetimes: a time without a zone cannot be shown as GMT honestly."""
+    if moment.tzinfo is UTC:  # the clocks' own times, on every catch-up
+        return moment
     if moment.tzinfo is None:
         raise ValueError("platform times must be timezone-aware")
     return moment.astimezone(UTC)

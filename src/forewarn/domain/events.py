@@ -8,7 +8,7 @@ DocumentIncarnation must move (SPEC 2).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 
@@ -70,8 +70,22 @@ class Event:
     resource_type: str = RESOURCE_TYPE_VM
 
     def started(self) -> Event:
-        """The same event once Started: NotBefore no longer applies and is shown as ``""``."""
-        return replace(self, status=EventStatus.STARTED, not_before=None)
+        """The same event once Started: NotBefore no longer applies and is shown as ``""``.
+
+        Built field by field rather than with :func:`dataclasses.replace`, which costs a few
+        microseconds per event of a campaign; ``tests/domain`` holds the two to the same result.
+        """
+        return Event(
+            self.event_id,
+            self.event_type,
+            EventStatus.STARTED,
+            self.resources,
+            None,
+            self.description,
+            self.source,
+            self.duration_seconds,
+            self.resource_type,
+        )
 
     def impacts(self, vm_name: str) -> bool:
         """True when ``vm_name`` is one of the event's Resources (not merely an observer)."""

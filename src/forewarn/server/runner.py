@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import ipaddress
 import signal
 import socket
@@ -27,6 +26,7 @@ from forewarn.server._serve_logging import configure_logging, watch_events
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
+from forewarn.server.heap import settle_heap
 from forewarn.server.http import start_imds_server
 from forewarn.server.state import OpenedState, describe_store, open_state
 from forewarn.service import ScheduledEventsService
@@ -236,11 +236,8 @@ async def serve(
         await asyncio.sleep(0.01)
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
-    # process: move it out of the collector's sight, so full collections, which otherwise
-    # walk every VM's objects and stall every poll for a quarter second at 10k VMs, stay
-    # proportional to what requests allocate.
-    gc.collect()
-    gc.freeze()
+    # process: out of the collector's sight (forewarn.server.heap).
+    settle_heap()
 
     endpoint_url = url_for(settings.host, settings.port)
     vm_names = ", ".join(vm.name for vm in service.vms()[:5])

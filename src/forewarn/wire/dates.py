@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 
@@ -10,6 +11,13 @@ def format_not_before(moment: datetime | None) -> str:
     """NotBefore text: RFC 1123 in GMT with the right weekday, or ``""`` once Started."""
     if moment is None:
         return ""
+    return _rfc1123(moment)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rfc1123(moment: datetime) -> str:
+    """Cached: the events of one job share their NotBefore, and each is encoded for every VM
+    shown it and every api-version asked for."""
     return format_datetime(moment.astimezone(UTC), usegmt=True)
 
 
