@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,7 +38,8 @@ master_process on;
 worker_processes 1;
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
-events {{ worker_connections 16384; multi_accept on; }}
+worker_rlimit_nofile {open_files};
+events {{ worker_connections {open_files}; multi_accept on; }}
 http {{
     access_log off;
     server_tokens off;
@@ -44,7 +47,7 @@ http {{
     etag off;
     keepalive_requests 100000000;
     keepalive_timeout 75s;
-    open_file_cache max=16 inactive=600s;
+    open_file_cache max={cached_files} inactive=600s;
     open_file_cache_valid 600s;
     client_body_temp_path {work}/nginx-tmp/body;
     proxy_temp_path {work}/nginx-tmp/proxy;
@@ -59,7 +62,7 @@ http {{
                 return 400 '{missing}';
             }}
             default_type "application/json; charset=utf-8";
-            try_files /document.json =404;
+            try_files {document} =404;
         }}
     }}
 }}
@@ -86,6 +89,8 @@ def cpu_seconds(pids: list[int]) -> float:
 class _Process:
     process: subprocess.Popen[bytes] | None = None
     stop_signal = signal.SIGTERM
+    #: Put before the server's command, e.g. ``taskset -c 0`` to pin it to a core.
+    prefix: Sequence[str] = ()
 
     def serving_pids(self) -> list[int]:
         """The processes that answer requests."""
@@ -107,16 +112,29 @@ class _Process:
 
 
 class Nginx(_Process):
-    """nginx serving ``body`` at the Scheduled Events path."""
+    """nginx serving ``body`` at the Scheduled Events path; or, given ``documents`` (address:
+    bytes), each address's own document to the connections that arrive at that address."""
 
     stop_signal = signal.SIGQUIT  # graceful: the master stops its worker and exits
 
-    def __init__(self, binary: str, work: Path, body: bytes, host: str, port: int) -> None:
+    def __init__(
+        self,
+        binary: str,
+        work: Path,
+        body: bytes,
+        host: str,
+        port: int,
+        *,
+        documents: Mapping[str, bytes] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.binary, self.work, self.body, self.host, self.port = binary, work, body, host, port
+        self.documents, self.prefix = documents, prefix
         self.url = f"http://{host}:{port}{PATH}?{QUERY}"
         self.www = work / "www"
 
     def config(self) -> str:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         return _NGINX_CONF.format(
             work=self.work,
             www=self.www,
@@ -124,6 +142,10 @@ class Nginx(_Process):
             port=self.port,
             path=PATH,
             missing=MISSING_HEADER_BODY,
+            open_files=open_files,
+            # $server_addr: the address the connection arrived at, as forewarn tells VMs apart
+            document="/document.json" if self.documents is None else "/$server_addr",
+            cached_files=16 if self.documents is None else len(self.documents) + 16,
         )
 
     def serving_pids(self) -> list[int]:
@@ -150,14 +172,25 @@ class Nginx(_Process):
         # folder: the document gets a folder of its own that anyone may read.
         self.www = Path(tempfile.mkdtemp(prefix="forewarn-bench-www-"))
         self.www.chmod(0o755)
-        document = self.www / "document.json"
-        document.write_bytes(self.body)
-        document.chmod(0o644)
+        files = {"document.json": self.body} if self.documents is None else self.documents
+        for name, body in files.items():
+            document = self.www / name
+            document.write_bytes(body)
+            document.chmod(0o644)
         conf = self.work / "nginx.conf"
         conf.write_text(self.config(), encoding="utf-8")
         log = (self.work / "nginx.out").open("wb")
         self.process = subprocess.Popen(
-            [self.binary, "-c", str(conf), "-p", str(self.work), "-e", str(self.work / "e.log")],
+            [
+                *self.prefix,
+                self.binary,
+                "-c",
+                str(conf),
+                "-p",
+                str(self.work),
+                "-e",
+                str(self.work / "e.log"),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -187,13 +220,17 @@ class Forewarn(_Process):
         clock: str = "system",
         start_timeout: float = 120,
         store: str | None = None,
+        control_host: str | None = None,
+        options: Sequence[str] = (),
+        prefix: Sequence[str] = (),
     ) -> None:
         self.work, self.fleet_yaml = work, fleet_yaml
         self.host, self.port, self.control_port = host, port, control_port
+        self.control_host = control_host or host
         self.rate_limit, self.clock, self.start_timeout = rate_limit, clock, start_timeout
-        self.store = store
+        self.store, self.options, self.prefix = store, options, prefix
         self.url = f"http://{host}:{port}{PATH}?{QUERY}"
-        self.control = f"http://{host}:{control_port}/api/v1"
+        self.control = f"http://{self.control_host}:{control_port}/api/v1"
         #: The control API's token, chosen here so that :meth:`call` can send it.
         self.token = secrets.token_urlsafe(24)
 
@@ -204,6 +241,7 @@ class Forewarn(_Process):
         log = (self.work / "forewarn.out").open("wb")
         self.process = subprocess.Popen(
             [
+                *self.prefix,
                 sys.executable,
                 "-m",
                 "forewarn",
@@ -211,7 +249,7 @@ class Forewarn(_Process):
                 "--bind",
                 f"{self.host}:{self.port}",
                 "--control",
-                f"{self.host}:{self.control_port}",
+                f"{self.control_host}:{self.control_port}",
                 "--fleet",
                 str(fleet),
                 "--rate-limit",
@@ -221,6 +259,7 @@ class Forewarn(_Process):
                 "--seed",
                 "2024",
                 *(["--store", self.store] if self.store is not None else []),
+                *self.options,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -235,7 +274,7 @@ class Forewarn(_Process):
         log.close()
         try:
             # The control API starts after every VM-facing listener is open.
-            wait_for_port(self.host, self.control_port, self.process, self.start_timeout)
+            wait_for_port(self.control_host, self.control_port, self.process, self.start_timeout)
         except BaseException:
             self.__exit__(None, None, None)
             raise
