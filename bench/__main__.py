@@ -125,6 +125,8 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                     rounds=args.real_rounds,
                     seconds=args.real_seconds,
                 )
+                if results["real_workload"]["errors"]:
+                    log(f"bench: real-workload FAILED {results['real_workload']['errors']} polls")
             except UnavailableError as reason:
                 results["skipped"]["real-workload"] = str(reason)
                 log(f"bench: real-workload skipped: {reason}")

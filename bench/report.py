@@ -92,6 +92,17 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 )
             )
     real = results.get("real_workload")
+    if real:
+        found.append(
+            Target(
+                f"real workload: polls failed (unanswered within a second, wrong status or "
+                f"length) over {len(real['rows'])} runs",
+                real["errors"],
+                0,
+                "",
+                False,
+            )
+        )
     for mode in real["modes"] if real else []:
         found.append(
             Target(
@@ -291,6 +302,13 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
             f"{_spread(row['p50_ms'], '.2f'):>17} {_spread(row['p99_ms'], '.2f'):>17} "
             f"{_spread(row['max_ms'], '.1f'):>17}"
         )
+    for row in real["rows"]:
+        if row["errors"]:
+            kinds = ", ".join(f"{kind} {count:,}" for kind, count in row["error_kinds"].items())
+            lines.append(
+                f"  FAILED: {row['server']} {row['mode']}, round {row['round'] + 1}: "
+                f"{row['errors']:,} of {row['polls']:,} polls ({kinds})"
+            )
     ratios = ", ".join(f"{mode['mode']} {mode['cpu_ratio']:.2f}x" for mode in real["modes"])
     lines.append(f"  nginx server CPU per poll / forewarn's: {ratios}")
     rest = real["server_fds_at_rest"]

@@ -2,8 +2,9 @@
 
 nginx serves a static file with the same bytes forewarn answers, checking the Metadata header
 as forewarn does, with the settings that make it fastest for a small file (file cache, no
-sendfile, no access log). It runs one worker: forewarn is one process on one event loop, and
-on the 2-core machines the figures are quoted for, the other core runs the load generator.
+sendfile, no access log); serving a fleet, it answers each address its own document from
+memory. It runs one worker: forewarn is one process on one event loop, and on the 2-core
+machines the figures are quoted for, the other core runs the load generator.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ worker_processes 1;
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
 worker_rlimit_nofile {open_files};
-events {{ worker_connections {open_files}; multi_accept on; }}
+events {{ worker_connections {connections}; multi_accept on; }}
 http {{
     access_log off;
     server_tokens off;
@@ -47,14 +48,14 @@ http {{
     etag off;
     keepalive_requests 100000000;
     keepalive_timeout 75s;
-    open_file_cache max={cached_files} inactive=600s;
+    open_file_cache max=16 inactive=600s;
     open_file_cache_valid 600s;
     client_body_temp_path {work}/nginx-tmp/body;
     proxy_temp_path {work}/nginx-tmp/proxy;
     fastcgi_temp_path {work}/nginx-tmp/fastcgi;
     uwsgi_temp_path {work}/nginx-tmp/uwsgi;
     scgi_temp_path {work}/nginx-tmp/scgi;
-    server {{
+{documents}    server {{
         listen {host}:{port} backlog=4096;
         root {www};
         location = {path} {{
@@ -62,7 +63,7 @@ http {{
                 return 400 '{missing}';
             }}
             default_type "application/json; charset=utf-8";
-            try_files {document} =404;
+            {answer}
         }}
     }}
 }}
@@ -111,6 +112,34 @@ class _Process:
         """Anything the server needed outside its work folder."""
 
 
+#: Each address's document, from memory: $server_addr is the address the connection arrived
+#: at, as forewarn tells VMs apart. Files would cost an open per poll, or, cached, a
+#: descriptor per document beside a connection per VM, past RLIMIT_NOFILE.
+_BY_ADDRESS = """if ($document = "") {
+                return 404;
+            }
+            return 200 $document;"""
+
+
+def _documents_map(documents: Mapping[str, bytes]) -> str:
+    """The ``map`` from the address a connection arrived at to that address's document."""
+    size = 1 << max(10, (2 * len(documents)).bit_length())
+    lines = [
+        f"    map_hash_max_size {size};",
+        "    map_hash_bucket_size 128;",
+        "    map $server_addr $document {",
+        '        default "";',
+    ]
+    for address, body in documents.items():
+        text = body.decode("utf-8")
+        if "$" in text:  # nginx would read it as a variable
+            raise ValueError(f"the document of {address} has a $, which nginx cannot serve")
+        quoted = text.replace("\\", "\\\\").replace("'", "\\'")
+        lines.append(f"        {address} '{quoted}';")
+    lines.append("    }")
+    return "\n".join(lines) + "\n"
+
+
 class Nginx(_Process):
     """nginx serving ``body`` at the Scheduled Events path; or, given ``documents`` (address:
     bytes), each address's own document to the connections that arrive at that address."""
@@ -143,9 +172,11 @@ class Nginx(_Process):
             path=PATH,
             missing=MISSING_HEADER_BODY,
             open_files=open_files,
-            # $server_addr: the address the connection arrived at, as forewarn tells VMs apart
-            document="/document.json" if self.documents is None else "/$server_addr",
-            cached_files=16 if self.documents is None else len(self.documents) + 16,
+            # Twice the descriptors: nginx closes idle kept connections once fewer than a
+            # 16th of its connections are free, which the descriptors' limit never reaches.
+            connections=2 * open_files,
+            answer="try_files /document.json =404;" if self.documents is None else _BY_ADDRESS,
+            documents="" if self.documents is None else _documents_map(self.documents),
         )
 
     def serving_pids(self) -> list[int]:
@@ -172,11 +203,9 @@ class Nginx(_Process):
         # folder: the document gets a folder of its own that anyone may read.
         self.www = Path(tempfile.mkdtemp(prefix="forewarn-bench-www-"))
         self.www.chmod(0o755)
-        files = {"document.json": self.body} if self.documents is None else self.documents
-        for name, body in files.items():
-            document = self.www / name
-            document.write_bytes(body)
-            document.chmod(0o644)
+        document = self.www / "document.json"
+        document.write_bytes(self.body)
+        document.chmod(0o644)
         conf = self.work / "nginx.conf"
         conf.write_text(self.config(), encoding="utf-8")
         log = (self.work / "nginx.out").open("wb")

@@ -109,7 +109,8 @@ def _spread(value: float) -> dict[str, float]:
 
 def test_real_workload_targets_and_table() -> None:
     """The CPU ratio's target is met at 0.8 and above; the keep-alive p99 is missed above
-    2 ms; the table says why keep-alive has the count it has."""
+    2 ms; a run with errors is a missed target and a FAILED line; the table says why
+    keep-alive has the count it has."""
     summary = [
         {
             "server": server,
@@ -138,6 +139,17 @@ def test_real_workload_targets_and_table() -> None:
         "server_spare_fds": 8,
         "rounds": 3,
         "seconds": 10.0,
+        "rows": [
+            {
+                "server": "forewarn",
+                "mode": "keep-alive",
+                "round": 0,
+                "polls": 199_770,
+                "errors": 1_234,
+                "error_kinds": {"timeout": 1_234},
+            }
+        ],
+        "errors": 1_234,
         "summary": summary,
         "modes": [
             {"mode": "keep-alive", "vms": 19_977, "cpu_ratio": 0.8, "forewarn_p99_ms": 2.5},
@@ -148,7 +160,12 @@ def test_real_workload_targets_and_table() -> None:
     assert ratio.met
     p99 = found["p99 latency, 19,977 VMs polling 1/s at their own addresses, keep-alive"]
     assert (p99.measured, p99.met) == (2.5, False)
+    failed = found[
+        "real workload: polls failed (unanswered within a second, wrong status or length) over 1 runs"
+    ]
+    assert (failed.measured, failed.met) == (1_234, False)
     text = table({"real_workload": real})
+    assert "FAILED: forewarn keep-alive, round 1: 1,234 of 199,770 polls (timeout 1,234)" in text
     assert "keep-alive 0.80x" in text
     assert "keep-alive with 19,977 of 20,000 VMs: RLIMIT_NOFILE 20,000 - 15 descriptors" in text
     assert "forewarn  keep-alive" in text

@@ -107,8 +107,10 @@ def test_smoke_run_answers_every_poll_of_both_servers_in_both_modes(tmp_path: Pa
         for server in ("forewarn", "nginx")
         for mode in ("keep-alive", "new-connection")
     }
+    assert results["errors"] == 0
     for row in rows.values():
         assert row["polls"] == row["ok"] == 200
+        assert (row["errors"], row["error_kinds"]) == (0, {})
         assert row["server_cpu_us_per_poll"] >= 0
         assert 0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
     assert {mode["mode"] for mode in results["modes"]} == {"keep-alive", "new-connection"}
