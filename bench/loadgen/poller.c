@@ -398,8 +398,7 @@ static int open_connection(struct vm *vm, int *failure) {
         *failure = E_DESCRIPTORS;
         return -1;
     }
-    int one = 1;
-    setsockopt(vm->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* No TCP_NODELAY: a request is one write, which Nagle never holds back. */
     if (connect(vm->fd, (struct sockaddr *)&vm->addr, sizeof vm->addr) == 0) return 1;
     if (errno == EINPROGRESS) return 0;
     *failure = E_CONNECT;
@@ -421,8 +420,17 @@ static void poll_vm(struct vm *vm, int64_t due, int64_t now) {
             return;
         }
         if (opened == 0) {
-            vm->phase = CONNECTING;
-            watch(vm, EPOLL_CTL_ADD, EPOLLOUT);
+            /* On loopback the handshake has usually completed inside connect() already:
+             * send at once, and wait for the connection only when it has not. */
+            ssize_t sent = send(vm->fd, vm->request, vm->request_len, MSG_NOSIGNAL);
+            if (sent < 0 && (errno == EAGAIN || errno == ENOTCONN)) {
+                vm->phase = CONNECTING;
+                watch(vm, EPOLL_CTL_ADD, EPOLLOUT);
+                return;
+            }
+            watch(vm, EPOLL_CTL_ADD, EPOLLIN | EPOLLRDHUP);
+            vm->phase = HEAD;
+            if (sent != vm->request_len) finish(vm, sent < 0 ? E_CONNECT : E_CLOSED, now);
             return;
         }
         watch(vm, EPOLL_CTL_ADD, EPOLLIN | EPOLLRDHUP);
@@ -588,9 +596,24 @@ static void arm(int64_t at_ns) {
         die(1, "timerfd_settime: %s", strerror(errno));
 }
 
-static void wait_for_events(void) {
+/* Until ``wake_ns`` or an event, whichever comes first. epoll_pwait2 (Linux 5.11) takes a
+ * timeout in nanoseconds, which saves arming and reading a timerfd for every poll; older
+ * kernels get the timerfd. */
+static void wait_until(int64_t wake_ns) {
+    static int use_timerfd = 0;
     struct epoll_event events[512];
-    int ready = epoll_wait(epfd, events, 512, -1);
+    int ready = -1;
+    if (!use_timerfd) {
+        int64_t left = wake_ns - now_ns();
+        if (left < 0) left = 0;
+        struct timespec timeout = {.tv_sec = left / 1000000000, .tv_nsec = left % 1000000000};
+        ready = epoll_pwait2(epfd, events, 512, &timeout, NULL);
+        if (ready < 0 && errno == ENOSYS) use_timerfd = 1;
+    }
+    if (use_timerfd) {
+        arm(wake_ns);
+        ready = epoll_wait(epfd, events, 512, -1);
+    }
     if (ready < 0 && errno != EINTR) die(1, "epoll_wait: %s", strerror(errno));
     for (int k = 0; k < ready; k++) {
         if (events[k].data.u32 == TIMER_TAG) {
@@ -700,11 +723,10 @@ int main(int argc, char **argv) {
                 for (long j = 0; j < vm_count; j++) finish(&vms[j], E_TIMEOUT, now);
                 break;
             }
-            arm(drain_deadline);
+            wait_until(drain_deadline);
         } else {
-            arm(origin + cursor_period * period_ns + vms[cursor_vm].offset_ns);
+            wait_until(origin + cursor_period * period_ns + vms[cursor_vm].offset_ns);
         }
-        wait_for_events();
     }
     double cpu = cpu_seconds() - cpu_before;
     int64_t finished = now_ns();

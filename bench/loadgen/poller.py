@@ -169,7 +169,8 @@ def merge_runs(lines: Sequence[dict[str, Any]], stderr: str = "") -> PollerRun:
 
 class Pollers:
     """The generator processes of one run: started (and connected) on enter; :meth:`go`
-    starts their clock; :meth:`collect` returns the merged run once every answer is in."""
+    starts their clock; :meth:`wait_for_results` returns once every answer is in, and
+    :meth:`collect` returns the merged run."""
 
     def __init__(
         self,
@@ -206,6 +207,7 @@ class Pollers:
         self.slices = slices(vms, per_process or per_process_limit())
         self.duration, self.period = duration, period
         self.processes: list[subprocess.Popen[str]] = []
+        self.lines: list[dict[str, Any]] = []
 
     def __enter__(self) -> Pollers:
         try:
@@ -237,25 +239,29 @@ class Pollers:
             process.stdin.write(f"{start:.9f}\n")
             process.stdin.close()
 
-    def collect(self) -> PollerRun:
-        """Every process's result line (printed once its last answer is in), merged."""
-        lines = []
-        for process in self.processes:
+    def wait_for_results(self) -> None:
+        """Until every process has printed its result line, which it does once its last
+        answer is in and before it closes its connections: the measured span ends here."""
+        for process in self.processes[len(self.lines) :]:
             assert process.stdout is not None
             text = process.stdout.readline()
             try:
-                lines.append(json.loads(text))
+                self.lines.append(json.loads(text))
             except json.JSONDecodeError:
                 raise LoadgenError(
                     f"the generator printed no result: {self._failure(process)}"
                 ) from None
+
+    def collect(self) -> PollerRun:
+        """Every process's result, merged, once all have exited."""
+        self.wait_for_results()
         stderr = []
         for process in self.processes:
             err = _ended(process)
             if process.returncode not in (0, 1):  # 1: it ran, with errors (counted)
                 raise LoadgenError(f"the generator exited with {process.returncode}: {err}")
             stderr.append(err)
-        return merge_runs(lines, "".join(stderr))
+        return merge_runs(self.lines, "".join(stderr))
 
     def _failure(self, process: subprocess.Popen[str]) -> str:
         err = _ended(process)
