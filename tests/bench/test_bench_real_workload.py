@@ -9,7 +9,9 @@ summaries are tested on rows written here.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,8 @@ from bench.realworkload import (
     summarise,
 )
 from bench.tools import which
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(
@@ -120,3 +124,29 @@ def test_documents_are_fetched_from_a_listening_server_only() -> None:
     """Nothing listens on port 1 of loopback: the fetch fails rather than yield a document."""
     with pytest.raises(ConnectionRefusedError):
         fetch_documents(["127.0.0.1"], 1)
+
+
+@pytest.mark.e2e
+@pytest.mark.netns
+def test_entry_command_runs_the_real_workload_as_a_scenario(tmp_path: Path) -> None:
+    """`python -m bench --smoke --only real-workload`: the table, the targets and the JSON,
+    or the reason the scenario was skipped."""
+    out = tmp_path / "results.json"
+    argv = ["-m", "bench", "--smoke", "--no-install", "--only", "real-workload"]
+    done = subprocess.run(
+        [sys.executable, *argv, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text(encoding="utf-8"))
+    if "real-workload" in results["skipped"]:
+        pytest.skip(results["skipped"]["real-workload"])
+    assert results["real_workload"]["errors"] == 0
+    assert "Real workload, VMs polling once a second at their own addresses" in done.stdout
+    names = [target["name"] for target in results["targets"]]
+    assert "p99 latency, 200 VMs polling 1/s at their own addresses, keep-alive" in names
+    assert "real workload, 200 VMs new-connection: nginx server CPU per poll / forewarn's" in names
