@@ -197,6 +197,7 @@ def fetch_documents(hosts: Sequence[str], port: int) -> list[bytes]:
 
 
 def _schedule_events(server: Forewarn, vms: int) -> int:
+    """An event of its own for every EVENT_EVERY-th VM, so that documents differ."""
     count = 0
     for index in range(0, vms, EVENT_EVERY):
         event_type = EVENT_TYPES[count % len(EVENT_TYPES)]
@@ -273,7 +274,7 @@ def measure(
     work: Path, *, poller: Path, nginx: str, vms: int, rounds: int, seconds: float
 ) -> dict[str, Any]:
     """The scenario itself; to be run inside the namespace."""
-    limit = raise_open_files(1 << 30)
+    limit = raise_open_files(vms + 1024)  # a connection per VM, and what else the server holds
     server_prefix, generator_prefix, pinning = _pinning()
     hosts = list(addresses(vms))
     forewarn = Forewarn(

@@ -85,8 +85,8 @@ def _apt_install(names: Sequence[str]) -> list[str]:
 def raise_open_files(wanted: int) -> int:
     """Raise RLIMIT_NOFILE (children inherit it); returns the soft limit now in force.
 
-    One listening socket per VM address plus one connection per polling VM needs more than
-    the usual 1024; with CAP_SYS_RESOURCE the hard limit is raised too.
+    A connection per polling VM (or a listening socket per VM address) needs more than the
+    usual 1024; with CAP_SYS_RESOURCE the hard limit is raised too.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= wanted:
