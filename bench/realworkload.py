@@ -371,6 +371,7 @@ FIGURES = (
     "p50_ms",
     "p99_ms",
     "max_ms",
+    "generator_lag_p99_ms",
 )
 
 

@@ -291,7 +291,8 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
         f"Real workload, VMs polling once a second at their own addresses, {real['rounds']} "
         f"round(s) of {real['seconds']:g} s, median [min-max]:",
         f"  {'server':<9} {'mode':<15} {'VMs':>6} {'polls/s':>15} {'server us/poll':>18} "
-        f"{'generator us/poll':>18} {'p50 ms':>17} {'p99 ms':>17} {'max ms':>17}",
+        f"{'generator us/poll':>18} {'p50 ms':>17} {'p99 ms':>17} {'max ms':>17} "
+        f"{'generator late ms':>17}",
     ]
     for row in real["summary"]:
         lines.append(
@@ -300,7 +301,15 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
             f"{_spread(row['server_cpu_us_per_poll'], '.1f'):>18} "
             f"{_spread(row['generator_cpu_us_per_poll'], '.1f'):>18} "
             f"{_spread(row['p50_ms'], '.2f'):>17} {_spread(row['p99_ms'], '.2f'):>17} "
-            f"{_spread(row['max_ms'], '.1f'):>17}"
+            f"{_spread(row['max_ms'], '.1f'):>17} "
+            f"{_spread(row['generator_lag_p99_ms'], '.2f'):>17}"
+        )
+    late = [row for row in real["rows"] if row["generator_lag_p99_ms"] > _LATE_MS]
+    if late:
+        lines.append(
+            f"  the generator sent late (p99 above {_LATE_MS:g} ms) in {len(late)} of "
+            f"{len(real['rows'])} runs: the machine was busy, and those latencies are partly "
+            "the generator's wait for a core"
         )
     for row in real["rows"]:
         if row["errors"]:
@@ -319,6 +328,10 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
         f"{real['server_spare_fds']} spare"
     )
     return lines
+
+
+#: How late (p99) the generator may send before its latencies say more about the machine.
+_LATE_MS = 1.0
 
 
 def _spread(figure: dict[str, float], spec: str) -> str:

@@ -126,6 +126,7 @@ def test_real_workload_targets_and_table() -> None:
                     "p50_ms",
                     "p99_ms",
                     "max_ms",
+                    "generator_lag_p99_ms",
                 )
             },
         }
@@ -147,6 +148,7 @@ def test_real_workload_targets_and_table() -> None:
                 "polls": 199_770,
                 "errors": 1_234,
                 "error_kinds": {"timeout": 1_234},
+                "generator_lag_p99_ms": 3.5,
             }
         ],
         "errors": 1_234,
@@ -167,6 +169,7 @@ def test_real_workload_targets_and_table() -> None:
     text = table({"real_workload": real})
     assert "FAILED: forewarn keep-alive, round 1: 1,234 of 199,770 polls (timeout 1,234)" in text
     assert "keep-alive 0.80x" in text
+    assert "the generator sent late (p99 above 1 ms) in 1 of 1 runs" in text
     assert "keep-alive with 19,977 of 20,000 VMs: RLIMIT_NOFILE 20,000 - 15 descriptors" in text
     assert "forewarn  keep-alive" in text
 
