@@ -16,6 +16,7 @@ import os
 import resource
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,8 +48,16 @@ def compiler_problem() -> str | None:
 
 
 def cache_folder() -> Path:
+    """Where built binaries are kept: the user's cache, or the temporary folder when that
+    cannot be written (a read-only home)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "forewarn-bench"
+    folder = Path(base) / "forewarn-bench"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir()) / f"forewarn-bench-{os.getuid()}"
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
 
 
 def build_poller(folder: Path | None = None) -> Path:

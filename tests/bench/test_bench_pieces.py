@@ -4,12 +4,14 @@ ports it listens on, the load generator's slices."""
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
 
 from bench.fleetgen import addresses, fleet_vms, fleet_yaml
 from bench.loadgen.poller import slices
 from bench.report import Target, table, targets
+from bench.servers import Nginx
 from bench.stats import histogram_percentile_ms, merge_histograms, percentile
 from bench.tools import PORTS, free_port
 from bench.wrk import parse_output
@@ -101,6 +103,21 @@ def test_ports_come_from_the_documented_range_and_never_twice_in_a_row() -> None
     picked = [free_port() for _ in range(20)]
     assert all(port in PORTS for port in picked)
     assert len(set(picked)) == len(picked)
+
+
+def test_nginx_answers_each_address_its_own_document_from_memory(tmp_path: Path) -> None:
+    """The real workload's nginx: one map entry per address, quoted for nginx, and a
+    document nginx would read as holding a variable is refused rather than served wrong."""
+    documents = {"127.1.0.1": b'{"Events":[]}', "127.1.0.2": b'{"Description":"it\'s"}'}
+    nginx = Nginx("nginx", tmp_path, b"", "0.0.0.0", 18001, documents=documents)
+    config = nginx.config()
+    assert "map $server_addr $document {" in config
+    assert """127.1.0.1 '{"Events":[]}';""" in config
+    assert """127.1.0.2 '{"Description":"it\\'s"}';""" in config
+    assert "return 200 $document;" in config
+    assert "try_files" not in config
+    with pytest.raises(ValueError, match=r"has a \$"):
+        Nginx("nginx", tmp_path, b"", "0.0.0.0", 1, documents={"a": b'"$x"'}).config()
 
 
 def _spread(value: float) -> dict[str, float]:
