@@ -23,7 +23,8 @@
  * the histograms themselves (so several processes' runs can be merged), and the CPU seconds
  * this process spent while measuring (getrusage).
  *
- * Build: gcc -O2 -o poller poller.c (Linux only, no dependencies).
+ * Build: gcc -O2 -o poller poller.c -lm (Linux 5.11 or later for epoll_pwait2, else a timerfd;
+ * no other dependencies).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
