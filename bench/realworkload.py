@@ -399,9 +399,15 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def compare(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per mode: nginx's server CPU per poll over forewarn's, within each round, then the
-    median over rounds; and each server's median p99."""
+    median over rounds; and each server's median p99. Only runs without errors count: a
+    run's CPU per answered poll, or p99 of the polls that were answered, says nothing when
+    others were not (None when no run is left)."""
     found = []
     for mode in MODES:
         pairs: dict[int, dict[str, dict[str, Any]]] = {}
@@ -411,19 +417,26 @@ def compare(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rounds = [pair for _, pair in sorted(pairs.items()) if set(pair) == set(SERVERS)]
         if not rounds:
             continue
+        clean = [pair for pair in rounds if not any(row["errors"] for row in pair.values())]
         ratios = [
             pair["nginx"]["server_cpu_us_per_poll"] / pair["forewarn"]["server_cpu_us_per_poll"]
-            for pair in rounds
+            for pair in clean
             if pair["forewarn"]["server_cpu_us_per_poll"] > 0
         ]
+        p99s = {
+            server: [pair[server]["p99_ms"] for pair in rounds if not pair[server]["errors"]]
+            for server in SERVERS
+        }
         found.append(
             {
                 "mode": mode,
                 "vms": rounds[0]["forewarn"]["vms"],
-                "cpu_ratio": statistics.median(ratios) if ratios else 0.0,
+                "rounds": len(rounds),
+                "rounds_without_errors": len(clean),
+                "cpu_ratio": _median(ratios),
                 "cpu_ratios": ratios,
-                "forewarn_p99_ms": statistics.median(p["forewarn"]["p99_ms"] for p in rounds),
-                "nginx_p99_ms": statistics.median(p["nginx"]["p99_ms"] for p in rounds),
+                "forewarn_p99_ms": _median(p99s["forewarn"]),
+                "nginx_p99_ms": _median(p99s["nginx"]),
             }
         )
     return found

@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(
-    server: str, mode: str, round_index: int, cpu_us: float, p99: float
+    server: str, mode: str, round_index: int, cpu_us: float, p99: float, errors: int = 0
 ) -> dict[str, float | str | int]:
     return {
+        "errors": errors,
         "server": server,
         "mode": mode,
         "round": round_index,
@@ -68,6 +69,26 @@ def test_rounds_are_summed_up_as_median_and_spread_and_the_ratio_is_taken_per_ro
     assert mode["cpu_ratios"] == pytest.approx([0.5, 0.3, 0.9])
     assert mode["cpu_ratio"] == pytest.approx(0.5)
     assert (mode["forewarn_p99_ms"], mode["nginx_p99_ms"]) == (2.0, 0.5)
+
+
+def test_runs_with_errors_are_left_out_of_the_ratio_and_the_p99() -> None:
+    """A run's CPU per answered poll and p99 of answered polls say nothing when other polls
+    went unanswered: round 1's nginx run failed, so round 1 has no ratio, and only nginx's
+    run of round 0 gives its p99; with no run left, no figure at all."""
+    rows = [
+        _row("forewarn", "keep-alive", 0, 20.0, 1.0),
+        _row("nginx", "keep-alive", 0, 10.0, 0.5),
+        _row("forewarn", "keep-alive", 1, 40.0, 3.0),
+        _row("nginx", "keep-alive", 1, 400.0, 900.0, errors=5),
+        _row("forewarn", "new-connection", 0, 40.0, 800.0, errors=9),
+        _row("nginx", "new-connection", 0, 20.0, 0.7),
+    ]
+    kept, fresh = compare(rows)
+    assert (kept["rounds"], kept["rounds_without_errors"]) == (2, 1)
+    assert kept["cpu_ratios"] == [0.5]
+    assert (kept["forewarn_p99_ms"], kept["nginx_p99_ms"]) == (2.0, 0.5)
+    assert (fresh["rounds_without_errors"], fresh["cpu_ratio"]) == (0, None)
+    assert (fresh["forewarn_p99_ms"], fresh["nginx_p99_ms"]) == (None, 0.7)
 
 
 def test_a_machine_without_nginx_skips_with_the_reason(tmp_path: Path) -> None:
