@@ -12,22 +12,19 @@ import dataclasses
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.cluster_campaign import run_cluster_campaign
-from bench.fleetgen import fleet_yaml
-from bench.polling import run_polling
 from bench.propagation import postgres_problem, run_propagation
+from bench.realworkload import UnavailableError, run_real_workload
 from bench.report import machine, now_iso, table, targets, write_json
 from bench.scale import scale_results
-from bench.servers import Forewarn, Nginx, cpu_seconds, fetch
 from bench.throughput import run_throughput
-from bench.tools import find_tools, free_port, raise_open_files
+from bench.tools import find_tools
 
-SCENARIOS = ("throughput", "polling", "scale", "propagation", "cluster-campaign")
+SCENARIOS = ("throughput", "real-workload", "scale", "propagation", "cluster-campaign")
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
     "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -57,11 +54,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-install", action="store_true", help="never run apt-get")
     parser.add_argument("--duration", type=float, help="seconds per wrk run (default 4)")
     parser.add_argument("--rounds", type=int, help="wrk rounds per server and mode (default 5)")
-    parser.add_argument("--poll-vms", type=int, help="VMs polling at once (default 10000)")
-    parser.add_argument("--poll-seconds", type=float, help="seconds of polling (default 10)")
+    parser.add_argument("--real-vms", type=int, help="VMs polling 1/s (default 20000)")
     parser.add_argument(
-        "--poll-close-vms", type=int, help="VMs polling on a new connection each (default 2000)"
+        "--real-rounds", type=int, help="real-workload rounds per server and mode (default 3)"
     )
+    parser.add_argument("--real-seconds", type=float, help="seconds per real-workload run (10)")
     parser.add_argument(
         "--sizes",
         type=_sizes,
@@ -91,9 +88,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     smoke = args.smoke
     args.duration = args.duration or (1.0 if smoke else 4.0)
     args.rounds = args.rounds or (1 if smoke else 5)
-    args.poll_vms = args.poll_vms or (200 if smoke else 10_000)
-    args.poll_seconds = args.poll_seconds or (1.0 if smoke else 10.0)
-    args.poll_close_vms = args.poll_close_vms or (100 if smoke else 2000)
+    args.real_vms = args.real_vms or (200 if smoke else 20_000)
+    args.real_rounds = args.real_rounds or (1 if smoke else 3)
+    args.real_seconds = args.real_seconds or (1.0 if smoke else 10.0)
     args.sizes = args.sizes or ([500, 1000] if smoke else [1000, 10_000, 100_000])
     args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
     args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
@@ -123,9 +120,21 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                     duration=args.duration,
                     rounds=args.rounds,
                 )
-        if "polling" in only:
-            log(f"bench: {args.poll_vms} VMs polling once a second ...")
-            results["polling"] = run_polling_scenario(work / "polling", args, tools.nginx)
+        if "real-workload" in only:
+            log(f"bench: {args.real_vms} VMs polling once a second, forewarn and nginx ...")
+            try:
+                results["real_workload"] = run_real_workload(
+                    work / "real-workload",
+                    nginx=tools.nginx,
+                    vms=args.real_vms,
+                    rounds=args.real_rounds,
+                    seconds=args.real_seconds,
+                )
+                if results["real_workload"]["errors"]:
+                    log(f"bench: real-workload FAILED {results['real_workload']['errors']} polls")
+            except UnavailableError as reason:
+                results["skipped"]["real-workload"] = str(reason)
+                log(f"bench: real-workload skipped: {reason}")
         if "scale" in only:
             log(f"bench: campaign and memory at {', '.join(map(str, args.sizes))} VMs ...")
             results["scale"] = scale_results(args.sizes)
@@ -149,71 +158,6 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
     results["machine"]["load_average_after"] = list(os.getloadavg())
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results
-
-
-def run_polling_scenario(
-    work: Path, args: argparse.Namespace, nginx: str | None
-) -> list[dict[str, Any]]:
-    """forewarn with a VM per address, then nginx (when installed) polled the same way from
-    the same generator: nginx's figures are what this machine and generator allow at all.
-
-    On kept connections the server holds a listening socket and a connection per VM, so as
-    many VMs poll as RLIMIT_NOFILE allows (its hard limit cannot be raised in a container).
-    A new connection per poll costs the generator more than the server, so that mode runs
-    with ``--poll-close-vms`` VMs, a rate the generator sustains on 2 cores.
-    """
-    vms = args.poll_vms
-    limit = raise_open_files(2 * vms + 512)
-    vms = min(vms, limit - 512)
-    kept = min(vms, (limit - 512) // 2)
-    fresh = min(vms, args.poll_close_vms)
-    started = time.perf_counter()
-    server = Forewarn(
-        work / "forewarn",
-        fleet_yaml(vms),
-        host="127.0.0.1",
-        port=free_port(),
-        control_port=free_port(),
-    )
-    out = []
-    plan = ((False, kept), (True, fresh))
-    with server:
-        start_seconds = time.perf_counter() - started
-        for close, count in plan:
-            cpu_before = cpu_seconds(server.serving_pids())
-            result = run_polling(server.port, count, close=close, duration=args.poll_seconds)
-            cpu = cpu_seconds(server.serving_pids()) - cpu_before
-            out.append(
-                {
-                    **result.summary(),
-                    "server": "forewarn",
-                    "server_cpu_us_per_poll": cpu / max(1, result.ok) * 1e6,
-                    "fleet_vms": vms,
-                    "open_files_limit": limit,
-                    "server_start_s": start_seconds,
-                }
-            )
-        status, body = fetch(server.url.replace(server.host, "127.1.0.1"), {"Metadata": "true"})
-    if nginx is None:
-        return out
-    if status != 200:
-        raise RuntimeError(f"forewarn answered {status} at 127.1.0.1")
-    with Nginx(nginx, work / "nginx", body, "127.0.0.1", free_port()) as static:
-        for close, count in plan:
-            cpu_before = cpu_seconds(static.serving_pids())
-            result = run_polling(
-                static.port, count, close=close, duration=args.poll_seconds, single_host="127.0.0.1"
-            )
-            cpu = cpu_seconds(static.serving_pids()) - cpu_before
-            out.append(
-                {
-                    **result.summary(),
-                    "server": "nginx",
-                    "server_cpu_us_per_poll": cpu / max(1, result.ok) * 1e6,
-                    "open_files_limit": limit,
-                }
-            )
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleetgen import addresses
-from bench.polling import percentile
 from bench.servers import PATH, QUERY, Forewarn
+from bench.stats import percentile
 from bench.tools import free_port
 
 FRONT_ENDS = 3
-#: The fleet's VMs answer at 127.3.0.1 and on (polling's fleets start at 127.1.0.1).
+#: The fleet's VMs answer at 127.3.0.1 and on (the real workload's fleets start at 127.1.0.1).
 FIRST_VM = ipaddress.IPv4Address("127.3.0.1")
 #: What a sample may take before it counts as missed.
 SAMPLE_TIMEOUT = 5.0

@@ -91,18 +91,42 @@ def targets(results: dict[str, Any]) -> list[Target]:
                     True,
                 )
             )
-    for polling in results.get("polling", []):
-        if polling.get("server", "forewarn") != "forewarn":
-            continue
+    real = results.get("real_workload")
+    if real:
         found.append(
             Target(
-                f"p99 latency, {polling['vms']} VMs polling 1/s, {polling['mode']}",
-                polling["p99_ms"],
-                2.0,
-                "ms",
+                f"real workload: polls failed (unanswered within a second, wrong status or "
+                f"length) over {len(real['rows'])} runs",
+                real["errors"],
+                0,
+                "",
                 False,
             )
         )
+    for mode in real["modes"] if real else []:
+        # from runs without errors only (a run with errors misses the target above)
+        if mode["cpu_ratio"] is not None:
+            found.append(
+                Target(
+                    f"real workload, {mode['vms']:,} VMs {mode['mode']}: nginx server CPU per "
+                    "poll / forewarn's",
+                    mode["cpu_ratio"],
+                    0.8,
+                    "x",
+                    True,
+                )
+            )
+        if mode["forewarn_p99_ms"] is not None:
+            found.append(
+                Target(
+                    f"p99 latency, {mode['vms']:,} VMs polling 1/s at their own addresses, "
+                    f"{mode['mode']}",
+                    mode["forewarn_p99_ms"],
+                    2.0,
+                    "ms",
+                    False,
+                )
+            )
     scale = results.get("scale")
     if scale:
         campaigns = scale["campaigns"]
@@ -209,19 +233,9 @@ def table(results: dict[str, Any]) -> str:
                 f" {mode['forewarn_cpu_us']:>20.1f} {mode['nginx_cpu_us']:>6.1f}"
                 f" {mode['cpu_ratio']:>8.2f}x"
             )
-    for polling in results.get("polling", []):
-        where = (
-            "at their own addresses"
-            if polling.get("server", "forewarn") == "forewarn"
-            else f"against {polling['server']}"
-        )
-        lines.append(
-            f"Polling, {polling['vms']} VMs {where}, {polling['mode']}: "
-            f"{polling['ok']}/{polling['requests']} ok, p50 {polling['p50_ms']:.2f} ms, "
-            f"p99 {polling['p99_ms']:.2f} ms, max {polling['max_ms']:.2f} ms "
-            f"(generator late by {polling['send_lateness_p99_ms']:.2f} ms at p99; "
-            f"server CPU {polling.get('server_cpu_us_per_poll', 0.0):.0f} us per poll)"
-        )
+    real = results.get("real_workload")
+    if real:
+        lines.extend(real_workload_table(real))
     scale = results.get("scale")
     if scale:
         lines.append("Campaign (every VM gets, approves, finishes an event) and idle memory:")
@@ -280,6 +294,64 @@ def table(results: dict[str, Any]) -> str:
                 f"{_figure(target['limit'], target['unit'])})"
             )
     return "\n".join(lines)
+
+
+def real_workload_table(real: dict[str, Any]) -> list[str]:
+    """Each server and mode: median [min-max] over rounds, then why keep-alive has its count."""
+    lines = [
+        f"Real workload, VMs polling once a second at their own addresses, {real['rounds']} "
+        f"round(s) of {real['seconds']:g} s, median [min-max]:",
+        f"  {'server':<9} {'mode':<15} {'VMs':>6} {'polls/s':>15} {'server us/poll':>18} "
+        f"{'generator us/poll':>18} {'p50 ms':>17} {'p99 ms':>17} {'max ms':>17} "
+        f"{'generator late ms':>17}",
+    ]
+    for row in real["summary"]:
+        lines.append(
+            f"  {row['server']:<9} {row['mode']:<15} {row['vms']:>6} "
+            f"{_spread(row['polls_per_s'], '.0f'):>15} "
+            f"{_spread(row['server_cpu_us_per_poll'], '.1f'):>18} "
+            f"{_spread(row['generator_cpu_us_per_poll'], '.1f'):>18} "
+            f"{_spread(row['p50_ms'], '.2f'):>17} {_spread(row['p99_ms'], '.2f'):>17} "
+            f"{_spread(row['max_ms'], '.1f'):>17} "
+            f"{_spread(row['generator_lag_p99_ms'], '.2f'):>17}"
+        )
+    late = [row for row in real["rows"] if row["generator_lag_p99_ms"] > _LATE_MS]
+    if late:
+        lines.append(
+            f"  the generator sent late (p99 above {_LATE_MS:g} ms) in {len(late)} of "
+            f"{len(real['rows'])} runs: the machine was busy, and those latencies are partly "
+            "the generator's wait for a core"
+        )
+    for row in real["rows"]:
+        if row["errors"]:
+            kinds = ", ".join(f"{kind} {count:,}" for kind, count in row["error_kinds"].items())
+            lines.append(
+                f"  FAILED: {row['server']} {row['mode']}, round {row['round'] + 1}: "
+                f"{row['errors']:,} of {row['polls']:,} polls ({kinds})"
+            )
+    ratios = ", ".join(
+        f"{mode['mode']} "
+        + ("-" if mode["cpu_ratio"] is None else f"{mode['cpu_ratio']:.2f}x")
+        + f" ({mode['rounds_without_errors']} of {mode['rounds']} rounds without errors)"
+        for mode in real["modes"]
+    )
+    lines.append(f"  nginx server CPU per poll / forewarn's: {ratios}")
+    rest = real["server_fds_at_rest"]
+    lines.append(
+        f"  keep-alive with {real['keep_alive_vms']:,} of {real['vms']:,} VMs: "
+        f"RLIMIT_NOFILE {real['open_files_limit']:,} - {max(rest.values())} descriptors the "
+        f"busier server holds at rest ({', '.join(f'{k} {v}' for k, v in rest.items())}) - "
+        f"{real['server_spare_fds']} spare"
+    )
+    return lines
+
+
+#: How late (p99) the generator may send before its latencies say more about the machine.
+_LATE_MS = 1.0
+
+
+def _spread(figure: dict[str, float], spec: str) -> str:
+    return f"{figure['median']:{spec}} [{figure['min']:{spec}}-{figure['max']:{spec}}]"
 
 
 def write_json(results: dict[str, Any], path: Path) -> None:

@@ -2,14 +2,16 @@
 
 nginx serves a static file with the same bytes forewarn answers, checking the Metadata header
 as forewarn does, with the settings that make it fastest for a small file (file cache, no
-sendfile, no access log). It runs one worker: forewarn is one process on one event loop, and
-on the 2-core machines the figures are quoted for, the other core runs the load generator.
+sendfile, no access log); serving a fleet, it answers each address its own document from
+memory. It runs one worker: forewarn is one process on one event loop, and on the 2-core
+machines the figures are quoted for, the other core runs the load generator.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,7 +39,8 @@ master_process on;
 worker_processes 1;
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
-events {{ worker_connections 16384; multi_accept on; }}
+worker_rlimit_nofile {open_files};
+events {{ worker_connections {connections}; multi_accept on; }}
 http {{
     access_log off;
     server_tokens off;
@@ -51,7 +55,7 @@ http {{
     fastcgi_temp_path {work}/nginx-tmp/fastcgi;
     uwsgi_temp_path {work}/nginx-tmp/uwsgi;
     scgi_temp_path {work}/nginx-tmp/scgi;
-    server {{
+{documents}    server {{
         listen {host}:{port} backlog=4096;
         root {www};
         location = {path} {{
@@ -59,7 +63,7 @@ http {{
                 return 400 '{missing}';
             }}
             default_type "application/json; charset=utf-8";
-            try_files /document.json =404;
+            {answer}
         }}
     }}
 }}
@@ -86,6 +90,8 @@ def cpu_seconds(pids: list[int]) -> float:
 class _Process:
     process: subprocess.Popen[bytes] | None = None
     stop_signal = signal.SIGTERM
+    #: Put before the server's command, e.g. ``taskset -c 0`` to pin it to a core.
+    prefix: Sequence[str] = ()
 
     def serving_pids(self) -> list[int]:
         """The processes that answer requests."""
@@ -106,17 +112,58 @@ class _Process:
         """Anything the server needed outside its work folder."""
 
 
+#: Each address's document, from memory: $server_addr is the address the connection arrived
+#: at, as forewarn tells VMs apart. Files would cost an open per poll, or, cached, a
+#: descriptor per document beside a connection per VM, past RLIMIT_NOFILE.
+_BY_ADDRESS = """if ($document = "") {
+                return 404;
+            }
+            return 200 $document;"""
+
+
+def _documents_map(documents: Mapping[str, bytes]) -> str:
+    """The ``map`` from the address a connection arrived at to that address's document."""
+    size = 1 << max(10, (2 * len(documents)).bit_length())
+    lines = [
+        f"    map_hash_max_size {size};",
+        "    map_hash_bucket_size 128;",
+        "    map $server_addr $document {",
+        '        default "";',
+    ]
+    for address, body in documents.items():
+        text = body.decode("utf-8")
+        if "$" in text:  # nginx would read it as a variable
+            raise ValueError(f"the document of {address} has a $, which nginx cannot serve")
+        quoted = text.replace("\\", "\\\\").replace("'", "\\'")
+        lines.append(f"        {address} '{quoted}';")
+    lines.append("    }")
+    return "\n".join(lines) + "\n"
+
+
 class Nginx(_Process):
-    """nginx serving ``body`` at the Scheduled Events path."""
+    """nginx serving ``body`` at the Scheduled Events path; or, given ``documents`` (address:
+    bytes), each address's own document to the connections that arrive at that address."""
 
     stop_signal = signal.SIGQUIT  # graceful: the master stops its worker and exits
 
-    def __init__(self, binary: str, work: Path, body: bytes, host: str, port: int) -> None:
+    def __init__(
+        self,
+        binary: str,
+        work: Path,
+        body: bytes,
+        host: str,
+        port: int,
+        *,
+        documents: Mapping[str, bytes] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.binary, self.work, self.body, self.host, self.port = binary, work, body, host, port
+        self.documents, self.prefix = documents, prefix
         self.url = f"http://{host}:{port}{PATH}?{QUERY}"
         self.www = work / "www"
 
     def config(self) -> str:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         return _NGINX_CONF.format(
             work=self.work,
             www=self.www,
@@ -124,6 +171,12 @@ class Nginx(_Process):
             port=self.port,
             path=PATH,
             missing=MISSING_HEADER_BODY,
+            open_files=open_files,
+            # Twice the descriptors: nginx closes idle kept connections once fewer than a
+            # 16th of its connections are free, which the descriptors' limit never reaches.
+            connections=2 * open_files,
+            answer="try_files /document.json =404;" if self.documents is None else _BY_ADDRESS,
+            documents="" if self.documents is None else _documents_map(self.documents),
         )
 
     def serving_pids(self) -> list[int]:
@@ -157,7 +210,16 @@ class Nginx(_Process):
         conf.write_text(self.config(), encoding="utf-8")
         log = (self.work / "nginx.out").open("wb")
         self.process = subprocess.Popen(
-            [self.binary, "-c", str(conf), "-p", str(self.work), "-e", str(self.work / "e.log")],
+            [
+                *self.prefix,
+                self.binary,
+                "-c",
+                str(conf),
+                "-p",
+                str(self.work),
+                "-e",
+                str(self.work / "e.log"),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -187,13 +249,17 @@ class Forewarn(_Process):
         clock: str = "system",
         start_timeout: float = 120,
         store: str | None = None,
+        control_host: str | None = None,
+        options: Sequence[str] = (),
+        prefix: Sequence[str] = (),
     ) -> None:
         self.work, self.fleet_yaml = work, fleet_yaml
         self.host, self.port, self.control_port = host, port, control_port
+        self.control_host = control_host or host
         self.rate_limit, self.clock, self.start_timeout = rate_limit, clock, start_timeout
-        self.store = store
+        self.store, self.options, self.prefix = store, options, prefix
         self.url = f"http://{host}:{port}{PATH}?{QUERY}"
-        self.control = f"http://{host}:{control_port}/api/v1"
+        self.control = f"http://{self.control_host}:{control_port}/api/v1"
         #: The control API's token, chosen here so that :meth:`call` can send it.
         self.token = secrets.token_urlsafe(24)
 
@@ -204,6 +270,7 @@ class Forewarn(_Process):
         log = (self.work / "forewarn.out").open("wb")
         self.process = subprocess.Popen(
             [
+                *self.prefix,
                 sys.executable,
                 "-m",
                 "forewarn",
@@ -211,7 +278,7 @@ class Forewarn(_Process):
                 "--bind",
                 f"{self.host}:{self.port}",
                 "--control",
-                f"{self.host}:{self.control_port}",
+                f"{self.control_host}:{self.control_port}",
                 "--fleet",
                 str(fleet),
                 "--rate-limit",
@@ -221,6 +288,7 @@ class Forewarn(_Process):
                 "--seed",
                 "2024",
                 *(["--store", self.store] if self.store is not None else []),
+                *self.options,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -235,7 +303,7 @@ class Forewarn(_Process):
         log.close()
         try:
             # The control API starts after every VM-facing listener is open.
-            wait_for_port(self.host, self.control_port, self.process, self.start_timeout)
+            wait_for_port(self.control_host, self.control_port, self.process, self.start_timeout)
         except BaseException:
             self.__exit__(None, None, None)
             raise

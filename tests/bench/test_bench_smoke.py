@@ -2,8 +2,8 @@
 
 Figures from runs this short are not quoted anywhere; what is asserted is that each scenario
 ran to its end with every answer checked. The scale scenario runs in process and needs
-nothing; polling needs loopback sockets; throughput needs wrk and nginx, and skips (saying so)
-where they are not installed.
+nothing; throughput needs wrk and nginx, and skips (saying so) where they are not installed. The
+real workload has a file of its own (test_bench_real_workload.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.fleetgen import fleet_yaml
-from bench.polling import run_polling
 from bench.scale import ScenarioError, grouped_schedule_cost, measure_idle_memory, run_campaign
-from bench.servers import Forewarn
 from bench.throughput import run_throughput
-from bench.tools import find_tools, free_port
+from bench.tools import find_tools
 from forewarn.domain.platform import Platform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,26 +54,6 @@ def test_idle_memory_is_measured_per_vm() -> None:
     assert small.bytes_total > 0
     assert large.bytes_total > small.bytes_total
     assert large.bytes_per_idle_vm == pytest.approx(large.bytes_total / 1000)
-
-
-@pytest.mark.e2e
-def test_vms_at_their_own_addresses_poll_a_real_server(tmp_path: Path) -> None:
-    """scheduled-events-linux.txt, "Polling frequency": "we recommend that you poll the
-    service once per second". 40 VMs, each at its own address, poll for one second, on kept
-    connections and on a new connection each time; every poll gets a 200."""
-    server = Forewarn(
-        tmp_path / "server",
-        fleet_yaml(40),
-        host="127.0.0.1",
-        port=free_port(),
-        control_port=free_port(),
-    )
-    with server:
-        for close in (False, True):
-            result = run_polling(server.port, 40, close=close, duration=1.0)
-            assert result.requests == 40
-            assert (result.ok, result.failed) == (40, 0)
-            assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms
 
 
 @pytest.mark.e2e
