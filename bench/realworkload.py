@@ -51,6 +51,7 @@ from typing import Any
 import uvloop
 
 from bench.fleetgen import addresses, fleet_yaml, vm_name
+from bench.floor import PythonFloor
 from bench.loadgen.poller import (
     LoadgenError,
     PollerRun,
@@ -63,7 +64,9 @@ from bench.servers import PATH, QUERY, Forewarn, Nginx, cpu_seconds, fetch
 from bench.tools import free_port, raise_open_files, which
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = ("forewarn", "nginx")
+#: The Python floor (bench/floor.py) answers each address its document and does nothing else:
+#: what forewarn costs above it is its own work; above nginx but below it, the event loop's.
+SERVERS = ("forewarn", "nginx", "python-floor")
 MODES = ("keep-alive", "new-connection")
 #: Every EVENT_EVERY-th VM gets an event of its own, of these types in turn.
 EVENT_EVERY = 50
@@ -124,10 +127,18 @@ def private_namespace() -> Iterator[str]:
 
 
 def run_real_workload(
-    work: Path, *, nginx: str | None, vms: int, rounds: int, seconds: float
+    work: Path,
+    *,
+    nginx: str | None,
+    vms: int,
+    rounds: int,
+    seconds: float,
+    period: float = 1.0,
 ) -> dict[str, Any]:
     """The scenario, measured inside a namespace of its own; raises :class:`UnavailableError`
-    when this machine cannot run it."""
+    when this machine cannot run it. Each VM polls once a ``period`` (the documentation's
+    once a second, or longer for a fleet whose every VM one core could not answer each
+    second)."""
     reason = problem(nginx)
     if reason is not None:
         raise UnavailableError(reason)
@@ -139,6 +150,7 @@ def run_real_workload(
         argv = ["ip", "netns", "exec", namespace, sys.executable, "-m", "bench.realworkload"]
         argv += ["--inside", "--work", str(work), "--poller", str(binary), "--nginx", nginx]
         argv += ["--vms", str(vms), "--rounds", str(rounds), "--seconds", f"{seconds:g}"]
+        argv += ["--period", f"{period:g}"]
         argv += ["--json", str(out)]
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         done = subprocess.run(
@@ -271,7 +283,14 @@ def _failure(server: str, mode: str, run: PollerRun) -> str:
 
 
 def measure(
-    work: Path, *, poller: Path, nginx: str, vms: int, rounds: int, seconds: float
+    work: Path,
+    *,
+    poller: Path,
+    nginx: str,
+    vms: int,
+    rounds: int,
+    seconds: float,
+    period: float = 1.0,
 ) -> dict[str, Any]:
     """The scenario itself; to be run inside the namespace."""
     limit = raise_open_files(vms + 1024)  # a connection per VM, and what else the server holds
@@ -301,10 +320,20 @@ def measure(
             documents=dict(zip(hosts, documents, strict=True)),
             prefix=server_prefix,
         )
-        with static:
+        floor = PythonFloor(
+            work / "python-floor",
+            dict(zip(hosts, documents, strict=True)),
+            free_port("0.0.0.0"),
+            prefix=server_prefix,
+        )
+        with static, floor:
             samples = sorted({hosts[0], hosts[1], hosts[-1], hosts[len(hosts) // 2]})
             _check_same_answers(forewarn.port, static.port, samples)
-            servers: dict[str, Forewarn | Nginx] = {"forewarn": forewarn, "nginx": static}
+            servers: dict[str, Forewarn | Nginx | PythonFloor] = {
+                "forewarn": forewarn,
+                "nginx": static,
+                "python-floor": floor,
+            }
             at_rest = {name: open_fds(s.serving_pids()) for name, s in servers.items()}
             kept = min(vms, limit - max(at_rest.values()) - SERVER_SPARE_FDS)
             targets = write_targets(work / "targets.txt", hosts, map(len, documents))
@@ -326,6 +355,7 @@ def measure(
                             port=servers[name].port,
                             mode=mode,
                             duration=seconds,
+                            period=period,
                             prefix=generator_prefix,
                         ) as pollers:
                             before = cpu_seconds(pids)
@@ -353,6 +383,7 @@ def measure(
         "pinning": pinning,
         "rounds": rounds,
         "seconds": seconds,
+        "period_s": period,
         "rows": rows,
         # Polls not answered with their VM's document within a period, over every run: the
         # figures of a run with errors are of the polls that were answered.
@@ -403,6 +434,15 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _cpu_ratios(rounds: Sequence[dict[str, dict[str, Any]]], server: str) -> list[float]:
+    """nginx's server CPU per poll over ``server``'s, round by round."""
+    return [
+        pair["nginx"]["server_cpu_us_per_poll"] / pair[server]["server_cpu_us_per_poll"]
+        for pair in rounds
+        if pair[server]["server_cpu_us_per_poll"] > 0
+    ]
+
+
 def compare(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per mode: nginx's server CPU per poll over forewarn's, within each round, then the
     median over rounds; and each server's median p99. Only runs without errors count: a
@@ -418,11 +458,7 @@ def compare(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if not rounds:
             continue
         clean = [pair for pair in rounds if not any(row["errors"] for row in pair.values())]
-        ratios = [
-            pair["nginx"]["server_cpu_us_per_poll"] / pair["forewarn"]["server_cpu_us_per_poll"]
-            for pair in clean
-            if pair["forewarn"]["server_cpu_us_per_poll"] > 0
-        ]
+        ratios = _cpu_ratios(clean, "forewarn")
         p99s = {
             server: [pair[server]["p99_ms"] for pair in rounds if not pair[server]["errors"]]
             for server in SERVERS
@@ -435,8 +471,11 @@ def compare(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "rounds_without_errors": len(clean),
                 "cpu_ratio": _median(ratios),
                 "cpu_ratios": ratios,
+                # What a Python server on this loop can reach at all, in the same rounds.
+                "floor_cpu_ratio": _median(_cpu_ratios(clean, "python-floor")),
                 "forewarn_p99_ms": _median(p99s["forewarn"]),
                 "nginx_p99_ms": _median(p99s["nginx"]),
+                "floor_p99_ms": _median(p99s["python-floor"]),
             }
         )
     return found
@@ -453,6 +492,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--vms", type=int, help="VMs in the fleet (default 20000)")
     parser.add_argument("--rounds", type=int, help="rounds per server and mode (default 3)")
     parser.add_argument("--seconds", type=float, help="seconds per run (default 10)")
+    parser.add_argument(
+        "--period", type=float, default=1.0, help="seconds between a VM's polls (default 1)"
+    )
     parser.add_argument("--json", type=Path, help="where the figures go (default: stdout)")
     parser.add_argument("--work", type=Path, help="folder for the servers' files")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
@@ -462,8 +504,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.vms = args.vms or (200 if args.smoke else 20_000)
     args.rounds = args.rounds or (1 if args.smoke else 3)
     args.seconds = args.seconds or (1.0 if args.smoke else 10.0)
-    if args.vms < 2 or args.rounds < 1 or args.seconds <= 0:
-        parser.error("--vms at least 2, --rounds at least 1, --seconds above 0")
+    if args.vms < 2 or args.rounds < 1 or args.seconds <= 0 or args.period <= 0:
+        parser.error("--vms at least 2, --rounds at least 1, --seconds and --period above 0")
     return args
 
 
@@ -477,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             vms=args.vms,
             rounds=args.rounds,
             seconds=args.seconds,
+            period=args.period,
         )
     else:
         with tempfile.TemporaryDirectory(prefix="forewarn-bench-") as folder:
@@ -488,6 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     vms=args.vms,
                     rounds=args.rounds,
                     seconds=args.seconds,
+                    period=args.period,
                 )
             except (UnavailableError, LoadgenError) as error:
                 print(f"real workload skipped: {error}", file=sys.stderr)

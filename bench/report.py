@@ -299,15 +299,15 @@ def table(results: dict[str, Any]) -> str:
 def real_workload_table(real: dict[str, Any]) -> list[str]:
     """Each server and mode: median [min-max] over rounds, then why keep-alive has its count."""
     lines = [
-        f"Real workload, VMs polling once a second at their own addresses, {real['rounds']} "
-        f"round(s) of {real['seconds']:g} s, median [min-max]:",
-        f"  {'server':<9} {'mode':<15} {'VMs':>6} {'polls/s':>15} {'server us/poll':>18} "
+        f"Real workload, VMs polling once every {real.get('period_s', 1.0):g} s at their own "
+        f"addresses, {real['rounds']} round(s) of {real['seconds']:g} s, median [min-max]:",
+        f"  {'server':<12} {'mode':<15} {'VMs':>6} {'polls/s':>15} {'server us/poll':>18} "
         f"{'generator us/poll':>18} {'p50 ms':>17} {'p99 ms':>17} {'max ms':>17} "
         f"{'generator late ms':>17}",
     ]
     for row in real["summary"]:
         lines.append(
-            f"  {row['server']:<9} {row['mode']:<15} {row['vms']:>6} "
+            f"  {row['server']:<12} {row['mode']:<15} {row['vms']:>6} "
             f"{_spread(row['polls_per_s'], '.0f'):>15} "
             f"{_spread(row['server_cpu_us_per_poll'], '.1f'):>18} "
             f"{_spread(row['generator_cpu_us_per_poll'], '.1f'):>18} "
@@ -336,6 +336,15 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
         for mode in real["modes"]
     )
     lines.append(f"  nginx server CPU per poll / forewarn's: {ratios}")
+    floors = ", ".join(
+        f"{mode['mode']} "
+        + ("-" if mode.get("floor_cpu_ratio") is None else f"{mode['floor_cpu_ratio']:.2f}x")
+        for mode in real["modes"]
+    )
+    lines.append(
+        f"  nginx server CPU per poll / the Python floor's (a uvloop protocol answering the "
+        f"same bytes, nothing else; what a Python server on this loop can reach): {floors}"
+    )
     rest = real["server_fds_at_rest"]
     lines.append(
         f"  keep-alive with {real['keep_alive_vms']:,} of {real['vms']:,} VMs: "

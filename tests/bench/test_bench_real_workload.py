@@ -58,6 +58,7 @@ def test_rounds_are_summed_up_as_median_and_spread_and_the_ratio_is_taken_per_ro
         _row("forewarn", "keep-alive", 1, 40.0, 3.0),
         _row("forewarn", "keep-alive", 2, 30.0, 2.0),
         _row("nginx", "keep-alive", 2, 27.0, 0.6),
+        *(_row("python-floor", "keep-alive", index, 15.0, 0.5) for index in range(3)),
     ]
     summary = {(row["server"], row["mode"]): row for row in summarise(rows)}
     forewarn = summary[("forewarn", "keep-alive")]
@@ -69,6 +70,9 @@ def test_rounds_are_summed_up_as_median_and_spread_and_the_ratio_is_taken_per_ro
     assert mode["cpu_ratios"] == pytest.approx([0.5, 0.3, 0.9])
     assert mode["cpu_ratio"] == pytest.approx(0.5)
     assert (mode["forewarn_p99_ms"], mode["nginx_p99_ms"]) == (2.0, 0.5)
+    # nginx against the floor, per round: 10/15, 12/15, 27/15; their median
+    assert mode["floor_cpu_ratio"] == pytest.approx(12 / 15)
+    assert mode["floor_p99_ms"] == 0.5
 
 
 def test_runs_with_errors_are_left_out_of_the_ratio_and_the_p99() -> None:
@@ -82,6 +86,9 @@ def test_runs_with_errors_are_left_out_of_the_ratio_and_the_p99() -> None:
         _row("nginx", "keep-alive", 1, 400.0, 900.0, errors=5),
         _row("forewarn", "new-connection", 0, 40.0, 800.0, errors=9),
         _row("nginx", "new-connection", 0, 20.0, 0.7),
+        _row("python-floor", "keep-alive", 0, 15.0, 0.4),
+        _row("python-floor", "keep-alive", 1, 15.0, 0.4),
+        _row("python-floor", "new-connection", 0, 25.0, 0.6),
     ]
     kept, fresh = compare(rows)
     assert (kept["rounds"], kept["rounds_without_errors"]) == (2, 1)
@@ -89,6 +96,7 @@ def test_runs_with_errors_are_left_out_of_the_ratio_and_the_p99() -> None:
     assert (kept["forewarn_p99_ms"], kept["nginx_p99_ms"]) == (2.0, 0.5)
     assert (fresh["rounds_without_errors"], fresh["cpu_ratio"]) == (0, None)
     assert (fresh["forewarn_p99_ms"], fresh["nginx_p99_ms"]) == (None, 0.7)
+    assert kept["floor_cpu_ratio"] == pytest.approx(10 / 15)
 
 
 def test_a_machine_without_nginx_skips_with_the_reason(tmp_path: Path) -> None:
@@ -130,10 +138,11 @@ def test_smoke_run_answers_every_poll_of_both_servers_in_both_modes(tmp_path: Pa
     rows = {(row["server"], row["mode"]): row for row in results["rows"]}
     assert set(rows) == {
         (server, mode)
-        for server in ("forewarn", "nginx")
+        for server in ("forewarn", "nginx", "python-floor")
         for mode in ("keep-alive", "new-connection")
     }
     assert results["errors"] == 0
+    assert results["period_s"] == 1.0
     for row in rows.values():
         assert row["polls"] == row["ok"] == 200
         assert (row["errors"], row["error_kinds"]) == (0, {})
@@ -168,7 +177,7 @@ def test_entry_command_runs_the_real_workload_as_a_scenario(tmp_path: Path) -> N
     if "real-workload" in results["skipped"]:
         pytest.skip(results["skipped"]["real-workload"])
     assert results["real_workload"]["errors"] == 0
-    assert "Real workload, VMs polling once a second at their own addresses" in done.stdout
+    assert "Real workload, VMs polling once every 1 s at their own addresses" in done.stdout
     names = [target["name"] for target in results["targets"]]
     assert "p99 latency, 200 VMs polling 1/s at their own addresses, keep-alive" in names
     assert "real workload, 200 VMs new-connection: nginx server CPU per poll / forewarn's" in names
