@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster_campaign import run_cluster_campaign
+from bench.memory import namespace_problem, run_memory
 from bench.propagation import postgres_problem, run_propagation
 from bench.realworkload import UnavailableError, run_real_workload
 from bench.report import machine, now_iso, table, targets, write_json
@@ -24,7 +25,7 @@ from bench.scale import scale_results
 from bench.throughput import run_throughput
 from bench.tools import find_tools
 
-SCENARIOS = ("throughput", "real-workload", "scale", "propagation", "cluster-campaign")
+SCENARIOS = ("throughput", "real-workload", "scale", "memory", "propagation", "cluster-campaign")
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
     "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -77,6 +78,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "takes about four minutes)",
     )
     parser.add_argument(
+        "--memory-vms",
+        type=int,
+        help="VMs of the fleet whose server memory is read after each VM polled (default 100000)",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=POSTGRES_URL,
         help="PostgreSQL for the propagation scenario (env FOREWARN_TEST_POSTGRES_URL)",
@@ -94,6 +100,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.sizes = args.sizes or ([500, 1000] if smoke else [1000, 10_000, 100_000])
     args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
     args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
+    args.memory_vms = args.memory_vms or (2000 if smoke else 100_000)
+    if args.memory_vms < 2:
+        parser.error("--memory-vms must be at least 2")
     return args
 
 
@@ -138,6 +147,14 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
         if "scale" in only:
             log(f"bench: campaign and memory at {', '.join(map(str, args.sizes))} VMs ...")
             results["scale"] = scale_results(args.sizes)
+        if "memory" in only:
+            problem = namespace_problem()
+            if problem is not None:
+                results["skipped"]["memory"] = problem
+                log(f"bench: memory skipped: {problem}")
+            else:
+                log(f"bench: server memory, 1 VM then {args.memory_vms} VMs on one listener ...")
+                results["memory"] = run_memory(work / "memory", args.memory_vms).summary()
         postgres = {"propagation", "cluster-campaign"} & only
         problem = postgres_problem(args.postgres_url) if postgres else None
         for scenario in sorted(postgres if problem is not None else ()):

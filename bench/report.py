@@ -178,6 +178,17 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 False,
             )
         )
+    memory = results.get("memory")
+    if memory:
+        found.append(
+            Target(
+                f"server RSS per polled VM at {memory['fleet']['vms']:,} VMs, one listener",
+                memory["bytes_per_vm"],
+                memory["target_bytes_per_vm"],
+                "B",
+                False,
+            )
+        )
     propagation = results.get("propagation")
     if propagation:
         if propagation["shown"]:
@@ -262,6 +273,18 @@ def table(results: dict[str, Any]) -> str:
             f"  cost per VM, {campaigns[-1]['vms']:,} VMs / {campaigns[0]['vms']:,}: campaign "
             f"{scale['time_per_vm_growth']:.2f}x, one event in availability sets of 10 "
             f"{scale['grouped_schedule_growth']:.2f}x"
+        )
+    memory = results.get("memory")
+    if memory:
+        lines.append(
+            "Server memory after every VM polled once, one wildcard listener: "
+            + ", ".join(
+                f"{served['vms']:,} VM(s) RSS {served['rss_bytes'] / 2**20:.1f} MiB "
+                f"(peak {served['hwm_bytes'] / 2**20:.1f} MiB, "
+                f"started in {served['start_seconds']:.1f} s)"
+                for served in (memory["one"], memory["fleet"])
+            )
+            + f"; {memory['bytes_per_vm']:,.0f} B per VM"
         )
     propagation = results.get("propagation")
     if propagation:

@@ -23,6 +23,7 @@ only when its events changed.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -85,11 +86,29 @@ class EncodedDocument:
     body: bytes
     tag: str
     etag: bytes
+    #: The document encoded: a VM's cached encoding holds while it is shown this very object.
+    document: Document
 
     @classmethod
     def of(cls, document: Document, version: ApiVersion) -> EncodedDocument:
-        tag = str(document.incarnation)
-        return cls(encode_document(document, version), tag, b'"%s"' % tag.encode())
+        """The encoding of ``document``; equal documents (the empty one every VM starts
+        with, the same events shown across a set) share one body and one tag."""
+        shared = _shared_encoding(document, version)
+        if shared.document is document:
+            return shared
+        return cls(shared.body, shared.tag, shared.etag, document)
+
+
+#: Distinct documents whose encodings are shared between the VMs shown them.
+_SHARED_ENCODINGS = 1024
+
+
+@functools.lru_cache(maxsize=_SHARED_ENCODINGS)
+def _shared_encoding(document: Document, version: ApiVersion) -> EncodedDocument:
+    tag = str(document.incarnation)
+    return EncodedDocument(
+        encode_document(document, version), tag, b'"%s"' % tag.encode(), document
+    )
 
 
 class CommandJournal(Protocol):
@@ -177,7 +196,8 @@ class ScheduledEventsService:
         # Faults injected in front of the VM-facing endpoint: not platform state, never
         # journaled (forewarn.faults).
         self._faults = FaultPlan()
-        self._encoded: dict[tuple[str, str], tuple[Document, EncodedDocument]] = {}
+        # api-version name -> VM name -> its document's encoding
+        self._encoded: dict[str, dict[str, EncodedDocument]] = {}
         #: Set when front-ends share the journal (forewarn.cluster): the platform is then
         #: the replica's, moved by journal records alone.
         self._replica = replica
@@ -344,12 +364,13 @@ class ScheduledEventsService:
 
     def _encoded_of(self, platform: Platform, vm_name: str, version: ApiVersion) -> EncodedDocument:
         document = platform.document(vm_name)
-        key = (vm_name, version.name)
-        cached = self._encoded.get(key)
-        if cached is not None and cached[0] is document:
-            return cached[1]
-        encoded = EncodedDocument.of(document, version)
-        self._encoded[key] = (document, encoded)
+        encodings = self._encoded.get(version.name)
+        if encodings is None:
+            encodings = self._encoded[version.name] = {}
+        cached = encodings.get(vm_name)
+        if cached is not None and cached.document is document:
+            return cached
+        encoded = encodings[vm_name] = EncodedDocument.of(document, version)
         return encoded
 
     def document(self, vm_name: str) -> Document:

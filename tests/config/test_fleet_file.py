@@ -219,3 +219,20 @@ vms:
         ("canonical", "ubuntu-24_04-lts", "server", "latest"),
         ("me", "o", "s", "1.0.0"),
     ]
+
+
+def test_anchors_aliases_and_merge_keys_read_as_written() -> None:
+    """YAML's own ways of saying a thing once (an anchor, its aliases, a merge key) give each
+    VM the values written at the anchor."""
+    fleet = parse_fleet(
+        "vms:\n"
+        "  - &first {name: a, address: 127.1.0.1, tags: &tags {team: blue, tier: '2'}}\n"
+        "  - {<<: *first, name: b, address: 127.1.0.2}\n"
+        "  - {name: c, address: 127.1.0.3, tags: *tags, size: Standard_NC6s_v3}\n"
+    )
+    assert [(vm.name, vm.address, vm.tags) for vm in fleet.vms] == [
+        ("a", "127.1.0.1", (("team", "blue"), ("tier", "2"))),
+        ("b", "127.1.0.2", (("team", "blue"), ("tier", "2"))),
+        ("c", "127.1.0.3", (("team", "blue"), ("tier", "2"))),
+    ]
+    assert fleet.vms[2].vm_size == "Standard_NC6s_v3"

@@ -51,7 +51,7 @@ def test_a_repeated_poll_is_one_entry_counting_every_request() -> None:
     assert (run.kind, run.count, run.incarnation, document.kind) == ("request", 5, 1, "document")
     assert run.until is not None
     assert run.until - run.at == timedelta(seconds=4)
-    assert activity.requests["vm0"] == 5
+    assert activity.requests("vm0") == 5
     shown = run.to_json()
     assert (shown["count"], shown["at"], shown["until"]) == (
         5,
@@ -78,7 +78,7 @@ def test_a_new_answer_or_another_request_starts_a_new_entry() -> None:
         ("document", "", 2, 1),
         ("request", "POST", None, 1),
     ]
-    assert activity.requests["vm0"] == 6
+    assert activity.requests("vm0") == 6
 
 
 def test_the_timeline_keeps_the_latest_entries() -> None:
@@ -90,4 +90,4 @@ def test_the_timeline_keeps_the_latest_entries() -> None:
     assert len(entries) == KEPT
     assert entries[-1].method == "GET"
     assert all(entry.count == 1 for entry in entries)
-    assert activity.requests["vm0"] == KEPT + 10
+    assert activity.requests("vm0") == KEPT + 10

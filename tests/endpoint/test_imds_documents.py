@@ -291,3 +291,16 @@ def test_finished_and_cancelled_events_simply_disappear(imds: Imds) -> None:
     assert imds.document("vm0")["Events"] == []
     for version in ALL_VERSIONS:
         assert b"Completed" not in imds.get("vm0", version).body
+
+
+def test_vms_shown_the_same_document_share_its_bytes(imds: Imds) -> None:
+    """Every VM of a fleet starts with the same empty document: it is encoded once, not once
+    per VM, and an event for one VM re-encodes that VM's document alone."""
+    for name in ("vm0", "vm1", "vm2"):
+        imds.add_vm(name)
+    before = {name: imds.get(name).body for name in ("vm0", "vm1", "vm2")}
+    assert before["vm0"] is before["vm1"] is before["vm2"]
+    imds.schedule(EventType.REBOOT, "vm0")
+    assert b'"Reboot"' in imds.get("vm0").body
+    assert imds.get("vm1").body is before["vm1"]
+    assert imds.get("vm2").body is before["vm2"]

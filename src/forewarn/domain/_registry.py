@@ -16,7 +16,7 @@ from forewarn.domain.documents import EMPTY_DOCUMENT
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError, UnknownVmError
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.placement import new_host, placement_error
-from forewarn.domain.scope import ScopeGroup, scope_group
+from forewarn.domain.scope import ScopeGroup, ScopeKind, scope_group
 from forewarn.domain.vms import Vm
 
 
@@ -53,7 +53,9 @@ class Registry:
             state.scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         state.vms[vm.name] = vm
         state.placements.add(vm)
-        state.groups.setdefault(scope_group(vm, state.scale_sets), set()).add(vm.name)
+        group = scope_group(vm, state.scale_sets)
+        if group.kind is not ScopeKind.VM:
+            state.groups.setdefault(group, set()).add(vm.name)
         if vm.address is not None:
             state.by_address[vm.address] = vm.name
         state.documents[vm.name] = EMPTY_DOCUMENT
@@ -80,13 +82,19 @@ class Registry:
         return scope_group(vm, self._state.scale_sets)
 
     def group_members(self, group: ScopeGroup) -> Iterable[str]:
+        """The names in ``group``; a VM's group of its own is not kept (a set per standalone
+        VM of a large fleet), its one member is its name."""
+        if group.kind is ScopeKind.VM:
+            return (group.name,) if group.name in self._state.vms else ()
         return self._state.groups[group]
 
     def delete(self, vm: Vm) -> None:
         state = self._state
         del state.vms[vm.name]
         state.placements.remove(vm)
-        state.groups[scope_group(vm, state.scale_sets)].remove(vm.name)
+        group = scope_group(vm, state.scale_sets)
+        if group.kind is not ScopeKind.VM:
+            state.groups[group].remove(vm.name)
         if vm.address is not None:
             del state.by_address[vm.address]
         state.forget_vm(vm.name)

@@ -10,7 +10,6 @@ memory only: it is for watching a handler at work, not state; a restart starts i
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,53 +65,84 @@ class Entry:
         }
 
 
+class _VmRecord:
+    """One VM's entries, oldest first, its latest request run and what it has been shown.
+
+    One object per VM, where separate tables keyed by VM name and a deque sized for all
+    :data:`KEPT` entries cost a large fleet a kilobyte per VM before it polled twice.
+    """
+
+    __slots__ = ("entries", "requests", "run", "run_method", "run_path", "run_response", "shown")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.requests = 0
+        self.shown: int | None = None
+        # The latest request entry, with the request and answer that made it.
+        self.run: Entry | None = None
+        self.run_method = ""
+        self.run_path = ""
+        self.run_response: ImdsResponse | None = None
+
+    def add(self, entry: Entry) -> None:
+        if len(self.entries) >= KEPT:
+            del self.entries[0]
+        self.entries.append(entry)
+
+
 class Activity:
     """Per-VM entries, newest last, and how many requests each VM made."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, deque[Entry]] = {}
-        self._shown: dict[str, int] = {}
-        # Each VM's latest request entry, with the request and answer that made it.
-        self._runs: dict[str, tuple[Entry, str, str, ImdsResponse]] = {}
-        self.requests: dict[str, int] = {}
+        self._vms: dict[str, _VmRecord] = {}
 
     def record(self, vm: str, request: ImdsRequest, response: ImdsResponse, at: datetime) -> None:
         """``vm``'s request and its answer, given at platform time ``at``."""
-        run = self._runs.get(vm)
-        if run is not None:
-            entry, method, path, answered = run
-            # The endpoint answers an unchanged document with the same response object.
-            if answered is response and method == request.method and path == request.path:
-                entry.count += 1
-                entry.until = at
-                self.requests[vm] += 1
-                return
+        record = self._vms.get(vm)
+        if record is None:
+            record = self._vms[vm] = _VmRecord()
+        run = record.run
+        # The endpoint answers an unchanged document with the same response object.
+        if (
+            run is not None
+            and record.run_response is response
+            and record.run_method == request.method
+            and record.run_path == request.path
+        ):
+            run.count += 1
+            run.until = at
+            record.requests += 1
+            return
         incarnation = None
         if response.etag is not None:
             incarnation = int(response.etag.strip(b'"'))
-        entries = self._entries.get(vm)
-        if entries is None:
-            entries = self._entries[vm] = deque(maxlen=KEPT)
         entry = Entry(at, "request", request.method, request.path, response.status, incarnation)
-        entries.append(entry)
-        self._runs[vm] = (entry, request.method, request.path, response)
-        self.requests[vm] = self.requests.get(vm, 0) + 1
+        record.add(entry)
+        record.run, record.run_method, record.run_path = entry, request.method, request.path
+        record.run_response = response
+        record.requests += 1
         if (
             response.status == 200
             and request.path == SCHEDULED_EVENTS_PATH
             and incarnation is not None
-            and self._shown.get(vm) != incarnation
+            and record.shown != incarnation
         ):
-            self._shown[vm] = incarnation
+            record.shown = incarnation
             document = orjson.loads(response.body)
             events = tuple(
                 (e.get("EventId", ""), e.get("EventType", ""), e.get("EventStatus", ""))
                 for e in document.get("Events", [])
             )
-            entries.append(Entry(at, "document", incarnation=incarnation, events=events))
+            record.add(Entry(at, "document", incarnation=incarnation, events=events))
 
     def of(self, vm: str) -> list[Entry]:
-        return list(self._entries.get(vm, ()))
+        record = self._vms.get(vm)
+        return [] if record is None else list(record.entries)
+
+    def requests(self, vm: str) -> int:
+        """How many requests ``vm`` made (that were answered) since the server started."""
+        record = self._vms.get(vm)
+        return 0 if record is None else record.requests
 
 
 class ActivityEndpoint(ImdsEndpoint):

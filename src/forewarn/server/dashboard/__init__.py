@@ -68,7 +68,7 @@ def snapshot(
         name = shown_vm.state.vm.name
         shown = vm_out(shown_vm.state).model_dump(by_alias=True, mode="json", exclude={"compute"})
         shown["incarnation"] = shown_vm.incarnation
-        shown["requests"] = activity.requests.get(name, 0)
+        shown["requests"] = activity.requests(name)
         vms.append(shown)
     return {
         "clock": clock_out(overview.clock).model_dump(by_alias=True, mode="json"),
