@@ -61,7 +61,7 @@ from bench.loadgen.poller import (
     write_targets,
 )
 from bench.servers import PATH, QUERY, Forewarn, Nginx, cpu_seconds, fetch
-from bench.tools import free_port, raise_open_files, which
+from bench.tools import free_port, pin_cores, raise_open_files, which
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The Python floor (bench/floor.py) answers each address its document and does nothing else:
@@ -238,20 +238,6 @@ def open_fds(pids: Sequence[int]) -> int:
     return max((len(os.listdir(f"/proc/{pid}/fd")) for pid in pids), default=0)
 
 
-def _pinning() -> tuple[list[str], list[str], dict[str, int] | None]:
-    """taskset prefixes for the server and the generator: a core each, when there are two."""
-    cores = sorted(os.sched_getaffinity(0))
-    taskset = which("taskset")
-    if len(cores) < 2 or taskset is None:
-        return [], [], None
-    server, generator = cores[0], cores[1]
-    return (
-        [taskset, "-c", str(server)],
-        [taskset, "-c", str(generator)],
-        {"server_core": server, "generator_core": generator},
-    )
-
-
 def _row(server: str, mode: str, round_index: int, run: PollerRun, cpu: float) -> dict[str, Any]:
     polls = max(1, run.ok)
     return {
@@ -294,7 +280,7 @@ def measure(
 ) -> dict[str, Any]:
     """The scenario itself; to be run inside the namespace."""
     limit = raise_open_files(vms + 1024)  # a connection per VM, and what else the server holds
-    server_prefix, generator_prefix, pinning = _pinning()
+    server_prefix, generator_prefix, pinning = pin_cores()
     hosts = list(addresses(vms))
     forewarn = Forewarn(
         work / "forewarn",

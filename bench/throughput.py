@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.servers import PATH, Forewarn, Nginx, cpu_seconds, fetch
-from bench.tools import free_port
+from bench.tools import free_port, pin_cores
 from bench.wrk import WrkResult, run_wrk, write_script
 
 HOST = "127.0.0.1"
@@ -117,6 +117,7 @@ def run_throughput(
 ) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     script = write_script(work)
+    server_prefix, wrk_prefix, pinning = pin_cores()
     forewarn_server = Forewarn(
         work / "forewarn",
         fleet_yaml(),
@@ -124,6 +125,7 @@ def run_throughput(
         port=free_port(),
         control_port=free_port(),
         rate_limit=RATE_LIMIT,
+        prefix=server_prefix,
     )
     with forewarn_server as server:
         server.call(
@@ -146,7 +148,7 @@ def run_throughput(
         )
         if status != 400:
             raise ThroughputError(f"forewarn answered {status} to api-version=latest")
-        with Nginx(nginx, work / "nginx", body, HOST, free_port()) as static:
+        with Nginx(nginx, work / "nginx", body, HOST, free_port(), prefix=server_prefix) as static:
             _check_endpoint(server.url, body, "forewarn")
             _check_endpoint(static.url, body, "nginx")
             results = []
@@ -169,6 +171,7 @@ def run_throughput(
                             duration=duration,
                             connections=connections,
                             headers=headers,
+                            prefix=wrk_prefix,
                         )
                         if not result.clean:
                             who = "forewarn" if url == server.url else "nginx"
@@ -184,5 +187,6 @@ def run_throughput(
         "duration_s": duration,
         "rounds": rounds,
         "connections": connections,
+        "pinning": pinning,
         "modes": results,
     }

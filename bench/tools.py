@@ -161,3 +161,19 @@ def stop(process: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, grace: 
     for stream in (process.stdout, process.stderr, process.stdin):
         if stream is not None:
             stream.close()
+
+
+def pin_cores() -> tuple[list[str], list[str], dict[str, int] | None]:
+    """taskset prefixes for the server and the load generator, a core each when there are two
+    (the issue's rule: what the generator spends never competes with the server), and which
+    cores they are, for the report; no prefixes and None on a single core or without taskset."""
+    cores = sorted(os.sched_getaffinity(0))
+    taskset = which("taskset")
+    if len(cores) < 2 or taskset is None:
+        return [], [], None
+    server, generator = cores[0], cores[1]
+    return (
+        [taskset, "-c", str(server)],
+        [taskset, "-c", str(generator)],
+        {"server_core": server, "generator_core": generator},
+    )

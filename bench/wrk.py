@@ -85,9 +85,11 @@ def run_wrk(
     connections: int = 50,
     threads: int = 1,
     headers: Sequence[str] = ("Metadata: true",),
+    prefix: Sequence[str] = (),
 ) -> WrkResult:
     """wrk for ``duration`` seconds (bounded: wrk stops itself, and a timeout backs it up)."""
     command = [
+        *prefix,
         binary,
         f"-t{threads}",
         f"-c{connections}",
