@@ -206,7 +206,7 @@ def test_real_workload_targets_and_table() -> None:
     assert not any("20,000 VMs" in name for name in found)
     assert "the generator sent late (p99 above 1 ms) in 1 of 1 runs" in text
     assert "keep-alive with 19,977 of 20,000 VMs: RLIMIT_NOFILE 20,000 - 15 descriptors" in text
-    assert "forewarn  keep-alive" in text
+    assert "forewarn     keep-alive" in text
 
 
 CPU = {"forewarn_cpu_us": 10.0, "nginx_cpu_us": 5.0, "cpu_ratio": 0.5}
