@@ -11,6 +11,7 @@ request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import heapq
 import itertools
@@ -248,12 +249,45 @@ class _HeldRequests:
             connection.release()
 
 
+class _RefusedTurns:
+    """Requests on connections just refused with a 429, answered one per turn of the loop.
+
+    A VM flooding its endpoint keeps every one of its connections ready at once; answered as
+    they arrive, each turn of the loop would answer all of them (50 connections: 50 answers,
+    milliseconds of work) before it reads anyone else, and every other VM's request would wait
+    behind that batch. Once a connection's answer is a 429, its next request waits here
+    instead (the connection is not read meanwhile) and is then handled as any other: the
+    flooding VM still gets IMDS's answers, its 429s as fast as the loop has nothing else to
+    do, while another VM's request waits behind at most one of them.
+    """
+
+    __slots__ = ("_loop", "_waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: collections.deque[tuple[ImdsProtocol, bytes]] = collections.deque()
+
+    def wait(self, connection: ImdsProtocol, data: bytes) -> None:
+        self._waiting.append((connection, data))
+        if len(self._waiting) == 1:
+            self._loop.call_soon(self._turn)
+
+    def _turn(self) -> None:
+        """Handle the oldest waiting request; the next one gets the loop's next turn (a
+        callback scheduled while callbacks run runs after the loop has polled again)."""
+        connection, data = self._waiting.popleft()
+        if self._waiting:
+            self._loop.call_soon(self._turn)
+        connection.take_turn(data)
+
+
 class _Shared:
     """What every listener of one endpoint shares: one Date, one parse cache, one request-id
-    sequence, one set of held requests and the response heads (one per status, Content-Type
-    and keep-alive, made once), however many VM addresses it listens on."""
+    sequence, one set of held requests, one queue of refused connections' requests and the
+    response heads (one per status, Content-Type and keep-alive, made once), however many VM
+    addresses it listens on."""
 
-    __slots__ = ("date", "heads", "held", "loop", "parsed", "request_ids")
+    __slots__ = ("date", "heads", "held", "loop", "parsed", "refused", "request_ids")
 
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
         clock = endpoint.service.now
@@ -262,6 +296,7 @@ class _Shared:
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
         self.held = _HeldRequests(loop, clock)
+        self.refused = _RefusedTurns(loop)
         self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {
             key: _head(*key)
             for key in itertools.product(_REASONS, (JSON, TEXT, None), (True, False))
@@ -275,6 +310,7 @@ class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
+        "_awaiting_turn",
         "_body",
         "_cacheable",
         "_closing",
@@ -294,12 +330,14 @@ class ImdsProtocol(asyncio.Protocol):
         "_parsed",
         "_parser",
         "_peer",
+        "_refused",
         "_request_ids",
         "_request_started",
         "_shared",
         "_timer",
         "_transport",
         "_url",
+        "_writing_paused",
     )  # fmt: skip
 
     def __init__(
@@ -326,6 +364,11 @@ class ImdsProtocol(asyncio.Protocol):
         self._head_bytes: int | None = 0
         self._body = bytearray()
         self._closing = False
+        # The last answer was a 429: what comes next waits for its turn (_RefusedTurns),
+        # unread meanwhile.
+        self._refused = False
+        self._awaiting_turn = False
+        self._writing_paused = False
         self._loop = loop
         self._last_active = self._loop.time()
         # When the current request began; None between requests.
@@ -363,6 +406,28 @@ class ImdsProtocol(asyncio.Protocol):
         if self._closing:
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
+        if self._refused:
+            assert self._transport is not None  # only a connected transport reads
+            self._transport.pause_reading()
+            self._awaiting_turn = True
+            self._shared.refused.wait(self, data)
+            return
+        self._receive(data)
+
+    def take_turn(self, data: bytes) -> None:
+        """Handle what arrived after a 429, its turn come (:class:`_RefusedTurns`), then read
+        on unless the connection ended, waits for an impact or a delay, or cannot write."""
+        self._awaiting_turn = False
+        transport = self._transport
+        assert transport is not None  # connected: its data was received
+        if self._closing or transport.is_closing():  # ended while it waited
+            return
+        self._refused = False
+        self._receive(data)
+        if not self._closing and self._held is None and not self._writing_paused:
+            transport.resume_reading()
+
+    def _receive(self, data: bytes) -> None:
         if self._request_started is None:  # between requests
             parsed = self._parsed.get(data)
             if parsed is not None:
@@ -427,13 +492,16 @@ class ImdsProtocol(asyncio.Protocol):
         parser.feed_data(data)
 
     def pause_writing(self) -> None:
+        self._writing_paused = True
         if self._transport is not None:
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
-        # Not while a request waits (held or delayed): what follows it stays unread until
-        # then. A closed transport ignores it; one lingering after a refusal reads on.
-        if self._transport is not None and self._held is None:
+        # Not while a request waits (held, delayed, or for its turn after a 429): what
+        # follows it stays unread until then. A closed transport ignores it; one lingering
+        # after a refusal reads on.
+        self._writing_paused = False
+        if self._transport is not None and self._held is None and not self._awaiting_turn:
             self._transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
@@ -539,6 +607,7 @@ class ImdsProtocol(asyncio.Protocol):
                 return
         self._fault_passed = None
         response = self._endpoint.handle(request)
+        self._refused = response.status == 429
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
                 self._held = [parsed]
