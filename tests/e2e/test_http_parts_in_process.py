@@ -202,12 +202,13 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
     now = [clock]
     loop = _Loop()
-    held = http._HeldRequests(loop, lambda: now[0])  # type: ignore[arg-type]
+    held = http._HeldRequests(loop, lambda: now[0], limit=3)  # type: ignore[arg-type]
     connections = http._Connections(loop)  # type: ignore[arg-type]
     late, first, second = (_Connection(connections, 0.0) for _ in range(3))
-    held.hold(clock + timedelta(seconds=9), late)  # type: ignore[arg-type]
-    held.hold(clock + timedelta(seconds=7), first)  # type: ignore[arg-type]
-    held.hold(clock + timedelta(seconds=7), second)  # type: ignore[arg-type]
+    caller = ("127.0.0.2", "127.0.0.1")
+    held.hold(clock + timedelta(seconds=9), late, caller)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), first, caller)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), second, caller)  # type: ignore[arg-type]
     assert [delay for delay, _ in loop.armed] == [http._HOLD_TICK]
     loop.fire()
     assert [c.released for c in (late, first, second)] == [0, 0, 0]
@@ -218,7 +219,7 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     now[0] = clock + timedelta(seconds=60)
     loop.fire()
     assert [c.released for c in (late, first, second)] == [1, 1, 1]
-    assert (len(held), loop.armed) == (0, [])
+    assert (len(held), loop.armed, held.held_by(caller)) == (0, [], 0)
 
 
 # -- listeners -----------------------------------------------------------------------------

@@ -23,13 +23,18 @@ class RateLimiter:
     def rate(self) -> float:
         return self._rate
 
+    @property
+    def burst(self) -> int:
+        """The most requests a key can make at once: a full bucket, at least one."""
+        return int(max(self._rate, 1.0))
+
     def allow(self, key: str, now: float) -> bool:
         """Take a token for ``key`` if one is left; False means answer 429.
 
         The bucket holds at least one request, so a rate below one per second (``serve
         --rate-limit 0.5``) allows one request every 1/rate seconds rather than none at all.
         """
-        burst = max(self._rate, 1.0)
+        burst = max(self._rate, 1.0)  # the bucket's size; self.burst is its whole requests
         tokens, last = self._buckets.get(key, (burst, now))
         tokens = min(burst, tokens + (now - last) * self._rate)
         if tokens < 1.0:

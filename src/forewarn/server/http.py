@@ -38,7 +38,7 @@ from forewarn.server.imds import (
     RequestIds,
     split_target,
 )
-from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, error_body
+from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, TOO_MANY_REQUESTS, error_body
 
 #: The reason phrase of every status the endpoint and the fault plan answer with.
 _REASONS = {
@@ -71,6 +71,17 @@ def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[by
 
 
 _HeadKey = tuple[int, bytes | None, bool]
+#: Who a connection is: the address it called and the address it came from, which is how the
+#: endpoint tells VMs apart.
+_Caller = tuple[str, str]
+#: Requests kept waiting behind one that waits (held by an impact, delayed by a fault) on
+#: one connection. A client pipelining more has those answered, the last with
+#: ``Connection: close``, and what it sent after them is not read: a client retries the
+#: requests a closed connection left unanswered (RFC 9112 section 9.3.2).
+MAX_WAITING_BEHIND = 16
+_TOO_MANY = ImdsResponse(429, error_body(TOO_MANY_REQUESTS))
+#: ``tcpi_state`` of a connection whose peer has closed its side (Linux ``TCP_CLOSE_WAIT``).
+_TCP_CLOSE_WAIT = 8
 #: How often held requests are looked at (in real time) to release those whose pause is over;
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 _HOLD_TICK = 0.05
@@ -220,20 +231,44 @@ class _HeldRequests:
     at every ``_HOLD_TICK`` of real time rather than timed once. Requests whose pause ends at
     the same instant are released in the same look, in no particular order; the connection's
     id only keeps the heap from comparing connections (one is held once at a time).
+
+    Each caller (VM) has at most ``limit`` connections held, the burst of the rate limit:
+    they are all answered at the same moment when the pause ends, where the rate limit lets
+    no more than a burst through, so any further one would only be held to be answered 429.
+    It gets that 429 at once instead, after the caller's held connections whose client has
+    gone away meanwhile (a timed-out call, retried) are closed to make room: a held
+    connection is not read, so its client's leaving is not otherwise seen until the answer.
     """
 
-    __slots__ = ("_clock", "_heap", "_loop", "_timer")
+    __slots__ = ("_by_caller", "_clock", "_heap", "_limit", "_loop", "_timer")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime], limit: int
+    ) -> None:
         self._loop = loop
         self._clock = clock
-        self._heap: list[tuple[datetime, int, ImdsProtocol]] = []
+        self._limit = limit
+        self._heap: list[tuple[datetime, int, ImdsProtocol, _Caller]] = []
+        self._by_caller: dict[_Caller, list[ImdsProtocol]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
-    def hold(self, until: datetime, connection: ImdsProtocol) -> None:
-        heapq.heappush(self._heap, (until, id(connection), connection))
+    def hold(self, until: datetime, connection: ImdsProtocol, caller: _Caller) -> bool:
+        """Hold ``connection`` until ``until``; False (not held) when ``caller`` already has
+        ``limit`` connections held whose clients still wait."""
+        held = self._by_caller.get(caller)
+        if held is None:
+            held = self._by_caller[caller] = []
+        elif len(held) >= self._limit:
+            for gone in [c for c in held if c.client_left()]:
+                held.remove(gone)
+                gone.close_idle()
+            if len(held) >= self._limit:
+                return False
+        held.append(connection)
+        heapq.heappush(self._heap, (until, id(connection), connection, caller))
         if self._timer is None:
             self._timer = self._loop.call_later(_HOLD_TICK, self._tick)
+        return True
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -243,10 +278,23 @@ class _HeldRequests:
         heap = self._heap
         due: list[ImdsProtocol] = []
         while heap and heap[0][0] <= now:
-            due.append(heapq.heappop(heap)[2])
+            _, _, connection, caller = heapq.heappop(heap)
+            self._forget(connection, caller)
+            due.append(connection)
         self._timer = self._loop.call_later(_HOLD_TICK, self._tick) if heap else None
         for connection in due:
             connection.release()
+
+    def _forget(self, connection: ImdsProtocol, caller: _Caller) -> None:
+        held = self._by_caller[caller]
+        if connection in held:  # not if it was closed to make room
+            held.remove(connection)
+        if not held:
+            del self._by_caller[caller]
+
+    def held_by(self, caller: _Caller) -> int:
+        """How many of ``caller``'s connections are held now."""
+        return len(self._by_caller.get(caller, ()))
 
 
 class _RefusedTurns:
@@ -295,7 +343,7 @@ class _Shared:
         self.date = _DateHeader(clock)
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
-        self.held = _HeldRequests(loop, clock)
+        self.held = _HeldRequests(loop, clock, endpoint.rate_limiter.burst)
         self.refused = _RefusedTurns(loop)
         self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {
             key: _head(*key)
@@ -588,8 +636,13 @@ class ImdsProtocol(asyncio.Protocol):
             raise _ReadingEndedError
 
     def _answer(self, parsed: _Parsed) -> None:
-        if self._held is not None:
-            self._held.append(parsed)  # pipelined behind a held request: answered after it
+        held = self._held
+        if held is not None:  # pipelined behind a waiting request: answered after it
+            if len(held) > MAX_WAITING_BEHIND:
+                # Enough kept: the last one kept ends the connection, nothing more is read.
+                held[-1] = held[-1]._replace(keep_alive=False)
+                raise _ReadingEndedError
+            held.append(parsed)
             return
         request = ImdsRequest(
             method=parsed.method,
@@ -610,10 +663,7 @@ class ImdsProtocol(asyncio.Protocol):
         self._refused = response.status == 429
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
-                self._held = [parsed]
-                self._shared.held.hold(response.held_until, self)
-                if self._transport is not None:
-                    self._transport.pause_reading()
+                self._hold(parsed, response.held_until)
             elif response.reset:
                 self._reset()
             else:
@@ -623,6 +673,33 @@ class ImdsProtocol(asyncio.Protocol):
         self._write(response, keep_alive)
         if not keep_alive:
             self._end()
+
+    def _hold(self, parsed: _Parsed, until: datetime) -> None:
+        """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
+        many requests held as the pause's end can answer (:class:`_HeldRequests`)."""
+        if self._shared.held.hold(until, self, (self._local, self._peer)):
+            self._held = [parsed]
+            if self._transport is not None:
+                self._transport.pause_reading()
+            return
+        self._refused = True
+        self._write(_TOO_MANY, parsed.keep_alive)
+        if not parsed.keep_alive:
+            self._end()
+
+    def client_left(self) -> bool:
+        """The client has closed its side (seen from the socket's TCP state, since a held
+        connection is not read); False where the state cannot be asked."""
+        transport = self._transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        tcp_info = getattr(socket, "TCP_INFO", None)
+        if sock is None or tcp_info is None:
+            return False
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)
+        except OSError:  # closed meanwhile: gone too
+            return True
+        return bool(state[0] == _TCP_CLOSE_WAIT)
 
     def _inject(self, fault: FaultRule, parsed: _Parsed, request: ImdsRequest) -> None:
         """Carry out an injected fault (:mod:`forewarn.faults`) on this connection."""
