@@ -303,30 +303,31 @@ class _RefusedTurns:
     A VM flooding its endpoint keeps every one of its connections ready at once; answered as
     they arrive, each turn of the loop would answer all of them (50 connections: 50 answers,
     milliseconds of work) before it reads anyone else, and every other VM's request would wait
-    behind that batch. Once a connection's answer is a 429, its next request waits here
-    instead (the connection is not read meanwhile) and is then handled as any other: the
-    flooding VM still gets IMDS's answers, its 429s as fast as the loop has nothing else to
-    do, while another VM's request waits behind at most one of them.
+    behind that batch. Once a connection's answer is a 429, what it sends next waits here
+    instead and is then handled as any other: the flooding VM still gets IMDS's answers, its
+    429s as fast as the loop has nothing else to do, while another VM's request waits behind
+    at most one of them.
     """
 
     __slots__ = ("_loop", "_waiting")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._waiting: collections.deque[tuple[ImdsProtocol, bytes]] = collections.deque()
+        self._waiting: collections.deque[ImdsProtocol] = collections.deque()
 
-    def wait(self, connection: ImdsProtocol, data: bytes) -> None:
-        self._waiting.append((connection, data))
+    def wait(self, connection: ImdsProtocol) -> None:
+        self._waiting.append(connection)
         if len(self._waiting) == 1:
             self._loop.call_soon(self._turn)
 
     def _turn(self) -> None:
-        """Handle the oldest waiting request; the next one gets the loop's next turn (a
-        callback scheduled while callbacks run runs after the loop has polled again)."""
-        connection, data = self._waiting.popleft()
+        """Handle the oldest waiting connection's data; the next one gets the loop's next
+        turn (a callback scheduled while callbacks run runs after the loop has polled
+        again)."""
+        connection = self._waiting.popleft()
         if self._waiting:
             self._loop.call_soon(self._turn)
-        connection.take_turn(data)
+        connection.take_turn()
 
 
 class _Shared:
@@ -358,7 +359,6 @@ class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
-        "_awaiting_turn",
         "_body",
         "_cacheable",
         "_closing",
@@ -385,6 +385,7 @@ class ImdsProtocol(asyncio.Protocol):
         "_timer",
         "_transport",
         "_url",
+        "_waiting_data",
         "_writing_paused",
     )  # fmt: skip
 
@@ -412,10 +413,10 @@ class ImdsProtocol(asyncio.Protocol):
         self._head_bytes: int | None = 0
         self._body = bytearray()
         self._closing = False
-        # The last answer was a 429: what comes next waits for its turn (_RefusedTurns),
-        # unread meanwhile.
+        # The last answer was a 429: what comes next waits for its turn (_RefusedTurns);
+        # what has come meanwhile, None when nothing waits.
         self._refused = False
-        self._awaiting_turn = False
+        self._waiting_data: bytes | None = None
         self._writing_paused = False
         self._loop = loop
         self._last_active = self._loop.time()
@@ -455,18 +456,24 @@ class ImdsProtocol(asyncio.Protocol):
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
         if self._refused:
-            assert self._transport is not None  # only a connected transport reads
-            self._transport.pause_reading()
-            self._awaiting_turn = True
-            self._shared.refused.wait(self, data)
+            if self._waiting_data is None:
+                self._waiting_data = data
+                self._shared.refused.wait(self)
+            else:  # more before its turn (pipelined): kept unread until then
+                self._waiting_data += data
+                assert self._transport is not None  # only a connected transport reads
+                self._transport.pause_reading()
             return
         self._receive(data)
 
-    def take_turn(self, data: bytes) -> None:
-        """Handle what arrived after a 429, its turn come (:class:`_RefusedTurns`), then read
-        on unless the connection ended, waits for an impact or a delay, or cannot write."""
-        self._awaiting_turn = False
+    def take_turn(self) -> None:
+        """Handle what came after a 429, its turn come (:class:`_RefusedTurns`), then read
+        on unless the connection ended, waits for an impact or a delay, or cannot write.
+        Reading was paused only if more came while it waited, which a client waiting for
+        each answer before asking again never does."""
+        data, self._waiting_data = self._waiting_data, None
         transport = self._transport
+        assert data is not None  # only a connection with data waits for a turn
         assert transport is not None  # connected: its data was received
         if self._closing or transport.is_closing():  # ended while it waited
             return
@@ -549,7 +556,7 @@ class ImdsProtocol(asyncio.Protocol):
         # follows it stays unread until then. A closed transport ignores it; one lingering
         # after a refusal reads on.
         self._writing_paused = False
-        if self._transport is not None and self._held is None and not self._awaiting_turn:
+        if self._transport is not None and self._held is None and self._waiting_data is None:
             self._transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
