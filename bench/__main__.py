@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.cheap_paths import run_cheap_paths
 from bench.cluster_campaign import run_cluster_campaign
 from bench.fleetgen import fleet_yaml
 from bench.polling import run_polling
@@ -27,7 +28,7 @@ from bench.servers import Forewarn, Nginx, cpu_seconds, fetch
 from bench.throughput import run_throughput
 from bench.tools import find_tools, free_port, raise_open_files
 
-SCENARIOS = ("throughput", "polling", "scale", "propagation", "cluster-campaign")
+SCENARIOS = ("throughput", "polling", "scale", "propagation", "cluster-campaign", "cheap-paths")
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
     "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -79,6 +80,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=POSTGRES_URL,
         help="PostgreSQL for the propagation scenario (env FOREWARN_TEST_POSTGRES_URL)",
     )
+    parser.add_argument(
+        "--held-vms", type=int, help="VMs with a request held at once, cheap-paths (default 10000)"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
@@ -92,6 +96,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.sizes = args.sizes or ([500, 1000] if smoke else [1000, 10_000, 100_000])
     args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
     args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
+    args.held_vms = args.held_vms or (200 if smoke else 10_000)
     return args
 
 
@@ -141,6 +146,16 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                 dataclasses.asdict(run_cluster_campaign(size, args.postgres_url))
                 for size in args.cluster_sizes
             ]
+        if "cheap-paths" in only:
+            log(f"bench: cheap paths: 304 vs 200, {args.held_vms} VMs held, one VM flooding ...")
+            results["cheap_paths"] = run_cheap_paths(
+                work / "cheap-paths",
+                wrk=tools.wrk,
+                duration=args.duration,
+                rounds=args.rounds,
+                held_vms=args.held_vms,
+                flood_seconds=args.duration if args.smoke else 5.0,
+            )
     results["machine"]["load_average_after"] = list(os.getloadavg())
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results
