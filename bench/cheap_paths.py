@@ -211,14 +211,15 @@ class _Sink:
 def compare_in_process(rounds: int, requests: int = 20_000) -> dict[str, Any]:
     """The socket protocol (``server/http.py``) fed each request ``requests`` times per
     round, alternating which goes first, on a transport that only keeps what is written:
-    the server's own work per request, with the endpoint ``forewarn serve`` runs."""
+    the server's own work per request (the endpoint without the dashboard's record, which
+    ``forewarn serve`` adds to both alike)."""
     from forewarn.domain.vms import Vm
     from forewarn.server import http as server_http
-    from forewarn.server._activity import Activity, ActivityEndpoint
+    from forewarn.server.imds import ImdsEndpoint
     from forewarn.testing import ForewarnPlatform
 
     service = ForewarnPlatform(vms=[Vm(name="vm0", vm_id="bench-vm0", address=HOST)]).service
-    endpoint = ActivityEndpoint(service, Activity(service.now), rate_limit=UNLIMITED)
+    endpoint = ImdsEndpoint(service, rate_limit=UNLIMITED)
     loop = asyncio.new_event_loop()
     try:
         shared = server_http._Shared(endpoint, loop)

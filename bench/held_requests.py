@@ -73,13 +73,13 @@ async def _serve(vms: int) -> None:
     """Answer the fleet on 127.0.0.1; obey one command per line of standard input."""
     import gc
 
-    from forewarn.server._activity import Activity, ActivityEndpoint
     from forewarn.server.http import start_imds_server
+    from forewarn.server.imds import ImdsEndpoint
     from forewarn.testing import ForewarnPlatform
 
     platform = ForewarnPlatform(vms=fleet_vms(vms), profile="fast", rate_limit=5)
     service = platform.service
-    endpoint = ActivityEndpoint(service, Activity(service.now), rate_limit=5)
+    endpoint = ImdsEndpoint(service, rate_limit=5)
     server = await start_imds_server(endpoint, "127.0.0.1", 0)
     names = platform.vm_names
     gc.collect()
