@@ -286,9 +286,12 @@ class _HeldRequests:
             connection.release()
 
     def _forget(self, connection: ImdsProtocol, caller: _Caller) -> None:
-        held = self._by_caller[caller]
-        if connection in held:  # not if it was closed to make room
-            held.remove(connection)
+        """``connection`` no longer counts for ``caller``. One closed to make room was
+        already left out, and its caller may have nothing held any more."""
+        held = self._by_caller.get(caller)
+        if held is None or connection not in held:
+            return
+        held.remove(connection)
         if not held:
             del self._by_caller[caller]
 
