@@ -300,37 +300,45 @@ class _HeldRequests:
         return len(self._by_caller.get(caller, ()))
 
 
-class _RefusedTurns:
-    """Requests on connections just refused with a 429, answered one per turn of the loop.
+#: A refused connection's next request is answered in a turn, up to this many per turn, ...
+_REFUSED_PER_TURN = 4
+#: ... one turn every this many seconds while any wait: a VM flooding its endpoint gets at
+#: most 4,000 answers a second, a few percent of the loop, however fast it sends.
+_REFUSED_TURN = 0.001
 
-    A VM flooding its endpoint keeps every one of its connections ready at once; answered as
+
+class _RefusedTurns:
+    """Requests on connections just refused with a 429, answered a few per turn.
+
+    A VM flooding its endpoint keeps every one of its connections ready at once. Answered as
     they arrive, each turn of the loop would answer all of them (50 connections: 50 answers,
-    milliseconds of work) before it reads anyone else, and every other VM's request would wait
-    behind that batch. Once a connection's answer is a 429, what it sends next waits here
-    instead and is then handled as any other: the flooding VM still gets IMDS's answers, its
-    429s as fast as the loop has nothing else to do, while another VM's request waits behind
-    at most one of them.
+    milliseconds of work) before it reads anyone else, and the loop would spend all its time
+    on them, so every other VM's request would wait behind a batch of the flood's answers, or
+    for the process to be scheduled again on a busy machine. Once a connection's answer is a
+    429, what it sends next waits here instead and is then handled as any other, in turns of
+    at most ``_REFUSED_PER_TURN`` every ``_REFUSED_TURN``: the flooding VM still gets IMDS's
+    answers, only not faster than that, and another VM's request waits behind at most one
+    turn of them.
     """
 
-    __slots__ = ("_loop", "_waiting")
+    __slots__ = ("_loop", "_timer", "_waiting")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._waiting: collections.deque[ImdsProtocol] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     def wait(self, connection: ImdsProtocol) -> None:
         self._waiting.append(connection)
-        if len(self._waiting) == 1:
-            self._loop.call_soon(self._turn)
+        if self._timer is None:
+            self._timer = self._loop.call_later(_REFUSED_TURN, self._turn)
 
     def _turn(self) -> None:
-        """Handle the oldest waiting connection's data; the next one gets the loop's next
-        turn (a callback scheduled while callbacks run runs after the loop has polled
-        again)."""
-        connection = self._waiting.popleft()
-        if self._waiting:
-            self._loop.call_soon(self._turn)
-        connection.take_turn()
+        """Handle the oldest waiting connections' data, then wait for the next turn."""
+        waiting = self._waiting
+        for _ in range(min(_REFUSED_PER_TURN, len(waiting))):
+            waiting.popleft().take_turn()
+        self._timer = self._loop.call_later(_REFUSED_TURN, self._turn) if waiting else None
 
 
 class _Shared:
