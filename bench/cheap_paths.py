@@ -20,6 +20,7 @@ the held-request figures of :mod:`bench.held_requests`:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import os
 import socket
@@ -62,7 +63,8 @@ def pin(pid: int, core: int) -> None:
     if core >= (os.cpu_count() or 1):
         return
     for task in os.listdir(f"/proc/{pid}/task"):
-        os.sched_setaffinity(int(task), {core})
+        with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
+            os.sched_setaffinity(int(task), {core})
 
 
 def run_pinned_wrk(
@@ -350,7 +352,9 @@ def run_flood(work: Path, *, wrk: str, seconds: float, rounds: int) -> dict[str,
                     )
                 )
         finally:
-            os.sched_setaffinity(0, own_cores)
+            for task in os.listdir(f"/proc/{os.getpid()}/task"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.sched_setaffinity(int(task), own_cores)
     return {
         "flood_connections": FLOOD_CONNECTIONS,
         "victims": VICTIMS,
