@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.cheap_paths import run_cheap_paths
 from bench.cluster_campaign import run_cluster_campaign
 from bench.memory import namespace_problem, run_memory
 from bench.propagation import postgres_problem, run_propagation
@@ -27,7 +28,15 @@ from bench.scale import scale_results
 from bench.throughput import run_throughput
 from bench.tools import find_tools
 
-SCENARIOS = ("throughput", "real-workload", "scale", "memory", "propagation", "cluster-campaign")
+SCENARIOS = (
+    "throughput",
+    "real-workload",
+    "scale",
+    "memory",
+    "propagation",
+    "cluster-campaign",
+    "cheap-paths",
+)
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
     "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -100,6 +109,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=POSTGRES_URL,
         help="PostgreSQL for the propagation scenario (env FOREWARN_TEST_POSTGRES_URL)",
     )
+    parser.add_argument(
+        "--held-vms", type=int, help="VMs with a request held at once, cheap-paths (default 10000)"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
@@ -119,6 +131,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.sizes = args.sizes or ([500, 1000] if smoke else default_sizes)
     args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
     args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
+    args.held_vms = args.held_vms or (200 if smoke else 10_000)
     args.memory_vms = args.memory_vms or (2000 if smoke else 100_000)
     if args.memory_vms < 2:
         parser.error("--memory-vms must be at least 2")
@@ -195,6 +208,16 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                 dataclasses.asdict(run_cluster_campaign(size, args.postgres_url))
                 for size in args.cluster_sizes
             ]
+        if "cheap-paths" in only:
+            log(f"bench: cheap paths: 304 vs 200, {args.held_vms} VMs held, one VM flooding ...")
+            results["cheap_paths"] = run_cheap_paths(
+                work / "cheap-paths",
+                wrk=tools.wrk,
+                duration=args.duration,
+                rounds=args.rounds,
+                held_vms=args.held_vms,
+                flood_seconds=args.duration if args.smoke else 5.0,
+            )
     results["machine"]["load_average_after"] = list(os.getloadavg())
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results

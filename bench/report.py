@@ -211,6 +211,9 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 False,
             )
         )
+    from bench.cheap_paths import cheap_path_targets  # it uses Target: imported late
+
+    found += cheap_path_targets(results.get("cheap_paths"))
     return found
 
 
@@ -307,6 +310,9 @@ def table(results: dict[str, Any]) -> str:
             f"{row['ratio_to_single_process']:.1f}x the same campaign in one process "
             f"({row['single_process_seconds']:.2f} s)"
         )
+    from bench.cheap_paths import cheap_path_lines
+
+    lines += cheap_path_lines(results.get("cheap_paths"))
     if results.get("targets"):
         lines.append("Targets:")
         for target in results["targets"]:

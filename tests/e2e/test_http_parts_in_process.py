@@ -166,6 +166,10 @@ class _Connection:
         self.idle = idle
         self.released = 0
         self.closed = False
+        self.left = False  # its client closed its side while the request was held
+
+    def client_left(self) -> bool:
+        return self.left
 
     def idle_since(self, now: float) -> float:
         return self.idle
@@ -202,12 +206,13 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
     now = [clock]
     loop = _Loop()
-    held = http._HeldRequests(loop, lambda: now[0])  # type: ignore[arg-type]
+    held = http._HeldRequests(loop, lambda: now[0], limit=3)  # type: ignore[arg-type]
     connections = http._Connections(loop)  # type: ignore[arg-type]
     late, first, second = (_Connection(connections, 0.0) for _ in range(3))
-    held.hold(clock + timedelta(seconds=9), late)  # type: ignore[arg-type]
-    held.hold(clock + timedelta(seconds=7), first)  # type: ignore[arg-type]
-    held.hold(clock + timedelta(seconds=7), second)  # type: ignore[arg-type]
+    caller = ("127.0.0.2", "127.0.0.1")
+    held.hold(clock + timedelta(seconds=9), late, caller)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), first, caller)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), second, caller)  # type: ignore[arg-type]
     assert [delay for delay, _ in loop.armed] == [http._HOLD_TICK]
     loop.fire()
     assert [c.released for c in (late, first, second)] == [0, 0, 0]
@@ -218,7 +223,34 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     now[0] = clock + timedelta(seconds=60)
     loop.fire()
     assert [c.released for c in (late, first, second)] == [1, 1, 1]
-    assert (len(held), loop.armed) == (0, [])
+    assert (len(held), loop.armed, held.held_by(caller)) == (0, [], 0)
+
+
+def test_a_held_connection_closed_to_make_room_is_forgotten_when_its_pause_ends() -> None:
+    """A VM with its burst held (here 2) calls again after one of its clients left: that one
+    is closed to make room and the new call is held. The timer then releases the two still
+    held, and the closed one when its own time comes (it has nothing left to answer), with
+    nothing left counted for the VM in between or after."""
+    clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
+    now = [clock]
+    loop = _Loop()
+    held = http._HeldRequests(loop, lambda: now[0], limit=2)  # type: ignore[arg-type]
+    connections = http._Connections(loop)  # type: ignore[arg-type]
+    gone, stays, retry, refused = (_Connection(connections, 0.0) for _ in range(4))
+    caller = ("127.0.0.2", "127.0.0.1")
+    assert held.hold(clock + timedelta(seconds=8), gone, caller)  # type: ignore[arg-type]
+    assert held.hold(clock + timedelta(seconds=7), stays, caller)  # type: ignore[arg-type]
+    gone.left = True
+    assert held.hold(clock + timedelta(seconds=7), retry, caller)  # type: ignore[arg-type]
+    assert not held.hold(clock + timedelta(seconds=7), refused, caller)  # type: ignore[arg-type]
+    assert (gone.closed, held.held_by(caller)) == (True, 2)
+    now[0] = clock + timedelta(seconds=7)
+    loop.fire()
+    assert [c.released for c in (stays, retry, refused)] == [1, 1, 0]
+    assert (len(held), held.held_by(caller)) == (1, 0)
+    now[0] = clock + timedelta(seconds=8)
+    loop.fire()
+    assert (len(held), held.held_by(caller), loop.armed) == (0, 0, [])
 
 
 # -- listeners -----------------------------------------------------------------------------

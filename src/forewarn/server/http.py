@@ -11,6 +11,8 @@ request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
 import functools
 import heapq
 import itertools
@@ -39,7 +41,7 @@ from forewarn.server.imds import (
     RequestIds,
     split_target,
 )
-from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, error_body
+from forewarn.wire.errors import HEADER_VALUE_TOO_LONG, TOO_MANY_REQUESTS, error_body
 
 #: The reason phrase of every status the endpoint and the fault plan answer with.
 _REASONS = {
@@ -72,6 +74,17 @@ def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[by
 
 
 _HeadKey = tuple[int, bytes | None, bool]
+#: Who a connection is: the address it called and the address it came from, which is how the
+#: endpoint tells VMs apart.
+_Caller = tuple[str, str]
+#: Requests kept waiting behind one that waits (held by an impact, delayed by a fault) on
+#: one connection. A client pipelining more has those answered, the last with
+#: ``Connection: close``, and what it sent after them is not read: a client retries the
+#: requests a closed connection left unanswered (RFC 9112 section 9.3.2).
+MAX_WAITING_BEHIND = 16
+_TOO_MANY = ImdsResponse(429, error_body(TOO_MANY_REQUESTS))
+#: ``tcpi_state`` of a connection whose peer has closed its side (Linux ``TCP_CLOSE_WAIT``).
+_TCP_CLOSE_WAIT = 8
 #: How often held requests are looked at (in real time) to release those whose pause is over;
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 _HOLD_TICK = 0.05
@@ -224,20 +237,44 @@ class _HeldRequests:
     at every ``_HOLD_TICK`` of real time rather than timed once. Requests whose pause ends at
     the same instant are released in the same look, in no particular order; the connection's
     id only keeps the heap from comparing connections (one is held once at a time).
+
+    Each caller (VM) has at most ``limit`` connections held, the burst of the rate limit:
+    they are all answered at the same moment when the pause ends, where the rate limit lets
+    no more than a burst through, so any further one would only be held to be answered 429.
+    It gets that 429 at once instead, after the caller's held connections whose client has
+    gone away meanwhile (a timed-out call, retried) are closed to make room: a held
+    connection is not read, so its client's leaving is not otherwise seen until the answer.
     """
 
-    __slots__ = ("_clock", "_heap", "_loop", "_timer")
+    __slots__ = ("_by_caller", "_clock", "_heap", "_limit", "_loop", "_timer")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime], limit: int
+    ) -> None:
         self._loop = loop
         self._clock = clock
-        self._heap: list[tuple[datetime, int, ImdsProtocol]] = []
+        self._limit = limit
+        self._heap: list[tuple[datetime, int, ImdsProtocol, _Caller]] = []
+        self._by_caller: dict[_Caller, list[ImdsProtocol]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
-    def hold(self, until: datetime, connection: ImdsProtocol) -> None:
-        heapq.heappush(self._heap, (until, id(connection), connection))
+    def hold(self, until: datetime, connection: ImdsProtocol, caller: _Caller) -> bool:
+        """Hold ``connection`` until ``until``; False (not held) when ``caller`` already has
+        ``limit`` connections held whose clients still wait."""
+        held = self._by_caller.get(caller)
+        if held is None:
+            held = self._by_caller[caller] = []
+        elif len(held) >= self._limit:
+            for gone in [c for c in held if c.client_left()]:
+                held.remove(gone)
+                gone.close_idle()
+            if len(held) >= self._limit:
+                return False
+        held.append(connection)
+        heapq.heappush(self._heap, (until, id(connection), connection, caller))
         if self._timer is None:
             self._timer = self._loop.call_later(_HOLD_TICK, self._tick)
+        return True
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -247,18 +284,76 @@ class _HeldRequests:
         heap = self._heap
         due: list[ImdsProtocol] = []
         while heap and heap[0][0] <= now:
-            due.append(heapq.heappop(heap)[2])
+            _, _, connection, caller = heapq.heappop(heap)
+            self._forget(connection, caller)
+            due.append(connection)
         self._timer = self._loop.call_later(_HOLD_TICK, self._tick) if heap else None
         for connection in due:
             connection.release()
 
+    def _forget(self, connection: ImdsProtocol, caller: _Caller) -> None:
+        """``connection`` no longer counts for ``caller``. One closed to make room was
+        already left out, and its caller may have nothing held any more."""
+        held = self._by_caller.get(caller)
+        if held is None or connection not in held:
+            return
+        held.remove(connection)
+        if not held:
+            del self._by_caller[caller]
+
+    def held_by(self, caller: _Caller) -> int:
+        """How many of ``caller``'s connections are held now."""
+        return len(self._by_caller.get(caller, ()))
+
+
+#: A refused connection's next request is answered in a turn, up to this many per turn, ...
+_REFUSED_PER_TURN = 4
+#: ... one turn every this many seconds while any wait: a VM flooding its endpoint gets at
+#: most 4,000 answers a second, a few percent of the loop, however fast it sends.
+_REFUSED_TURN = 0.001
+
+
+class _RefusedTurns:
+    """Requests on connections just refused with a 429, answered a few per turn.
+
+    A VM flooding its endpoint keeps every one of its connections ready at once. Answered as
+    they arrive, each turn of the loop would answer all of them (50 connections: 50 answers,
+    milliseconds of work) before it reads anyone else, and the loop would spend all its time
+    on them, so every other VM's request would wait behind a batch of the flood's answers, or
+    for the process to be scheduled again on a busy machine. Once a connection's answer is a
+    429, what it sends next waits here instead and is then handled as any other, in turns of
+    at most ``_REFUSED_PER_TURN`` every ``_REFUSED_TURN``: the flooding VM still gets IMDS's
+    answers, only not faster than that, and another VM's request waits behind at most one
+    turn of them.
+    """
+
+    __slots__ = ("_loop", "_timer", "_waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: collections.deque[ImdsProtocol] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def wait(self, connection: ImdsProtocol) -> None:
+        self._waiting.append(connection)
+        if self._timer is None:
+            self._timer = self._loop.call_later(_REFUSED_TURN, self._turn)
+
+    def _turn(self) -> None:
+        """Handle the oldest waiting connections' data, then wait for the next turn."""
+        waiting = self._waiting
+        for _ in range(min(_REFUSED_PER_TURN, len(waiting))):
+            waiting.popleft().take_turn()
+        self._timer = self._loop.call_later(_REFUSED_TURN, self._turn) if waiting else None
+
 
 class _Shared:
     """What every listener of one endpoint shares: one Date, one parse cache, one request-id
-    sequence, one set of held requests and the response heads (one per status, Content-Type
-    and keep-alive, made once), however many VM addresses it listens on."""
+    sequence, one set of held requests, one queue of refused connections' requests and the
+    response heads (one per status, Content-Type and keep-alive, made once), however many VM
+    addresses it listens on."""
 
-    __slots__ = ("date", "heads", "held", "loop", "parsed", "request_ids")
+    __slots__ = ("date", "heads", "held", "loop", "parsed", "refused", "request_ids")
 
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
         clock = endpoint.service.now
@@ -266,7 +361,8 @@ class _Shared:
         self.date = _DateHeader(clock())
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
-        self.held = _HeldRequests(loop, clock)
+        self.held = _HeldRequests(loop, clock, endpoint.rate_limiter.burst)
+        self.refused = _RefusedTurns(loop)
         self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {
             key: _head(*key)
             for key in itertools.product(_REASONS, (JSON, TEXT, None), (True, False))
@@ -299,6 +395,7 @@ class ImdsProtocol(asyncio.Protocol):
         "_parsed",
         "_parser",
         "_peer",
+        "_refused",
         "_request",
         "_request_ids",
         "_request_started",
@@ -306,6 +403,8 @@ class ImdsProtocol(asyncio.Protocol):
         "_timer",
         "_transport",
         "_url",
+        "_waiting_data",
+        "_writing_paused",
     )  # fmt: skip
 
     def __init__(
@@ -332,6 +431,11 @@ class ImdsProtocol(asyncio.Protocol):
         # The bytes of the current request's head so far; None once its head is complete.
         self._head_bytes: int | None = 0
         self._closing = False
+        # The last answer was a 429: what comes next waits for its turn (_RefusedTurns);
+        # what has come meanwhile, None when nothing waits.
+        self._refused = False
+        self._waiting_data: bytes | None = None
+        self._writing_paused = False
         self._loop = loop
         self._last_active = self._loop.time()
         # When the current request began; None between requests.
@@ -371,6 +475,34 @@ class ImdsProtocol(asyncio.Protocol):
         if self._closing:
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
+        if self._refused:
+            if self._waiting_data is None:
+                self._waiting_data = data
+                self._shared.refused.wait(self)
+            else:  # more before its turn (pipelined): kept unread until then
+                self._waiting_data += data
+                assert self._transport is not None  # only a connected transport reads
+                self._transport.pause_reading()
+            return
+        self._receive(data)
+
+    def take_turn(self) -> None:
+        """Handle what came after a 429, its turn come (:class:`_RefusedTurns`), then read
+        on unless the connection ended, waits for an impact or a delay, or cannot write.
+        Reading was paused only if more came while it waited, which a client waiting for
+        each answer before asking again never does."""
+        data, self._waiting_data = self._waiting_data, None
+        transport = self._transport
+        assert data is not None  # only a connection with data waits for a turn
+        assert transport is not None  # connected: its data was received
+        if self._closing or transport.is_closing():  # ended while it waited
+            return
+        self._refused = False
+        self._receive(data)
+        if not self._closing and self._held is None and not self._writing_paused:
+            transport.resume_reading()
+
+    def _receive(self, data: bytes) -> None:
         if self._request_started is None:  # between requests
             parsed = self._parsed.get(data)
             if parsed is not None:
@@ -435,13 +567,16 @@ class ImdsProtocol(asyncio.Protocol):
         parser.feed_data(data)
 
     def pause_writing(self) -> None:
+        self._writing_paused = True
         if self._transport is not None:
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
-        # Not while a request waits (held or delayed): what follows it stays unread until
-        # then. A closed transport ignores it; one lingering after a refusal reads on.
-        if self._transport is not None and self._held is None:
+        # Not while a request waits (held, delayed, or for its turn after a 429): what
+        # follows it stays unread until then. A closed transport ignores it; one lingering
+        # after a refusal reads on.
+        self._writing_paused = False
+        if self._transport is not None and self._held is None and self._waiting_data is None:
             self._transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
@@ -530,8 +665,13 @@ class ImdsProtocol(asyncio.Protocol):
             raise _ReadingEndedError
 
     def _answer(self, parsed: _Parsed) -> None:
-        if self._held is not None:
-            self._held.append(parsed)  # pipelined behind a held request: answered after it
+        held = self._held
+        if held is not None:  # pipelined behind a waiting request: answered after it
+            if len(held) > MAX_WAITING_BEHIND:
+                # Enough kept: the last one kept ends the connection, nothing more is read.
+                held[-1] = dataclasses.replace(held[-1], keep_alive=False)
+                raise _ReadingEndedError
+            held.append(parsed)
             return
         last, request = self._request
         if parsed is not last or request is None:
@@ -554,12 +694,10 @@ class ImdsProtocol(asyncio.Protocol):
         self._fault_passed = None
         response, _, at = self._endpoint.respond(request)
         parsed.checked = request.checked
+        self._refused = response.status == 429
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
-                self._held = [parsed]
-                self._shared.held.hold(response.held_until, self)
-                if self._transport is not None:
-                    self._transport.pause_reading()
+                self._hold(parsed, response.held_until, at)
             elif response.reset:
                 self._reset()
             else:
@@ -569,6 +707,33 @@ class ImdsProtocol(asyncio.Protocol):
         self._write(response, keep_alive, at)
         if not keep_alive:
             self._end()
+
+    def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
+        """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
+        many requests held as the pause's end can answer (:class:`_HeldRequests`)."""
+        if self._shared.held.hold(until, self, (self._local, self._peer)):
+            self._held = [parsed]
+            if self._transport is not None:
+                self._transport.pause_reading()
+            return
+        self._refused = True
+        self._write(_TOO_MANY, parsed.keep_alive, at)
+        if not parsed.keep_alive:
+            self._end()
+
+    def client_left(self) -> bool:
+        """The client has closed its side (seen from the socket's TCP state, since a held
+        connection is not read); False where the state cannot be asked."""
+        transport = self._transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        tcp_info = getattr(socket, "TCP_INFO", None)
+        if sock is None or tcp_info is None:
+            return False
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)
+        except OSError:  # closed meanwhile: gone too
+            return True
+        return bool(state[0] == _TCP_CLOSE_WAIT)
 
     def _inject(self, fault: FaultRule, parsed: _Parsed, request: ImdsRequest) -> None:
         """Carry out an injected fault (:mod:`forewarn.faults`) on this connection."""

@@ -1,0 +1,182 @@
+"""A VM over its rate limit still gets IMDS's 429s, but cannot make another VM wait.
+
+reference/imds/instance-metadata-service.md, "Rate limiting": "requests to IMDS are limited to
+5 requests per second (on a per VM basis). Requests exceeding this threshold will be rejected
+with 429 responses." The limit is per VM, so one VM flooding its endpoint must not delay the
+others: once a connection's answer is a 429, its next request waits for a turn of its own
+(a few at a time, a turn every millisecond) instead of being answered in the same batch as
+every other ready connection of the flood.
+
+The server runs on an event loop in the test's own thread, stepped one turn at a time, with
+real loopback sockets: data a client sends on loopback is readable at once, so what each
+turn does is exact. The rate limit's clock stands still, so the flooding VM never earns a
+new token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable, Iterator
+
+import pytest
+import uvloop
+from e2e_support import parse_responses
+from http_wire_support import CLOSE, get
+
+from forewarn.server import http
+from forewarn.server.http import start_imds_server
+from forewarn.testing import ForewarnPlatform
+
+FLOOD, OTHER = "127.0.0.2", "127.0.0.3"
+#: Connections the flooding VM keeps ready at once, as ``wrk -c40`` does.
+FLOOD_CONNECTIONS = 40
+TOO_MANY = {"error": "Too many requests"}
+
+
+class Server:
+    """Both VMs' endpoint on one port, on a loop this test turns by hand."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, platform: ForewarnPlatform) -> None:
+        self.loop = loop
+        self.servers = [loop.run_until_complete(start_imds_server(platform.endpoint, FLOOD, 0))]
+        self.port: int = self.servers[0].sockets[0].getsockname()[1]
+        self.servers.append(
+            loop.run_until_complete(start_imds_server(platform.endpoint, OTHER, self.port))
+        )
+        self.clients: list[Client] = []
+
+    def turn(self) -> None:
+        """One turn of the loop: what is ready is read, what is due runs."""
+        self.loop.call_soon(self.loop.stop)
+        self.loop.run_forever()
+
+    def connect(self, host: str) -> Client:
+        client = Client(host, self.port)
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.sock.close()
+        for server in self.servers:
+            server.close()
+        for _ in range(5):
+            self.turn()
+
+
+class Client:
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port), timeout=5)
+        self.sock.setblocking(False)
+        self.data = b""
+        self.closed = False
+
+    def send(self, data: bytes) -> None:
+        self.sock.setblocking(True)
+        self.sock.sendall(data)
+        self.sock.setblocking(False)
+
+    def statuses(self) -> list[int]:
+        """The statuses of what has arrived so far."""
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.closed = True
+                break
+            self.data += chunk
+        return [r.status for r in parse_responses(self.data)]
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def new_loop(request: pytest.FixtureRequest) -> Callable[[], asyncio.AbstractEventLoop]:
+    """``forewarn serve``'s loop and the standard one ``forewarn.testing`` serves on."""
+    return uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+
+
+@pytest.fixture
+def server(
+    new_loop: Callable[[], asyncio.AbstractEventLoop], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Server]:
+    # A turn for refused connections on every turn of the loop, so that stepping the loop
+    # steps them too (their turns are otherwise a millisecond apart).
+    monkeypatch.setattr(http, "_REFUSED_TURN", 0.0)
+    loop = new_loop()
+    # One request per VM per second, on a clock that never moves: the flood's first request
+    # is its last 200.
+    with ForewarnPlatform(vms=["flood", "other"], rate_limit=1, monotonic=lambda: 0.0) as p:
+        started = Server(loop, p)
+        try:
+            yield started
+        finally:
+            started.close()
+            loop.close()
+
+
+def _turn_until(server: Server, done: Callable[[], bool], turns: int = 50) -> None:
+    for _ in range(turns):
+        if done():
+            return
+        server.turn()
+    raise AssertionError(f"not done after {turns} turns of the loop")
+
+
+def _refused_flood(server: Server) -> list[Client]:
+    """The flooding VM's connections, each answered once: one 200, then only 429s."""
+    flood = [server.connect(FLOOD) for _ in range(FLOOD_CONNECTIONS)]
+    for client in flood:
+        client.send(get())
+    _turn_until(server, lambda: all(client.statuses() for client in flood))
+    firsts = sorted(client.statuses()[0] for client in flood)
+    assert firsts == [200] + [429] * (FLOOD_CONNECTIONS - 1)
+    return [client for client in flood if client.statuses() == [429]]
+
+
+def test_another_vm_is_answered_before_the_flood_waiting_with_it(server: Server) -> None:
+    """Every refused connection of the flood sends again, with another VM's first request
+    at the same moment: that VM is answered while nearly all of the flood still waits, and
+    then every flood request gets its 429, with IMDS's text."""
+    flood = _refused_flood(server)
+    for client in flood:
+        client.send(get())
+    other = server.connect(OTHER)
+    other.send(get())
+    _turn_until(server, lambda: other.statuses() == [200])
+    answered = sum(len(client.statuses()) == 2 for client in flood)
+    # Accepting the other VM's connection and reading its request take a few turns of the
+    # loop (two on uvloop; asyncio accepts in a task); each answers a few of the flood's.
+    limit = 4 * http._REFUSED_PER_TURN
+    assert answered <= limit, f"{answered} of {len(flood)} flood requests went first"
+    _turn_until(server, lambda: all(len(client.statuses()) == 2 for client in flood))
+    for client in flood:
+        second = parse_responses(client.data)[1]
+        assert (second.status, second.json()) == (429, TOO_MANY)
+
+
+def test_a_refused_connection_is_answered_in_order_and_read_again(server: Server) -> None:
+    """RFC 9112 section 9.3.2: answers come in request order. What a refused connection
+    pipelines is answered, 429s in order, once its turn comes; it is then read again, and a
+    request that ends it ends it."""
+    client = _refused_flood(server)[0]
+    client.send(get() + get(b"/metadata/unknown"))
+    _turn_until(server, lambda: len(client.statuses()) == 3)
+    assert client.statuses() == [429, 429, 404]
+    client.send(get(extra=CLOSE))
+    _turn_until(server, lambda: client.statuses() == [429, 429, 404, 429] and client.closed)
+
+
+def test_a_refused_connection_that_goes_away_while_it_waits_is_forgotten(
+    server: Server,
+) -> None:
+    """A client that closes while its request waits for its turn gets nothing written, and
+    the others' turns go on."""
+    gone, *rest = _refused_flood(server)
+    gone.send(get())
+    for client in rest:
+        client.send(get())
+    gone.sock.close()
+    server.clients.remove(gone)
+    _turn_until(server, lambda: all(len(client.statuses()) == 2 for client in rest))
