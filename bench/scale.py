@@ -33,7 +33,13 @@ from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
 from forewarn.server.heap import settle_heap
-from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest
+from forewarn.server.imds import (
+    SCHEDULED_EVENTS_PATH,
+    Checked,
+    ImdsEndpoint,
+    ImdsRequest,
+    ImdsResponse,
+)
 from forewarn.service import ScheduledEventsService
 
 START = datetime(2024, 4, 11, 22, 0, 0, tzinfo=UTC)
@@ -82,12 +88,21 @@ class _Fleet:
             self.service, monotonic=functools.partial(_seconds, self.clock)
         )
         self.vms = vms
+        # The socket server parses each distinct request once, for every connection sending
+        # its bytes, and keeps what the endpoint decided from them alone with it
+        # (ImdsRequest.checked): every VM's poll is the same bytes, so it is checked once.
+        self._poll_checked: ImdsResponse | Checked | None = None
         # What forewarn serve does once its state is built, so the figures are its process's.
         # Nothing here may hold a reference cycle: frozen, it would outlive the scenario.
         settle_heap()
 
     def request(self, vm: Vm, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
-        return ask(self.endpoint, vm.address or "", method, body)
+        if method != "GET":  # each approval's body is its own: checked as it comes
+            return ask(self.endpoint, vm.address or "", method, body)
+        request = _request(vm.address or "", method, body, self._poll_checked)
+        response = self.endpoint.handle(request)
+        self._poll_checked = request.checked
+        return response.status, response.body
 
 
 def _seconds(clock: ManualClock) -> float:
@@ -98,18 +113,25 @@ def ask(
     endpoint: ImdsEndpoint, address: str, method: str = "GET", body: bytes = b""
 ) -> tuple[int, bytes]:
     """One request of the VM at ``address`` to ``endpoint``, as the socket server hands it."""
-    response = endpoint.handle(
-        ImdsRequest(
-            method=method,
-            path=SCHEDULED_EVENTS_PATH,
-            query=QUERY,
-            headers=HEADERS,
-            body=body,
-            local_address=address,
-            peer_address="127.0.0.1",
-        )
-    )
+    response = endpoint.handle(_request(address, method, body, None))
     return response.status, response.body
+
+
+def _request(
+    address: str, method: str, body: bytes, checked: ImdsResponse | Checked | None
+) -> ImdsRequest:
+    """The request the socket server builds for these bytes arriving at ``address``, with
+    what the endpoint already decided from the same bytes, if anything."""
+    return ImdsRequest(
+        method=method,
+        path=SCHEDULED_EVENTS_PATH,
+        query=QUERY,
+        headers=HEADERS,
+        body=body,
+        local_address=address,
+        peer_address="127.0.0.1",
+        checked=checked,
+    )
 
 
 def _document(fleet: _Fleet, vm: Vm) -> dict[str, Any]:
