@@ -100,7 +100,7 @@ class _Fleet:
         if method != "GET":  # each approval's body is its own: checked as it comes
             return ask(self.endpoint, vm.address or "", method, body)
         request = _request(vm.address or "", method, body, self._poll_checked)
-        response = self.endpoint.handle(request)
+        response = self.endpoint.respond(request).response
         self._poll_checked = request.checked
         return response.status, response.body
 
@@ -112,8 +112,9 @@ def _seconds(clock: ManualClock) -> float:
 def ask(
     endpoint: ImdsEndpoint, address: str, method: str = "GET", body: bytes = b""
 ) -> tuple[int, bytes]:
-    """One request of the VM at ``address`` to ``endpoint``, as the socket server hands it."""
-    response = endpoint.handle(_request(address, method, body, None))
+    """One request of the VM at ``address`` to ``endpoint``, handed over as the socket server
+    hands it (:meth:`~forewarn.server.imds.ImdsEndpoint.respond`)."""
+    response = endpoint.respond(_request(address, method, body, None)).response
     return response.status, response.body
 
 
