@@ -342,11 +342,16 @@ class ScheduledEventsService:
         return Arrival(vm, pause, platform.now, document)
 
     def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
-        if not platform.reachable(vm_name):
-            return platform.pause(vm_name)
+        # One reading of the pause on every request's path: a VM that is down (impact under
+        # way, or gone) is not touched, and a touch that turned nothing on changes no pause.
+        pause = platform.pause(vm_name)
+        if pause is not None and not pause.warming_up:
+            return pause
         if self._replica is not None:
             return self._replica.requested(vm_name) or platform.pause(vm_name)
-        if platform.touch(vm_name) and self.journal is not None:
+        if not platform.touch(vm_name):
+            return pause
+        if self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
         return platform.pause(vm_name)
 

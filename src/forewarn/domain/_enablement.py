@@ -42,10 +42,13 @@ class Enablement:
 
         True when this request turned it on (the only requests worth journaling).
         """
-        self._registry.vm(vm_name)
         state = self._state
+        try:
+            enabled_at = state.enabled_at[vm_name]
+        except KeyError:  # every VM has an entry: the name is unknown, as the registry says
+            self._registry.vm(vm_name)
+            raise
         now = state.now
-        enabled_at = state.enabled_at[vm_name]
         idle = now - state.last_request[vm_name] >= state.timing.idle_period
         state.last_request[vm_name] = now
         if enabled_at is not None and not idle:

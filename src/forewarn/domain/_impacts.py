@@ -61,6 +61,12 @@ class Impacts:
             vm = state.vms.get(resource.name)
             if vm is None:
                 continue
+            until = state.unreachable_until.get(resource.name)
+            if until is not None and until <= state.now:
+                # Over, and read as absent by every reader: dropped, so the tables hold the
+                # VMs in an impact, not every VM a campaign ever reached (and its old event).
+                del state.unreachable_until[resource.name]
+                del state.impact_of_vm[resource.name]
             if event_type in REMOVES_VM:
                 self._registry.delete(vm)
             elif event_type is EventType.REDEPLOY or vm.host in state.failed_hosts:

@@ -43,6 +43,11 @@ class Pause:
     event_type: EventType | None = None
     event_id: str | None = None
 
+    @property
+    def warming_up(self) -> bool:
+        """The VM is up and asking, only not answered yet: its requests still count."""
+        return self.until is not None and self.event_type is None
+
 
 @dataclass(frozen=True, slots=True)
 class ImpactPolicies:

@@ -23,10 +23,12 @@ def event_fields(event: Event, version: ApiVersion) -> dict[str, Any]:
         resources = ["_" + r.name if r.iaas else r.name for r in event.resources]
     else:
         resources = [r.name for r in event.resources]
+    # ``_value_`` is what the ``value`` property returns, read without a call through the
+    # enum's descriptor: every event is encoded for every VM shown it, at every change.
     fields: dict[str, Any] = {
         "EventId": event.event_id,
-        "EventStatus": event.status.value,
-        "EventType": event.event_type.value,
+        "EventStatus": event.status._value_,
+        "EventType": event.event_type._value_,
         "ResourceType": event.resource_type,
         "Resources": resources,
         "NotBefore": format_not_before(event.not_before),
@@ -34,7 +36,7 @@ def event_fields(event: Event, version: ApiVersion) -> dict[str, Any]:
     if version.description:
         fields["Description"] = event.description
     if version.event_source:
-        fields["EventSource"] = event.source.value
+        fields["EventSource"] = event.source._value_
     if version.duration:
         fields["DurationInSeconds"] = event.duration_seconds
     return fields
