@@ -883,6 +883,13 @@ class ImdsProtocol(asyncio.Protocol):
     def close_idle(self) -> None:
         self._close()
 
+    def abort(self) -> None:
+        """End the connection at once, whatever it has not sent yet: the server is going
+        away (a plain close waits for a client that stopped reading, and would outlive it)."""
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
     def _reset(self) -> None:
         """Reset the connection (RST), as a VM that is off answers nothing but a refusal."""
         self._closing = True

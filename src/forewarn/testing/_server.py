@@ -7,8 +7,9 @@ thread. The platform is not thread-safe, so that loop becomes the only thread th
 :meth:`ServerThread.call` runs anything the test asks for on the loop and waits for it.
 
 Stopping closes the listeners and every connection still open (an application's keep-alive
-session would otherwise leave a transport for the garbage collector to warn about), then the
-loop, and joins the thread.
+session would otherwise leave a transport for the garbage collector to warn about), aborting
+those a plain close would leave waiting on a client that stopped reading, then the loop, and
+joins the thread.
 """
 
 from __future__ import annotations
@@ -136,7 +137,13 @@ class ServerThread:
         protocols, self._loop.protocols = self._loop.protocols, []
         for protocol in protocols:
             protocol.close_idle()
-        # Transports finish closing on the loop's next iterations.
+        # Transports finish closing on the loop's next iterations; one still sending to a
+        # client that stopped reading (a flood's unread answers) would not, and would be left
+        # for the garbage collector to warn about in whatever test runs then: it is aborted.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        for protocol in protocols:
+            protocol.abort()
         for _ in range(3):
             await asyncio.sleep(0)
 
