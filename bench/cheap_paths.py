@@ -25,7 +25,6 @@ import http.client
 import os
 import socket
 import statistics
-import subprocess
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,8 +35,8 @@ from typing import Any
 from bench.fleetgen import addresses, fleet_yaml
 from bench.report import Target
 from bench.servers import PATH, QUERY, Forewarn, cpu_seconds, fetch
-from bench.tools import free_port
-from bench.wrk import WrkResult, parse_output, write_script
+from bench.tools import free_port, pin_cores
+from bench.wrk import WrkResult, run_wrk, write_script
 
 HOST = "127.0.0.1"
 SERVER_CORE = 0
@@ -77,31 +76,18 @@ def run_pinned_wrk(
     connections: int,
     nice: int = 0,
 ) -> WrkResult:
-    """wrk on the load core (bounded: it stops itself, and a timeout backs it up)."""
-    command = [
+    """:func:`bench.wrk.run_wrk` on the load core, at ``nice`` (a flood must not starve the
+    prober beside it on that core)."""
+    _, load_prefix, _ = pin_cores()
+    return run_wrk(
         binary,
-        "-t1",
-        f"-c{connections}",
-        f"-d{max(1, round(duration))}s",
-        "--timeout",
-        "5s",
-        "-s",
-        str(script),
-    ]
-    for header in headers:
-        command += ["-H", header]
-    command.append(url)
-    prefix: list[str] = []
-    if (os.cpu_count() or 1) > LOAD_CORE:
-        prefix += ["taskset", "-c", str(LOAD_CORE)]
-    if nice:
-        prefix += ["nice", "-n", str(nice)]
-    done = subprocess.run(
-        prefix + command, capture_output=True, text=True, timeout=duration + 30, check=False
+        url,
+        script=script,
+        duration=duration,
+        connections=connections,
+        headers=headers,
+        prefix=[*load_prefix, *(["nice", "-n", str(nice)] if nice else [])],
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    return parse_output(done.stdout)
 
 
 # -- a 304 against a 200 ------------------------------------------------------------------
