@@ -29,9 +29,9 @@ from forewarn.testing import ForewarnPlatform
 
 
 def test_the_parse_cache_is_bounded_in_entry_size_and_count() -> None:
-    """A request over 2 KiB is not remembered; at most 16,384 are, then the cache starts
-    afresh (one entry per VM's poll is the use; a flood of distinct requests must not grow
-    it without bound)."""
+    """A request over 2 KiB is not remembered; at most 16,384 are, and when full the newest
+    makes room (one entry per VM's poll is the use; a flood of distinct requests must not
+    grow it without bound, nor push out the polls already known)."""
     cache = http._ParsedRequests()
     parsed = http._Parsed("GET", "/", "", {}, b"", True)
     cache.put(b"x" * http._CACHEABLE_REQUEST, parsed)
@@ -41,8 +41,15 @@ def test_the_parse_cache_is_bounded_in_entry_size_and_count() -> None:
     for index in range(http._PARSED_ENTRIES - 1):
         cache.put(b"%d" % index, parsed)
     assert cache.get(b"0") is parsed  # full: 16,384 entries
+    last = b"%d" % (http._PARSED_ENTRIES - 2)
     cache.put(b"one more", parsed)
-    assert (cache.get(b"0"), cache.get(b"one more")) == (None, parsed)
+    assert (cache.get(b"0"), cache.get(last), cache.get(b"one more")) == (parsed, None, parsed)
+    cache.put(b"and another", parsed)
+    assert (cache.get(b"0"), cache.get(b"one more"), cache.get(b"and another")) == (
+        parsed,
+        None,
+        parsed,
+    )
 
 
 @pytest.fixture
@@ -99,6 +106,34 @@ def test_a_poll_seen_before_is_answered_without_parsing_it_again(
             while not responses_complete(1)(data):
                 data += sock.recv(65536)
     assert len(parsers) == 1
+
+
+def test_a_connection_repeating_its_poll_needs_no_shared_entry(
+    port: int, parsers: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet whose VMs each send their own Host has more distinct polls than the shared
+    cache holds; a kept connection still answers its repeated poll without parsing it again,
+    from its own last poll, and a new connection finds it in the shared cache."""
+    poll = get(extra=b"X-Case: own connection\r\n")
+    looked_up: list[bytes] = []
+    real_get = http._ParsedRequests.get
+
+    def get_counted(cache: http._ParsedRequests, data: bytes) -> object:
+        looked_up.append(data)
+        return real_get(cache, data)
+
+    monkeypatch.setattr(http._ParsedRequests, "get", get_counted)
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+        for _ in range(3):
+            sock.sendall(poll)
+            data = b""
+            while not responses_complete(1)(data):
+                data += sock.recv(65536)
+            assert parse_responses(data)[0].status == 200
+    assert len(parsers) == 1  # parsed once, on the first poll
+    assert looked_up == [poll]  # and looked up in the shared cache only then
+    assert _asked(port, poll) == [200]  # a new connection: the shared cache knows it
+    assert (len(parsers), looked_up) == (1, [poll, poll])
 
 
 @pytest.mark.parametrize(

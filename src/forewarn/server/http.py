@@ -162,10 +162,14 @@ class _ParsedRequests:
         return self._entries.get(data)
 
     def put(self, data: bytes, parsed: _Parsed) -> None:
+        """Remember ``data``'s parse. When full, the newest entry makes room: a fleet with
+        more distinct polls than entries (VMs sending their own Host) cycles through them,
+        and starting afresh, or dropping the oldest, would drop each before it came round
+        again, so that none was ever found; this way all but the overflow are."""
         if len(data) > _CACHEABLE_REQUEST:
             return
         if len(self._entries) >= _PARSED_ENTRIES:
-            self._entries.clear()
+            self._entries.popitem()
         self._entries[data] = parsed
 
 
@@ -389,6 +393,7 @@ class ImdsProtocol(asyncio.Protocol):
         "_headers",
         "_held",
         "_last_active",
+        "_last_poll",
         "_limits",
         "_local",
         "_loop",
@@ -419,6 +424,8 @@ class ImdsProtocol(asyncio.Protocol):
         self._parsed = shared.parsed
         self._request_ids = shared.request_ids
         self._held: list[_Parsed] | None = None
+        # The bytes of the last poll on this connection whose parse is known, and that parse.
+        self._last_poll: tuple[bytes, _Parsed] | None = None
         # The last request made of a parse: a poller repeats the same bytes on a connection.
         self._request: tuple[_Parsed | None, ImdsRequest | None] = (None, None)
         self._fault_passed: _Parsed | None = None
@@ -504,7 +511,15 @@ class ImdsProtocol(asyncio.Protocol):
 
     def _receive(self, data: bytes) -> None:
         if self._request_started is None:  # between requests
-            parsed = self._parsed.get(data)
+            # A poller repeats its bytes on its connection: compared with the last ones, they
+            # are known without the shared cache, however many other VMs' polls it holds.
+            last = self._last_poll
+            if last is not None and last[0] == data:
+                parsed: _Parsed | None = last[1]
+            else:
+                parsed = self._parsed.get(data)
+                if parsed is not None:
+                    self._last_poll = (data, parsed)
             if parsed is not None:
                 try:
                     self._answer(parsed)
@@ -520,6 +535,7 @@ class ImdsProtocol(asyncio.Protocol):
                 and self._cacheable is not None
             ):
                 self._parsed.put(data, self._cacheable)
+                self._last_poll = (data, self._cacheable)
             return
         self._slow_path(data)
 
