@@ -80,7 +80,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
     found: list[Target] = []
     throughput = results.get("throughput")
     if throughput:
-        limits = {"keep-alive": 0.6, "new connection per request": 0.8}
+        # The issue's: keep-alive for the one-event document, and new connections, at 0.8x.
+        limits = {"keep-alive": 0.8, "new connection per request": 0.8}
         for mode in throughput["modes"]:
             found.append(
                 Target(
