@@ -35,12 +35,10 @@ from typing import Any
 from bench.fleetgen import addresses, fleet_yaml
 from bench.report import Target
 from bench.servers import PATH, QUERY, Forewarn, cpu_seconds, fetch
-from bench.tools import free_port, pin_cores
+from bench.tools import free_port, pin_cores, split_cores
 from bench.wrk import WrkResult, run_wrk, write_script
 
 HOST = "127.0.0.1"
-SERVER_CORE = 0
-LOAD_CORE = 1
 #: So high that the 304/200 comparison never meets a 429.
 UNLIMITED = 1e12
 FLOOD_CONNECTIONS = 50
@@ -57,9 +55,9 @@ class CheapPathError(AssertionError):
     """An answer was not what the scenario needs: no figure is valid."""
 
 
-def pin(pid: int, core: int) -> None:
-    """Every thread of ``pid`` on ``core`` (where the machine has it)."""
-    if core >= (os.cpu_count() or 1):
+def pin(pid: int, core: int | None) -> None:
+    """Every thread of ``pid`` on ``core`` (where the machine has one to spare)."""
+    if core is None:
         return
     for task in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
@@ -138,9 +136,10 @@ def run_not_modified(work: Path, *, wrk: str, duration: float, rounds: int) -> d
         control_port=free_port(),
         rate_limit=UNLIMITED,
     )
+    cores = split_cores()
     with server:
         assert server.process is not None
-        pin(server.process.pid, SERVER_CORE)
+        pin(server.process.pid, None if cores is None else cores[0])
         vm_address = next(addresses(1))
         url = server.url.replace(HOST, vm_address)
         tag = _tag_of(vm_address, server.port)
@@ -300,11 +299,12 @@ def run_flood(work: Path, *, wrk: str, seconds: float, rounds: int) -> dict[str,
     )
     flooder, *victims = addresses(VICTIMS + 1)
     own_cores = os.sched_getaffinity(0)
+    cores = split_cores()
     found: list[FloodRound] = []
     with server:
         assert server.process is not None
-        pin(server.process.pid, SERVER_CORE)
-        pin(os.getpid(), LOAD_CORE)
+        pin(server.process.pid, None if cores is None else cores[0])
+        pin(os.getpid(), None if cores is None else cores[1])
         try:
             flood_url = f"http://{flooder}:{server.port}{PATH}?{QUERY}"
             for _ in range(rounds):

@@ -163,15 +163,22 @@ def stop(process: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, grace: 
             stream.close()
 
 
-def pin_cores() -> tuple[list[str], list[str], dict[str, int] | None]:
-    """taskset prefixes for the server and the load generator, a core each when there are two
-    (the issue's rule: what the generator spends never competes with the server), and which
-    cores they are, for the report; no prefixes and None on a single core or without taskset."""
+def split_cores() -> tuple[int, int] | None:
+    """The server's core and the load generator's, a core each when this process may run on
+    two (the issue's rule: what the generator spends never competes with the server)."""
     cores = sorted(os.sched_getaffinity(0))
+    return (cores[0], cores[1]) if len(cores) >= 2 else None
+
+
+def pin_cores() -> tuple[list[str], list[str], dict[str, int] | None]:
+    """taskset prefixes for the server and the load generator (:func:`split_cores`), and
+    which cores they are, for the report; no prefixes and None on a single core or without
+    taskset."""
+    cores = split_cores()
     taskset = which("taskset")
-    if len(cores) < 2 or taskset is None:
+    if cores is None or taskset is None:
         return [], [], None
-    server, generator = cores[0], cores[1]
+    server, generator = cores
     return (
         [taskset, "-c", str(server)],
         [taskset, "-c", str(generator)],
