@@ -18,6 +18,7 @@ from forewarn.domain.documents import FIRST_INCARNATION, Document
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.platform import CampaignView, EventView, Platform
 from forewarn.domain.timing import TimingProfile
+from forewarn.domain.vms import Vm
 
 GUID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$")
 
@@ -37,6 +38,10 @@ class Snapshot:
     receiving: dict[str, bool]
     campaigns: tuple[CampaignView, ...]
     hosts: dict[str, str]
+    #: What a request of each VM meets: the VM found at its address, whether it is paused,
+    #: and the document it is shown; with the platform's count of changes to them.
+    met: dict[str, tuple[Vm | None, bool, Document]]
+    changes: int
 
     @classmethod
     def take(cls, platform: Platform) -> Snapshot:
@@ -49,6 +54,15 @@ class Snapshot:
             receiving={name: platform.receiving(name) for name in names},
             campaigns=platform.campaigns(),
             hosts={vm.name: vm.host for vm in platform.vms()},
+            met={
+                vm.name: (
+                    platform.vm_at(vm.address) if vm.address is not None else vm,
+                    platform.pause(vm.name) is not None,
+                    platform.document(vm.name),
+                )
+                for vm in platform.vms()
+            },
+            changes=platform.changes,
         )
 
 
@@ -101,6 +115,7 @@ class Invariants:
             self.check_fault_domains_on_their_own_hosts,
             self.check_vm_removal,
             self.check_impact,
+            self.check_changes_counted,
         ):
             check(previous, current)
         self.last = current
@@ -357,3 +372,17 @@ class Invariants:
                 view.event.status is EventStatus.STARTED and view.event.impacts(name)
                 for view in current.events.values()
             ), f"{name} unreachable with no Started event impacting it"
+
+    def check_changes_counted(self, previous: Snapshot, current: Snapshot) -> None:
+        """Not in the documents: the service answers a VM's repeated request from what its
+        last one met while :attr:`Platform.changes` reads the same, so nothing a request
+        meets may change without it: no VM comes, goes or moves, no document is replaced,
+        and no pause begins (one may end with time alone: nothing is kept while paused)."""
+        if current.changes != previous.changes:
+            return
+        assert current.met.keys() == previous.met.keys(), "the fleet changed uncounted"
+        for name, (vm, paused, document) in current.met.items():
+            vm_before, paused_before, document_before = previous.met[name]
+            assert vm is vm_before, f"{name}: its VM changed uncounted"
+            assert document is document_before, f"{name}: its document changed uncounted"
+            assert paused_before or not paused, f"{name}: a pause began uncounted"

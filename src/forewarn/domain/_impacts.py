@@ -32,6 +32,8 @@ class Impacts:
 
         A VM already in a longer impact stays in it; a Reboot chosen to freeze instead
         (:meth:`freeze_instead`) makes its VM live through a Freeze of its own length.
+        The pauses begun are counted in ``state.changes`` by the documents' refresh that
+        every start makes (the event is shown Started).
         """
         state = self._state
         now = state.now
@@ -113,6 +115,7 @@ class Impacts:
             )
         state.unreachable_until[name] = state.now + shorter
         state.impact_of_vm[name] = event
+        state.changes += 1
 
     def reachable(self, name: str) -> bool:
         """False while an impact (reboot, freeze, redeploy) is under way, or once deleted."""

@@ -83,6 +83,10 @@ class PlatformState:
         self.now = now
         self.timing = timing
         self.new_event_id = new_event_id
+        # How many times what a VM's request meets (its VM, its pause, its enablement, its
+        # document) may have changed: a reader that keeps what a request met compares this
+        # instead of looking it all up again (the service, for every VM's every poll).
+        self.changes = 0
         # -- the registry
         self.vms: dict[str, Vm] = {}
         self.scale_sets: dict[str, ScaleSet] = {}
@@ -118,6 +122,7 @@ class PlatformState:
 
     def forget_vm(self, name: str) -> None:
         """Drop ``name`` from every table keyed by VM name but the registry's own."""
+        self.changes += 1
         for table in (
             self.documents,
             self.visible,
@@ -137,6 +142,7 @@ class PlatformState:
 
     def refresh(self, names: Iterable[str]) -> None:
         """Rebuild the documents of ``names`` from the events they are shown."""
+        self.changes += 1
         events = self.events
         documents = self.documents
         for name in names:

@@ -87,6 +87,12 @@ class Platform:
         return self._state.now
 
     @property
+    def changes(self) -> int:
+        """How many times what a VM's request meets (its VM, its pause, its enablement, its
+        document) may have changed; equal readings mean none of it has."""
+        return self._state.changes
+
+    @property
     def timing(self) -> TimingProfile:
         """The durations this platform's lifecycle uses."""
         return self._state.timing
@@ -186,6 +192,23 @@ class Platform:
         True when this request turned it on (the only requests worth journaling).
         """
         return self._enablement.touch(vm_name)
+
+    def arrive(self, vm_name: str) -> tuple[Pause | None, bool]:
+        """A request from ``vm_name`` arrived: it counts as a request (:meth:`touch`) unless
+        the VM is down (an impact under way, or gone), when nothing inside it could be
+        asking; a warming-up VM is up, only not answered yet, so its requests count.
+
+        The pause the request meets (None: it is answered now), one reading of it unless
+        this request turned Scheduled Events on, and whether it did (the only requests worth
+        journaling). Every VM's every request comes here, so it is one call.
+        """
+        impacts = self._impacts
+        pause = impacts.pause(vm_name)
+        if pause is not None and not pause.warming_up:
+            return pause, False
+        if not self._enablement.touch(vm_name):
+            return pause, False
+        return impacts.pause(vm_name), True
 
     def assume_requests_now(self) -> None:
         """Count every enabled VM as having just asked: after a restart of the service, whose
