@@ -198,6 +198,8 @@ class ScheduledEventsService:
         self._faults = FaultPlan()
         # api-version name -> VM name -> its document's encoding
         self._encoded: dict[str, dict[str, EncodedDocument]] = {}
+        # The address a request arrived at -> what it found there (request_from)
+        self._known: dict[str, _Known] = {}
         #: Set when front-ends share the journal (forewarn.cluster): the platform is then
         #: the replica's, moved by journal records alone.
         self._replica = replica
@@ -223,6 +225,7 @@ class ScheduledEventsService:
         """Serve ``platform`` from now on (a shared journal's replica was rebuilt)."""
         self._platform = platform
         self._encoded.clear()
+        self._known.clear()
 
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""
@@ -332,28 +335,58 @@ class ScheduledEventsService:
         for every request: the calling VM, why it cannot be answered now if it cannot, the
         platform time it arrived at (the answer's Date) and, for a request of Scheduled
         Events, the document as ``version`` shows it after this request; None when no VM
-        answers at those addresses."""
+        answers at those addresses.
+
+        What a VM's request found is kept by the address it arrived at while the VM was
+        answerable (:class:`_Known`): while the platform has not changed since
+        (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
+        same document, and only counts as a request. Most of a fleet's polls are those.
+        """
         platform = self._caught_up()
-        vm = _vm_calling(platform, local_address, peer_address)
-        if vm is None:
+        known = self._known.get(local_address)
+        if known is not None and known.changes == platform.changes and known.version is version:
+            vm = known.vm
+            # Not down, so the request counts (Platform.arrive's rule): only a touch that
+            # turned Scheduled Events on (a VM back after the idle period) changes anything.
+            if not platform.touch(vm.name):
+                return Arrival(vm, None, platform.now, known.document)
+            self._journal_touch(platform, vm.name)
+            return self._arrived(platform, vm, version, platform.pause(vm.name))
+        calling = _vm_calling(platform, local_address, peer_address)
+        if calling is None:
             return None
-        pause = self._requested(platform, vm.name)
+        arrival = self._arrived(platform, calling, version, self._requested(platform, calling.name))
+        if arrival.pause is None and calling.address == local_address and self._replica is None:
+            # Kept under the VM's own address string (the caller's is one per connection).
+            self._known[calling.address] = _Known(
+                platform.changes, calling, version, arrival.document
+            )
+        return arrival
+
+    def _arrived(
+        self, platform: Platform, vm: Vm, version: ApiVersion | None, pause: Pause | None
+    ) -> Arrival:
         document = None if version is None else self._encoded_of(platform, vm.name, version)
         return Arrival(vm, pause, platform.now, document)
 
-    def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
-        # One reading of the pause on every request's path: a VM that is down (impact under
-        # way, or gone) is not touched, and a touch that turned nothing on changes no pause.
-        pause = platform.pause(vm_name)
-        if pause is not None and not pause.warming_up:
-            return pause
-        if self._replica is not None:
-            return self._replica.requested(vm_name) or platform.pause(vm_name)
-        if not platform.touch(vm_name):
-            return pause
+    def _journal_touch(self, platform: Platform, vm_name: str) -> None:
+        """A request from ``vm_name`` turned Scheduled Events on: the only requests that
+        change state, so the only ones journaled."""
         if self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
-        return platform.pause(vm_name)
+
+    def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
+        if self._replica is not None:
+            # Whether the request counts is the same rule (Pause.warming_up), but the
+            # replica journals the touch, as every front-end must apply it.
+            pause = platform.pause(vm_name)
+            if pause is not None and not pause.warming_up:
+                return pause
+            return self._replica.requested(vm_name) or platform.pause(vm_name)
+        pause, turned_on = platform.arrive(vm_name)
+        if turned_on:
+            self._journal_touch(platform, vm_name)
+        return pause
 
     def impacts(self) -> dict[str, Pause]:
         """The VMs under an impact now (for impact hooks)."""
@@ -547,6 +580,21 @@ class Arrival(NamedTuple):
     pause: Pause | None
     at: datetime
     document: EncodedDocument | None
+
+
+class _Known:
+    """What a VM's request found at the address it arrived at, while the platform had
+    changed ``changes`` times: the VM, answerable, and its document as ``version`` shows it."""
+
+    __slots__ = ("changes", "document", "version", "vm")
+
+    def __init__(
+        self, changes: int, vm: Vm, version: ApiVersion | None, document: EncodedDocument | None
+    ) -> None:
+        self.changes = changes
+        self.vm = vm
+        self.version = version
+        self.document = document
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:

@@ -74,6 +74,11 @@ def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[by
 
 
 _HeadKey = tuple[int, bytes | None, bool]
+#: A response, and its bytes before the request id and after the Date.
+_Wire = tuple[ImdsResponse, bytes, bytes]
+#: Distinct answers remembered as written: a few per document shown (200 and 304, each with
+#: and without keep-alive), documents shared by the VMs shown the same events.
+_WIRE_ENTRIES = 4096
 #: Who a connection is: the address it called and the address it came from, which is how the
 #: endpoint tells VMs apart.
 _Caller = tuple[str, str]
@@ -357,7 +362,7 @@ class _Shared:
     response heads (one per status, Content-Type and keep-alive, made once), however many VM
     addresses it listens on."""
 
-    __slots__ = ("date", "heads", "held", "loop", "parsed", "refused", "request_ids")
+    __slots__ = ("date", "heads", "held", "loop", "parsed", "refused", "request_ids", "wire")
 
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
         clock = endpoint.service.now
@@ -371,6 +376,27 @@ class _Shared:
             key: _head(*key)
             for key in itertools.product(_REASONS, (JSON, TEXT, None), (True, False))
         }
+        # Documents' answers as written, by the answer's identity and keep-alive.
+        self.wire: dict[int, _Wire] = {}
+
+    def wire_of(self, response: ImdsResponse, keep_alive: bool) -> _Wire:
+        """What is written around the request id and the Date for ``response``: made once
+        for a document's 200 or 304, which every poll of the VMs shown it repeats (the
+        endpoint answers an unchanged document with the same response object), and
+        remembered with the response, so its identity cannot be another's meanwhile."""
+        status = response.status
+        before, end = self.heads[status, response.content_type, keep_alive]
+        etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
+        if status == 304:  # no body, so no length (RFC 9110 8.6)
+            after = etag + end
+        else:
+            after = b"Content-Length: %d\r\n%s%s%s" % (len(response.body), etag, end, response.body)
+        wire = (response, before, after)
+        if status in (200, 304):  # error answers are mostly built per request
+            if len(self.wire) >= _WIRE_ENTRIES:
+                self.wire.clear()
+            self.wire[(id(response) << 1) | keep_alive] = wire
+        return wire
 
 
 _SHARED: weakref.WeakKeyDictionary[ImdsEndpoint, _Shared] = weakref.WeakKeyDictionary()
@@ -825,26 +851,14 @@ class ImdsProtocol(asyncio.Protocol):
 
     def _encode(self, response: ImdsResponse, keep_alive: bool, at: datetime) -> bytes:
         """The response's bytes, with a new request id and the Date of platform time ``at``."""
-        status = response.status
-        head = self._shared.heads[status, response.content_type, keep_alive]
-        etag = b"" if response.etag is None else b"ETag: %s\r\n" % response.etag
-        if status == 304:  # no body, so no length (RFC 9110 8.6)
-            return b"%s%s\r\nDate: %s\r\n%s%s" % (
-                head[0],
-                self._request_ids.next(),
-                self._date.value(at),
-                etag,
-                head[1],
-            )
-        body = response.body
-        return b"%s%s\r\nDate: %s\r\nContent-Length: %d\r\n%s%s%s" % (
-            head[0],
+        wire = self._shared.wire.get((id(response) << 1) | keep_alive)
+        if wire is None or wire[0] is not response:
+            wire = self._shared.wire_of(response, keep_alive)
+        return b"%s%s\r\nDate: %s\r\n%s" % (
+            wire[1],
             self._request_ids.next(),
             self._date.value(at),
-            len(body),
-            etag,
-            head[1],
-            body,
+            wire[2],
         )
 
     def _reply_and_close(self, status: int, message: str) -> None:

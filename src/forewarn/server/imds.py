@@ -23,7 +23,7 @@ from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
-from forewarn.service import Arrival, ScheduledEventsService
+from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire import errors as messages
 from forewarn.wire import instance as instance_wire
@@ -248,37 +248,30 @@ class ImdsEndpoint:
         checked = request.checked
         if checked is None:
             checked = request.checked = self._check(request)
-        polled = (
-            checked.version if isinstance(checked, Checked) and request.method == "GET" else None
-        )
+        polled = checked.version if isinstance(checked, Checked) and method == "GET" else None
         arrival = self.service.request_from(request.local_address, request.peer_address, polled)
         if arrival is None:
             message = f"Bad request. No virtual machine answers at {request.local_address}"
             return Answer(_error(400, message), None, self.service.now())
-        vm = arrival.vm
-        return Answer(self._answer_vm(request, checked, arrival), vm, arrival.at)
-
-    def _answer_vm(
-        self, request: ImdsRequest, checked: ImdsResponse | Checked, arrival: Arrival
-    ) -> ImdsResponse:
-        if arrival.pause is not None:
-            return self._paused(arrival.pause)
-        vm = arrival.vm
+        # One body for every VM's every request (a poll above all): each call saved here is
+        # saved on every poll of the fleet.
+        vm, pause, at, encoded = arrival
+        if pause is not None:
+            return Answer(self._paused(pause), vm, at)
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
-            return _TOO_MANY
-        if isinstance(checked, ImdsResponse):
-            return checked
-        if checked.version is not None:  # Scheduled Events
-            encoded = arrival.document
-            if encoded is not None:  # a GET
-                tags = checked.tags
-                if tags is not None and _matches(tags, encoded.tag):
-                    return _not_modified(encoded.etag)
-                return _ok(encoded.body, encoded.etag)
-            return self._approve(vm, request.body)
-        if request.path == VERSIONS_PATH:
-            return ImdsResponse(200, instance_wire.versions_body())
-        return self._instance(vm, request.path, checked.query)
+            return Answer(_TOO_MANY, vm, at)
+        if not isinstance(checked, Checked):  # refused by the request's own bytes
+            return Answer(checked, vm, at)
+        if encoded is not None:  # a GET of Scheduled Events
+            tags = checked.tags
+            if tags is not None and _matches(tags, encoded.tag):
+                return Answer(_not_modified(encoded.etag), vm, at)
+            return Answer(_ok(encoded.body, encoded.etag), vm, at)
+        if checked.version is not None:  # a POST of Scheduled Events
+            return Answer(self._approve(vm, request.body), vm, at)
+        if path == VERSIONS_PATH:
+            return Answer(ImdsResponse(200, instance_wire.versions_body()), vm, at)
+        return Answer(self._instance(vm, path, checked.query), vm, at)
 
     def _check(self, request: ImdsRequest) -> ImdsResponse | Checked:
         """The checks after the rate limit (SPEC 1's order): a refusal, or what is asked."""
