@@ -136,6 +136,47 @@ def test_a_connection_repeating_its_poll_needs_no_shared_entry(
     assert (len(parsers), looked_up) == (1, [poll, poll])
 
 
+def test_polls_differing_only_in_their_host_share_one_parse(
+    port: int, parsers: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VMs at their own addresses each send their own Host (``_ParsedRequests``): their
+    polls are one parse, each request still carrying its own Host. A Host that is not one
+    plain name is only found again in the same bytes, and a Host folded from two lines is not
+    shared at all."""
+    seen: list[str | None] = []
+    real_answer = http.ImdsProtocol._answer
+
+    def answer(protocol: http.ImdsProtocol, parsed: http._Parsed) -> None:
+        seen.append(parsed.headers.get("host"))
+        real_answer(protocol, parsed)
+
+    monkeypatch.setattr(http.ImdsProtocol, "_answer", answer)
+    poll = get(extra=b"X-Case: own host\r\n")
+    for host in (b"127.1.0.1:80", b"127.1.0.2", b"[::1]:8080"):
+        assert _asked(port, poll.replace(b"169.254.169.254", host)) == [200]
+    assert (len(parsers), seen) == (1, ["127.1.0.1:80", "127.1.0.2", "[::1]:8080"])
+    odd = poll.replace(b"169.254.169.254", b"a b")
+    twice = poll.replace(b"X-Case", b"Host: 127.1.0.3\r\nX-Case")
+    for request in (odd, odd, twice, twice):
+        assert _asked(port, request) == [200]
+    assert len(parsers) == 4
+    assert seen[3:] == ["a b", "a b", "169.254.169.254, 127.1.0.3", "169.254.169.254, 127.1.0.3"]
+
+
+def test_the_host_left_out_of_a_shared_parse_is_one_plain_line() -> None:
+    """Only a head's one ``Host:`` line whose value is a plain name or address is left out."""
+    head = b"GET / HTTP/1.1\r\nHost: %s\r\nMetadata: true\r\n\r\n"
+    for value in (b"169.254.169.254", b"vm-1.example:8080", b"[fe80::1]:80"):
+        assert http._host_free(head % value) == (
+            b"GET / HTTP/1.1\r\nMetadata: true\r\n\r\n",
+            value.decode(),
+        )
+    for value in (b"", b"a b", b"a\tb", b"x" * 256, "\u00e9".encode()):
+        assert http._host_free(head % value) == (head % value, None)
+    after_head = b"GET / HTTP/1.1\r\nMetadata: true\r\n\r\nHost: a\r\n"
+    assert http._host_free(after_head) == (after_head, None)
+
+
 @pytest.mark.parametrize(
     ("parts", "answers"),
     [

@@ -4,8 +4,8 @@ Why not a framework: every VM polls once a second, often on a new connection eac
 this endpoint's throughput decides how many VMs one process can serve (see the benchmarks in
 ``bench/``). httptools (the parser uvicorn uses) does the HTTP parsing; this module only keeps
 connections, applies the size limits before buffering anything, reuses the parse of a poll it
-has seen byte for byte (:class:`_ParsedRequests`), and writes pre-formatted responses. The
-request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
+has seen byte for byte, Host aside (:class:`_ParsedRequests`), and writes pre-formatted
+responses. The request handling itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import heapq
 import itertools
+import re
 import socket
 import struct
 import weakref
@@ -129,8 +130,8 @@ class _ReadingEndedError(Exception):
 _CACHEABLE_URL = 512
 _SECOND = timedelta(seconds=1)
 _CACHEABLE_REQUEST = 2048
-#: One entry per distinct request (10,000 VMs at their own addresses send 10,000 Host
-#: headers); at most a few MiB.
+#: One entry per distinct request, Host aside (a fleet's pollers are a few); at most a few
+#: MiB however many distinct requests arrive.
 _PARSED_ENTRIES = 16384
 
 
@@ -150,12 +151,17 @@ class _Parsed:
 
 
 class _ParsedRequests:
-    """Requests already parsed, by their exact bytes, shared by every connection.
+    """Requests already parsed, by their bytes, shared by every connection.
 
     A VM polls with the same bytes every second, so parsing each poll again would only redo
     work whose outcome is known. Only a read holding exactly one whole bodiless GET, arriving
     between requests, is remembered, so skipping the parser leaves it where it was. The
     endpoint still runs every check on every request: only the HTTP parsing is reused.
+
+    VMs at their own addresses each send their own Host, and nothing the endpoint decides
+    reads it, so a request whose Host is one plain name or address is kept by its bytes
+    without that line (:func:`_host_free`): a fleet's polls are one entry, found by a VM's
+    first poll on each new connection too, and the Host is put back for each request.
     """
 
     __slots__ = ("_entries",)
@@ -164,18 +170,56 @@ class _ParsedRequests:
         self._entries: dict[bytes, _Parsed] = {}
 
     def get(self, data: bytes) -> _Parsed | None:
-        return self._entries.get(data)
+        key, host = _host_free(data)
+        parsed = self._entries.get(key)
+        if parsed is None or host is None:
+            return parsed
+        return _Parsed(
+            parsed.method,
+            parsed.path,
+            parsed.query,
+            {"host": host, **parsed.headers},
+            parsed.body,
+            parsed.keep_alive,
+            parsed.checked,
+        )
 
     def put(self, data: bytes, parsed: _Parsed) -> None:
         """Remember ``data``'s parse. When full, the newest entry makes room: a fleet with
-        more distinct polls than entries (VMs sending their own Host) cycles through them,
-        and starting afresh, or dropping the oldest, would drop each before it came round
-        again, so that none was ever found; this way all but the overflow are."""
+        more distinct polls than entries cycles through them, and starting afresh, or
+        dropping the oldest, would drop each before it came round again, so that none was
+        ever found; this way all but the overflow are."""
         if len(data) > _CACHEABLE_REQUEST:
             return
+        key, host = _host_free(data)
+        if host is not None:
+            if parsed.headers.get("host") != host:  # another Host header folded into it
+                return
+            headers = {name: value for name, value in parsed.headers.items() if name != "host"}
+            parsed = dataclasses.replace(parsed, headers=headers)
         if len(self._entries) >= _PARSED_ENTRIES:
             self._entries.popitem()
-        self._entries[data] = parsed
+        self._entries[key] = parsed
+
+
+_HOST_LINE = b"\r\nHost: "
+#: A Host that is a plain name, address or [IPv6] address, with an optional port.
+_PLAIN_HOST = re.compile(rb"[A-Za-z0-9.:\[\]-]{1,255}")
+
+
+def _host_free(data: bytes) -> tuple[bytes, str | None]:
+    """``data`` without its Host line, and that Host; ``data`` itself and None when its head
+    has no ``Host:`` line (spelled as clients send it) or its value is not plain: a value the
+    parser could refuse, or that is too long, must reach the parser, so it is kept whole."""
+    start = data.find(_HOST_LINE)
+    head_end = data.find(b"\r\n\r\n")
+    if start < 0 or start >= head_end:
+        return data, None
+    begin = start + len(_HOST_LINE)
+    end = data.find(b"\r\n", begin)
+    if _PLAIN_HOST.fullmatch(data, begin, end) is None:
+        return data, None
+    return data[:start] + data[end:], data[begin:end].decode("ascii")
 
 
 class _DateHeader:
