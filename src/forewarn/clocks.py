@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -12,8 +13,9 @@ from forewarn.domain.clock import Clock, ManualClock, ensure_utc
 class SystemClock:
     """The machine's UTC time."""
 
-    def now(self) -> datetime:
-        return datetime.now(UTC)
+    def __init__(self) -> None:
+        # Read on every request: the C function itself, without a method around it.
+        self.now: Callable[[], datetime] = functools.partial(datetime.now, UTC)
 
 
 class ScaledClock:

@@ -123,20 +123,22 @@ class FaultPlan:
     :meth:`faults` so a run can be repeated.
     """
 
-    __slots__ = ("_faults", "_next_id", "_seeds")
+    __slots__ = ("_next_id", "_seeds", "active")
 
     def __init__(self, seed: int | None = None) -> None:
-        self._faults: list[ActiveFault] = []
+        #: The faults in force, oldest first (some may have expired since the last look);
+        #: read only. Every request's path asks whether it is empty, and only that.
+        self.active: list[ActiveFault] = []
         self._next_id = 1
         self._seeds = random.Random(seed) if seed is not None else random.SystemRandom()
 
     def __bool__(self) -> bool:
-        """Whether any rule is held: the request path asks this first, and only this."""
-        return bool(self._faults)
+        """Whether any rule is held."""
+        return bool(self.active)
 
     def add(self, rule: FaultRule, now: float) -> ActiveFault:
         self._expire(now)
-        if len(self._faults) >= MAX_FAULTS:
+        if len(self.active) >= MAX_FAULTS:
             raise InvalidInputError(f"at most {MAX_FAULTS} faults at once; clear some first")
         seed = rule.seed if rule.seed is not None else self._seeds.randrange(2**32)
         fault = ActiveFault(
@@ -148,31 +150,31 @@ class FaultPlan:
             _rng=random.Random(seed),
         )
         self._next_id += 1
-        self._faults.append(fault)
+        self.active.append(fault)
         return fault
 
     def faults(self, now: float) -> tuple[ActiveFault, ...]:
         """The rules still in force, oldest first (spent and expired ones are dropped)."""
         self._expire(now)
-        return tuple(self._faults)
+        return tuple(self.active)
 
     def clear(self, fault_id: int | None = None, *, vm: str | None = None) -> int:
         """Drop one rule by id, every rule for ``vm``, or all of them; how many went."""
-        before = len(self._faults)
+        before = len(self.active)
         if fault_id is not None:
-            self._faults = [f for f in self._faults if f.id != fault_id]
+            self.active = [f for f in self.active if f.id != fault_id]
         elif vm is not None:
-            self._faults = [f for f in self._faults if f.rule.vm != vm]
+            self.active = [f for f in self.active if f.rule.vm != vm]
         else:
-            self._faults = []
-        return before - len(self._faults)
+            self.active = []
+        return before - len(self.active)
 
     def pick(self, vm: str, now: float) -> FaultRule | None:
         """The fault this request from ``vm`` meets, if any: the oldest live matching rule
         whose draw hits. A rule that does not match the VM draws nothing, so one VM's
         traffic never shifts another's seeded sequence."""
         chosen: FaultRule | None = None
-        for fault in self._faults:
+        for fault in self.active:
             rule = fault.rule
             if rule.vm is not None and rule.vm != vm:
                 continue
@@ -189,5 +191,5 @@ class FaultPlan:
         return chosen
 
     def _expire(self, now: float) -> None:
-        if any(not fault.live(now) for fault in self._faults):
-            self._faults = [fault for fault in self._faults if fault.live(now)]
+        if any(not fault.live(now) for fault in self.active):
+            self.active = [fault for fault in self.active if fault.live(now)]

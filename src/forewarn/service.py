@@ -217,9 +217,12 @@ class ScheduledEventsService:
         return now
 
     def _caught_up(self) -> Platform:
-        """The platform, brought up to the clock: the one way public methods reach it."""
-        self.catch_up()
-        return self._platform
+        """The platform, brought up to the clock: the one way public methods reach it.
+        :meth:`catch_up` written out, as every VM's every request starts here."""
+        platform = self._platform
+        if self._replica is None:
+            platform.advance_to(self._clock.now())
+        return platform
 
     def _adopt(self, platform: Platform) -> None:
         """Serve ``platform`` from now on (a shared journal's replica was rebuilt)."""
@@ -564,7 +567,7 @@ class ScheduledEventsService:
         """The fault a request arriving at ``local_address`` meets now (by ``monotonic``), if
         any. Requests no VM answers for meet none: the endpoint refuses them as it always
         does. The clock is read only when a fault is set: this is on every request's path."""
-        if not self._faults:
+        if not self._faults.active:
             return None
         vm = self.resolve_vm(local_address, peer_address)
         if vm is None:

@@ -24,7 +24,7 @@ so a reader that catches up before answering sees exactly the state the clock im
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from forewarn.domain._campaigns import Campaigns
 from forewarn.domain._enablement import Enablement
@@ -280,8 +280,9 @@ class Platform:
         return campaign_view(campaign)
 
     def advance_to(self, now: datetime) -> None:
-        """Apply every deadline due at or before ``now``, oldest first."""
-        self._deadlines.advance_to(ensure_utc(now), self._parts)
+        """Apply every deadline due at or before ``now``, oldest first. Every request catches
+        up first, with a clock's own UTC time, which needs no converting."""
+        self._deadlines.advance_to(now if now.tzinfo is UTC else ensure_utc(now), self._parts)
 
     def next_deadline(self) -> datetime | None:
         """When the next lifecycle step is due, so a runner can wake up for it."""

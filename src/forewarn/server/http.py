@@ -561,6 +561,15 @@ class ImdsProtocol(asyncio.Protocol):
                 assert self._transport is not None  # only a connected transport reads
                 self._transport.pause_reading()
             return
+        last = self._last_poll
+        if last is not None and last[0] == data and self._request_started is None:
+            # A poller repeating its poll on its connection, as every kept-alive VM does
+            # every second: the one case answered here, without _receive's call.
+            try:
+                self._answer(last[1])
+            except Exception as exc:  # the same 500 as when the parser calls the endpoint
+                self._internal_error(exc)
+            return
         self._receive(data)
 
     def take_turn(self) -> None:

@@ -45,16 +45,17 @@ class RequestIds:
     """``x-ms-request-id`` values: a GUID per response, as the real service sends (SPEC 1).
 
     A random prefix per process and a counter: unique without the cost of a uuid4 per poll.
+    :attr:`next` is made of C iterators, so taking a value costs no Python call.
     """
 
-    __slots__ = ("_counter", "_prefix")
+    __slots__ = ("next",)
 
     def __init__(self) -> None:
-        self._prefix = str(uuid.uuid4())[:24].encode()
-        self._counter = itertools.count(1)
-
-    def next(self) -> bytes:
-        return b"%s%012x" % (self._prefix, next(self._counter) & 0xFFFFFFFFFFFF)
+        prefix = str(uuid.uuid4())[:24].encode()
+        # 1 .. 2**48 - 1 (twelve hex digits), then again: the GUID's shape holds for ever.
+        counter = itertools.chain.from_iterable(itertools.repeat(range(1, 1 << 48)))
+        values = map(b"%s%012x".__mod__, zip(itertools.repeat(prefix), counter))
+        self.next: Callable[[], bytes] = functools.partial(next, values)
 
 
 @dataclass(frozen=True, slots=True)
