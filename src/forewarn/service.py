@@ -360,10 +360,13 @@ class ScheduledEventsService:
             return None
         arrival = self._arrived(platform, calling, version, self._requested(platform, calling.name))
         if arrival.pause is None and calling.address == local_address and self._replica is None:
-            # Kept under the VM's own address string (the caller's is one per connection).
-            self._known[calling.address] = _Known(
-                platform.changes, calling, version, arrival.document
-            )
+            if known is None:  # kept under the VM's own address string, not the caller's
+                self._known[calling.address] = _Known(
+                    platform.changes, calling, version, arrival.document
+                )
+            else:  # out of date: brought up to date in place, as a campaign does to each
+                known.changes, known.vm = platform.changes, calling
+                known.version, known.document = version, arrival.document
         return arrival
 
     def _arrived(
