@@ -17,8 +17,10 @@ import pytest
 
 from forewarn.domain import operations
 from forewarn.domain.documents import FIRST_INCARNATION, Document
+from forewarn.domain.errors import UnknownVmError
 from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.domain.ids import EventIdFactory
+from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED, FAST, TimingProfile
 from forewarn.domain.vms import Vm
@@ -233,3 +235,41 @@ def test_after_a_restart_enabled_vms_count_as_having_just_asked() -> None:
     platform.advance_to(START + DAY + timedelta(hours=1))
     assert platform.receiving("on")
     assert not platform.receiving("never")
+
+
+def test_a_request_arriving_counts_unless_the_vm_is_down() -> None:
+    """What a VM's request does (``Platform.arrive``, every request's path): it counts as a
+    request, turning Scheduled Events on when it is the first (SPEC 7), and while the VM warms
+    up after it ("a delayed response in your first call of up to two minutes") its requests
+    still count; a VM down in an impact cannot be asking, so what arrives in its name does not
+    count, and 24 hours after its last real request it is disabled all the same."""
+    platform = make_platform()
+    add(platform, "vm0", receiving=False, host="h1")
+    first, turned_on = platform.arrive("vm0")
+    assert first == Pause(START + 2 * MIN)
+    assert first.warming_up
+    assert turned_on is True
+    platform.advance_to(START + MIN)
+    warming_up, turned_on = platform.arrive("vm0")
+    assert (warming_up, turned_on) == (first, False), "the same warm-up, counted"
+    platform.advance_to(START + 2 * MIN)
+    assert platform.arrive("vm0") == (None, False)
+    last_request = START + 2 * MIN
+    platform.advance_to(last_request + DAY - MIN)
+    (event,) = operations.restart(platform, "vm0")
+    platform.approve("vm0", [event.event_id])  # the Reboot starts: vm0 is down
+    down, turned_on = platform.arrive("vm0")
+    assert down is not None
+    assert down.event_type is EventType.REBOOT
+    assert turned_on is False
+    platform.advance_to(last_request + DAY - SECOND)
+    assert platform.receiving("vm0")
+    platform.advance_to(last_request + DAY)
+    assert not platform.receiving("vm0"), "what arrived while down did not count"
+    assert platform.arrive("vm0") == (Pause(START + 2 * MIN + DAY + 2 * MIN), True)
+
+
+def test_a_request_in_an_unknown_vm_s_name_is_refused_by_name() -> None:
+    """A VM that does not exist cannot be touched, and the error says which name."""
+    with pytest.raises(UnknownVmError, match="'ghost'"):
+        make_platform().touch("ghost")
