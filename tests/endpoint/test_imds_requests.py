@@ -348,3 +348,39 @@ def test_a_vm_is_told_by_the_address_it_calls_from_when_the_one_it_calls_is_shar
         )
     )
     assert (response.status, response.body) == (200, b"b")
+
+
+def test_every_answer_carries_its_vm_and_the_platform_time(make_imds: type[Imds]) -> None:
+    """What a transport gets beside each response (``Answer``): the calling VM once the
+    request got as far as finding it, for the dashboard's timeline, and the platform time it
+    was answered at, for the Date header (SPEC 1: NotBefore is compared against it)."""
+    imds = make_imds(rate_limit=1.0)
+    vm = imds.add_vm("vm0")
+    imds.advance(timedelta(seconds=90))
+    event = imds.schedule(EventType.REBOOT, "vm0")
+    imds.monotonic.step = 0.0  # moved a second after each request: none is over the rate
+
+    def answered(method: str, path: str, query: str, body: bytes = b"") -> tuple[int, object]:
+        request = ImdsRequest(
+            method, path, query, {"metadata": "true"}, body, imds.addresses["vm0"], "127.0.0.1"
+        )
+        response, calling, at = imds.endpoint.respond(request)
+        assert at == imds.service.now(), (method, path, query)
+        imds.monotonic.advance(1.0)
+        return response.status, calling
+
+    current = "api-version=2020-07-01"
+    approval = orjson.dumps({"StartRequests": [{"EventId": event.event_id}]})
+    assert [
+        answered("GET", "/metadata/scheduledevents", current),
+        answered("GET", "/metadata/scheduledevents", "api-version=1999-01-01"),
+        answered("GET", "/metadata/versions", ""),
+        answered("GET", "/metadata/instance", "api-version=2021-02-01"),
+        answered("GET", "/metadata/nothing", current),
+        answered("PUT", "/metadata/scheduledevents", current),
+    ] == [(200, vm), (400, vm), (200, vm), (200, vm), (404, None), (405, None)]
+    assert answered("GET", "/metadata/scheduledevents", current) == (200, vm)
+    imds.monotonic.now -= 1.0  # the same instant again: over the rate of one a second
+    assert answered("GET", "/metadata/scheduledevents", current) == (429, vm)
+    assert answered("POST", "/metadata/scheduledevents", current, approval) == (200, vm)
+    assert answered("GET", "/metadata/scheduledevents", current) == (0, vm), "rebooting"
