@@ -53,7 +53,7 @@ class Enablement:
         state.last_request[vm_name] = now
         if enabled_at is not None and not idle:
             return False  # on already, or waiting for its first-call delay
-        state.changes += 1
+        state.changed()
         if enabled_at is not None:
             # Re-enabled after the idle period: Azure starts the DocumentIncarnation afresh
             # (SPEC 2; ClusterLabs azure-events-az forgets its last incarnation for this).

@@ -115,7 +115,7 @@ class Impacts:
             )
         state.unreachable_until[name] = state.now + shorter
         state.impact_of_vm[name] = event
-        state.changes += 1
+        state.changed()
 
     def reachable(self, name: str) -> bool:
         """False while an impact (reboot, freeze, redeploy) is under way, or once deleted."""

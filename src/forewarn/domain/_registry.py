@@ -62,7 +62,7 @@ class Registry:
         state.visible[vm.name] = {}
         state.enabled_at[vm.name] = state.now if receiving else None
         state.last_request[vm.name] = state.now
-        state.changes += 1
+        state.changed()
 
     def vm(self, name: str) -> Vm:
         try:
@@ -115,6 +115,6 @@ class Registry:
         host = new_host(vm, state.vms.values(), state.avoided_hosts, state.placements)
         moved = replace(vm, host=host)
         state.vms[vm.name] = moved
-        state.changes += 1
+        state.changed()
         state.placements.remove(vm)
         state.placements.add(moved)

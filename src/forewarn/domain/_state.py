@@ -120,9 +120,14 @@ class PlatformState:
         self.campaigns: dict[int, Campaign] = {}
         self.campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
 
+    def changed(self) -> None:
+        """Something a VM's request meets changed (:attr:`changes`): its VM came, went or
+        moved, a pause began, Scheduled Events was turned on, or a document was replaced."""
+        self.changes += 1
+
     def forget_vm(self, name: str) -> None:
         """Drop ``name`` from every table keyed by VM name but the registry's own."""
-        self.changes += 1
+        self.changed()
         for table in (
             self.documents,
             self.visible,
@@ -142,7 +147,7 @@ class PlatformState:
 
     def refresh(self, names: Iterable[str]) -> None:
         """Rebuild the documents of ``names`` from the events they are shown."""
-        self.changes += 1
+        self.changed()
         events = self.events
         documents = self.documents
         for name in names:
