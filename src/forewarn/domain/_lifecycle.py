@@ -156,7 +156,7 @@ class Deadlines:
 
     def set(self, kind: Deadline, key: str) -> datetime:
         """Set the deadline of ``kind`` for ``key`` at the instant :data:`LIFECYCLE` gives."""
-        when = self.due(kind, key)
+        when = LIFECYCLE[kind].due(self._state, key)
         self.push(when, key, kind)
         return when
 

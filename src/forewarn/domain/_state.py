@@ -145,9 +145,9 @@ class PlatformState:
         self.changes += 1
         events = self.events
         documents = self.documents
+        visible_to = self.visible.get
         for name in names:
-            visible = self.visible.get(name)
-            if visible is None:
-                continue
-            current = tuple(events[event_id].event for event_id in visible)
-            documents[name] = documents[name].with_events(current)
+            visible = visible_to(name)
+            if visible is not None:
+                current = tuple([events[event_id].event for event_id in visible])
+                documents[name] = documents[name].with_events(current)
