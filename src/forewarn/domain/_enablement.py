@@ -94,6 +94,12 @@ class Enablement:
 
     def _enable(self, name: str) -> None:
         state = self._state
-        shown = (event_id for event_id, live in state.events.items() if name in live.audience)
-        state.visible[name].update(dict.fromkeys(shown))
-        state.refresh((name,))
+        shown = {event.event_id for event in state.documents[name].events}
+        unseen = tuple(
+            [
+                live.event
+                for event_id, live in state.events.items()
+                if name in live.audience and event_id not in shown
+            ]
+        )
+        state.show((name,), unseen)  # counted as a change even with none unseen: it is on

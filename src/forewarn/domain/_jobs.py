@@ -81,21 +81,21 @@ class Jobs:
             for request, vms in zip(requests, impacted, strict=True)
         ]
         if already_started:
-            for live in created:
-                self._start(live)
+            for live, receiving in created:
+                self._start(live, shown_first_to=receiving)
         else:
-            for live in created:  # one each, so cancelling one event keeps the job's deadline
+            for live, _ in created:  # one each, so cancelling one event keeps the job's deadline
                 self._deadlines.set(Deadline.START, live.event.event_id)
             self._start_job_if_approved(job)
-        return tuple([live.event for live in created])
+        return tuple([live.event for live, _ in created])
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         """Record ``vm_name``'s approval of each event; see :meth:`Platform.approve`."""
         state = self._state
         tenant = self._registry.vm(vm_name).tenant
         ids = dict.fromkeys(event_ids)
-        visible = state.visible[vm_name]
-        unknown = [event_id for event_id in ids if event_id not in visible]
+        shown = [event.event_id for event in state.documents[vm_name].events]
+        unknown = [event_id for event_id in ids if event_id not in shown]
         if unknown:
             raise UnknownEventError(tuple(unknown))
         events = state.events
@@ -152,9 +152,12 @@ class Jobs:
             raise InvalidEventError("DurationInSeconds is -1 (unknown) or a count of seconds")
         return vms
 
-    def _create(self, request: EventRequest, vms: list[Vm], job: Job, *, show: bool) -> LiveEvent:
-        """Register an event impacting ``vms``; ``show`` False defers the documents to the
-        caller's next step, so an event that starts at once is never seen Scheduled."""
+    def _create(
+        self, request: EventRequest, vms: list[Vm], job: Job, *, show: bool
+    ) -> tuple[LiveEvent, list[str]]:
+        """Register an event impacting ``vms``, and the VMs to show it to; ``show`` False
+        leaves showing it to the caller's next step, so an event that starts at once is never
+        seen Scheduled."""
         state = self._state
         event = Event(
             state.new_event_id(),
@@ -181,12 +184,9 @@ class Jobs:
         state.events[event_id] = live
         if job.campaign is not None:
             job.campaign.current.add(event_id)
-        visible = state.visible
-        for name in receiving:
-            visible[name][event_id] = None
         if show:
-            state.refresh(receiving)
-        return live
+            state.show(receiving, (event,))
+        return live, receiving
 
     def _start_job_if_approved(self, job: Job) -> None:
         """Start ``job`` once every party approved; callers pass only jobs still Scheduled."""
@@ -197,7 +197,9 @@ class Jobs:
         for member in list(members):
             self._start(member)
 
-    def _start(self, live: LiveEvent) -> None:
+    def _start(self, live: LiveEvent, *, shown_first_to: list[str] | None = None) -> None:
+        """``live`` starts; ``shown_first_to`` names the VMs that were never shown it
+        Scheduled (an event created Started), else every document showing it changes."""
         state = self._state
         job = live.job
         if job.join_key is not None and state.open_jobs.get(job.join_key) is job:
@@ -207,7 +209,10 @@ class Jobs:
         deadlines = self._deadlines
         self._impacts.begin(event, deadlines.set(Deadline.IMPACT_END, event_id))
         deadlines.set(Deadline.REMOVE, event_id)
-        state.refresh(live.audience)
+        if shown_first_to is None:
+            state.update(live.audience, event)
+        else:
+            state.show(shown_first_to, (event,))
 
     def _remove(self, live: LiveEvent) -> None:
         state = self._state
@@ -219,14 +224,7 @@ class Jobs:
         key = job.join_key
         if not job.events and key is not None and state.open_jobs.get(key) is job:
             del state.open_jobs[key]
-        visible_to = state.visible.get
-        shown = []  # the others' documents cannot change
-        for name in live.audience:
-            visible = visible_to(name)
-            if visible is not None and event_id in visible:
-                del visible[event_id]
-                shown.append(name)
-        state.refresh(shown)
+        state.hide(live.audience, event_id)
         campaign = job.campaign
         if campaign is not None:
             campaign.current.discard(event_id)

@@ -59,7 +59,6 @@ class Registry:
         if vm.address is not None:
             state.by_address[vm.address] = vm.name
         state.documents[vm.name] = EMPTY_DOCUMENT
-        state.visible[vm.name] = {}
         state.enabled_at[vm.name] = state.now if receiving else None
         state.last_request[vm.name] = state.now
         state.changes += 1
