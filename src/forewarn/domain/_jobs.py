@@ -170,8 +170,7 @@ class Jobs:
             request.duration_seconds,
         )
         event_id = event.event_id
-        registry = self._registry
-        seen_by = audience(vms, registry.scope_of, registry.group_members)
+        seen_by = audience(vms, self._registry.group_members)
         receiving = self._enablement.receiving_among(seen_by)
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event

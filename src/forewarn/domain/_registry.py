@@ -8,7 +8,7 @@ included: a deleted VM is simply gone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 from dataclasses import replace
 
 from forewarn.domain._state import PlatformState
@@ -55,7 +55,9 @@ class Registry:
         state.placements.add(vm)
         group = scope_group(vm, state.scale_sets)
         if group.kind is not ScopeKind.VM:
-            state.groups.setdefault(group, set()).add(vm.name)
+            members = state.groups.setdefault(group, set())
+            members.add(vm.name)
+            state.group_of[vm.name] = members
         if vm.address is not None:
             state.by_address[vm.address] = vm.name
         state.documents[vm.name] = EMPTY_DOCUMENT
@@ -81,20 +83,19 @@ class Registry:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._state.scale_sets)
 
-    def group_members(self, group: ScopeGroup) -> Iterable[str]:
-        """The names in ``group``; a VM's group of its own is not kept (a set per standalone
-        VM of a large fleet), its one member is its name."""
-        if group.kind is ScopeKind.VM:
-            return (group.name,) if group.name in self._state.vms else ()
-        return self._state.groups[group]
+    def group_members(self, vm: Vm) -> Collection[str]:
+        """The names in ``vm``'s scope group; a VM's group of its own is not kept (a set per
+        standalone VM of a large fleet), its one member is its name."""
+        members = self._state.group_of.get(vm.name)
+        return (vm.name,) if members is None else members
 
     def delete(self, vm: Vm) -> None:
         state = self._state
         del state.vms[vm.name]
         state.placements.remove(vm)
-        group = scope_group(vm, state.scale_sets)
-        if group.kind is not ScopeKind.VM:
-            state.groups[group].remove(vm.name)
+        members = state.group_of.pop(vm.name, None)
+        if members is not None:
+            members.remove(vm.name)
         if vm.address is not None:
             del state.by_address[vm.address]
         state.forget_vm(vm.name)

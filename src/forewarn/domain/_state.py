@@ -96,8 +96,11 @@ class PlatformState:
         # which fault domains of each set every host holds, so a placement is checked
         # against one host rather than the whole fleet
         self.placements = Placements()
-        # scope group -> its members' names, so an event's audience costs its group's size
+        # scope group -> its members' names, so an event's audience costs its group's size;
+        # and each member's name -> that same set, so an event finds it in one lookup (a VM
+        # alone in its group is in neither: its one member is its name)
         self.groups: dict[ScopeGroup, set[str]] = {}
+        self.group_of: dict[str, set[str]] = {}
         # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
         # also see their VMs moved off when their impact ends
         self.avoided_hosts: set[str] = set()

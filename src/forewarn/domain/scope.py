@@ -48,23 +48,16 @@ def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> ScopeGroup:
     return ScopeGroup(ScopeKind.VM, vm.name)
 
 
-def audience(
-    impacted: Iterable[Vm],
-    scope_of: Callable[[Vm], ScopeGroup],
-    members: Callable[[ScopeGroup], Iterable[str]],
-) -> frozenset[str]:
-    """Names of every VM that sees an event impacting ``impacted``.
+def audience(impacted: Iterable[Vm], members: Callable[[Vm], Iterable[str]]) -> frozenset[str]:
+    """Names of every VM that sees an event impacting ``impacted``: the members of each one's
+    scope group (:func:`scope_group`), a VM alone in its group being its one member.
 
-    ``scope_of`` is :func:`scope_group` with the fleet's scale sets; ``members`` gives the
-    names in a scope group, an index the platform keeps so that an event costs the size of its
-    groups, not of the fleet.
+    ``members`` is an index the platform keeps of each VM's group, so that an event costs the
+    size of its groups, not of the fleet.
     """
     names: set[str] = set()
     for vm in impacted:
-        names.add(vm.name)
-        group = scope_of(vm)
-        if group.kind is not ScopeKind.VM:
-            names.update(members(group))
+        names.update(members(vm))
     return frozenset(names)
 
 
