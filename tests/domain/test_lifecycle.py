@@ -370,7 +370,7 @@ def test_a_started_event_differs_from_its_scheduled_self_in_status_and_not_befor
     )
 
 
-@pytest.mark.parametrize("record", [Event, Document])
+@pytest.mark.parametrize("record", [Event, Resource, Document])
 def test_a_record_built_often_keeps_each_value_in_its_own_field_and_stays_frozen(
     record: type,
 ) -> None:

@@ -53,7 +53,7 @@ RESOURCE_TYPE_VM = "VirtualMachine"
 DURATION_UNKNOWN = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Resource:
     """A VM named in an event's Resources.
 
@@ -64,6 +64,10 @@ class Resource:
 
     name: str
     iaas: bool = True
+
+    def __init__(self, name: str, iaas: bool = True) -> None:
+        _set_name(self, name)  # as Event's: one per VM an event impacts
+        _set_iaas(self, iaas)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -124,6 +128,8 @@ class Event:
         """True when ``vm_name`` is one of the event's Resources (not merely an observer)."""
         return any(resource.name == vm_name for resource in self.resources)
 
+
+_set_name, _set_iaas = frozen_slot_setters(Resource)
 
 #: Event's slots, set through their own setters: a frozen dataclass's generated ``__init__``
 #: reaches them through ``object.__setattr__``, which costs more than half of building an
