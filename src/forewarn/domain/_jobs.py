@@ -170,14 +170,13 @@ class Jobs:
             request.duration_seconds,
         )
         event_id = event.event_id
-        seen_by = audience(vms, self._registry.group_members)
-        receiving = self._enablement.receiving_among(seen_by)
+        tenant_of = audience(vms, self._registry.group_members)
+        receiving = self._enablement.receiving_among(tenant_of)
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event
         # nobody is waited for at all.
-        vms_by_name = state.vms
         live = LiveEvent(
-            event, seen_by, frozenset([vms_by_name[name].tenant for name in receiving]), job
+            event, frozenset(tenant_of), frozenset([tenant_of[name] for name in receiving]), job
         )
         job.events.append(live)
         state.events[event_id] = live

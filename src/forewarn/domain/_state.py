@@ -96,11 +96,12 @@ class PlatformState:
         # which fault domains of each set every host holds, so a placement is checked
         # against one host rather than the whole fleet
         self.placements = Placements()
-        # scope group -> its members' names, so an event's audience costs its group's size;
-        # and each member's name -> that same set, so an event finds it in one lookup (a VM
-        # alone in its group is in neither: its one member is its name)
-        self.groups: dict[ScopeGroup, set[str]] = {}
-        self.group_of: dict[str, set[str]] = {}
+        # scope group -> its members' names and tenants, so an event's audience and the
+        # tenants it waits for cost its group's size (each member's own table entries are
+        # scattered over the fleet's); and each member's name -> that same table, so an
+        # event finds it in one lookup (a VM alone in its group is in neither)
+        self.groups: dict[ScopeGroup, dict[str, str]] = {}
+        self.group_of: dict[str, dict[str, str]] = {}
         # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
         # also see their VMs moved off when their impact ends
         self.avoided_hosts: set[str] = set()
