@@ -169,6 +169,40 @@ def test_events_created_while_disabled_arrive_once_enabled_again() -> None:
     assert shown_ids(platform, "as-0") == [event.event_id]
 
 
+def test_a_vm_back_from_idle_keeps_what_it_was_shown_and_then_gets_what_it_missed() -> None:
+    """A VM's document is the one record of what it is shown: while it is not asking, the
+    events it was shown still change in it (one starts), and once it is on again the events
+    created meanwhile follow them, in the order they were created, each shown once."""
+    platform = make_platform()
+    add(platform, "as-0", availability_set="as")
+    add(platform, "as-1", availability_set="as")
+    first = platform.schedule(
+        EventType.REBOOT, ["as-1"], source=EventSource.PLATFORM, notice=2 * DAY
+    )
+    platform.advance_to(START + DAY - MIN)
+    platform.touch("as-1")
+    platform.advance_to(START + DAY)
+    assert not platform.receiving("as-0")
+    second = platform.schedule(EventType.FREEZE, ["as-1"], source=EventSource.PLATFORM)
+    third = platform.schedule(EventType.REDEPLOY, ["as-1"], source=EventSource.PLATFORM)
+    platform.approve("as-1", [first.event_id])
+    assert shown_ids(platform, "as-0") == [first.event_id]
+    assert platform.document("as-0").events[0].status is EventStatus.STARTED
+    assert platform.touch("as-0") is True
+    platform.advance_to(START + DAY + 2 * MIN)
+    document = platform.document("as-0")
+    assert [e.event_id for e in document.events] == [
+        first.event_id,
+        second.event_id,
+        third.event_id,
+    ]
+    assert [e.status for e in document.events] == [
+        EventStatus.STARTED,
+        EventStatus.SCHEDULED,
+        EventStatus.SCHEDULED,
+    ]
+
+
 @pytest.mark.parametrize("timing", [DOCUMENTED, FAST], ids=lambda t: t.name)
 def test_first_call_after_idle_keeps_live_events_shown(timing: TimingProfile) -> None:
     """SPEC 2 [doc]: "a finished or cancelled event simply disappears from the array" (so a

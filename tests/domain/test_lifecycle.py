@@ -12,6 +12,8 @@ import pytest
 from forewarn.domain import operations
 from forewarn.domain._lifecycle import Deadline, Deadlines, Parts
 from forewarn.domain._state import PlatformState
+from forewarn.domain._views import EventView
+from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType, Resource
 from forewarn.domain.fleet import ScaleSet
@@ -367,6 +369,22 @@ def test_a_started_event_differs_from_its_scheduled_self_in_status_and_not_befor
     assert scheduled.started() == dataclasses.replace(
         scheduled, status=EventStatus.STARTED, not_before=None
     )
+
+
+@pytest.mark.parametrize("record", [Event, Resource, Document, EventView])
+def test_a_record_built_often_keeps_each_value_in_its_own_field_and_stays_frozen(
+    record: type,
+) -> None:
+    """The records a campaign builds by the thousand set their slots themselves
+    (forewarn.domain._frozen): by position and by name, every value lands in the field of its
+    name, and none can change."""
+    values: dict[str, Any] = {field.name: object() for field in dataclasses.fields(record)}
+    for built in (record(*values.values()), record(**values)):
+        assert all(getattr(built, name) is value for name, value in values.items())
+        for name in values:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(built, name, None)
+    assert dataclasses.replace(built) == built
 
 
 class _Recorder:

@@ -12,6 +12,8 @@ enabled it is shown every live event of its scope at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from forewarn.domain._lifecycle import Deadline, Deadlines
 from forewarn.domain._registry import Registry
 from forewarn.domain._state import PlatformState
@@ -28,13 +30,22 @@ class Enablement:
 
     def receiving(self, name: str) -> bool:
         """Scheduled Events is on for ``name``: enabled, and asked within the idle period."""
+        return bool(self.receiving_among((name,)))
+
+    def receiving_among(self, names: Iterable[str]) -> list[str]:
+        """Those of ``names`` that are :meth:`receiving`, in their order; the one statement of
+        the rule, for an event's whole audience at once (a set's events reach every member)."""
         state = self._state
-        enabled_at = state.enabled_at.get(name)
-        return (
-            enabled_at is not None
-            and enabled_at <= state.now
-            and state.now - state.last_request[name] < state.timing.idle_period
-        )
+        now = state.now
+        enabled_at_of, last_request = state.enabled_at.get, state.last_request
+        idle_period = state.timing.idle_period
+        return [
+            name
+            for name in names
+            if (enabled_at := enabled_at_of(name)) is not None
+            and enabled_at <= now
+            and now - last_request[name] < idle_period
+        ]
 
     def touch(self, vm_name: str) -> bool:
         """Record a request from ``vm_name``: the first one (or the first after 24 h idle)
@@ -83,6 +94,12 @@ class Enablement:
 
     def _enable(self, name: str) -> None:
         state = self._state
-        shown = (event_id for event_id, live in state.events.items() if name in live.audience)
-        state.visible[name].update(dict.fromkeys(shown))
-        state.refresh((name,))
+        shown = {event.event_id for event in state.documents[name].events}
+        unseen = tuple(
+            [
+                live.event
+                for event_id, live in state.events.items()
+                if name in live.audience and event_id not in shown
+            ]
+        )
+        state.show((name,), unseen)  # counted as a change even with none unseen: it is on

@@ -32,7 +32,7 @@ class Impacts:
 
         A VM already in a longer impact stays in it; a Reboot chosen to freeze instead
         (:meth:`freeze_instead`) makes its VM live through a Freeze of its own length.
-        The pauses begun are counted in ``state.changes`` by the documents' refresh that
+        The pauses begun are counted in ``state.changes`` by the documents' update that
         every start makes (the event is shown Started).
         """
         state = self._state

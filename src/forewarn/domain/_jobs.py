@@ -25,6 +25,7 @@ from forewarn.domain._state import Campaign, EventRequest, Job, LiveEvent, Platf
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
 from forewarn.domain.scope import audience
+from forewarn.domain.vms import Vm
 
 
 class Jobs:
@@ -59,7 +60,8 @@ class Jobs:
         state = self._state
         if not requests:
             raise InvalidEventError("a job needs at least one event")
-        minimum = max(state.timing.notice_for(r.event_type) for r in requests)
+        notice_for = state.timing.notice_for
+        minimum = max([notice_for(request.event_type) for request in requests])
         if notice is None:
             notice = minimum
         elif notice < minimum and not already_started:
@@ -67,37 +69,40 @@ class Jobs:
                 f"{requests[0].event_type.value} needs at least {minimum.total_seconds():g} s "
                 f"of notice in the {state.timing.name!r} timing profile"
             )
-        for request in requests:
-            self._check_request(request)
+        impacted = [self._impacted_vms(request) for request in requests]
         not_before = state.now + notice
         job = state.open_jobs.get(join_key)  # never holds None: keyless jobs never merge
         if job is None or job.not_before != not_before or already_started:
             job = Job(next(state.job_ids), join_key, not_before, campaign)
             if join_key is not None and not already_started:
                 state.open_jobs[join_key] = job
-        created = [self._create(request, job, show=not already_started) for request in requests]
+        created = [
+            self._create(request, vms, job, show=not already_started)
+            for request, vms in zip(requests, impacted, strict=True)
+        ]
         if already_started:
-            for live in created:
-                self._start(live)
+            for live, receiving in created:
+                self._start(live, shown_first_to=receiving)
         else:
-            for live in created:  # one each, so cancelling one event keeps the job's deadline
+            for live, _ in created:  # one each, so cancelling one event keeps the job's deadline
                 self._deadlines.set(Deadline.START, live.event.event_id)
             self._start_job_if_approved(job)
-        return tuple(live.event for live in created)
+        return tuple([live.event for live, _ in created])
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         """Record ``vm_name``'s approval of each event; see :meth:`Platform.approve`."""
         state = self._state
-        vm = self._registry.vm(vm_name)
-        ids = tuple(dict.fromkeys(event_ids))
-        visible = state.visible[vm_name]
-        unknown = tuple(event_id for event_id in ids if event_id not in visible)
+        tenant = self._registry.vm(vm_name).tenant
+        ids = dict.fromkeys(event_ids)
+        shown = [event.event_id for event in state.documents[vm_name].events]
+        unknown = [event_id for event_id in ids if event_id not in shown]
         if unknown:
-            raise UnknownEventError(unknown)
+            raise UnknownEventError(tuple(unknown))
+        events = state.events
         for event_id in ids:
-            live = state.events[event_id]
+            live = events[event_id]
             if live.event.status is EventStatus.SCHEDULED:
-                live.approvals.add(vm.tenant)
+                live.approvals.add(tenant)
                 self._start_job_if_approved(live.job)
 
     def cancel(self, event_id: str) -> Event:
@@ -134,71 +139,78 @@ class Jobs:
         if live is not None:
             self._remove(live)
 
-    def _check_request(self, request: EventRequest) -> None:
-        if not request.impacted:
+    def _impacted_vms(self, request: EventRequest) -> list[Vm]:
+        """The VMs ``request`` impacts, once it is checked: every request of a job is, before
+        any of its events is created."""
+        impacted = request.impacted
+        if not impacted:
             raise InvalidEventError("an event must impact at least one virtual machine")
-        if len(set(request.impacted)) != len(request.impacted):
+        if len(impacted) > 1 and len(set(impacted)) != len(impacted):
             raise InvalidEventError("Resources must not name a virtual machine twice")
-        for name in request.impacted:
-            self._registry.vm(name)
+        vms = [self._registry.vm(name) for name in impacted]
         if request.duration_seconds < DURATION_UNKNOWN:
             raise InvalidEventError("DurationInSeconds is -1 (unknown) or a count of seconds")
+        return vms
 
-    def _create(self, request: EventRequest, job: Job, *, show: bool) -> LiveEvent:
-        """Register an event; ``show`` False defers the documents to the caller's next step,
-        so an event that starts at once is never seen Scheduled."""
+    def _create(
+        self, request: EventRequest, vms: list[Vm], job: Job, *, show: bool
+    ) -> tuple[LiveEvent, list[str]]:
+        """Register an event impacting ``vms``, and the VMs to show it to; ``show`` False
+        leaves showing it to the caller's next step, so an event that starts at once is never
+        seen Scheduled."""
         state = self._state
-        vms = [state.vms[name] for name in request.impacted]
         event = Event(
-            event_id=state.new_event_id(),
-            event_type=request.event_type,
-            status=EventStatus.SCHEDULED,
-            resources=tuple(Resource(vm.name, vm.iaas) for vm in vms),
-            not_before=job.not_before,
-            description=request.description,
-            source=request.source,
-            duration_seconds=request.duration_seconds,
+            state.new_event_id(),
+            request.event_type,
+            EventStatus.SCHEDULED,
+            tuple([Resource(vm.name, vm.iaas) for vm in vms]),
+            job.not_before,
+            request.description,
+            request.source,
+            request.duration_seconds,
         )
-        registry = self._registry
-        seen_by = audience(vms, registry.scope_of, registry.group_members)
-        receiving = [name for name in seen_by if self._enablement.receiving(name)]
+        event_id = event.event_id
+        tenant_of = audience(vms, self._registry.group_members)
+        receiving = self._enablement.receiving_among(tenant_of)
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event
         # nobody is waited for at all.
         live = LiveEvent(
-            event=event,
-            audience=seen_by,
-            parties=frozenset(state.vms[name].tenant for name in receiving),
-            job=job,
+            event, frozenset(tenant_of), frozenset([tenant_of[name] for name in receiving]), job
         )
         job.events.append(live)
-        state.events[event.event_id] = live
+        state.events[event_id] = live
         if job.campaign is not None:
-            job.campaign.current.add(event.event_id)
-        for name in receiving:
-            state.visible[name][event.event_id] = None
+            job.campaign.current.add(event_id)
         if show:
-            state.refresh(receiving)
-        return live
+            state.show(receiving, (event,))
+        return live, receiving
 
     def _start_job_if_approved(self, job: Job) -> None:
         """Start ``job`` once every party approved; callers pass only jobs still Scheduled."""
         members = job.events
-        if all(member.parties <= member.approvals for member in members):
-            for member in list(members):
-                self._start(member)
+        for member in members:
+            if not member.parties <= member.approvals:
+                return
+        for member in list(members):
+            self._start(member)
 
-    def _start(self, live: LiveEvent) -> None:
+    def _start(self, live: LiveEvent, *, shown_first_to: list[str] | None = None) -> None:
+        """``live`` starts; ``shown_first_to`` names the VMs that were never shown it
+        Scheduled (an event created Started), else every document showing it changes."""
         state = self._state
         job = live.job
         if job.join_key is not None and state.open_jobs.get(job.join_key) is job:
             del state.open_jobs[job.join_key]
-        live.event = live.event.started()
-        event_id = live.event.event_id
-        until = self._deadlines.set(Deadline.IMPACT_END, event_id)
-        self._impacts.begin(live.event, until)
-        self._deadlines.set(Deadline.REMOVE, event_id)
-        state.refresh(live.audience)
+        event = live.event = live.event.started()
+        event_id = event.event_id
+        deadlines = self._deadlines
+        self._impacts.begin(event, deadlines.set(Deadline.IMPACT_END, event_id))
+        deadlines.set(Deadline.REMOVE, event_id)
+        if shown_first_to is None:
+            state.update(live.audience, event)
+        else:
+            state.show(shown_first_to, (event,))
 
     def _remove(self, live: LiveEvent) -> None:
         state = self._state
@@ -210,11 +222,7 @@ class Jobs:
         key = job.join_key
         if not job.events and key is not None and state.open_jobs.get(key) is job:
             del state.open_jobs[key]
-        for name in live.audience:
-            visible = state.visible.get(name)
-            if visible is not None:
-                visible.pop(event_id, None)
-        state.refresh(live.audience)
+        state.hide(live.audience, event_id)
         campaign = job.campaign
         if campaign is not None:
             campaign.current.discard(event_id)

@@ -91,29 +91,30 @@ class Transition:
 
     set_by: str
     due: Callable[[PlatformState, str], datetime]
-    fire: Callable[[Parts, str], None]
+    #: The part's step the deadline hands its subject to.
+    fire: Callable[[Parts], Callable[[str], None]]
 
 
 LIFECYCLE: Mapping[Deadline, Transition] = {
     Deadline.ENABLE: Transition(
         set_by="a VM's first request, or its first after the idle period (Enablement.touch)",
         due=_first_call_delay_over,  # TimingProfile.first_call_delay after that request
-        fire=lambda parts, name: parts.enablement.enable_due(name),
+        fire=lambda parts: parts.enablement.enable_due,
     ),
     Deadline.START: Transition(
         set_by="a job's creation, once per event (Jobs.schedule_job)",
         due=_not_before,  # its notice later: at least TimingProfile.minimum_notice
-        fire=lambda parts, event_id: parts.jobs.start_due(event_id),
+        fire=lambda parts: parts.jobs.start_due,
     ),
     Deadline.IMPACT_END: Transition(
         set_by="an event's start (Jobs._start)",
         due=_impact_over,  # DurationInSeconds later, or TimingProfile.impact
-        fire=lambda parts, event_id: parts.impacts.end_due(event_id),
+        fire=lambda parts: parts.impacts.end_due,
     ),
     Deadline.REMOVE: Transition(
         set_by="an event's start (Jobs._start)",
         due=_started_period_over,  # TimingProfile.started_period later, or its impact
-        fire=lambda parts, event_id: parts.jobs.remove_due(event_id),
+        fire=lambda parts: parts.jobs.remove_due,
     ),
 }
 
@@ -156,7 +157,7 @@ class Deadlines:
 
     def set(self, kind: Deadline, key: str) -> datetime:
         """Set the deadline of ``kind`` for ``key`` at the instant :data:`LIFECYCLE` gives."""
-        when = self.due(kind, key)
+        when = LIFECYCLE[kind].due(self._state, key)
         self.push(when, key, kind)
         return when
 
@@ -178,7 +179,16 @@ class Deadlines:
         if now < state.now:
             return  # a clock read a moment ago on another path: nothing new is due
         instants = self._instants
+        if instants and instants[0] <= now:
+            self._fire_due(now, parts)
+        state.now = now
+
+    def _fire_due(self, now: datetime, parts: Parts) -> None:
+        state = self._state
+        instants = self._instants
         due_at = self._due_at
+        # each kind's step, found once for the many deadlines a campaign fires at once
+        steps = {kind: transition.fire(parts) for kind, transition in LIFECYCLE.items()}
         while instants and instants[0] <= now:
             when = instants[0]
             instant = due_at[when]
@@ -188,6 +198,6 @@ class Deadlines:
             if fired + 1 == len(instant.keys):
                 heapq.heappop(instants)
                 del due_at[when]
-            state.now = max(state.now, when)
-            LIFECYCLE[kind].fire(parts, key)
-        state.now = now
+            if when > state.now:
+                state.now = when
+            steps[kind](key)

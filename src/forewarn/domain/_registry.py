@@ -8,7 +8,7 @@ included: a deleted VM is simply gone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import replace
 
 from forewarn.domain._state import PlatformState
@@ -55,11 +55,12 @@ class Registry:
         state.placements.add(vm)
         group = scope_group(vm, state.scale_sets)
         if group.kind is not ScopeKind.VM:
-            state.groups.setdefault(group, set()).add(vm.name)
+            members = state.groups.setdefault(group, {})
+            members[vm.name] = vm.tenant
+            state.group_of[vm.name] = members
         if vm.address is not None:
             state.by_address[vm.address] = vm.name
         state.documents[vm.name] = EMPTY_DOCUMENT
-        state.visible[vm.name] = {}
         state.enabled_at[vm.name] = state.now if receiving else None
         state.last_request[vm.name] = state.now
         state.changed()
@@ -82,20 +83,19 @@ class Registry:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._state.scale_sets)
 
-    def group_members(self, group: ScopeGroup) -> Iterable[str]:
-        """The names in ``group``; a VM's group of its own is not kept (a set per standalone
-        VM of a large fleet), its one member is its name."""
-        if group.kind is ScopeKind.VM:
-            return (group.name,) if group.name in self._state.vms else ()
-        return self._state.groups[group]
+    def group_members(self, vm: Vm) -> Mapping[str, str]:
+        """The names in ``vm``'s scope group, each with its tenant; a VM's group of its own is
+        not kept (a table per standalone VM of a large fleet), its one member is itself."""
+        members = self._state.group_of.get(vm.name)
+        return {vm.name: vm.tenant} if members is None else members
 
     def delete(self, vm: Vm) -> None:
         state = self._state
         del state.vms[vm.name]
         state.placements.remove(vm)
-        group = scope_group(vm, state.scale_sets)
-        if group.kind is not ScopeKind.VM:
-            state.groups[group].remove(vm.name)
+        members = state.group_of.pop(vm.name, None)
+        if members is not None:
+            del members[vm.name]
         if vm.address is not None:
             del state.by_address[vm.address]
         state.forget_vm(vm.name)

@@ -8,8 +8,10 @@ step, and an event's creation reads the registry, the enablement and the documen
 Splitting the tables among the parts would have each change reach into three of them.
 
 The one rule every part obeys: a change to what a VM is shown goes through
-:meth:`PlatformState.refresh`, which applies the DocumentIncarnation rule
-(:mod:`forewarn.domain.documents`).
+:meth:`PlatformState.show`, :meth:`~PlatformState.update` or :meth:`~PlatformState.hide`,
+which apply the DocumentIncarnation rule (:mod:`forewarn.domain.documents`). A VM's document
+is the one record of which events it is shown, in the order they were shown to it: no other
+table repeats it, so a change to one event rewrites only the documents showing it.
 """
 
 from __future__ import annotations
@@ -94,16 +96,18 @@ class PlatformState:
         # which fault domains of each set every host holds, so a placement is checked
         # against one host rather than the whole fleet
         self.placements = Placements()
-        # scope group -> its members' names, so an event's audience costs its group's size
-        self.groups: dict[ScopeGroup, set[str]] = {}
+        # scope group -> its members' names and tenants, so an event's audience and the
+        # tenants it waits for cost its group's size (each member's own table entries are
+        # scattered over the fleet's); and each member's name -> that same table, so an
+        # event finds it in one lookup (a VM alone in its group is in neither)
+        self.groups: dict[ScopeGroup, dict[str, str]] = {}
+        self.group_of: dict[str, dict[str, str]] = {}
         # hosts no VM is moved to (hardware predicted to fail, or failed); the failed ones
         # also see their VMs moved off when their impact ends
         self.avoided_hosts: set[str] = set()
         self.failed_hosts: set[str] = set()
-        # -- what each VM is shown
+        # -- what each VM is shown: its document, and only it
         self.documents: dict[str, Document] = {}
-        # vm name -> ids of the live events it is shown, in creation order (dicts keep order)
-        self.visible: dict[str, dict[str, None]] = {}
         # -- enablement
         self.enabled_at: dict[str, datetime | None] = {}
         self.last_request: dict[str, datetime] = {}
@@ -130,7 +134,6 @@ class PlatformState:
         self.changed()
         for table in (
             self.documents,
-            self.visible,
             self.enabled_at,
             self.last_request,
             self.unreachable_until,
@@ -145,14 +148,44 @@ class PlatformState:
         except KeyError:
             raise UnknownEventError((event_id,)) from None
 
-    def refresh(self, names: Iterable[str]) -> None:
-        """Rebuild the documents of ``names`` from the events they are shown."""
+    def show(self, names: Iterable[str], events: tuple[Event, ...]) -> None:
+        """``events`` join the documents of ``names``, after those each already shows."""
         self.changed()
-        events = self.events
         documents = self.documents
         for name in names:
-            visible = self.visible.get(name)
-            if visible is None:
-                continue
-            current = tuple(events[event_id].event for event_id in visible)
-            documents[name] = documents[name].with_events(current)
+            document = documents[name]
+            documents[name] = document.with_events(document.events + events)
+
+    def update(self, names: Iterable[str], event: Event) -> None:
+        """The documents of ``names`` that show ``event`` show it as it is now; counted as a
+        change whatever they show (an event's start begins its VMs' pauses too)."""
+        self.changed()
+        documents = self.documents
+        event_id = event.event_id
+        for name in names:
+            document = documents.get(name)  # None: a VM deleted since it was shown events
+            if document is not None:
+                shown = document.events
+                index = _position(shown, event_id)
+                if index is not None:
+                    changed = (*shown[:index], event, *shown[index + 1 :])
+                    documents[name] = document.with_events(changed)
+
+    def hide(self, names: Iterable[str], event_id: str) -> None:
+        """The documents of ``names`` that show the event ``event_id`` show it no more."""
+        self.changed()
+        documents = self.documents
+        for name in names:
+            document = documents.get(name)  # None: a VM deleted since it was shown events
+            if document is not None:
+                shown = document.events
+                index = _position(shown, event_id)
+                if index is not None:
+                    documents[name] = document.with_events(shown[:index] + shown[index + 1 :])
+
+
+def _position(events: tuple[Event, ...], event_id: str) -> int | None:
+    for index, event in enumerate(events):
+        if event.event_id == event_id:
+            return index
+    return None

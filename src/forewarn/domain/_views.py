@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from forewarn.domain._frozen import frozen_slot_setters
 from forewarn.domain._state import Campaign, LiveEvent
 from forewarn.domain.events import Event
 from forewarn.domain.vms import Vm
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class EventView:
     """A live event with who sees it and who approved it, for the control plane."""
 
@@ -22,6 +23,26 @@ class EventView:
     parties: frozenset[str]
     approvals: frozenset[str]
     job_id: int
+
+    def __init__(
+        self,
+        event: Event,
+        audience: frozenset[str],
+        parties: frozenset[str],
+        approvals: frozenset[str],
+        job_id: int,
+    ) -> None:
+        # As an Event's (forewarn.domain._frozen): a listing of the events builds one each.
+        _set_event(self, event)
+        _set_audience(self, audience)
+        _set_parties(self, parties)
+        _set_approvals(self, approvals)
+        _set_job_id(self, job_id)
+
+
+_set_event, _set_audience, _set_parties, _set_approvals, _set_job_id = frozen_slot_setters(
+    EventView
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,7 +239,10 @@ class Platform:
     ) -> Event:
         """Create one event impacting ``impacted`` VMs (a job of one)."""
         request = EventRequest(event_type, tuple(impacted), source, description, duration_seconds)
-        return self.schedule_job([request], notice=notice, already_started=already_started)[0]
+        (event,) = self._jobs.schedule_job(
+            [request], notice=notice, already_started=already_started
+        )
+        return event
 
     def schedule_job(
         self,

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.vms import Vm
+
+#: What the platform's index keeps of each VM shown an event (its tenant).
+_Kept = TypeVar("_Kept")
 
 
 class ScopeKind(StrEnum):
@@ -49,23 +52,19 @@ def scope_group(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> ScopeGroup:
 
 
 def audience(
-    impacted: Iterable[Vm],
-    scope_of: Callable[[Vm], ScopeGroup],
-    members: Callable[[ScopeGroup], Iterable[str]],
-) -> frozenset[str]:
-    """Names of every VM that sees an event impacting ``impacted``.
+    impacted: Iterable[Vm], members: Callable[[Vm], Mapping[str, _Kept]]
+) -> dict[str, _Kept]:
+    """Every VM that sees an event impacting ``impacted``, by name, with what ``members`` keeps
+    of it: the members of each one's scope group (:func:`scope_group`), a VM alone in its
+    group being its one member.
 
-    ``scope_of`` is :func:`scope_group` with the fleet's scale sets; ``members`` gives the
-    names in a scope group, an index the platform keeps so that an event costs the size of its
-    groups, not of the fleet.
+    ``members`` is an index the platform keeps of each VM's group, so that an event costs the
+    size of its groups, not of the fleet.
     """
-    names: set[str] = set()
+    shown: dict[str, _Kept] = {}
     for vm in impacted:
-        names.add(vm.name)
-        group = scope_of(vm)
-        if group.kind is not ScopeKind.VM:
-            names.update(members(group))
-    return frozenset(names)
+        shown.update(members(vm))
+    return shown
 
 
 __all__ = [
