@@ -191,13 +191,6 @@ def _parse_query(raw: str, limits: Limits) -> dict[str, str] | str:
     return params
 
 
-@functools.lru_cache(maxsize=_OK_CACHE_SIZE)
-def _not_modified(etag: bytes) -> ImdsResponse:
-    """The 304 for ``etag``: no body, no Content-Type; pollers repeat a few tags, so each
-    answer is built once."""
-    return ImdsResponse(304, b"", None, etag=etag)
-
-
 class ImdsEndpoint:
     """Answers ``/metadata/scheduledevents``, ``/metadata/instance`` and ``/metadata/versions``."""
 
@@ -265,8 +258,10 @@ class ImdsEndpoint:
             return Answer(checked, vm, at)
         if encoded is not None:  # a GET of Scheduled Events
             tags = checked.tags
-            if tags is not None and _matches(tags, encoded.tag):
-                return Answer(_not_modified(encoded.etag), vm, at)
+            if tags is not None:
+                not_modified = _not_modified(tags, encoded.tag, encoded.etag)
+                if not_modified is not None:
+                    return Answer(not_modified, vm, at)
             return Answer(_ok(encoded.body, encoded.etag), vm, at)
         if checked.version is not None:  # a POST of Scheduled Events
             return Answer(self._approve(vm, request.body), vm, at)
@@ -360,22 +355,21 @@ def response_headers(
 
 
 @functools.lru_cache(maxsize=_MATCH_CACHE_SIZE)
-def _matches(if_none_match: str, tag: str) -> bool:
-    """RFC 9110 13.1.2's weak comparison of an If-None-Match list with the current tag.
+def _not_modified(if_none_match: str, tag: str, etag: bytes) -> ImdsResponse | None:
+    """The 304 for ``etag`` (no body, no Content-Type) when If-None-Match matches the current
+    tag by RFC 9110 13.1.2's weak comparison; None when it does not.
 
     Clients echo the tag as they got it; Microsoft's sample (Azure/vm-scheduled-events)
-    stores it and sends it back, starting from a bare ``0`` before its first answer. Cached:
-    a poller repeats one header against one tag until its document changes, and comparing
-    anew (a split and three strips) would make a 304 cost more than the 200 it saves.
+    stores it and sends it back, starting from a bare ``0`` before its first answer. Cached,
+    answer and all: a poller repeats one header against one tag until its document changes,
+    and comparing anew (a split and three strips) or finding the answer apart would make a
+    304 cost more than the 200 it saves.
     """
     for candidate in if_none_match.split(","):
         value = candidate.strip()
-        if value == "*":
-            return True
-        value = value.removeprefix("W/").strip('"')
-        if value == tag:
-            return True
-    return False
+        if value == "*" or value.removeprefix("W/").strip('"') == tag:
+            return ImdsResponse(304, b"", None, etag=etag)
+    return None
 
 
 def split_target(target: str) -> tuple[str, str]:
