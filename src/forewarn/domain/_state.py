@@ -159,20 +159,14 @@ class PlatformState:
     def update(self, names: Iterable[str], event: Event) -> None:
         """The documents of ``names`` that show ``event`` show it as it is now; counted as a
         change whatever they show (an event's start begins its VMs' pauses too)."""
-        self.changed()
-        documents = self.documents
-        event_id = event.event_id
-        for name in names:
-            document = documents.get(name)  # None: a VM deleted since it was shown events
-            if document is not None:
-                shown = document.events
-                index = _position(shown, event_id)
-                if index is not None:
-                    changed = (*shown[:index], event, *shown[index + 1 :])
-                    documents[name] = document.with_events(changed)
+        self._replace(names, event.event_id, (event,))
 
     def hide(self, names: Iterable[str], event_id: str) -> None:
         """The documents of ``names`` that show the event ``event_id`` show it no more."""
+        self._replace(names, event_id, ())
+
+    def _replace(self, names: Iterable[str], event_id: str, by: tuple[Event, ...]) -> None:
+        """The documents of ``names`` that show ``event_id`` show ``by`` in its place."""
         self.changed()
         documents = self.documents
         for name in names:
@@ -181,7 +175,7 @@ class PlatformState:
                 shown = document.events
                 index = _position(shown, event_id)
                 if index is not None:
-                    documents[name] = document.with_events(shown[:index] + shown[index + 1 :])
+                    documents[name] = document.with_events(shown[:index] + by + shown[index + 1 :])
 
 
 def _position(events: tuple[Event, ...], event_id: str) -> int | None:
