@@ -75,7 +75,8 @@ def _head(status: int, content_type: bytes | None, keep_alive: bool) -> tuple[by
 
 
 _HeadKey = tuple[int, bytes | None, bool]
-#: A response, and its bytes before the request id and after the Date.
+#: A response (held, so that its identity stays its own), and its bytes before the request
+#: id and after the Date.
 _Wire = tuple[ImdsResponse, bytes, bytes]
 #: Distinct answers remembered as written: a few per document shown (200 and 304, each with
 #: and without keep-alive), documents shared by the VMs shown the same events.
@@ -423,8 +424,9 @@ class _Shared:
         # Documents' answers as written, by the answer's identity and keep-alive.
         self.wire: dict[int, _Wire] = {}
 
-    def wire_of(self, response: ImdsResponse, keep_alive: bool) -> _Wire:
-        """What is written around the request id and the Date for ``response``: made once
+    def wire_of(self, key: int, response: ImdsResponse, keep_alive: bool) -> _Wire:
+        """What is written around the request id and the Date for ``response``, kept under
+        ``key`` (the response's identity and keep-alive, as ImdsProtocol looks it up): made once
         for a document's 200 or 304, which every poll of the VMs shown it repeats (the
         endpoint answers an unchanged document with the same response object), and
         remembered with the response, so its identity cannot be another's meanwhile."""
@@ -439,7 +441,7 @@ class _Shared:
         if status in (200, 304):  # error answers are mostly built per request
             if len(self.wire) >= _WIRE_ENTRIES:
                 self.wire.clear()
-            self.wire[(id(response) << 1) | keep_alive] = wire
+            self.wire[key] = wire
         return wire
 
 
@@ -564,7 +566,8 @@ class ImdsProtocol(asyncio.Protocol):
         last = self._last_poll
         if last is not None and last[0] == data and self._request_started is None:
             # A poller repeating its poll on its connection, as every kept-alive VM does
-            # every second: the one case answered here, without _receive's call.
+            # every second: known from its last one, without the shared cache (however many
+            # other VMs' polls it holds) or _receive's call.
             try:
                 self._answer(last[1])
             except Exception as exc:  # the same 500 as when the parser calls the endpoint
@@ -590,16 +593,10 @@ class ImdsProtocol(asyncio.Protocol):
 
     def _receive(self, data: bytes) -> None:
         if self._request_started is None:  # between requests
-            # A poller repeats its bytes on its connection: compared with the last ones, they
-            # are known without the shared cache, however many other VMs' polls it holds.
-            last = self._last_poll
-            if last is not None and last[0] == data:
-                parsed: _Parsed | None = last[1]
-            else:
-                parsed = self._parsed.get(data)
-                if parsed is not None:
-                    self._last_poll = (data, parsed)
+            # A poll repeated on its connection is answered by data_received already.
+            parsed = self._parsed.get(data)
             if parsed is not None:
+                self._last_poll = (data, parsed)
                 try:
                     self._answer(parsed)
                 except Exception as exc:  # the same 500 as when the parser calls the endpoint
@@ -904,9 +901,10 @@ class ImdsProtocol(asyncio.Protocol):
 
     def _encode(self, response: ImdsResponse, keep_alive: bool, at: datetime) -> bytes:
         """The response's bytes, with a new request id and the Date of platform time ``at``."""
-        wire = self._shared.wire.get((id(response) << 1) | keep_alive)
-        if wire is None or wire[0] is not response:
-            wire = self._shared.wire_of(response, keep_alive)
+        key = (id(response) << 1) | keep_alive
+        wire = self._shared.wire.get(key)
+        if wire is None:  # a kept entry holds its response: no other can have its identity
+            wire = self._shared.wire_of(key, response, keep_alive)
         return b"%s%s\r\nDate: %s\r\n%s" % (
             wire[1],
             self._request_ids.next(),
