@@ -377,14 +377,20 @@ def test_a_record_built_often_keeps_each_value_in_its_own_field_and_stays_frozen
 ) -> None:
     """The records a campaign builds by the thousand set their slots themselves
     (forewarn.domain._frozen): by position and by name, every value lands in the field of its
-    name, and none can change."""
-    values: dict[str, Any] = {field.name: object() for field in dataclasses.fields(record)}
+    name, and none can change; a field left out gets the default its declaration gives."""
+    fields = dataclasses.fields(record)
+    values: dict[str, Any] = {field.name: object() for field in fields}
     for built in (record(*values.values()), record(**values)):
         assert all(getattr(built, name) is value for name, value in values.items())
         for name in values:
             with pytest.raises(dataclasses.FrozenInstanceError):
                 setattr(built, name, None)
     assert dataclasses.replace(built) == built
+    required = {f.name: values[f.name] for f in fields if f.default is dataclasses.MISSING}
+    defaulted = record(**required)
+    for field in fields:
+        if field.default is not dataclasses.MISSING:
+            assert getattr(defaulted, field.name) == field.default, field.name
 
 
 class _Recorder:
