@@ -2,7 +2,9 @@
 Scheduled, no error handling at all (scheduled-events-windows-2024.txt, "Python Sample").
 
 It leaves once its eviction is announced, as a handler shuts its workload down.
-Each document it reads is printed as one JSON line, with how long the request took.
+Each document it reads is printed as one JSON line, with how long the request took; each
+approval it sends, as a line of its own with how long that took (a call made during the impact
+is held, whichever it is).
 """
 
 import json
@@ -29,6 +31,9 @@ while True:
                 sys.exit(0)  # drained and gone; the eviction comes at its NotBefore
             if event["EventStatus"] == "Scheduled":
                 body = json.dumps({"StartRequests": [{"EventId": event["EventId"]}]})
+                began = time.monotonic()
                 status = requests.post(url, headers=header, params=query_params, data=body)
+                waited = time.monotonic() - began
                 assert status.status_code == 200, status.status_code
+                print(json.dumps({"approved": event["EventId"], "waited": waited}), flush=True)
     time.sleep(1)
