@@ -231,9 +231,11 @@ stop_everything() {
             done
             ip netns del "$netns"
         fi
-        # Deleting the namespace deletes the pair; a start that failed early may leave one.
+        # Deleting the namespace deletes the pair, though not at once (the kernel tears a
+        # namespace down in the background); a start that failed early may leave one.
         if ip link show "$netns" >/dev/null 2>&1; then
-            ip link del "$netns"
+            ip link del "$netns" 2>/dev/null || ! ip link show "$netns" >/dev/null 2>&1 ||
+                die "could not delete the link $netns"
         fi
     done
     # Only what start wrote: the run directory may be one that was there before.
