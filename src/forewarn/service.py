@@ -345,35 +345,46 @@ class ScheduledEventsService:
         (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
         same document, and only counts as a request. Most of a fleet's polls are those.
         """
-        platform = self._caught_up()
         known = self._known.get(local_address)
-        if known is not None and known.changes == platform.changes and known.version is version:
+        if known is not None and known.version is version:
             vm = known.vm
-            # Not down, so the request counts (Platform.arrive's rule): only a touch that
-            # turned Scheduled Events on (a VM back after the idle period) changes anything.
-            if not platform.touch(vm.name):
-                return Arrival(vm, None, platform.now, known.document)
-            self._journal_touch(platform, vm.name)
-            return self._arrived(platform, vm, version, platform.pause(vm.name))
+            at = self.request_again(vm.name, known.changes)
+            if at is not None:
+                return Arrival(vm, None, at, known.document, known.changes)
+        # Caught up again after a miss (nothing is due by then, so it only reads the clock):
+        # a kept connection's repeat, far more frequent, then pays one call less.
+        platform = self._caught_up()
         calling = _vm_calling(platform, local_address, peer_address)
         if calling is None:
             return None
-        arrival = self._arrived(platform, calling, version, self._requested(platform, calling.name))
-        if arrival.pause is None and calling.address == local_address and self._replica is None:
+        pause = self._requested(platform, calling.name)
+        document = None if version is None else self._encoded_of(platform, calling.name, version)
+        if pause is None and calling.address == local_address and self._replica is None:
+            changes = platform.changes
             if known is None:  # kept under the VM's own address string, not the caller's
-                self._known[calling.address] = _Known(
-                    platform.changes, calling, version, arrival.document
-                )
+                self._known[calling.address] = _Known(changes, calling, version, document)
             else:  # out of date: brought up to date in place, as a campaign does to each
-                known.changes, known.vm = platform.changes, calling
-                known.version, known.document = version, arrival.document
-        return arrival
+                known.changes, known.vm = changes, calling
+                known.version, known.document = version, document
+            return Arrival(calling, None, platform.now, document, changes)
+        return Arrival(calling, pause, platform.now, document)
 
-    def _arrived(
-        self, platform: Platform, vm: Vm, version: ApiVersion | None, pause: Pause | None
-    ) -> Arrival:
-        document = None if version is None else self._encoded_of(platform, vm.name, version)
-        return Arrival(vm, pause, platform.now, document)
+    def request_again(self, vm_name: str, changes: int) -> datetime | None:
+        """A request from ``vm_name`` repeating one whose arrival holds while the platform
+        reads ``changes`` (:attr:`Arrival.repeats_under`), as a VM's every poll on a kept
+        connection repeats its last: counted as :meth:`request_from` counts it, and the
+        platform time it arrived at when that arrival holds still. None when the platform
+        has changed since, or this very request changed it (the VM back after the idle
+        period): :meth:`request_from` then says what it finds."""
+        platform = self._caught_up()
+        if platform.changes != changes:
+            return None
+        # Not down, so the request counts (Platform.arrive's rule): only a touch that turned
+        # Scheduled Events on (a VM back after the idle period) changes anything.
+        if platform.touch(vm_name):
+            self._journal_touch(platform, vm_name)
+            return None
+        return platform.now
 
     def _journal_touch(self, platform: Platform, vm_name: str) -> None:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that
@@ -586,6 +597,10 @@ class Arrival(NamedTuple):
     pause: Pause | None
     at: datetime
     document: EncodedDocument | None
+    #: The platform's count of changes (:attr:`Platform.changes`) while which the same
+    #: request from the same address finds all of this again and only counts as a request
+    #: (:meth:`ScheduledEventsService.request_again`); None when it may find otherwise.
+    repeats_under: int | None = None
 
 
 class _Known:

@@ -168,7 +168,14 @@ def test_a_failing_endpoint_is_a_500_on_a_reused_parse_too(
             raise RuntimeError("the endpoint failed on purpose")
         return original(request)
 
+    def failing_again(*repeated: object) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("the endpoint failed on purpose")
+
     monkeypatch.setattr(world.endpoint, "respond", failing_after_one)
+    # the same poll again is answered through respond_again (ImdsEndpoint.respond_again)
+    monkeypatch.setattr(world.endpoint, "respond_again", failing_again)
     logged: list[str] = []
     results: list[int] = []
 

@@ -118,3 +118,31 @@ def test_re_enablement_resets_the_incarnation_and_a_restart_replays_it(tmp_path:
     assert snapshot(second) == before
     assert second.vm_request("WestNO_0") is None
     assert snapshot(second) == before
+
+
+def test_a_repeated_request_that_re_enables_is_journaled(tmp_path: Path) -> None:
+    """The same rule as above for a VM whose requests are known by its address (each poll
+    after its first only counts as a request, ScheduledEventsService.request_again): the
+    poll that re-enables it after 24 h is journaled, so a restart replays the fresh
+    DocumentIncarnation rather than going back to the old one."""
+    no_delay = (("first_call_delay", timedelta(0)),)
+    first = open_service(settings(tmp_path, timing_overrides=no_delay))
+    first.execute(HostOperation("h1", "predict-failure"))  # a Redeploy days ahead
+    for _ in range(2):  # the second request is known by the address the first arrived at
+        arrival = first.request_from("127.0.0.2", "127.0.0.1", CURRENT_VERSION)
+        assert arrival is not None
+        assert arrival.repeats_under is not None
+    counted = first.document("WestNO_0").incarnation
+    assert counted > 1
+    first.advance_clock(timedelta(hours=25))
+    arrival = first.request_from("127.0.0.2", "127.0.0.1", CURRENT_VERSION)
+    assert arrival is not None
+    assert first.document("WestNO_0").incarnation == 1
+    before = snapshot(first)
+    assert first.journal is not None
+    first.journal.close()
+
+    second = open_service(settings(tmp_path, timing_overrides=no_delay))
+    assert snapshot(second) == before
+    assert second.journal is not None
+    second.journal.close()

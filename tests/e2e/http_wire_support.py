@@ -40,4 +40,8 @@ def fail_from_now_on(platform: ForewarnPlatform, monkeypatch: pytest.MonkeyPatch
     def respond(request: ImdsRequest) -> Answer:
         raise RuntimeError(FAILURE)
 
+    def respond_again(*repeated: object) -> None:
+        raise RuntimeError(FAILURE)
+
     monkeypatch.setattr(platform.endpoint, "respond", respond)
+    monkeypatch.setattr(platform.endpoint, "respond_again", respond_again)

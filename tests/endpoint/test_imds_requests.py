@@ -364,7 +364,7 @@ def test_every_answer_carries_its_vm_and_the_platform_time(make_imds: type[Imds]
         request = ImdsRequest(
             method, path, query, {"metadata": "true"}, body, imds.addresses["vm0"], "127.0.0.1"
         )
-        response, calling, at = imds.endpoint.respond(request)
+        response, calling, at, _ = imds.endpoint.respond(request)
         assert at == imds.service.now(), (method, path, query)
         imds.monotonic.advance(1.0)
         return response.status, calling

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
+from forewarn.domain.vms import Vm
 from forewarn.server._serve_logging import log
 from forewarn.server.imds import (
     SCHEDULED_EVENTS_PATH,
-    Answer,
     ImdsEndpoint,
     ImdsRequest,
     ImdsResponse,
@@ -152,9 +152,9 @@ class ActivityEndpoint(ImdsEndpoint):
         super().__init__(service, **options)
         self.activity = activity
 
-    def respond(self, request: ImdsRequest) -> Answer:
-        answer = self.answer(request)
-        response, vm, at = answer
+    def answered(
+        self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
+    ) -> None:
         if response.status:  # held, dropped or reset requests are recorded when answered
             if vm is None:  # refused before the VM was looked up (a 404, a 405)
                 vm = self.service.resolve_vm(request.local_address, request.peer_address)
@@ -169,4 +169,3 @@ class ActivityEndpoint(ImdsEndpoint):
                     status=response.status,
                     peer=request.peer_address,
                 )
-        return answer

@@ -27,6 +27,7 @@ from email.utils import format_datetime
 
 import httptools
 
+from forewarn.domain.vms import Vm
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.imds import (
@@ -78,6 +79,8 @@ _HeadKey = tuple[int, bytes | None, bool]
 #: A response (held, so that its identity stays its own), and its bytes before the request
 #: id and after the Date.
 _Wire = tuple[ImdsResponse, bytes, bytes]
+#: An answer: its head up to the request id, the id, the Date, the rest (_Shared.wire_of).
+_ANSWER = b"%s%s\r\nDate: %s\r\n%s"
 #: Distinct answers remembered as written: a few per document shown (200 and 304, each with
 #: and without keep-alive), documents shared by the VMs shown the same events.
 _WIRE_ENTRIES = 4096
@@ -452,6 +455,7 @@ class ImdsProtocol(asyncio.Protocol):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
+        "_again",
         "_body",
         "_cacheable",
         "_closing",
@@ -500,6 +504,10 @@ class ImdsProtocol(asyncio.Protocol):
         self._last_poll: tuple[bytes, _Parsed] | None = None
         # The last request made of a parse: a poller repeats the same bytes on a connection.
         self._request: tuple[_Parsed | None, ImdsRequest | None] = (None, None)
+        # How that request was answered, when its repeat is answered the same while nothing
+        # it met changes (ImdsEndpoint.respond_again): the answer's bytes as written (with its
+        # response), the VM, the change count.
+        self._again: tuple[_Wire, Vm, int] | None = None
         self._fault_passed: _Parsed | None = None
         self._limits: Limits = endpoint.limits
         self._date = shared.date
@@ -778,13 +786,26 @@ class ImdsProtocol(asyncio.Protocol):
                 checked=parsed.checked,
             )
             self._request = (parsed, request)
+            self._again = None
         if parsed is not self._fault_passed:
             fault = fault_for(self._endpoint, self._local, self._peer)
             if fault is not None:
                 self._inject(fault, parsed, request)
                 return
         self._fault_passed = None
-        response, _, at = self._endpoint.respond(request)
+        again = self._again
+        if again is not None:  # the request answered last on this connection, repeated
+            kept, caller, count = again
+            at = self._endpoint.respond_again(request, kept[0], caller, count)
+            if at is not None:  # kept alive: a request that was not ended the connection
+                transport = self._transport
+                assert transport is not None  # connected: its data was received
+                if not transport.is_closing():
+                    transport.write(
+                        _ANSWER % (kept[1], self._request_ids.next(), self._date.value(at), kept[2])
+                    )
+                return
+        response, vm, at, repeats_under = self._endpoint.respond(request)
         parsed.checked = request.checked
         self._refused = response.status == 429
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
@@ -799,6 +820,11 @@ class ImdsProtocol(asyncio.Protocol):
         self._write(response, keep_alive, at)
         if not keep_alive:
             self._end()
+        elif repeats_under is not None and vm is not None:
+            # Its bytes as written (kept with the response, however many the cache holds).
+            written = self._shared.wire.get((id(response) << 1) | True)
+            if written is not None:
+                self._again = (written, vm, repeats_under)
 
     def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
         """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
@@ -905,12 +931,7 @@ class ImdsProtocol(asyncio.Protocol):
         wire = self._shared.wire.get(key)
         if wire is None:  # a kept entry holds its response: no other can have its identity
             wire = self._shared.wire_of(key, response, keep_alive)
-        return b"%s%s\r\nDate: %s\r\n%s" % (
-            wire[1],
-            self._request_ids.next(),
-            self._date.value(at),
-            wire[2],
-        )
+        return _ANSWER % (wire[1], self._request_ids.next(), self._date.value(at), wire[2])
 
     def _reply_and_close(self, status: int, message: str) -> None:
         """Answer with an error and end the connection, lingering: the client may still be

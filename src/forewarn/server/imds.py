@@ -123,6 +123,10 @@ class Answer(NamedTuple):
     vm: Vm | None
     #: The platform time the request was answered at: the Date header's.
     at: datetime
+    #: While the platform's count of changes reads this, the same request from the same
+    #: address is answered the same (:meth:`ImdsEndpoint.respond_again`); None when a repeat
+    #: must be answered afresh.
+    repeats_under: int | None = None
 
 
 def _error(status: int, message: str) -> ImdsResponse:
@@ -217,8 +221,34 @@ class ImdsEndpoint:
 
     def respond(self, request: ImdsRequest) -> Answer:
         """The answer as a transport needs it: what :meth:`handle` answers, with the platform
-        time for its Date header. Wrappers that record requests override this."""
-        return self.answer(request)
+        time for its Date header, told to :meth:`answered`."""
+        answer = self.answer(request)
+        self.answered(request, answer.response, answer.vm, answer.at)
+        return answer
+
+    def answered(
+        self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
+    ) -> None:
+        """Told of every request a transport has answered through :meth:`respond` or
+        :meth:`respond_again`: ``vm`` is the calling VM when the request got as far as
+        finding it, ``at`` the platform time of the answer. Nothing here; endpoints that
+        record requests override it, so a repeated poll is recorded as any other."""
+
+    def respond_again(
+        self, request: ImdsRequest, response: ImdsResponse, vm: Vm, repeats_under: int
+    ) -> datetime | None:
+        """Answer ``request`` with ``response`` again: a poll repeated on a kept connection
+        (the same bytes from the same address, as every kept-alive VM sends every second)
+        that :meth:`respond` answered ``response``, finding ``vm``, with
+        :attr:`Answer.repeats_under` ``repeats_under``. The platform time it is answered at,
+        the request counted, rate-limited and told to :meth:`answered` as by
+        :meth:`respond`; None when the answer may differ now (the platform changed, or the VM
+        is over its rate limit), and :meth:`respond` says what it is."""
+        at = self.service.request_again(vm.name, repeats_under)
+        if at is None or not self.rate_limiter.allow(vm.name, self._monotonic()):
+            return None
+        self.answered(request, response, vm, at)
+        return at
 
     def answer(self, request: ImdsRequest) -> Answer:
         """The response, the calling VM when the request got as far as finding it (so a
@@ -249,7 +279,7 @@ class ImdsEndpoint:
             return Answer(_error(400, message), None, self.service.now())
         # One body for every VM's every request (a poll above all): each call saved here is
         # saved on every poll of the fleet.
-        vm, pause, at, encoded = arrival
+        vm, pause, at, encoded, repeats_under = arrival
         if pause is not None:
             return Answer(self._paused(pause), vm, at)
         if not self.rate_limiter.allow(vm.name, self._monotonic()):
@@ -261,8 +291,8 @@ class ImdsEndpoint:
             if tags is not None:
                 not_modified = _not_modified(tags, encoded.tag, encoded.etag)
                 if not_modified is not None:
-                    return Answer(not_modified, vm, at)
-            return Answer(_ok(encoded.body, encoded.etag), vm, at)
+                    return Answer(not_modified, vm, at, repeats_under)
+            return Answer(_ok(encoded.body, encoded.etag), vm, at, repeats_under)
         if checked.version is not None:  # a POST of Scheduled Events
             return Answer(self._approve(vm, request.body), vm, at)
         if path == VERSIONS_PATH:

@@ -19,7 +19,8 @@ from urllib.parse import parse_qsl
 import orjson
 
 from forewarn.domain.impact import ImpactPolicies
-from forewarn.server.imds import SCHEDULED_EVENTS_PATH, Answer, ImdsEndpoint, ImdsRequest
+from forewarn.domain.vms import Vm
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
 
@@ -151,9 +152,9 @@ class RecordingEndpoint(ImdsEndpoint):
         super().__init__(service, rate_limit=rate_limit, impact=impact, monotonic=monotonic)
         self.recorder = recorder
 
-    def respond(self, request: ImdsRequest) -> Answer:
-        answer = super().respond(request)
-        response, vm, at = answer
+    def answered(
+        self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
+    ) -> None:
         if vm is None:  # refused before the VM was looked up (a 404, a 405)
             vm = self.service.resolve_vm(request.local_address, request.peer_address)
         self.recorder.add(
@@ -169,4 +170,3 @@ class RecordingEndpoint(ImdsEndpoint):
                 response_body=response.body,
             )
         )
-        return answer

@@ -73,7 +73,7 @@ def endpoint_transport(
             local_address=address,
             peer_address=address,
         )
-        response, _, now = call(lambda: endpoint.respond(imds_request))
+        response, _, now, _ = call(lambda: endpoint.respond(imds_request))
         if response.status == 0:
             raise unanswered_error(response, request)
         headers = response_headers(response, request_ids.next(), http_date(now))

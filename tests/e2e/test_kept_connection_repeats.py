@@ -1,0 +1,197 @@
+"""A poll repeated on a kept connection is a request like any other.
+
+Every kept-alive VM sends its poll's very bytes again every second. The socket server
+answers such a repeat with its last answer while the platform has not changed since
+(:meth:`~forewarn.server.imds.ImdsEndpoint.respond_again`), and still counts it, rate-limits
+it, checks it against the faults in force and records it. Each test here polls on one
+connection with a real client (``http.client``, which repeats its request byte for byte as
+``requests`` does) until the repeats take that path, then does one thing a repeat must meet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+
+from forewarn.domain.events import EventType
+from forewarn.server import http as socket_server
+from forewarn.server._activity import Activity, ActivityEndpoint
+from forewarn.testing import ForewarnPlatform
+
+TARGET = "/metadata/scheduledevents?api-version=2020-07-01"
+
+
+class Poller:
+    """One VM polling on one kept connection, as the documentation's samples do."""
+
+    def __init__(self, platform: ForewarnPlatform, vm: str) -> None:
+        host, port = platform.url_for(vm).removeprefix("http://").rsplit(":", 1)
+        self.connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        self.sockets: set[int] = set()
+
+    def poll(self) -> tuple[int, bytes]:
+        self.connection.request("GET", TARGET, headers={"Metadata": "true"})
+        response = self.connection.getresponse()
+        body = response.read()
+        assert self.connection.sock is not None
+        self.sockets.add(id(self.connection.sock))  # one connection throughout
+        return response.status, body
+
+    def polled_alike(self, times: int = 3) -> bytes:
+        """The body of ``times`` polls answered alike: the repeats met what the first found."""
+        answers = {self.poll() for _ in range(times)}
+        assert len(answers) == 1, answers
+        ((status, body),) = answers
+        assert status == 200
+        return body
+
+    def close(self) -> None:
+        assert len(self.sockets) == 1, "the connection was kept throughout"
+        self.connection.close()
+
+
+@pytest.fixture
+def platform() -> Iterator[ForewarnPlatform]:
+    # Two VMs: each on its own address, where a VM's requests are known by that address.
+    with ForewarnPlatform(vms=["vm0", "vm1"], rate_limit=10_000, seed=7) as made:
+        yield made
+
+
+@pytest.fixture
+def poller(platform: ForewarnPlatform) -> Iterator[Poller]:
+    made = Poller(platform, "vm0")
+    yield made
+    made.close()
+
+
+def test_a_repeated_poll_meets_each_new_document(
+    platform: ForewarnPlatform, poller: Poller
+) -> None:
+    """scheduled-events-linux.txt, "Polling frequency": a VM polling once a second sees an
+    event as soon as it is scheduled, and sees it go when it is cancelled."""
+    empty = poller.polled_alike()
+    assert b'"Events":[]' in empty
+    event = platform.schedule(EventType.FREEZE, "vm0")
+    shown = poller.polled_alike()
+    assert event.event_id.encode() in shown
+    platform.schedule(EventType.FREEZE, "vm1")  # another VM's change: vm0 sees the same
+    assert poller.polled_alike() == shown
+    platform.cancel(event)
+    gone = poller.polled_alike()
+    assert event.event_id.encode() not in gone
+    assert b'"Events":[]' in gone
+
+
+def test_a_repeated_poll_meets_the_clock(platform: ForewarnPlatform, poller: Poller) -> None:
+    """scheduled-events-linux.txt, "Event Properties": NotBefore passed, the platform starts
+    the event by itself; a VM polling all along is shown it Started."""
+    event = platform.schedule(EventType.FREEZE, "vm0")
+    assert b'"EventStatus":"Scheduled"' in poller.polled_alike()
+    platform.advance(timedelta(minutes=16))  # past the 15 minutes of notice a Freeze has
+    status, body = poller.poll()
+    assert event.event_id.encode() in body
+    assert (status, b'"EventStatus":"Started"' in body) == (200, True)
+
+
+def test_another_request_on_the_connection_is_answered_for_itself(
+    platform: ForewarnPlatform, poller: Poller
+) -> None:
+    """A client asking other things on its kept connection between polls (the instance
+    metadata; an older api-version, whose events have fewer fields: reference/imds/
+    instance-metadata-service.md) gets each one's own answer, and its poll's again after."""
+    platform.schedule(EventType.FREEZE, "vm0")
+    document = poller.polled_alike()
+    for target in (
+        "/metadata/instance?api-version=2021-02-01",
+        TARGET.replace("2020-07-01", "2017-11-01"),
+    ):
+        poller.connection.request("GET", target, headers={"Metadata": "true"})
+        response = poller.connection.getresponse()
+        assert (response.status, response.read() == document) == (200, False), target
+        assert poller.polled_alike() == document
+
+
+def test_every_repeated_poll_is_recorded(platform: ForewarnPlatform, poller: Poller) -> None:
+    """docs/testing.md, "What the application did": ``requests(vm)`` is every
+    ``RecordedRequest``, kept-alive repeats included."""
+    poller.polled_alike(times=7)
+    assert [(r.method, r.status) for r in platform.requests("vm0")] == [("GET", 200)] * 7
+
+
+def test_every_repeated_poll_is_rate_limited() -> None:
+    """SPEC 1, reference/imds/instance-metadata-service.md, "Rate limiting": over the
+    limit, a VM's requests are answered 429, kept-alive repeats like the rest."""
+    now = [0.0]
+    with ForewarnPlatform(vms=["vm0", "vm1"], rate_limit=3, monotonic=lambda: now[0]) as made:
+        poller = Poller(made, "vm0")
+        statuses = [poller.poll()[0] for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        now[0] += 1.0  # a second later: three more
+        assert [poller.poll()[0] for _ in range(4)] == [200, 200, 200, 429]
+        poller.close()
+
+
+def test_a_fault_set_meanwhile_meets_the_next_repeat(
+    platform: ForewarnPlatform, poller: Poller
+) -> None:
+    """docs/faults.md, "Rules": a rule lasts "for the next ``count`` requests it hits",
+    whatever connection they come on; 500 is a transient error clients retry (SPEC 1)."""
+    poller.polled_alike()
+    platform.fault("error", vm="vm0", count=1)
+    assert poller.poll()[0] == 500
+    poller.polled_alike()
+
+
+def test_the_dashboard_counts_every_repeated_poll() -> None:
+    """The dashboard's record of each VM (``forewarn serve``'s ActivityEndpoint) counts
+    every request, however it was answered: on a kept connection, through the socket
+    server's protocol and a stand-in transport."""
+    with ForewarnPlatform(vms=["vm0", "vm1"], seed=7) as made:
+        activity = Activity()
+        endpoint = ActivityEndpoint(made.service, activity, rate_limit=10_000)
+        loop = asyncio.new_event_loop()
+        try:
+            written: list[bytes] = []
+            protocol = socket_server.ImdsProtocol(
+                endpoint,
+                socket_server._Shared(endpoint, loop),
+                loop,
+                socket_server._Connections(loop),
+            )
+            protocol.connection_made(cast(asyncio.Transport, _Transport(made, written)))
+            poll = b"GET %s HTTP/1.1\r\nHost: x\r\nMetadata: true\r\n\r\n" % TARGET.encode()
+            for _ in range(5):
+                protocol.data_received(poll)
+        finally:
+            loop.close()
+    assert [answer.split(b"\r\n", 1)[0] for answer in written] == [b"HTTP/1.1 200 OK"] * 5
+    assert activity.requests("vm0") == 5
+    assert activity.requests("vm1") == 0
+
+
+class _Transport:
+    """What the protocol asks of an asyncio transport, at vm0's address."""
+
+    def __init__(self, platform: ForewarnPlatform, written: list[bytes]) -> None:
+        self.address = platform.url_for("vm0").removeprefix("http://").rsplit(":", 1)[0]
+        self.written = written
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": (self.address, 80), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        raise AssertionError("a poll answered at once never pauses reading")
+
+    def resume_reading(self) -> None:
+        raise AssertionError("a poll answered at once never pauses reading")
