@@ -25,7 +25,7 @@ def vm(name: str, **fields: object) -> Vm:
 def test_an_address_answers_for_one_vm_only() -> None:
     platform = Platform(START)
     platform.add_vm(vm("a", address="127.0.0.2"))
-    with pytest.raises(InvalidOperationError, match=r"127\.0\.0\.2"):
+    with pytest.raises(InvalidOperationError, match=r"^address 127\.0\.0\.2 is already 'a''s$"):
         platform.add_vm(vm("b", address="127.0.0.2"))
     assert platform.vm_at("127.0.0.2") == platform.vm("a")
     assert [v.name for v in platform.vms()] == ["a"]

@@ -218,12 +218,14 @@ def test_auto_approval_shows_only_started(platform: Platform, add: Callable[...,
 
 def test_redeploy_moves_host(platform: Platform, add: Callable[..., Vm]) -> None:
     adder = add
-    adder("vm0", host="h1")
+    adder("vm0", host="h1", address="127.0.0.2")
     adder("vm1", host="h2")
     (event,) = operations.redeploy(platform, "vm0")
     platform.approve("vm0", [event.event_id])
     platform.advance_to(START + timedelta(seconds=7))
     assert platform.vm("vm0").host == "h2"
+    # and its requests, found by the address they arrive at, find it there
+    assert platform.vm_at("127.0.0.2") == platform.vm("vm0")
 
 
 def test_campaign_walks_fault_domains_one_at_a_time(

@@ -15,17 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from forewarn.domain._lifecycle import Deadline, Deadlines
-from forewarn.domain._registry import Registry
-from forewarn.domain._state import PlatformState
+from forewarn.domain._state import PlatformState, VmRecord
 from forewarn.domain.documents import FIRST_INCARNATION, Document
 
 
 class Enablement:
     """Each VM's enablement instant and last request."""
 
-    def __init__(self, state: PlatformState, registry: Registry, deadlines: Deadlines) -> None:
+    def __init__(self, state: PlatformState, deadlines: Deadlines) -> None:
         self._state = state
-        self._registry = registry
         self._deadlines = deadlines
 
     def receiving(self, name: str) -> bool:
@@ -37,41 +35,38 @@ class Enablement:
         the rule, for an event's whole audience at once (a set's events reach every member)."""
         state = self._state
         now = state.now
-        enabled_at_of, last_request = state.enabled_at.get, state.last_request
+        record_of = state.records.get
         idle_period = state.timing.idle_period
         return [
             name
             for name in names
-            if (enabled_at := enabled_at_of(name)) is not None
+            if (record := record_of(name)) is not None
+            and (enabled_at := record.enabled_at) is not None
             and enabled_at <= now
-            and now - last_request[name] < idle_period
+            and now - record.last_request < idle_period
         ]
 
-    def touch(self, vm_name: str) -> bool:
-        """Record a request from ``vm_name``: the first one (or the first after 24 h idle)
-        turns Scheduled Events on, after the profile's first-call delay (SPEC 7).
+    def touch(self, vm_name: str, record: VmRecord) -> bool:
+        """Record a request from ``vm_name``, whose record is ``record``: the first one (or
+        the first after 24 h idle) turns Scheduled Events on, after the profile's first-call
+        delay (SPEC 7).
 
         True when this request turned it on (the only requests worth journaling).
         """
         state = self._state
-        try:
-            enabled_at = state.enabled_at[vm_name]
-        except KeyError:  # every VM has an entry: the name is unknown, as the registry says
-            self._registry.vm(vm_name)
-            raise
+        enabled_at = record.enabled_at
         now = state.now
-        idle = now - state.last_request[vm_name] >= state.timing.idle_period
-        state.last_request[vm_name] = now
+        idle = now - record.last_request >= state.timing.idle_period
+        record.last_request = now
         if enabled_at is not None and not idle:
             return False  # on already, or waiting for its first-call delay
         state.changed()
         if enabled_at is not None:
             # Re-enabled after the idle period: Azure starts the DocumentIncarnation afresh
             # (SPEC 2; ClusterLabs azure-events-az forgets its last incarnation for this).
-            events = state.documents[vm_name].events
-            state.documents[vm_name] = Document(FIRST_INCARNATION, events)
+            record.document = Document(FIRST_INCARNATION, record.document.events)
         enable_at = self._deadlines.due(Deadline.ENABLE, vm_name)
-        state.enabled_at[vm_name] = enable_at
+        record.enabled_at = enable_at
         if enable_at <= now:
             self._enable(vm_name)
         else:
@@ -82,19 +77,23 @@ class Enablement:
         """Count every enabled VM as having just asked: after a restart of the service, whose
         journal keeps only the requests that changed state, nobody is idle by our absence."""
         state = self._state
-        for name, enabled_at in state.enabled_at.items():
-            if enabled_at is not None:
-                state.last_request[name] = state.now
+        for record in state.records.values():
+            if record.enabled_at is not None:
+                record.last_request = state.now
 
     def enable_due(self, name: str) -> None:
         """The first-call delay is over, unless the VM was deleted or touched again since."""
-        enabled_at = self._state.enabled_at.get(name)
-        if enabled_at is not None and enabled_at <= self._state.now:
+        record = self._state.records.get(name)
+        if (
+            record is not None
+            and record.enabled_at is not None
+            and record.enabled_at <= self._state.now
+        ):
             self._enable(name)
 
     def _enable(self, name: str) -> None:
         state = self._state
-        shown = {event.event_id for event in state.documents[name].events}
+        shown = {event.event_id for event in state.records[name].document.events}
         unseen = tuple(
             [
                 live.event

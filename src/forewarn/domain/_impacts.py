@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from forewarn.domain._lifecycle import REMOVES_VM, impact_of
 from forewarn.domain._registry import Registry
-from forewarn.domain._state import LiveEvent, PlatformState
+from forewarn.domain._state import LiveEvent, PlatformState, VmRecord
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event, EventStatus, EventType
 from forewarn.domain.impact import Pause
@@ -125,17 +125,19 @@ class Impacts:
         until = state.unreachable_until.get(name)
         return until is None or state.now >= until
 
-    def pause(self, name: str) -> Pause | None:
+    def pause(self, name: str, record: VmRecord | None) -> Pause | None:
         """Why ``name``'s requests cannot be answered now (:mod:`forewarn.domain.impact`):
-        an impact under way, the first-call delay after enablement, or the VM being gone."""
+        an impact under way, the first-call delay after enablement, or the VM being gone.
+        ``record`` is its record (None: every VM has one, so it is gone), looked up by the
+        caller, which reads it again for the request."""
         state = self._state
-        if name not in state.vms:
+        if record is None:
             return Pause(None)
         until = state.unreachable_until.get(name)
         if until is not None and state.now < until:
             event = state.impact_of_vm[name]
             return Pause(until, event.event_type, event.event_id)
-        enabled_at = state.enabled_at[name]
+        enabled_at = record.enabled_at
         if enabled_at is not None and state.now < enabled_at:
             return Pause(enabled_at)
         return None

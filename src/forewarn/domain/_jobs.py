@@ -94,7 +94,7 @@ class Jobs:
         state = self._state
         tenant = self._registry.vm(vm_name).tenant
         ids = dict.fromkeys(event_ids)
-        shown = [event.event_id for event in state.documents[vm_name].events]
+        shown = [event.event_id for event in state.records[vm_name].document.events]
         unknown = [event_id for event_id in ids if event_id not in shown]
         if unknown:
             raise UnknownEventError(tuple(unknown))

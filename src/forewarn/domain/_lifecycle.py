@@ -67,7 +67,7 @@ def impact_of(timing: TimingProfile, event: Event) -> timedelta:
 
 
 def _first_call_delay_over(state: PlatformState, name: str) -> datetime:
-    return state.last_request[name] + state.timing.first_call_delay
+    return state.records[name].last_request + state.timing.first_call_delay
 
 
 def _not_before(state: PlatformState, event_id: str) -> datetime:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from forewarn.domain._state import PlatformState
+from forewarn.domain._state import PlatformState, VmRecord
 from forewarn.domain.documents import EMPTY_DOCUMENT
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError, UnknownVmError
 from forewarn.domain.fleet import ScaleSet
@@ -44,7 +44,7 @@ class Registry:
         if vm.name in state.vms:
             raise InvalidOperationError(f"virtual machine {vm.name!r} already exists")
         if vm.address is not None and vm.address in state.by_address:
-            taken = state.by_address[vm.address]
+            taken = state.by_address[vm.address].name
             raise InvalidOperationError(f"address {vm.address} is already {taken!r}'s")
         misplaced = placement_error(vm, state.vms.values(), state.placements)
         if misplaced is not None:
@@ -59,10 +59,10 @@ class Registry:
             members[vm.name] = vm.tenant
             state.group_of[vm.name] = members
         if vm.address is not None:
-            state.by_address[vm.address] = vm.name
-        state.documents[vm.name] = EMPTY_DOCUMENT
-        state.enabled_at[vm.name] = state.now if receiving else None
-        state.last_request[vm.name] = state.now
+            state.by_address[vm.address] = vm
+        state.records[vm.name] = VmRecord(
+            EMPTY_DOCUMENT, state.now if receiving else None, state.now
+        )
         state.changed()
 
     def vm(self, name: str) -> Vm:
@@ -76,8 +76,7 @@ class Registry:
 
     def vm_at(self, address: str) -> Vm | None:
         """The VM whose endpoint answers at ``address``, if any."""
-        name = self._state.by_address.get(address)
-        return None if name is None else self._state.vms[name]
+        return self._state.by_address.get(address)
 
     def scope_of(self, vm: Vm) -> ScopeGroup:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
@@ -115,6 +114,8 @@ class Registry:
         host = new_host(vm, state.vms.values(), state.avoided_hosts, state.placements)
         moved = replace(vm, host=host)
         state.vms[vm.name] = moved
+        if vm.address is not None:
+            state.by_address[vm.address] = moved
         state.changed()
         state.placements.remove(vm)
         state.placements.add(moved)

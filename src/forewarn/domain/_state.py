@@ -44,6 +44,20 @@ class EventRequest:
 
 
 @dataclass(slots=True)
+class VmRecord:
+    """What the platform keeps of one VM besides the VM itself, in one object: its document,
+    when its Scheduled Events were turned on and its last request. A VM's every request reads
+    all three, and one lookup in a table of the whole fleet costs a few cache misses at
+    100,000 VMs, where three separate tables cost three times as many."""
+
+    #: What it is shown: the one record of which events, in the order they were shown.
+    document: Document
+    #: When Scheduled Events is (or will be, after the first-call delay) on; None: off.
+    enabled_at: datetime | None
+    last_request: datetime
+
+
+@dataclass(slots=True)
 class LiveEvent:
     """An event while it lives: who sees it, whose approval it waits for, its job."""
 
@@ -92,7 +106,9 @@ class PlatformState:
         # -- the registry
         self.vms: dict[str, Vm] = {}
         self.scale_sets: dict[str, ScaleSet] = {}
-        self.by_address: dict[str, str] = {}
+        # each VM by the address it answers at, kept with :attr:`vms` (the same objects), as
+        # every request looks its VM up by address
+        self.by_address: dict[str, Vm] = {}
         # which fault domains of each set every host holds, so a placement is checked
         # against one host rather than the whole fleet
         self.placements = Placements()
@@ -106,11 +122,8 @@ class PlatformState:
         # also see their VMs moved off when their impact ends
         self.avoided_hosts: set[str] = set()
         self.failed_hosts: set[str] = set()
-        # -- what each VM is shown: its document, and only it
-        self.documents: dict[str, Document] = {}
-        # -- enablement
-        self.enabled_at: dict[str, datetime | None] = {}
-        self.last_request: dict[str, datetime] = {}
+        # -- what each VM is shown (its document, and only it) and its enablement
+        self.records: dict[str, VmRecord] = {}
         # -- impacts
         self.unreachable_until: dict[str, datetime] = {}
         # vm name -> the event whose impact it is under (for the impact policy and hooks)
@@ -133,9 +146,7 @@ class PlatformState:
         """Drop ``name`` from every table keyed by VM name but the registry's own."""
         self.changed()
         for table in (
-            self.documents,
-            self.enabled_at,
-            self.last_request,
+            self.records,
             self.unreachable_until,
             self.impact_of_vm,
             self.freeze_instead,
@@ -151,10 +162,10 @@ class PlatformState:
     def show(self, names: Iterable[str], events: tuple[Event, ...]) -> None:
         """``events`` join the documents of ``names``, after those each already shows."""
         self.changed()
-        documents = self.documents
+        records = self.records
         for name in names:
-            document = documents[name]
-            documents[name] = document.with_events(document.events + events)
+            record = records[name]
+            record.document = record.document.with_events(record.document.events + events)
 
     def update(self, names: Iterable[str], event: Event) -> None:
         """The documents of ``names`` that show ``event`` show it as it is now; counted as a
@@ -168,14 +179,15 @@ class PlatformState:
     def _replace(self, names: Iterable[str], event_id: str, by: tuple[Event, ...]) -> None:
         """The documents of ``names`` that show ``event_id`` show ``by`` in its place."""
         self.changed()
-        documents = self.documents
+        records = self.records
         for name in names:
-            document = documents.get(name)  # None: a VM deleted since it was shown events
-            if document is not None:
+            record = records.get(name)  # None: a VM deleted since it was shown events
+            if record is not None:
+                document = record.document
                 shown = document.events
                 index = _position(shown, event_id)
                 if index is not None:
-                    documents[name] = document.with_events(shown[:index] + by + shown[index + 1 :])
+                    record.document = document.with_events(shown[:index] + by + shown[index + 1 :])
 
 
 def _position(events: tuple[Event, ...], event_id: str) -> int | None:

@@ -68,7 +68,7 @@ class Platform:
         self._state = state
         self._deadlines = Deadlines(state)
         self._registry = Registry(state)
-        self._enablement = Enablement(state, self._registry, self._deadlines)
+        self._enablement = Enablement(state, self._deadlines)
         self._impacts = Impacts(state, self._registry)
         self._campaigns = Campaigns(state)
         self._jobs = Jobs(
@@ -155,7 +155,7 @@ class Platform:
     def pause(self, name: str) -> Pause | None:
         """Why ``name``'s requests cannot be answered now (:mod:`forewarn.domain.impact`):
         an impact under way, the first-call delay after enablement, or the VM being gone."""
-        return self._impacts.pause(name)
+        return self._impacts.pause(name, self._state.records.get(name))
 
     def impacts(self) -> dict[str, Pause]:
         """Every VM under an impact now, with the event causing it."""
@@ -170,7 +170,7 @@ class Platform:
     def document(self, vm_name: str) -> Document:
         """The document ``vm_name`` is shown now; call :meth:`advance_to` first."""
         try:
-            return self._state.documents[vm_name]
+            return self._state.records[vm_name].document
         except KeyError:
             raise UnknownVmError(f"named {vm_name!r}") from None
 
@@ -191,7 +191,10 @@ class Platform:
 
         True when this request turned it on (the only requests worth journaling).
         """
-        return self._enablement.touch(vm_name)
+        record = self._state.records.get(vm_name)
+        if record is None:  # every VM has one
+            raise UnknownVmError(f"named {vm_name!r}")
+        return self._enablement.touch(vm_name, record)
 
     def arrive(self, vm_name: str) -> tuple[Pause | None, bool]:
         """A request from ``vm_name`` arrived: it counts as a request (:meth:`touch`) unless
@@ -203,12 +206,14 @@ class Platform:
         journaling). Every VM's every request comes here, so it is one call.
         """
         impacts = self._impacts
-        pause = impacts.pause(vm_name)
+        record = self._state.records.get(vm_name)
+        pause = impacts.pause(vm_name, record)
         if pause is not None and not pause.warming_up:
             return pause, False
-        if not self._enablement.touch(vm_name):
+        assert record is not None  # a VM without one is gone: paused, not warming up
+        if not self._enablement.touch(vm_name, record):
             return pause, False
-        return impacts.pause(vm_name), True
+        return impacts.pause(vm_name, record), True
 
     def assume_requests_now(self) -> None:
         """Count every enabled VM as having just asked: after a restart of the service, whose
