@@ -99,6 +99,16 @@ class EncodedDocument:
         return cls(shared.body, shared.tag, shared.etag, document)
 
 
+def _encoding(
+    document: Document, version: ApiVersion, cached: EncodedDocument | None
+) -> EncodedDocument:
+    """``document`` encoded as ``version`` shows it: ``cached`` while it encodes this very
+    document (a VM's document is replaced, never changed, when its events change)."""
+    if cached is not None and cached.document is document:
+        return cached
+    return EncodedDocument.of(document, version)
+
+
 #: Distinct documents whose encodings are shared between the VMs shown them.
 _SHARED_ENCODINGS = 1024
 
@@ -345,24 +355,31 @@ class ScheduledEventsService:
         (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
         same document, and only counts as a request. Most of a fleet's polls are those.
         """
+        platform = self._caught_up()
         known = self._known.get(local_address)
         if known is not None and known.version is version:
             vm = known.vm
-            at = self.request_again(vm.name, known.changes)
-            if at is not None:
-                return Arrival(vm, None, at, known.document, known.changes)
-        # Caught up again after a miss (nothing is due by then, so it only reads the clock):
-        # a kept connection's repeat, far more frequent, then pays one call less.
-        platform = self._caught_up()
+            if self._again(platform, vm.name, known.changes):
+                return Arrival(vm, None, platform.now, known.document, known.changes)
         calling = _vm_calling(platform, local_address, peer_address)
         if calling is None:
             return None
         pause = self._requested(platform, calling.name)
-        document = None if version is None else self._encoded_of(platform, calling.name, version)
-        if pause is None and calling.address == local_address and self._replica is None:
+        address = calling.address
+        kept = pause is None and address == local_address and self._replica is None
+        if version is None:
+            document = None
+        elif kept and (known is None or known.version is version):
+            # Its encoding kept with the address alone, not in the table by VM name as well:
+            # one lookup in a table of the whole fleet the less for every changed VM's poll.
+            cached = None if known is None else known.document
+            document = _encoding(platform.document(calling.name), version, cached)
+        else:
+            document = self._encoded_of(platform, calling.name, version)
+        if kept and address is not None:  # (it is: equal to the local address)
             changes = platform.changes
             if known is None:  # kept under the VM's own address string, not the caller's
-                self._known[calling.address] = _Known(changes, calling, version, document)
+                self._known[address] = _Known(changes, calling, version, document)
             else:  # out of date: brought up to date in place, as a campaign does to each
                 known.changes, known.vm = changes, calling
                 known.version, known.document = version, document
@@ -377,14 +394,19 @@ class ScheduledEventsService:
         has changed since, or this very request changed it (the VM back after the idle
         period): :meth:`request_from` then says what it finds."""
         platform = self._caught_up()
+        return platform.now if self._again(platform, vm_name, changes) else None
+
+    def _again(self, platform: Platform, vm_name: str, changes: int) -> bool:
+        """The rule of :meth:`request_again` on a platform caught up already: True when the
+        request is counted and what it found holds still."""
         if platform.changes != changes:
-            return None
+            return False
         # Not down, so the request counts (Platform.arrive's rule): only a touch that turned
         # Scheduled Events on (a VM back after the idle period) changes anything.
         if platform.touch(vm_name):
             self._journal_touch(platform, vm_name)
-            return None
-        return platform.now
+            return False
+        return True
 
     def _journal_touch(self, platform: Platform, vm_name: str) -> None:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that
@@ -418,14 +440,13 @@ class ScheduledEventsService:
         return self._encoded_of(self._caught_up(), vm_name, version)
 
     def _encoded_of(self, platform: Platform, vm_name: str, version: ApiVersion) -> EncodedDocument:
+        """The encoding of ``vm_name``'s document, kept by VM name: for the polls not kept
+        by address (:class:`_Known`) and the control plane's readers."""
         document = platform.document(vm_name)
         encodings = self._encoded.get(version.name)
         if encodings is None:
             encodings = self._encoded[version.name] = {}
-        cached = encodings.get(vm_name)
-        if cached is not None and cached.document is document:
-            return cached
-        encoded = encodings[vm_name] = EncodedDocument.of(document, version)
+        encoded = encodings[vm_name] = _encoding(document, version, encodings.get(vm_name))
         return encoded
 
     def document(self, vm_name: str) -> Document:
