@@ -12,7 +12,7 @@ enabled it is shown every live event of its scope at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 from forewarn.domain._lifecycle import Deadline, Deadlines
 from forewarn.domain._state import PlatformState, VmRecord
@@ -28,23 +28,23 @@ class Enablement:
 
     def receiving(self, name: str) -> bool:
         """Scheduled Events is on for ``name``: enabled, and asked within the idle period."""
-        return bool(self.receiving_among((name,)))
+        record = self._state.records.get(name)
+        return record is not None and bool(self.receiving_among({name: record}))
 
-    def receiving_among(self, names: Iterable[str]) -> list[str]:
-        """Those of ``names`` that are :meth:`receiving`, in their order; the one statement of
-        the rule, for an event's whole audience at once (a set's events reach every member)."""
+    def receiving_among(self, members: Mapping[str, VmRecord]) -> dict[str, VmRecord]:
+        """Those of ``members`` (names with their records) that are :meth:`receiving`, in
+        their order; the one statement of the rule, for an event's whole audience at once (a
+        set's events reach every member)."""
         state = self._state
         now = state.now
-        record_of = state.records.get
         idle_period = state.timing.idle_period
-        return [
-            name
-            for name in names
-            if (record := record_of(name)) is not None
-            and (enabled_at := record.enabled_at) is not None
+        return {
+            name: record
+            for name, record in members.items()
+            if (enabled_at := record.enabled_at) is not None
             and enabled_at <= now
             and now - record.last_request < idle_period
-        ]
+        }
 
     def touch(self, vm_name: str, record: VmRecord) -> bool:
         """Record a request from ``vm_name``, whose record is ``record``: the first one (or
@@ -93,7 +93,8 @@ class Enablement:
 
     def _enable(self, name: str) -> None:
         state = self._state
-        shown = {event.event_id for event in state.records[name].document.events}
+        record = state.records[name]
+        shown = {event.event_id for event in record.document.events}
         unseen = tuple(
             [
                 live.event
@@ -101,4 +102,4 @@ class Enablement:
                 if name in live.audience and event_id not in shown
             ]
         )
-        state.show((name,), unseen)  # counted as a change even with none unseen: it is on
+        state.show((record,), unseen)  # counted as a change even with none unseen: it is on

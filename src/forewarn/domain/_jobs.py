@@ -13,7 +13,7 @@ what an impact does to the VMs is :mod:`forewarn.domain._impacts`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
 from forewarn.domain._campaigns import Campaigns
@@ -21,7 +21,14 @@ from forewarn.domain._enablement import Enablement
 from forewarn.domain._impacts import Impacts
 from forewarn.domain._lifecycle import Deadline, Deadlines
 from forewarn.domain._registry import Registry
-from forewarn.domain._state import Campaign, EventRequest, Job, LiveEvent, PlatformState
+from forewarn.domain._state import (
+    Campaign,
+    EventRequest,
+    Job,
+    LiveEvent,
+    PlatformState,
+    VmRecord,
+)
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
 from forewarn.domain.scope import audience
@@ -154,7 +161,7 @@ class Jobs:
 
     def _create(
         self, request: EventRequest, vms: list[Vm], job: Job, *, show: bool
-    ) -> tuple[LiveEvent, list[str]]:
+    ) -> tuple[LiveEvent, dict[str, VmRecord]]:
         """Register an event impacting ``vms``, and the VMs to show it to; ``show`` False
         leaves showing it to the caller's next step, so an event that starts at once is never
         seen Scheduled."""
@@ -170,20 +177,23 @@ class Jobs:
             request.duration_seconds,
         )
         event_id = event.event_id
-        tenant_of = audience(vms, self._registry.group_members)
-        receiving = self._enablement.receiving_among(tenant_of)
+        members = audience(vms, self._registry.group_members)
+        receiving = self._enablement.receiving_among(members)
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event
         # nobody is waited for at all.
         live = LiveEvent(
-            event, frozenset(tenant_of), frozenset([tenant_of[name] for name in receiving]), job
+            event,
+            frozenset(members),
+            frozenset([record.tenant for record in receiving.values()]),
+            job,
         )
         job.events.append(live)
         state.events[event_id] = live
         if job.campaign is not None:
             job.campaign.current.add(event_id)
         if show:
-            state.show(receiving, (event,))
+            state.show(receiving.values(), (event,))
         return live, receiving
 
     def _start_job_if_approved(self, job: Job) -> None:
@@ -195,9 +205,12 @@ class Jobs:
         for member in list(members):
             self._start(member)
 
-    def _start(self, live: LiveEvent, *, shown_first_to: list[str] | None = None) -> None:
-        """``live`` starts; ``shown_first_to`` names the VMs that were never shown it
-        Scheduled (an event created Started), else every document showing it changes."""
+    def _start(
+        self, live: LiveEvent, *, shown_first_to: Mapping[str, VmRecord] | None = None
+    ) -> None:
+        """``live`` starts; ``shown_first_to`` holds the VMs (with their records) that were
+        never shown it Scheduled (an event created Started), else every document showing it
+        changes."""
         state = self._state
         job = live.job
         if job.join_key is not None and state.open_jobs.get(job.join_key) is job:
@@ -210,7 +223,7 @@ class Jobs:
         if shown_first_to is None:
             state.update(live.audience, event)
         else:
-            state.show(shown_first_to, (event,))
+            state.show(shown_first_to.values(), (event,))
 
     def _remove(self, live: LiveEvent) -> None:
         state = self._state

@@ -53,16 +53,16 @@ class Registry:
             state.scale_sets[vm.vm_scale_set_name] = ScaleSet(vm.vm_scale_set_name)
         state.vms[vm.name] = vm
         state.placements.add(vm)
+        record = state.records[vm.name] = VmRecord(
+            EMPTY_DOCUMENT, state.now if receiving else None, state.now, vm.tenant
+        )
         group = scope_group(vm, state.scale_sets)
         if group.kind is not ScopeKind.VM:
             members = state.groups.setdefault(group, {})
-            members[vm.name] = vm.tenant
+            members[vm.name] = record
             state.group_of[vm.name] = members
         if vm.address is not None:
             state.by_address[vm.address] = vm
-        state.records[vm.name] = VmRecord(
-            EMPTY_DOCUMENT, state.now if receiving else None, state.now
-        )
         state.changed()
 
     def vm(self, name: str) -> Vm:
@@ -82,11 +82,12 @@ class Registry:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._state.scale_sets)
 
-    def group_members(self, vm: Vm) -> Mapping[str, str]:
-        """The names in ``vm``'s scope group, each with its tenant; a VM's group of its own is
-        not kept (a table per standalone VM of a large fleet), its one member is itself."""
-        members = self._state.group_of.get(vm.name)
-        return {vm.name: vm.tenant} if members is None else members
+    def group_members(self, vm: Vm) -> Mapping[str, VmRecord]:
+        """The names in ``vm``'s scope group, each with its record; a VM's group of its own
+        is not kept (a table per standalone VM of a large fleet), its one member is itself."""
+        state = self._state
+        members = state.group_of.get(vm.name)
+        return {vm.name: state.records[vm.name]} if members is None else members
 
     def delete(self, vm: Vm) -> None:
         state = self._state
