@@ -253,22 +253,30 @@ def table(results: dict[str, Any]) -> str:
         lines.extend(real_workload_table(real))
     scale = results.get("scale")
     if scale:
-        lines.append("Campaign (every VM gets, approves, finishes an event) and idle memory:")
         lines.append(
-            f"  {'VMs':>8} {'campaign s':>11} {'cpu s':>7} {'us/VM':>7} "
-            f"{'setup s':>8} {'B/idle VM':>10}"
+            "Campaign (every VM gets, approves, finishes an event; the median round) and "
+            "idle memory:"
         )
+        lines.append(
+            f"  {'VMs':>8} {'campaign s':>11} {'cpu s':>7} {'us/VM':>7} {'rounds':>6} "
+            f"{'spread us/VM':>13} {'setup s':>8} {'B/idle VM':>10}"
+        )
+        rounds_us = scale.get("campaign_rounds_us", {})
         for campaign, memory in zip(scale["campaigns"], scale["memory"], strict=True):
+            rounds = rounds_us.get(str(campaign["vms"]), [campaign["per_vm_microseconds"]])
             lines.append(
                 f"  {campaign['vms']:>8,} {campaign['campaign_seconds']:>11.2f} "
                 f"{campaign['campaign_cpu_seconds']:>7.2f} "
-                f"{campaign['per_vm_microseconds']:>7.0f} {campaign['setup_seconds']:>8.2f} "
-                f"{memory['bytes_per_idle_vm']:>10,.0f}"
+                f"{campaign['per_vm_microseconds']:>7.0f} {len(rounds):>6} "
+                f"{f'{min(rounds):.0f}-{max(rounds):.0f}':>13} "
+                f"{campaign['setup_seconds']:>8.2f} {memory['bytes_per_idle_vm']:>10,.0f}"
             )
+        grouped_rounds = scale.get("grouped_schedule_rounds_us", {})
         lines.append(
-            "  scheduling one event, VMs in availability sets of 10: "
+            "  scheduling one event, VMs in availability sets of 10 (median [spread] of "
+            "rounds): "
             + ", ".join(
-                f"{float(us):,.0f} us at {int(vms):,} VMs"
+                f"{float(us):,.1f} us [{_range(grouped_rounds.get(vms, [us]))}] at {int(vms):,} VMs"
                 for vms, us in scale["grouped_schedule_us"].items()
             )
         )
@@ -391,6 +399,10 @@ _LATE_MS = 1.0
 
 def _spread(figure: dict[str, float], spec: str) -> str:
     return f"{figure['median']:{spec}} [{figure['min']:{spec}}-{figure['max']:{spec}}]"
+
+
+def _range(values: list[float]) -> str:
+    return f"{min(values):.1f}-{max(values):.1f}"
 
 
 def write_json(results: dict[str, Any], path: Path) -> None:

@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.scale import ScenarioError, grouped_schedule_cost, measure_idle_memory, run_campaign
+from bench.scale import (
+    ScenarioError,
+    campaign_rounds,
+    grouped_schedule_cost,
+    measure_idle_memory,
+    run_campaign,
+)
 from bench.throughput import run_throughput
 from bench.tools import find_tools
 from forewarn.domain.platform import Platform
@@ -99,9 +105,17 @@ def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "Campaign (every VM gets, approves, finishes an event)" in done.stdout
+    assert "Campaign (every VM gets, approves, finishes an event; the median round)" in done.stdout
     results = json.loads(out.read_text(encoding="utf-8"))
-    assert [c["vms"] for c in results["scale"]["campaigns"]] == [300, 600]
+    scale = results["scale"]
+    assert [c["vms"] for c in scale["campaigns"]] == [300, 600]
+    # Each size's figure is the median of its rounds, an odd number of them, all kept.
+    for campaign in scale["campaigns"]:
+        rounds = scale["campaign_rounds_us"][str(campaign["vms"])]
+        assert len(rounds) == campaign_rounds(campaign["vms"]) == 9
+        assert campaign["per_vm_microseconds"] == sorted(rounds)[4]
+    for vms, rounds in scale["grouped_schedule_rounds_us"].items():
+        assert scale["grouped_schedule_us"][vms] == sorted(rounds)[len(rounds) // 2]
     names = [target["name"] for target in results["targets"]]
     assert "documents encoded again after one VM's change" in names
     assert results["machine"]["cores"] >= 1
@@ -115,3 +129,15 @@ def test_the_scale_scenarios_leave_the_collector_as_they_found_it() -> None:
     measure_idle_memory(50)
     grouped_schedule_cost(50, events=5)
     assert (gc.get_threshold(), gc.get_freeze_count()) == (thresholds, frozen)
+
+
+def test_a_campaign_size_is_run_an_odd_number_of_times_fewer_as_it_grows() -> None:
+    """Short campaigns are repeated (their median is the figure), long ones run once."""
+    assert [campaign_rounds(n) for n in (300, 1_000, 10_000, 15_000, 100_000, 300_000)] == [
+        9,
+        9,
+        3,
+        1,
+        1,
+        1,
+    ]
