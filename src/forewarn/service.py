@@ -23,7 +23,6 @@ only when its events changed.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -111,14 +110,27 @@ def _encoding(
 
 #: Distinct documents whose encodings are shared between the VMs shown them.
 _SHARED_ENCODINGS = 1024
+#: Those encodings by api-version, incarnation and the identities of the events shown: an
+#: event is one object in every document showing it, so equal documents of VMs shown the
+#: same events have equal keys, made without hashing the events field by field (which cost
+#: more than encoding a one-event document). An entry holds its document, so no identity in
+#: a kept key can be reused by another object. Emptied when full, at once rather than entry
+#: by entry: a campaign's documents, each shown to one VM, pass through it, and a shared
+#: document is encoded again at most once per so many.
+_shared: dict[tuple[str, int, tuple[int, ...]], EncodedDocument] = {}
 
 
-@functools.lru_cache(maxsize=_SHARED_ENCODINGS)
 def _shared_encoding(document: Document, version: ApiVersion) -> EncodedDocument:
-    tag = str(document.incarnation)
-    return EncodedDocument(
-        encode_document(document, version), tag, b'"%s"' % tag.encode(), document
-    )
+    key = (version.name, document.incarnation, tuple(map(id, document.events)))
+    shared = _shared.get(key)
+    if shared is None:
+        if len(_shared) >= _SHARED_ENCODINGS:
+            _shared.clear()
+        tag = str(document.incarnation)
+        shared = _shared[key] = EncodedDocument(
+            encode_document(document, version), tag, b'"%s"' % tag.encode(), document
+        )
+    return shared
 
 
 class CommandJournal(Protocol):
@@ -347,8 +359,8 @@ class ScheduledEventsService:
         """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
         for every request: the calling VM, why it cannot be answered now if it cannot, the
         platform time it arrived at (the answer's Date) and, for a request of Scheduled
-        Events, the document as ``version`` shows it after this request; None when no VM
-        answers at those addresses.
+        Events answered now, the document as ``version`` shows it after this request; None
+        when no VM answers at those addresses.
 
         What a VM's request found is kept by the address it arrived at while the VM was
         answerable (:class:`_Known`): while the platform has not changed since
@@ -367,7 +379,7 @@ class ScheduledEventsService:
         pause = self._requested(platform, calling.name)
         address = calling.address
         kept = pause is None and address == local_address and self._replica is None
-        if version is None:
+        if version is None or pause is not None:  # nothing to show, or nobody answered now
             document = None
         elif kept and (known is None or known.version is version):
             # Its encoding kept with the address alone, not in the table by VM name as well:
@@ -617,6 +629,7 @@ class Arrival(NamedTuple):
     vm: Vm
     pause: Pause | None
     at: datetime
+    #: For a request of Scheduled Events answered now, the document it is answered with.
     document: EncodedDocument | None
     #: The platform's count of changes (:attr:`Platform.changes`) while which the same
     #: request from the same address finds all of this again and only counts as a request

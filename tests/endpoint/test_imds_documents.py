@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from forewarn import service
 from forewarn.domain import descriptions
-from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS
-from forewarn.domain.events import EventSource, EventType
+from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS, find_version
+from forewarn.domain.documents import Document
+from forewarn.domain.events import Event, EventSource, EventStatus, EventType, Resource
+from forewarn.service import EncodedDocument
 
 if TYPE_CHECKING:
     from endpoint.conftest import Imds
@@ -304,3 +307,50 @@ def test_vms_shown_the_same_document_share_its_bytes(imds: Imds) -> None:
     assert b'"Reboot"' in imds.get("vm0").body
     assert imds.get("vm1").body is before["vm1"]
     assert imds.get("vm2").body is before["vm2"]
+
+
+def test_members_of_a_set_shown_the_same_event_share_its_bytes_at_the_same_incarnation(
+    imds: Imds,
+) -> None:
+    """A set's event is shown to every member (scheduled-events-linux.txt, "The Basics": "All
+    the VMs in an availability set"): members whose documents are equal share one encoding; a
+    member at another incarnation, though shown the very same events, is not given theirs."""
+    for name in ("vm0", "vm1"):
+        imds.add_vm(name, availability_set="west")
+    called_off = imds.schedule(EventType.FREEZE, "vm0")
+    imds.cancel(called_off.event_id)  # vm0 and vm1 at incarnation 3, showing nothing
+    imds.add_vm("vm2", availability_set="west")  # at incarnation 1
+    event = imds.schedule(EventType.REBOOT, "vm1")
+    documents = {name: imds.document(name) for name in ("vm0", "vm1", "vm2")}
+    assert imds.get("vm0").body is imds.get("vm1").body
+    assert documents["vm0"] == documents["vm1"]
+    assert documents["vm0"]["DocumentIncarnation"] == 4
+    assert documents["vm2"]["DocumentIncarnation"] == 2
+    assert documents["vm2"]["Events"] == documents["vm0"]["Events"]
+    assert [e["EventId"] for e in documents["vm2"]["Events"]] == [event.event_id]
+
+
+def test_encodings_kept_for_sharing_are_bounded_however_many_documents_pass() -> None:
+    """A campaign shows each VM a document of its own: the table of shared encodings keeps at
+    most its bound, however many pass through it, and still gives equal documents one body."""
+    version = find_version("2020-07-01")
+    assert version is not None
+    bound = service._SHARED_ENCODINGS  # the service's own table: nothing else reaches it
+    events = [
+        Event(
+            f"{n:08X}-0000-4000-8000-000000000000",
+            EventType.REBOOT,
+            EventStatus.SCHEDULED,
+            (Resource(f"vm{n}"),),
+            None,
+            "",
+            EventSource.PLATFORM,
+            -1,
+        )
+        for n in range(bound + 10)
+    ]
+    for event in events:
+        EncodedDocument.of(Document(2, (event,)), version)
+        assert len(service._shared) <= bound
+    first, second = Document(2, (events[0],)), Document(2, (events[0],))
+    assert EncodedDocument.of(first, version).body is EncodedDocument.of(second, version).body
