@@ -106,8 +106,11 @@ def test_a_second_shorter_impact_while_started(platform: Platform) -> None:
         EventType.FREEZE,
         event.event_id,
     ), "half the advertised 5 s, whole seconds"
-    at(platform, 7)
+    assert set(platform.impacts()) == {"a"}
+    at(platform, 7)  # its end, which no deadline marks: the same reading as the pause's
     assert platform.reachable("a")
+    assert platform.pause("a") is None
+    assert platform.impacts() == {}
     assert platform.pause("b") is None
 
 

@@ -131,6 +131,12 @@ def test_times_and_rates_that_make_no_sense() -> None:
     with pytest.raises(ValueError, match=r"^platform times must be timezone-aware$"):
         ensure_utc(datetime(2022, 4, 11))
     assert ensure_utc(START.astimezone(timezone(timedelta(hours=2)))).tzinfo is UTC
+    # The platform keeps its time in UTC whatever zone it is moved with: every time it shows
+    # is GMT (its Date header, NotBefore).
+    platform = Platform(START)
+    platform.advance_to((START + timedelta(seconds=1)).astimezone(timezone(timedelta(hours=2))))
+    assert platform.now == START + timedelta(seconds=1)
+    assert platform.now.tzinfo is UTC
     with pytest.raises(ValueError, match=r"^a clock only moves forward$"):
         ManualClock(START).advance(timedelta(seconds=-1))
     with pytest.raises(ValueError, match=r"^rate must be positive$"):
