@@ -99,9 +99,9 @@ class Jobs:
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         """Record ``vm_name``'s approval of each event; see :meth:`Platform.approve`."""
         state = self._state
-        tenant = self._registry.vm(vm_name).tenant
+        record = state.record(vm_name)
         ids = dict.fromkeys(event_ids)
-        shown = [event.event_id for event in state.records[vm_name].document.events]
+        shown = [event.event_id for event in record.document.events]
         unknown = [event_id for event_id in ids if event_id not in shown]
         if unknown:
             raise UnknownEventError(tuple(unknown))
@@ -109,7 +109,7 @@ class Jobs:
         for event_id in ids:
             live = events[event_id]
             if live.event.status is EventStatus.SCHEDULED:
-                live.approvals.add(tenant)
+                live.approvals.add(record.tenant)
                 self._start_job_if_approved(live.job)
 
     def cancel(self, event_id: str) -> Event:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from forewarn.domain.documents import Document
-from forewarn.domain.errors import UnknownEventError
+from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import NewEventId
@@ -157,6 +157,13 @@ class PlatformState:
             self.freeze_instead,
         ):
             table.pop(name, None)
+
+    def record(self, name: str) -> VmRecord:
+        """``name``'s record; a name without one is no VM of the fleet."""
+        try:
+            return self.records[name]
+        except KeyError:
+            raise UnknownVmError(f"named {name!r}") from None
 
     def live(self, event_id: str) -> LiveEvent:
         try:

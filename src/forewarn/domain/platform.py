@@ -42,7 +42,6 @@ from forewarn.domain._views import (
 )
 from forewarn.domain.clock import ensure_utc
 from forewarn.domain.documents import Document
-from forewarn.domain.errors import UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory, NewEventId
@@ -169,10 +168,7 @@ class Platform:
 
     def document(self, vm_name: str) -> Document:
         """The document ``vm_name`` is shown now; call :meth:`advance_to` first."""
-        try:
-            return self._state.records[vm_name].document
-        except KeyError:
-            raise UnknownVmError(f"named {vm_name!r}") from None
+        return self._state.record(vm_name).document
 
     def events(self) -> tuple[EventView, ...]:
         return tuple(event_view(live) for live in self._state.events.values())
@@ -191,10 +187,7 @@ class Platform:
 
         True when this request turned it on (the only requests worth journaling).
         """
-        record = self._state.records.get(vm_name)
-        if record is None:  # every VM has one
-            raise UnknownVmError(f"named {vm_name!r}")
-        return self._enablement.touch(vm_name, record)
+        return self._enablement.touch(vm_name, self._state.record(vm_name))
 
     def arrive(self, vm_name: str) -> tuple[Pause | None, bool]:
         """A request from ``vm_name`` arrived: it counts as a request (:meth:`touch`) unless
