@@ -174,6 +174,7 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                     rounds=args.real_rounds,
                     seconds=args.real_seconds,
                     period=args.real_period,
+                    profile=not args.smoke,
                 )
                 if results["real_workload"]["errors"]:
                     log(f"bench: real-workload FAILED {results['real_workload']['errors']} polls")

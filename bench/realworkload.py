@@ -60,6 +60,8 @@ from bench.loadgen.poller import (
     compiler_problem,
     write_targets,
 )
+from bench.profile import parse_raw
+from bench.profile import summarise as summarise_profile
 from bench.servers import PATH, QUERY, Forewarn, Nginx, cpu_seconds, fetch
 from bench.tools import free_port, pin_cores, raise_open_files, which
 
@@ -76,6 +78,11 @@ NOTICE_SECONDS = 3600
 #: Descriptors left to the server beyond its connections and what it holds at rest.
 SERVER_SPARE_FDS = 8
 FETCH_CONCURRENCY = 128
+#: The servers profiled after the measured rounds, when py-spy is at hand: forewarn, and the
+#: floor whose cost it is compared with.
+PROFILED = ("forewarn", "python-floor")
+#: py-spy's samples a second: enough for shares to a percent over a run of 10 s.
+PROFILE_RATE = 250
 
 
 class UnavailableError(RuntimeError):
@@ -134,11 +141,13 @@ def run_real_workload(
     rounds: int,
     seconds: float,
     period: float = 1.0,
+    profile: bool = False,
 ) -> dict[str, Any]:
     """The scenario, measured inside a namespace of its own; raises :class:`UnavailableError`
     when this machine cannot run it. Each VM polls once a ``period`` (the documentation's
     once a second, or longer for a fleet whose every VM one core could not answer each
-    second)."""
+    second). ``profile``: then forewarn and the floor are profiled in each mode, when py-spy
+    is at hand (:data:`PROFILED`); the figures say why not otherwise."""
     reason = problem(nginx)
     if reason is not None:
         raise UnavailableError(reason)
@@ -152,6 +161,9 @@ def run_real_workload(
         argv += ["--vms", str(vms), "--rounds", str(rounds), "--seconds", f"{seconds:g}"]
         argv += ["--period", f"{period:g}"]
         argv += ["--json", str(out)]
+        py_spy = find_py_spy() if profile else None
+        if py_spy is not None:
+            argv += ["--profile-with", py_spy]
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         done = subprocess.run(
             argv,
@@ -165,7 +177,15 @@ def run_real_workload(
     if done.returncode != 0:
         raise RealWorkloadError(f"the real workload failed (exit {done.returncode}; see above)")
     results: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    if profile and py_spy is None:
+        results["profiles"] = {"skipped": "py-spy is not installed (pip install py-spy)"}
     return results
+
+
+def find_py_spy() -> str | None:
+    """py-spy on the PATH, or beside this interpreter (a virtual environment not activated)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
 
 
 # -- inside the namespace ---------------------------------------------------------------
@@ -277,6 +297,7 @@ def measure(
     rounds: int,
     seconds: float,
     period: float = 1.0,
+    profile_with: str | None = None,
 ) -> dict[str, Any]:
     """The scenario itself; to be run inside the namespace."""
     limit = raise_open_files(vms + 1024)  # a connection per VM, and what else the server holds
@@ -352,6 +373,27 @@ def measure(
                         if run.errors:  # counted, and said at once; the target fails
                             print(_failure(name, mode, run), file=sys.stderr, flush=True)
                         rows.append(_row(name, mode, round_index, run, cpu))
+            profiles: dict[str, dict[str, Any]] | None = None
+            if profile_with is not None:
+                profiles = {
+                    name: {
+                        mode: _profile(
+                            profile_with,
+                            name,
+                            servers[name],
+                            poller=poller,
+                            targets=targets,
+                            vms=kept if mode == "keep-alive" else vms,
+                            mode=mode,
+                            seconds=seconds,
+                            period=period,
+                            prefix=generator_prefix,
+                            out=work / f"profile-{name}-{mode}.txt",
+                        )
+                        for mode in MODES
+                    }
+                    for name in PROFILED
+                }
             # Still the same answers after the load: no document moved during the run.
             if fetch_documents(samples, forewarn.port) != [
                 documents[hosts.index(host)] for host in samples
@@ -374,9 +416,57 @@ def measure(
         # Polls not answered with their VM's document within a period, over every run: the
         # figures of a run with errors are of the polls that were answered.
         "errors": sum(row["errors"] for row in rows),
+        "profiles": profiles,
         "summary": summarise(rows),
         "modes": compare(rows),
     }
+
+
+def _profile(
+    py_spy: str,
+    name: str,
+    server: Forewarn | Nginx | PythonFloor,
+    *,
+    poller: Path,
+    targets: Path,
+    vms: int,
+    mode: str,
+    seconds: float,
+    period: float,
+    prefix: Sequence[str],
+    out: Path,
+) -> dict[str, Any]:
+    """Where ``server``'s CPU goes under the fleet's polls in ``mode`` (:mod:`bench.profile`):
+    a run of its own after the measured ones, so no figure is of a profiled server."""
+    (pid,) = server.serving_pids()
+    print(f"real workload: profiling {name}, {mode}", file=sys.stderr, flush=True)
+    with Pollers(
+        poller,
+        targets,
+        vms=vms,
+        port=server.port,
+        mode=mode,
+        duration=seconds,
+        period=period,
+        prefix=prefix,
+    ) as pollers:
+        pollers.go()
+        # --native: the C library's calls (the kernel's work) apart from the Python above them
+        argv = [py_spy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds)))]
+        argv += ["--rate", str(PROFILE_RATE), "--native", "--format", "raw", "--output", str(out)]
+        sampled = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 120,
+            check=False,
+        )
+        pollers.wait_for_results()
+        pollers.collect()
+    if sampled.returncode != 0 or not out.exists():
+        return {"error": f"py-spy exit {sampled.returncode}: {sampled.stderr.strip()[-300:]}"}
+    with out.open(encoding="utf-8") as lines:
+        return summarise_profile(parse_raw(lines))
 
 
 # -- figures --------------------------------------------------------------------------------
@@ -486,6 +576,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--poller", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--nginx", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-with", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.vms = args.vms or (200 if args.smoke else 20_000)
     args.rounds = args.rounds or (1 if args.smoke else 3)
@@ -506,6 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rounds=args.rounds,
             seconds=args.seconds,
             period=args.period,
+            profile_with=args.profile_with,
         )
     else:
         with tempfile.TemporaryDirectory(prefix="forewarn-bench-") as folder:
@@ -518,6 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     rounds=args.rounds,
                     seconds=args.seconds,
                     period=args.period,
+                    profile=not args.smoke,
                 )
             except (UnavailableError, LoadgenError) as error:
                 print(f"real workload skipped: {error}", file=sys.stderr)

@@ -259,7 +259,7 @@ def table(results: dict[str, Any]) -> str:
         )
         lines.append(
             f"  {'VMs':>8} {'campaign s':>11} {'cpu s':>7} {'us/VM':>7} {'rounds':>6} "
-            f"{'spread us/VM':>13} {'setup s':>8} {'B/idle VM':>10}"
+            f"{'spread us/VM':>13} {'collector us/VM':>16} {'setup s':>8} {'B/idle VM':>10}"
         )
         rounds_us = scale.get("campaign_rounds_us", {})
         for campaign, memory in zip(scale["campaigns"], scale["memory"], strict=True):
@@ -269,6 +269,7 @@ def table(results: dict[str, Any]) -> str:
                 f"{campaign['campaign_cpu_seconds']:>7.2f} "
                 f"{campaign['per_vm_microseconds']:>7.0f} {len(rounds):>6} "
                 f"{f'{min(rounds):.0f}-{max(rounds):.0f}':>13} "
+                f"{campaign.get('collector_seconds', 0.0) / campaign['vms'] * 1e6:>16.1f} "
                 f"{campaign['setup_seconds']:>8.2f} {memory['bytes_per_idle_vm']:>10,.0f}"
             )
         grouped_rounds = scale.get("grouped_schedule_rounds_us", {})
@@ -283,7 +284,9 @@ def table(results: dict[str, Any]) -> str:
         campaigns = scale["campaigns"]
         lines.append(
             f"  cost per VM, {campaigns[-1]['vms']:,} VMs / {campaigns[0]['vms']:,}: campaign "
-            f"{scale['time_per_vm_growth']:.2f}x, one event in availability sets of 10 "
+            f"{scale['time_per_vm_growth']:.2f}x "
+            f"({scale.get('time_per_vm_growth_without_collector', float('nan')):.2f}x without "
+            f"the collector's time), one event in availability sets of 10 "
             f"{scale['grouped_schedule_growth']:.2f}x"
         )
     memory = results.get("memory")
@@ -383,6 +386,7 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
         f"  nginx server CPU per poll / the Python floor's (a uvloop protocol answering the "
         f"same bytes, nothing else; what a Python server on this loop can reach): {floors}"
     )
+    lines.extend(profile_table(real))
     rest = real["server_fds_at_rest"]
     lines.append(
         f"  keep-alive with {real['keep_alive_vms']:,} of {real['vms']:,} VMs: "
@@ -390,6 +394,49 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
         f"busier server holds at rest ({', '.join(f'{k} {v}' for k, v in rest.items())}) - "
         f"{real['server_spare_fds']} spare"
     )
+    return lines
+
+
+def profile_table(real: dict[str, Any]) -> list[str]:
+    """Where each profiled server's CPU per poll goes, layer by layer (:mod:`bench.profile`):
+    each layer's share of py-spy's samples in a run of its own, times the server's median CPU
+    per poll in the measured rounds."""
+    profiles = real.get("profiles")
+    if not profiles:
+        return []
+    if "skipped" in profiles:
+        return [f"  profile skipped: {profiles['skipped']}"]
+    cpu = {
+        (row["server"], row["mode"]): row["server_cpu_us_per_poll"]["median"]
+        for row in real["summary"]
+    }
+    servers = list(profiles)
+    lines = []
+    for mode in dict.fromkeys(mode for server in servers for mode in profiles[server]):
+        known = {
+            server: profiles[server][mode]
+            for server in servers
+            if "layers" in profiles[server].get(mode, {})
+        }
+        failed = [server for server in servers if server not in known]
+        for server in failed:
+            lines.append(f"  profile of {server}, {mode}: {profiles[server][mode].get('error')}")
+        if not known:
+            continue
+        lines.append(
+            f"  where the CPU per poll goes, {mode} (py-spy's share of samples x the median "
+            "us/poll):"
+        )
+        lines.append(f"    {'layer':<44}" + "".join(f"{server:>14}" for server in known))
+        layers = dict.fromkeys(layer for p in known.values() for layer in p["layers"])
+        for layer in layers:
+            cells = "".join(
+                f"{p['layers'].get(layer, 0.0) * cpu[server, mode]:>11.1f} us"
+                for server, p in known.items()
+            )
+            lines.append(f"    {layer:<44}{cells}")
+        samples = ", ".join(f"{server} {p['samples']:,}" for server, p in known.items())
+        lines.append(f"    samples: {samples}")
     return lines
 
 

@@ -65,6 +65,11 @@ class CampaignResult:
     requests: int
     documents_rebuilt_after_one_change: int
     peak_open_events: int
+    #: Of campaign_seconds, the garbage collector's (what a campaign leaves alive is walked
+    #: again by each collection: the part of the cost that grows with the fleet by design)
+    collector_seconds: float
+    #: Collections of generations 0, 1 and 2 while the campaign ran.
+    collections: tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,38 @@ def _document(fleet: _Fleet, vm: Vm) -> dict[str, Any]:
     return document
 
 
+class _CollectorTime:
+    """Seconds spent in the garbage collector, and its collections by generation, while it is
+    one of :data:`gc.callbacks`."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections[info["generation"]] += 1
+
+    def stop(self) -> None:
+        """Count no more: what is timed ends here."""
+        if self in gc.callbacks:
+            gc.callbacks.remove(self)
+
+
+@contextlib.contextmanager
+def _collector_timed() -> Iterator[_CollectorTime]:
+    timer = _CollectorTime()
+    gc.callbacks.append(timer)
+    try:
+        yield timer
+    finally:
+        timer.stop()
+
+
 @contextlib.contextmanager
 def _collector_restored() -> Iterator[None]:
     """The garbage collector as it was before a scenario settled the heap as serve does, so
@@ -159,13 +196,15 @@ def _collector_restored() -> Iterator[None]:
 def run_campaign(count: int) -> CampaignResult:
     """Every VM of a ``count``-VM fleet gets, approves and finishes one Reboot event."""
     with _collector_restored():
-        return _campaign(count)
+        started = time.perf_counter()
+        fleet = _Fleet(fleet_vms(count))
+        setup = time.perf_counter() - started
+        with _collector_timed() as collector:
+            return _campaign(fleet, setup, collector)
 
 
-def _campaign(count: int) -> CampaignResult:
-    started = time.perf_counter()
-    fleet = _Fleet(fleet_vms(count))
-    setup = time.perf_counter() - started
+def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> CampaignResult:
+    count = len(fleet.vms)
     platform, clock, service = fleet.platform, fleet.clock, fleet.service
     timing = platform.timing
     requests = 0
@@ -221,6 +260,7 @@ def _campaign(count: int) -> CampaignResult:
         requests += 1
     campaign = time.perf_counter() - began
     campaign_cpu = time.process_time() - began_cpu
+    collector.stop()
 
     # One more change for one VM: only that VM's document may be encoded again.
     first = fleet.vms[0]
@@ -241,6 +281,8 @@ def _campaign(count: int) -> CampaignResult:
         requests=requests,
         documents_rebuilt_after_one_change=rebuilt,
         peak_open_events=peak,
+        collector_seconds=collector.seconds,
+        collections=(collector.collections[0], collector.collections[1], collector.collections[2]),
     )
 
 
@@ -322,6 +364,11 @@ def campaign_rounds(count: int) -> int:
     return rounds if rounds % 2 else rounds - 1
 
 
+def _without_collector(result: CampaignResult) -> float:
+    """Microseconds per VM of a campaign, less the collector's."""
+    return (result.campaign_seconds - result.collector_seconds) / result.vms * 1e6
+
+
 def scale_results(sizes: list[int]) -> dict[str, Any]:
     """Campaign and memory at each fleet size, plus how the cost per VM grows; each cost the
     median of its rounds, every round's figure kept beside it."""
@@ -348,6 +395,9 @@ def scale_results(sizes: list[int]) -> dict[str, Any]:
         "grouped_schedule_us": dict(zip(map(str, sizes), grouped, strict=True)),
         "grouped_schedule_rounds_us": grouped_rounds,
         "time_per_vm_growth": largest.per_vm_microseconds / smallest.per_vm_microseconds,
+        # The same, the collector's time taken out of both: how much of the growth is its.
+        "time_per_vm_growth_without_collector": _without_collector(largest)
+        / _without_collector(smallest),
         "memory_per_vm_growth": memory[-1].bytes_per_idle_vm / memory[0].bytes_per_idle_vm,
         "grouped_schedule_growth": grouped[-1] / grouped[0],
     }

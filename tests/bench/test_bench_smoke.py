@@ -43,6 +43,10 @@ def test_campaign_at_1k_vms_runs_every_event_to_its_end() -> None:
     assert result.documents_rebuilt_after_one_change == 1
     assert result.campaign_seconds > 0
     assert result.per_vm_microseconds == pytest.approx(result.campaign_seconds / 1000 * 1e6)
+    # What the campaign leaves alive (12 tracked objects a VM) outgrows the youngest
+    # generation's threshold, so the collector ran; its time is part of the campaign's.
+    assert result.collections[0] >= 1
+    assert 0 < result.collector_seconds < result.campaign_seconds
 
 
 def test_campaign_fails_when_an_approval_does_not_start_the_event(
@@ -116,6 +120,13 @@ def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
         assert campaign["per_vm_microseconds"] == sorted(rounds)[4]
     for vms, rounds in scale["grouped_schedule_rounds_us"].items():
         assert scale["grouped_schedule_us"][vms] == sorted(rounds)[len(rounds) // 2]
+    # The growth is also given with the collector's time taken out of both sizes.
+    smallest, largest = scale["campaigns"]
+    without = [
+        (c["campaign_seconds"] - c["collector_seconds"]) / c["vms"] for c in (smallest, largest)
+    ]
+    assert scale["time_per_vm_growth_without_collector"] == pytest.approx(without[1] / without[0])
+    assert "x without the collector's time)" in done.stdout
     names = [target["name"] for target in results["targets"]]
     assert "documents encoded again after one VM's change" in names
     assert results["machine"]["cores"] >= 1
@@ -124,11 +135,12 @@ def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
 def test_the_scale_scenarios_leave_the_collector_as_they_found_it() -> None:
     """They settle the heap as ``forewarn serve`` does, and undo it when they end, so the
     process running them (this test run, the next scenario) is not changed."""
-    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    thresholds, frozen, callbacks = gc.get_threshold(), gc.get_freeze_count(), list(gc.callbacks)
     run_campaign(50)
     measure_idle_memory(50)
     grouped_schedule_cost(50, events=5)
     assert (gc.get_threshold(), gc.get_freeze_count()) == (thresholds, frozen)
+    assert gc.callbacks == callbacks  # the campaign's timing of the collector is gone
 
 
 def test_a_campaign_size_is_run_an_odd_number_of_times_fewer_as_it_grows() -> None:
