@@ -1,11 +1,14 @@
-"""A poll repeated on a kept connection is a request like any other.
+"""A repeated poll is a request like any other, on a kept connection or a new one.
 
-Every kept-alive VM sends its poll's very bytes again every second. The socket server
-answers such a repeat with its last answer while the platform has not changed since
+Every kept-alive VM sends its poll's very bytes again every second; a VM running the
+documentation's ``requests.get`` sample sends them on a new connection each time. The socket
+server answers such a repeat with the last answer (of the connection, or of the address the
+connection arrived at) while the platform has not changed since
 (:meth:`~forewarn.server.imds.ImdsEndpoint.respond_again`), and still counts it, rate-limits
-it, checks it against the faults in force and records it. Each test here polls on one
-connection with a real client (``http.client``, which repeats its request byte for byte as
-``requests`` does) until the repeats take that path, then does one thing a repeat must meet.
+it, checks it against the faults in force and records it. Each test here polls with a real
+client (``http.client``, which repeats its request byte for byte as ``requests`` does), on
+one connection or a new one per poll, until the repeats take that path, then does one thing
+a repeat must meet.
 """
 
 from __future__ import annotations
@@ -26,20 +29,31 @@ from forewarn.testing import ForewarnPlatform
 TARGET = "/metadata/scheduledevents?api-version=2020-07-01"
 
 
-class Poller:
-    """One VM polling on one kept connection, as the documentation's samples do."""
+MODES = ("kept", "new-connection")
 
-    def __init__(self, platform: ForewarnPlatform, vm: str) -> None:
+
+class Poller:
+    """One VM polling on one kept connection, or on a new connection each time, as the
+    documentation's samples do."""
+
+    def __init__(self, platform: ForewarnPlatform, vm: str, mode: str = "kept") -> None:
         host, port = platform.url_for(vm).removeprefix("http://").rsplit(":", 1)
+        self.address = (host, int(port))
+        self.kept = mode == "kept"
         self.connection = http.client.HTTPConnection(host, int(port), timeout=10)
-        self.sockets: set[int] = set()
+        self.sockets: set[tuple[str, int]] = set()
+        self.polls = 0
 
     def poll(self) -> tuple[int, bytes]:
+        if not self.kept:  # as requests.get does: a session of its own, closed after
+            self.connection.close()
+            self.connection = http.client.HTTPConnection(*self.address, timeout=10)
         self.connection.request("GET", TARGET, headers={"Metadata": "true"})
         response = self.connection.getresponse()
         body = response.read()
         assert self.connection.sock is not None
-        self.sockets.add(id(self.connection.sock))  # one connection throughout
+        self.sockets.add(self.connection.sock.getsockname())  # a connection's own port
+        self.polls += 1
         return response.status, body
 
     def polled_alike(self, times: int = 3) -> bytes:
@@ -51,7 +65,8 @@ class Poller:
         return body
 
     def close(self) -> None:
-        assert len(self.sockets) == 1, "the connection was kept throughout"
+        if self.kept:
+            assert len(self.sockets) == 1, "the connection was kept throughout"
         self.connection.close()
 
 
@@ -62,9 +77,9 @@ def platform() -> Iterator[ForewarnPlatform]:
         yield made
 
 
-@pytest.fixture
-def poller(platform: ForewarnPlatform) -> Iterator[Poller]:
-    made = Poller(platform, "vm0")
+@pytest.fixture(params=MODES)
+def poller(platform: ForewarnPlatform, request: pytest.FixtureRequest) -> Iterator[Poller]:
+    made = Poller(platform, "vm0", request.param)
     yield made
     made.close()
 
@@ -123,12 +138,13 @@ def test_every_repeated_poll_is_recorded(platform: ForewarnPlatform, poller: Pol
     assert [(r.method, r.status) for r in platform.requests("vm0")] == [("GET", 200)] * 7
 
 
-def test_every_repeated_poll_is_rate_limited() -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_every_repeated_poll_is_rate_limited(mode: str) -> None:
     """SPEC 1, reference/imds/instance-metadata-service.md, "Rate limiting": over the
-    limit, a VM's requests are answered 429, kept-alive repeats like the rest."""
+    limit, a VM's requests are answered 429, repeats like the rest."""
     now = [0.0]
     with ForewarnPlatform(vms=["vm0", "vm1"], rate_limit=3, monotonic=lambda: now[0]) as made:
-        poller = Poller(made, "vm0")
+        poller = Poller(made, "vm0", mode)
         statuses = [poller.poll()[0] for _ in range(4)]
         assert statuses == [200, 200, 200, 429]
         now[0] += 1.0  # a second later: three more
@@ -195,3 +211,46 @@ class _Transport:
 
     def resume_reading(self) -> None:
         raise AssertionError("a poll answered at once never pauses reading")
+
+
+def test_a_vm_polling_on_new_connections_is_answered_from_its_address_last_answer(
+    platform: ForewarnPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documentation's ``requests.get`` sample opens a new connection for every poll,
+    so no connection has a last answer: its address does. The fleet's first poll teaches the
+    server the poll's bytes (every VM's are the same but for the Host); from then on a VM's
+    first poll is answered in full and the next ones as repeats, each VM's from its own
+    address, and another request at the same address is answered in full for itself."""
+    endpoint = platform.endpoint
+    calls: list[str] = []
+    respond, respond_again = endpoint.respond, endpoint.respond_again
+
+    def counted(request: Any) -> Any:
+        calls.append(f"in full at {request.local_address}")
+        return respond(request)
+
+    def counted_again(request: Any, *rest: Any) -> Any:
+        calls.append(f"again at {request.local_address}")
+        return respond_again(request, *rest)
+
+    monkeypatch.setattr(endpoint, "respond", counted)
+    monkeypatch.setattr(endpoint, "respond_again", counted_again)
+    event = platform.schedule(EventType.FREEZE, "vm1")
+    vm0, vm1 = Poller(platform, "vm0", "new-connection"), Poller(platform, "vm1", "new-connection")
+    at0, at1 = vm0.address[0], vm1.address[0]
+    empty = vm0.polled_alike(times=4)
+    assert calls == [f"in full at {at0}"] * 2 + [f"again at {at0}"] * 2
+    calls.clear()
+    shown = vm1.polled_alike(times=3)  # its own document, not vm0's
+    assert event.event_id.encode() in shown
+    assert event.event_id.encode() not in empty
+    assert calls == [f"in full at {at1}"] + [f"again at {at1}"] * 2
+    calls.clear()
+    older = vm0.connection  # another request at vm0's address is answered for itself
+    older.request("GET", "/metadata/instance?api-version=2021-02-01", headers={"Metadata": "true"})
+    assert b'"compute"' in older.getresponse().read()
+    assert vm0.polled_alike(times=2) == empty  # still the poll the address answered last
+    assert calls == [f"in full at {at0}"] + [f"again at {at0}"] * 2
+    assert len(vm0.sockets) == vm0.polls == 6  # each poll on a connection of its own
+    vm0.close()
+    vm1.close()

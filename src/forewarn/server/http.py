@@ -84,6 +84,13 @@ _ANSWER = b"%s%s\r\nDate: %s\r\n%s"
 #: Distinct answers remembered as written: a few per document shown (200 and 304, each with
 #: and without keep-alive), documents shared by the VMs shown the same events.
 _WIRE_ENTRIES = 4096
+#: How a poll was answered, to answer its repeat the same while nothing it met changes
+#: (ImdsEndpoint.respond_again): the shared parse it was, the answer's bytes as written (with
+#: its response), the VM, the change count.
+_Again = tuple["_Parsed", _Wire, Vm, int]
+#: Addresses whose last poll's answer is kept (_Shared.again_at): one per VM polling at its
+#: own address, so this bound is only reached by a fleet this large.
+_AGAIN_ADDRESSES = 1 << 20
 #: Who a connection is: the address it called and the address it came from, which is how the
 #: endpoint tells VMs apart.
 _Caller = tuple[str, str]
@@ -152,6 +159,10 @@ class _Parsed:
     body: bytes
     keep_alive: bool
     checked: ImdsResponse | Checked | None = None
+    #: The parse shared by every connection sending these bytes but for their Host
+    #: (:class:`_ParsedRequests`), which this one is a copy of with its Host put back; None
+    #: when this is no such copy.
+    shared: _Parsed | None = None
 
 
 class _ParsedRequests:
@@ -186,6 +197,7 @@ class _ParsedRequests:
             parsed.body,
             parsed.keep_alive,
             parsed.checked,
+            parsed,
         )
 
     def put(self, data: bytes, parsed: _Parsed) -> None:
@@ -410,7 +422,17 @@ class _Shared:
     response heads (one per status, Content-Type and keep-alive, made once), however many VM
     addresses it listens on."""
 
-    __slots__ = ("date", "heads", "held", "loop", "parsed", "refused", "request_ids", "wire")
+    __slots__ = (
+        "again_at",
+        "date",
+        "heads",
+        "held",
+        "loop",
+        "parsed",
+        "refused",
+        "request_ids",
+        "wire",
+    )
 
     def __init__(self, endpoint: ImdsEndpoint, loop: asyncio.AbstractEventLoop) -> None:
         clock = endpoint.service.now
@@ -426,6 +448,10 @@ class _Shared:
         }
         # Documents' answers as written, by the answer's identity and keep-alive.
         self.wire: dict[int, _Wire] = {}
+        # By the address a connection arrived at, how its last shared poll was answered: a
+        # VM polling on a new connection each time (the documentation's sample) repeats the
+        # poll of its last connection, and is answered as a kept connection's repeat is.
+        self.again_at: dict[str, _Again] = {}
 
     def wire_of(self, key: int, response: ImdsResponse, keep_alive: bool) -> _Wire:
         """What is written around the request id and the Date for ``response``, kept under
@@ -505,9 +531,9 @@ class ImdsProtocol(asyncio.Protocol):
         # The last request made of a parse: a poller repeats the same bytes on a connection.
         self._request: tuple[_Parsed | None, ImdsRequest | None] = (None, None)
         # How that request was answered, when its repeat is answered the same while nothing
-        # it met changes (ImdsEndpoint.respond_again): the answer's bytes as written (with its
-        # response), the VM, the change count.
-        self._again: tuple[_Wire, Vm, int] | None = None
+        # it met changes (ImdsEndpoint.respond_again), or how the same poll was last answered
+        # at this connection's address.
+        self._again: _Again | None = None
         self._fault_passed: _Parsed | None = None
         self._limits: Limits = endpoint.limits
         self._date = shared.date
@@ -769,7 +795,8 @@ class ImdsProtocol(asyncio.Protocol):
         if held is not None:  # pipelined behind a waiting request: answered after it
             if len(held) > MAX_WAITING_BEHIND:
                 # Enough kept: the last one kept ends the connection, nothing more is read.
-                held[-1] = dataclasses.replace(held[-1], keep_alive=False)
+                # No longer a copy of a shared parse but for its Host: its answer differs.
+                held[-1] = dataclasses.replace(held[-1], keep_alive=False, shared=None)
                 raise _ReadingEndedError
             held.append(parsed)
             return
@@ -786,7 +813,11 @@ class ImdsProtocol(asyncio.Protocol):
                 checked=parsed.checked,
             )
             self._request = (parsed, request)
-            self._again = None
+            # Not this connection's last request (a new connection's first, above all): how
+            # the same poll was last answered at this address, when it is the same but for
+            # its Host, which no answer depends on.
+            again = self._shared.again_at.get(self._local)
+            self._again = again if again is not None and again[0] is parsed.shared else None
         if parsed is not self._fault_passed:
             fault = fault_for(self._endpoint, self._local, self._peer)
             if fault is not None:
@@ -794,8 +825,8 @@ class ImdsProtocol(asyncio.Protocol):
                 return
         self._fault_passed = None
         again = self._again
-        if again is not None:  # the request answered last on this connection, repeated
-            kept, caller, count = again
+        if again is not None:  # the request answered last here (connection or address), again
+            _, kept, caller, count = again
             at = self._endpoint.respond_again(request, kept[0], caller, count)
             if at is not None:  # kept alive: a request that was not ended the connection
                 transport = self._transport
@@ -822,9 +853,15 @@ class ImdsProtocol(asyncio.Protocol):
             self._end()
         elif repeats_under is not None and vm is not None:
             # Its bytes as written (kept with the response, however many the cache holds).
-            written = self._shared.wire.get((id(response) << 1) | True)
+            shared = self._shared
+            written = shared.wire.get((id(response) << 1) | True)
             if written is not None:
-                self._again = (written, vm, repeats_under)
+                # By its shared parse, which a new connection's same poll is a copy of (one
+                # parsed here, on this connection only, is found by no other).
+                self._again = (parsed.shared or parsed, written, vm, repeats_under)
+                if len(shared.again_at) >= _AGAIN_ADDRESSES:
+                    shared.again_at.clear()
+                shared.again_at[self._local] = self._again
 
     def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
         """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
