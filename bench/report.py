@@ -272,6 +272,7 @@ def table(results: dict[str, Any]) -> str:
                 f"{campaign.get('collector_seconds', 0.0) / campaign['vms'] * 1e6:>16.1f} "
                 f"{campaign['setup_seconds']:>8.2f} {memory['bytes_per_idle_vm']:>10,.0f}"
             )
+        lines.extend(_campaign_phases(scale["campaigns"]))
         grouped_rounds = scale.get("grouped_schedule_rounds_us", {})
         lines.append(
             "  scheduling one event, VMs in availability sets of 10 (median [spread] of "
@@ -394,6 +395,27 @@ def real_workload_table(real: dict[str, Any]) -> list[str]:
         f"busier server holds at rest ({', '.join(f'{k} {v}' for k, v in rest.items())}) - "
         f"{real['server_spare_fds']} spare"
     )
+    return lines
+
+
+def _campaign_phases(campaigns: list[dict[str, Any]]) -> list[str]:
+    """Each step of the campaign, us per VM at every size (the collector's part in brackets):
+    where its time goes, and which step grows with the fleet."""
+    timed = [c for c in campaigns if c.get("phase_seconds")]
+    if not timed:
+        return []
+    lines = [
+        "  its steps, us per VM (of which the collector's) at "
+        + ", ".join(f"{c['vms']:,}" for c in timed)
+        + " VMs:"
+    ]
+    for phase in timed[0]["phase_seconds"]:
+        cells = ", ".join(
+            f"{c['phase_seconds'][phase] / c['vms'] * 1e6:.1f} "
+            f"({c['phase_collector_seconds'][phase] / c['vms'] * 1e6:.1f})"
+            for c in timed
+        )
+        lines.append(f"    {phase}: {cells}")
     return lines
 
 

@@ -70,6 +70,9 @@ class CampaignResult:
     collector_seconds: float
     #: Collections of generations 0, 1 and 2 while the campaign ran.
     collections: tuple[int, int, int]
+    #: The campaign's steps (CAMPAIGN_PHASES): seconds each, and the collector's of those.
+    phase_seconds: dict[str, float]
+    phase_collector_seconds: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -203,11 +206,22 @@ def run_campaign(count: int) -> CampaignResult:
             return _campaign(fleet, setup, collector)
 
 
+#: The steps of a campaign, timed apart: where its time per VM goes.
+CAMPAIGN_PHASES = (
+    "schedule every VM's event",
+    "each VM reads it, approves it, is rebooting (3 requests)",
+    "each VM back, shown it Started (1 request)",
+    "events removed, each VM shown none (1 request)",
+)
+
+
 def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> CampaignResult:
     count = len(fleet.vms)
     platform, clock, service = fleet.platform, fleet.clock, fleet.service
     timing = platform.timing
     requests = 0
+    # (perf_counter, the collector's seconds) as each phase ends
+    marks: list[tuple[float, float]] = []
 
     began = time.perf_counter()
     began_cpu = time.process_time()
@@ -219,6 +233,7 @@ def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> Campaig
         for vm in fleet.vms
     ]
     peak = len(platform.events())
+    marks.append((time.perf_counter(), collector.seconds))
 
     for vm, event_id in zip(fleet.vms, event_ids, strict=True):
         document = _document(fleet, vm)
@@ -237,6 +252,7 @@ def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> Campaig
         if status != 0:
             raise ScenarioError(f"{vm.name}: answered {status} while rebooting")
         requests += 3
+    marks.append((time.perf_counter(), collector.seconds))
 
     # Back from the reboot every VM is shown its event Started, NotBefore "".
     clock.advance(timing.impact)
@@ -245,6 +261,7 @@ def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> Campaig
         if [(e["EventStatus"], e["NotBefore"]) for e in events] != [("Started", "")]:
             raise ScenarioError(f"{vm.name}: after its reboot it is shown {events}")
         requests += 1
+    marks.append((time.perf_counter(), collector.seconds))
 
     # After the Started period every event is removed on the clock alone.
     clock.advance(timing.started_period)
@@ -261,6 +278,8 @@ def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> Campaig
     campaign = time.perf_counter() - began
     campaign_cpu = time.process_time() - began_cpu
     collector.stop()
+    marks.append((began + campaign, collector.seconds))
+    starts = [(began, 0.0), *marks[:-1]]
 
     # One more change for one VM: only that VM's document may be encoded again.
     first = fleet.vms[0]
@@ -283,6 +302,14 @@ def _campaign(fleet: _Fleet, setup: float, collector: _CollectorTime) -> Campaig
         peak_open_events=peak,
         collector_seconds=collector.seconds,
         collections=(collector.collections[0], collector.collections[1], collector.collections[2]),
+        phase_seconds={
+            phase: end[0] - start[0]
+            for phase, start, end in zip(CAMPAIGN_PHASES, starts, marks, strict=True)
+        },
+        phase_collector_seconds={
+            phase: end[1] - start[1]
+            for phase, start, end in zip(CAMPAIGN_PHASES, starts, marks, strict=True)
+        },
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from bench.scale import (
     ScenarioError,
+    CAMPAIGN_PHASES,
     campaign_rounds,
     grouped_schedule_cost,
     measure_idle_memory,
@@ -47,6 +48,11 @@ def test_campaign_at_1k_vms_runs_every_event_to_its_end() -> None:
     # generation's threshold, so the collector ran; its time is part of the campaign's.
     assert result.collections[0] >= 1
     assert 0 < result.collector_seconds < result.campaign_seconds
+    # Its steps, timed apart, make up the whole, the collector's time included.
+    assert tuple(result.phase_seconds) == CAMPAIGN_PHASES
+    assert all(seconds > 0 for seconds in result.phase_seconds.values())
+    assert sum(result.phase_seconds.values()) == pytest.approx(result.campaign_seconds)
+    assert sum(result.phase_collector_seconds.values()) == pytest.approx(result.collector_seconds)
 
 
 def test_campaign_fails_when_an_approval_does_not_start_the_event(
@@ -127,6 +133,7 @@ def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
     ]
     assert scale["time_per_vm_growth_without_collector"] == pytest.approx(without[1] / without[0])
     assert "x without the collector's time)" in done.stdout
+    assert "  its steps, us per VM (of which the collector's) at 300, 600 VMs:" in done.stdout
     names = [target["name"] for target in results["targets"]]
     assert "documents encoded again after one VM's change" in names
     assert results["machine"]["cores"] >= 1
