@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from bench.scale import (
-    ScenarioError,
     CAMPAIGN_PHASES,
+    ScenarioError,
     campaign_rounds,
     grouped_schedule_cost,
     measure_idle_memory,
