@@ -163,25 +163,25 @@ def test_a_fault_set_meanwhile_meets_the_next_repeat(
     poller.polled_alike()
 
 
-def test_the_dashboard_counts_every_repeated_poll() -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_the_dashboard_counts_every_repeated_poll(mode: str) -> None:
     """The dashboard's record of each VM (``forewarn serve``'s ActivityEndpoint) counts
-    every request, however it was answered: on a kept connection, through the socket
-    server's protocol and a stand-in transport."""
+    every request, however it was answered: on a kept connection or a new one each time,
+    through the socket server's protocol and a stand-in transport."""
     with ForewarnPlatform(vms=["vm0", "vm1"], seed=7) as made:
         activity = Activity()
         endpoint = ActivityEndpoint(made.service, activity, rate_limit=10_000)
         loop = asyncio.new_event_loop()
         try:
             written: list[bytes] = []
-            protocol = socket_server.ImdsProtocol(
-                endpoint,
-                socket_server._Shared(endpoint, loop),
-                loop,
-                socket_server._Connections(loop),
-            )
-            protocol.connection_made(cast(asyncio.Transport, _Transport(made, written)))
+            shared = socket_server._Shared(endpoint, loop)
+            connections = socket_server._Connections(loop)
             poll = b"GET %s HTTP/1.1\r\nHost: x\r\nMetadata: true\r\n\r\n" % TARGET.encode()
+            protocol = None
             for _ in range(5):
+                if protocol is None or mode == "new-connection":
+                    protocol = socket_server.ImdsProtocol(endpoint, shared, loop, connections)
+                    protocol.connection_made(cast(asyncio.Transport, _Transport(made, written)))
                 protocol.data_received(poll)
         finally:
             loop.close()
@@ -254,3 +254,35 @@ def test_a_vm_polling_on_new_connections_is_answered_from_its_address_last_answe
     assert len(vm0.sockets) == vm0.polls == 6  # each poll on a connection of its own
     vm0.close()
     vm1.close()
+
+
+def test_at_a_polling_address_another_form_of_the_poll_is_answered_for_itself(
+    platform: ForewarnPlatform,
+) -> None:
+    """RFC 9110 section 13.1.2 and scheduled-events-linux.txt's sample (If-None-Match with the
+    last ETag: 304 while nothing changed), RFC 9112 section 9.6 (``Connection: close``: the
+    answer says so and the connection ends): at an address whose poll is answered as a
+    repeat, the same poll with either header, on a new connection, gets its own answer."""
+    host, port = platform.url_for("vm0").removeprefix("http://").rsplit(":", 1)
+    poller = Poller(platform, "vm0", "new-connection")
+    polled = poller.polled_alike(times=3)  # the address now answers its repeats
+    asked = http.client.HTTPConnection(host, int(port), timeout=10)
+    asked.request("GET", TARGET, headers={"Metadata": "true"})
+    first = asked.getresponse()
+    first.read()
+    tag = first.getheader("ETag")
+    assert tag is not None
+    asked.close()
+    conditional = http.client.HTTPConnection(host, int(port), timeout=10)
+    conditional.request("GET", TARGET, headers={"Metadata": "true", "If-None-Match": tag})
+    answer = conditional.getresponse()
+    assert (answer.status, answer.read()) == (304, b"")
+    conditional.close()
+    closing = http.client.HTTPConnection(host, int(port), timeout=10)
+    closing.request("GET", TARGET, headers={"Metadata": "true", "Connection": "close"})
+    answer = closing.getresponse()
+    assert (answer.status, answer.getheader("Connection")) == (200, "close")
+    assert answer.read() == polled
+    closing.close()
+    assert poller.polled_alike(times=2) == polled  # and the poll is answered as before
+    poller.close()
