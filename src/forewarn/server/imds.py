@@ -237,9 +237,10 @@ class ImdsEndpoint:
     def respond_again(
         self, request: ImdsRequest, response: ImdsResponse, vm: Vm, repeats_under: int
     ) -> datetime | None:
-        """Answer ``request`` with ``response`` again: a poll repeated on a kept connection
-        (the same bytes from the same address, as every kept-alive VM sends every second)
-        that :meth:`respond` answered ``response``, finding ``vm``, with
+        """Answer ``request`` with ``response`` again: a poll repeated from the same address
+        (on a kept connection, as every kept-alive VM sends every second, or on a new one, as
+        the documentation's sample does; the same bytes, Host aside) that :meth:`respond`
+        answered ``response``, finding ``vm``, with
         :attr:`Answer.repeats_under` ``repeats_under``. The platform time it is answered at,
         the request counted, rate-limited and told to :meth:`answered` as by
         :meth:`respond`; None when the answer may differ now (the platform changed, or the VM
