@@ -196,12 +196,13 @@ class _Sink:
 
 
 def compare_in_process(rounds: int, requests: int = 20_000) -> dict[str, Any]:
-    """The socket protocol (``server/http.py``) fed each request ``requests`` times per
+    """The socket protocol (``server/http/``) fed each request ``requests`` times per
     round, alternating which goes first, on a transport that only keeps what is written:
     the server's own work per request (the endpoint without the dashboard's record, which
     ``forewarn serve`` adds to both alike)."""
     from forewarn.domain.vms import Vm
     from forewarn.server import http as server_http
+    from forewarn.server.http import _idle_connections, _shared
     from forewarn.server.imds import ImdsEndpoint
     from forewarn.testing import ForewarnPlatform
 
@@ -209,8 +210,10 @@ def compare_in_process(rounds: int, requests: int = 20_000) -> dict[str, Any]:
     endpoint = ImdsEndpoint(service, rate_limit=UNLIMITED)
     loop = asyncio.new_event_loop()
     try:
-        shared = server_http._Shared(endpoint, loop)
-        protocol = server_http.ImdsProtocol(endpoint, shared, loop, server_http._Connections(loop))
+        shared = _shared._Shared(endpoint, loop)
+        protocol = server_http.ImdsProtocol(
+            endpoint, shared, loop, _idle_connections._Connections(loop)
+        )
         sink = _Sink()
         protocol.connection_made(sink)  # type: ignore[arg-type]
         poll = f"GET {PATH}?{QUERY} HTTP/1.1\r\nHost: 169.254.169.254\r\nMetadata: true\r\n"

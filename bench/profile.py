@@ -29,7 +29,7 @@ SYSTEM_CALLS = "system calls"
 EVENT_LOOP = "event loop (uvloop, asyncio)"
 #: Python files and the layer their frames belong to, the first match deciding.
 LAYERS = (
-    ("forewarn/server/http.py", "connection (server/http.py)"),
+    ("forewarn/server/http/", "connection (server/http/)"),
     ("forewarn/server/imds.py", "endpoint (server/imds.py)"),
     ("forewarn/server/_activity.py", "dashboard's record (server/_activity.py)"),
     ("forewarn/service.py", "service (service.py)"),

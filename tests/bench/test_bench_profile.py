@@ -19,9 +19,9 @@ from bench.report import profile_table
 LOOP = "run_forever (loop.c:33397);uv_run (core.c:464)"
 RAW = f"""\
 _run_code (<frozen runpy>:88);{LOOP};epoll_pwait (libc.so.6) 50
-_run_code (<frozen runpy>:88);{LOOP};ImdsProtocol.data_received (forewarn/server/http.py:584);write (libc.so.6) 20
+_run_code (<frozen runpy>:88);{LOOP};ImdsProtocol.data_received (forewarn/server/http/_connection.py:130);write (libc.so.6) 20
 _run_code (<frozen runpy>:88);{LOOP};uv__close_nocancel (core.c:619);syscall (libc.so.6) 10
-{LOOP};ImdsProtocol._answer (forewarn/server/http.py:808);ImdsEndpoint.answer (forewarn/server/imds.py:266) 4
+{LOOP};ImdsProtocol._answer (forewarn/server/http/_connection.py:270);ImdsEndpoint.answer (forewarn/server/imds.py:266) 4
 {LOOP};ImdsEndpoint.answer (forewarn/server/imds.py:276);ScheduledEventsService.request_from (forewarn/service.py:371);Py_DECREF (object.h:537) 3
 {LOOP};ScheduledEventsService.request_from (forewarn/service.py:371);__init__ (<string>:2) 1
 {LOOP};Platform.touch (forewarn/domain/platform.py:184) 2

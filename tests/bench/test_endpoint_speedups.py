@@ -222,10 +222,10 @@ def test_idle_and_stuck_connections_are_closed_by_the_listener_sweep(
     """forewarn.server.http, IDLE_TIMEOUT [ours]: a connection idle, or stuck half-way through
     a request, for longer than the timeout is closed, so dead clients cannot pile up. One timer
     per listener does it (the timeouts are shortened here so the test takes a second)."""
-    from forewarn.server import http
+    from forewarn.server.http import limits
 
-    monkeypatch.setattr(http, "IDLE_TIMEOUT", 0.3)
-    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    monkeypatch.setattr(limits, "IDLE_TIMEOUT", 0.3)
+    monkeypatch.setattr(limits, "IDLE_SWEEP", 0.05)
     world = World()
     outcomes: list[bytes] = []
 

@@ -1,4 +1,4 @@
-"""Raw requests for the in-process socket tests of ``server/http.py``, and an endpoint that
+"""Raw requests for the in-process socket tests of ``server/http/``, and an endpoint that
 fails on purpose (no request makes the shipped one fail)."""
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def test_content_length_is_exact_and_content_type_is_json(pair: ForewarnServer) 
 
 def test_date_header_is_present_and_follows_the_platform_clock(pair: ForewarnServer) -> None:
     """RFC 9110 section 6.6.1: an origin server with a clock sends ``Date`` in IMF-fixdate
-    form. forewarn dates its responses in platform time (``server/http.py``), the same clock
+    form. forewarn dates its responses in platform time (``server/http/``), the same clock
     NotBefore is written in, so a client comparing the two under a manual clock agrees."""
     first = pair.document_response()
     date = first.header("Date")

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from forewarn.server import http
+from forewarn.server.http import limits
 from forewarn.testing import ForewarnPlatform
 
 pytestmark = pytest.mark.e2e
@@ -51,8 +51,8 @@ async def _run(port: int) -> tuple[bytes, bytes]:
 def test_a_trickling_request_is_closed_and_others_still_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 0.3)
-    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    monkeypatch.setattr(limits, "REQUEST_TIMEOUT", 0.3)
+    monkeypatch.setattr(limits, "IDLE_SWEEP", 0.05)
     with ForewarnPlatform(rate_limit=1000) as platform:
         closed, answer = asyncio.run(_run(platform.port))
     assert closed == b""  # closed without an answer, long before the 40 pieces were sent

@@ -25,7 +25,7 @@ import pytest
 from e2e_support import RawResponse, parse_responses
 from http_wire_support import get
 
-from forewarn.server.http import MAX_WAITING_BEHIND
+from forewarn.server.http.limits import MAX_WAITING_BEHIND
 from forewarn.testing import ForewarnPlatform
 
 VMS = 1000

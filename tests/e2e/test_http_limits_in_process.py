@@ -3,7 +3,7 @@
 SPEC.md section 1 [doc: IMDS family]: "Request limits: bounded body, header and parameter
 lengths, rejected with 400". A request exactly at a limit is served; one byte more is refused
 with one 400 that closes the connection. The server runs in this process (``forewarn.testing``'s
-socket mode) so that mutation testing sees ``server/http.py``.
+socket mode) so that mutation testing sees ``server/http/``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import CLOSE, TARGET, get
 
-from forewarn.server import http
+from forewarn.server.http import limits
 from forewarn.server.imds import Limits
 from forewarn.testing import ForewarnPlatform
 
@@ -68,7 +68,7 @@ def _only(reply_data: bytes) -> tuple[int, str]:
 def test_a_head_at_its_limit_is_answered_and_one_byte_longer_is_refused(port: int) -> None:
     """The request line and headers together are bounded too (64 KiB): the per-header limits
     alone would let a head grow with the number of headers."""
-    limit = http.MAX_HEAD_BYTES
+    limit = limits.MAX_HEAD_BYTES
     at_limit = exchange("127.0.0.1", port, _head_of(limit), until=responses_complete(1))
     assert parse_responses(at_limit.data)[0].status == 200
     over = exchange("127.0.0.1", port, _head_of(limit + 1))
@@ -140,7 +140,7 @@ def test_a_refused_client_still_sending_is_read_then_cut_off(
     """After a refusal the server half-closes and drops what the client still sends, so that
     the client reads the 400 rather than a reset; after the linger time (shortened here) the
     connection is closed for good, and what the client sends then is refused (RST)."""
-    monkeypatch.setattr(http, "LINGER_TIMEOUT", 1.0)
+    monkeypatch.setattr(limits, "LINGER_TIMEOUT", 1.0)
     with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
         sock.sendall(get(extra=b"X-Long: " + b"v" * 5000 + b"\r\n"))
         data = b""
@@ -229,7 +229,7 @@ def test_each_request_of_a_connection_has_the_whole_head_limit(port: int) -> Non
     """The head limit counts each request's own head: after a first answer (an unknown
     event's 400, the connection kept), a second request on the same connection may again be
     64 KiB, and one byte more is refused."""
-    limit = http.MAX_HEAD_BYTES
+    limit = limits.MAX_HEAD_BYTES
     for size, status in ((limit, 200), (limit + 1, 400)):
         with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
             data = b""
@@ -250,7 +250,7 @@ def test_a_body_does_not_count_towards_the_head_limit(port: int) -> None:
     within its limit and the body within its own, so the endpoint answers (an unknown event:
     400, the connection kept), however the two arrive together."""
     body = _padded_approval(MAX_BODY)
-    head = _head_of(http.MAX_HEAD_BYTES - 100)
+    head = _head_of(limits.MAX_HEAD_BYTES - 100)
     head = head.replace(b"GET ", b"POST ", 1).replace(
         b"\r\n\r\n", b"\r\nContent-Length: %d\r\n\r\n" % len(body)
     )
@@ -265,13 +265,13 @@ def test_a_refusal_in_the_middle_of_a_large_read_is_the_only_answer(port: int) -
     """A head that breaks the limit early in a large read (the rest of it arriving in the
     same read, or pipelined behind): one 400, nothing more is read into answers."""
     huge = get(extra=b"".join(b"X-%03d: %s\r\n" % (i, b"v" * 3000) for i in range(60)))
-    assert len(huge) > 2 * http.MAX_HEAD_BYTES
+    assert len(huge) > 2 * limits.MAX_HEAD_BYTES
     reply = exchange("127.0.0.1", port, huge + get())
     assert reply.closed
     assert not reply.reset
     assert _only(reply.data) == (
         400,
-        f"Bad request. The request head is larger than {http.MAX_HEAD_BYTES} bytes",
+        f"Bad request. The request head is larger than {limits.MAX_HEAD_BYTES} bytes",
     )
 
 

@@ -1,6 +1,6 @@
 """The socket server's bookkeeping: what it remembers of parses, its timers, its listeners.
 
-None of this changes an answer, which is the point: ``server/http.py`` promises to parse a poll
+None of this changes an answer, which is the point: ``server/http/`` promises to parse a poll
 it has seen byte for byte only once, to keep one timer per listener and one for held requests
 (none at all once there is nothing to look at), and to share one set of these per endpoint and
 event loop. These tests hold it to those promises, through the parser it creates, the timers
@@ -23,6 +23,13 @@ from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import CLOSE, TARGET, approval, get, post
 
 from forewarn.server import http
+from forewarn.server.http import (
+    _held_requests,
+    _idle_connections,
+    _listener,
+    _parse_cache,
+    limits,
+)
 from forewarn.testing import ForewarnPlatform
 
 # -- the parses remembered -----------------------------------------------------------------
@@ -32,16 +39,16 @@ def test_the_parse_cache_is_bounded_in_entry_size_and_count() -> None:
     """A request over 2 KiB is not remembered; at most 16,384 are, and when full the newest
     makes room (one entry per VM's poll is the use; a flood of distinct requests must not
     grow it without bound, nor push out the polls already known)."""
-    cache = http._ParsedRequests()
-    parsed = http._Parsed("GET", "/", "", {}, b"", True)
-    cache.put(b"x" * http._CACHEABLE_REQUEST, parsed)
-    cache.put(b"y" * (http._CACHEABLE_REQUEST + 1), parsed)
-    assert cache.get(b"x" * http._CACHEABLE_REQUEST) is parsed
-    assert cache.get(b"y" * (http._CACHEABLE_REQUEST + 1)) is None
-    for index in range(http._PARSED_ENTRIES - 1):
+    cache = _parse_cache._ParsedRequests()
+    parsed = _parse_cache._Parsed("GET", "/", "", {}, b"", True)
+    cache.put(b"x" * limits.CACHEABLE_REQUEST, parsed)
+    cache.put(b"y" * (limits.CACHEABLE_REQUEST + 1), parsed)
+    assert cache.get(b"x" * limits.CACHEABLE_REQUEST) is parsed
+    assert cache.get(b"y" * (limits.CACHEABLE_REQUEST + 1)) is None
+    for index in range(limits.PARSED_ENTRIES - 1):
         cache.put(b"%d" % index, parsed)
     assert cache.get(b"0") is parsed  # full: 16,384 entries
-    last = b"%d" % (http._PARSED_ENTRIES - 2)
+    last = b"%d" % (limits.PARSED_ENTRIES - 2)
     cache.put(b"one more", parsed)
     assert (cache.get(b"0"), cache.get(last), cache.get(b"one more")) == (parsed, None, parsed)
     cache.put(b"and another", parsed)
@@ -92,7 +99,7 @@ def _asked(port: int, *parts: bytes, answers: int = 1) -> list[int]:
 def test_a_poll_seen_before_is_answered_without_parsing_it_again(
     port: int, parsers: list[object]
 ) -> None:
-    """The module's promise (server/http.py, ``_ParsedRequests``): a read holding exactly one
+    """The module's promise (server/http/, ``_ParsedRequests``): a read holding exactly one
     whole bodiless GET, arriving between requests, is remembered by its bytes; the same bytes
     again, on any connection, are not parsed again."""
     poll = get(extra=b"X-Case: remembered\r\n")
@@ -116,13 +123,13 @@ def test_a_connection_repeating_its_poll_needs_no_shared_entry(
     from its own last poll, and a new connection finds it in the shared cache."""
     poll = get(extra=b"X-Case: own connection\r\n")
     looked_up: list[bytes] = []
-    real_get = http._ParsedRequests.get
+    real_get = _parse_cache._ParsedRequests.get
 
-    def get_counted(cache: http._ParsedRequests, data: bytes) -> object:
+    def get_counted(cache: _parse_cache._ParsedRequests, data: bytes) -> object:
         looked_up.append(data)
         return real_get(cache, data)
 
-    monkeypatch.setattr(http._ParsedRequests, "get", get_counted)
+    monkeypatch.setattr(_parse_cache._ParsedRequests, "get", get_counted)
     with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
         for _ in range(3):
             sock.sendall(poll)
@@ -146,7 +153,7 @@ def test_polls_differing_only_in_their_host_share_one_parse(
     seen: list[str | None] = []
     real_answer = http.ImdsProtocol._answer
 
-    def answer(protocol: http.ImdsProtocol, parsed: http._Parsed) -> None:
+    def answer(protocol: http.ImdsProtocol, parsed: _parse_cache._Parsed) -> None:
         seen.append(parsed.headers.get("host"))
         real_answer(protocol, parsed)
 
@@ -167,14 +174,14 @@ def test_the_host_left_out_of_a_shared_parse_is_one_plain_line() -> None:
     """Only a head's one ``Host:`` line whose value is a plain name or address is left out."""
     head = b"GET / HTTP/1.1\r\nHost: %s\r\nMetadata: true\r\n\r\n"
     for value in (b"169.254.169.254", b"vm-1.example:8080", b"[fe80::1]:80"):
-        assert http._host_free(head % value) == (
+        assert _parse_cache._host_free(head % value) == (
             b"GET / HTTP/1.1\r\nMetadata: true\r\n\r\n",
             value.decode(),
         )
     for value in (b"", b"a b", b"a\tb", b"x" * 256, "\u00e9".encode()):
-        assert http._host_free(head % value) == (head % value, None)
+        assert _parse_cache._host_free(head % value) == (head % value, None)
     after_head = b"GET / HTTP/1.1\r\nMetadata: true\r\n\r\nHost: a\r\n"
-    assert http._host_free(after_head) == (after_head, None)
+    assert _parse_cache._host_free(after_head) == (after_head, None)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +190,7 @@ def test_the_host_left_out_of_a_shared_parse_is_one_plain_line() -> None:
         ((get(extra=b"X-Case: two\r\n") * 2,), 2),
         ((get(extra=b"X-Case: body\r\nContent-Length: 2\r\n") + b"{}",), 1),
         ((get(extra=b"X-Case: post\r\n").replace(b"GET", b"POST", 1),), 1),
-        ((get(_target_of(http._CACHEABLE_URL + 1)),), 1),
+        ((get(_target_of(limits.CACHEABLE_URL + 1)),), 1),
     ],
     ids=["two in one read", "GET with a body", "POST", "long URL"],
 )
@@ -199,7 +206,7 @@ def test_other_requests_are_parsed_every_time(
 
 
 def test_a_url_of_512_bytes_is_remembered(port: int, parsers: list[object]) -> None:
-    poll = get(_target_of(http._CACHEABLE_URL))
+    poll = get(_target_of(limits.CACHEABLE_URL))
     assert _asked(port, poll) == _asked(port, poll) == [200]
     assert len(parsers) == 1
 
@@ -237,7 +244,7 @@ class _Loop:
 
 
 class _Connection:
-    def __init__(self, connections: http._Connections, idle: float) -> None:
+    def __init__(self, connections: _idle_connections._Connections, idle: float) -> None:
         self.connections = connections
         self.idle = idle
         self.released = 0
@@ -263,14 +270,14 @@ def test_one_listener_timer_and_none_once_every_connection_is_gone() -> None:
     timeout are closed at a sweep, and with none left no timer is armed (an idle server
     wakes nothing)."""
     loop = _Loop()
-    connections = http._Connections(loop)  # type: ignore[arg-type]
-    busy, idle = _Connection(connections, 1.0), _Connection(connections, http.IDLE_TIMEOUT)
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
+    busy, idle = _Connection(connections, 1.0), _Connection(connections, limits.IDLE_TIMEOUT)
     for connection in (busy, idle):
         connections.add(connection)  # type: ignore[arg-type]
-    assert [delay for delay, _ in loop.armed] == [http._IDLE_SWEEP]
+    assert [delay for delay, _ in loop.armed] == [limits.IDLE_SWEEP]
     loop.fire()
     assert (busy.closed, idle.closed, len(loop.armed)) == (False, True, 1)
-    busy.idle = http.IDLE_TIMEOUT + 1
+    busy.idle = limits.IDLE_TIMEOUT + 1
     loop.fire()
     assert (busy.closed, loop.armed) == (True, [])
 
@@ -282,14 +289,14 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
     now = [clock]
     loop = _Loop()
-    held = http._HeldRequests(loop, lambda: now[0], limit=3)  # type: ignore[arg-type]
-    connections = http._Connections(loop)  # type: ignore[arg-type]
+    held = _held_requests._HeldRequests(loop, lambda: now[0], limit=3)  # type: ignore[arg-type]
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
     late, first, second = (_Connection(connections, 0.0) for _ in range(3))
     caller = ("127.0.0.2", "127.0.0.1")
     held.hold(clock + timedelta(seconds=9), late, caller)  # type: ignore[arg-type]
     held.hold(clock + timedelta(seconds=7), first, caller)  # type: ignore[arg-type]
     held.hold(clock + timedelta(seconds=7), second, caller)  # type: ignore[arg-type]
-    assert [delay for delay, _ in loop.armed] == [http._HOLD_TICK]
+    assert [delay for delay, _ in loop.armed] == [limits.HOLD_TICK]
     loop.fire()
     assert [c.released for c in (late, first, second)] == [0, 0, 0]
     now[0] = clock + timedelta(seconds=7)
@@ -310,8 +317,8 @@ def test_a_held_connection_closed_to_make_room_is_forgotten_when_its_pause_ends(
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
     now = [clock]
     loop = _Loop()
-    held = http._HeldRequests(loop, lambda: now[0], limit=2)  # type: ignore[arg-type]
-    connections = http._Connections(loop)  # type: ignore[arg-type]
+    held = _held_requests._HeldRequests(loop, lambda: now[0], limit=2)  # type: ignore[arg-type]
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
     gone, stays, retry, refused = (_Connection(connections, 0.0) for _ in range(4))
     caller = ("127.0.0.2", "127.0.0.1")
     assert held.hold(clock + timedelta(seconds=8), gone, caller)  # type: ignore[arg-type]
@@ -406,7 +413,7 @@ def test_a_vm_is_known_by_the_address_it_calls_from_on_a_shared_listener() -> No
 def test_a_closed_connection_is_freed_without_the_garbage_collector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """server/http.py, ``connection_lost``: a connection leaves nothing behind once closed
+    """server/http/, ``connection_lost``: a connection leaves nothing behind once closed
     (not its parser's reference cycle, not its place among the listener's connections), so
     10,000 VMs polling on a new connection each second do not wait for the collector."""
     platform = ForewarnPlatform(rate_limit=1000, seed=8)
@@ -417,7 +424,7 @@ def test_a_closed_connection_is_freed_without_the_garbage_collector(
             super().__init__(*args)
             made.append(weakref.ref(self))
 
-    monkeypatch.setattr(http, "ImdsProtocol", Watched)
+    monkeypatch.setattr(_listener, "ImdsProtocol", Watched)
 
     async def main() -> list[int]:
         server = await http.start_imds_server(platform.endpoint, "127.0.0.1", 0)

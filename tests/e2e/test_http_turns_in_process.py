@@ -24,8 +24,7 @@ import uvloop
 from e2e_support import parse_responses
 from http_wire_support import CLOSE, get
 
-from forewarn.server import http
-from forewarn.server.http import start_imds_server
+from forewarn.server.http import limits, start_imds_server
 from forewarn.testing import ForewarnPlatform
 
 FLOOD, OTHER = "127.0.0.2", "127.0.0.3"
@@ -103,7 +102,7 @@ def server(
 ) -> Iterator[Server]:
     # A turn for refused connections on every turn of the loop, so that stepping the loop
     # steps them too (their turns are otherwise a millisecond apart).
-    monkeypatch.setattr(http, "_REFUSED_TURN", 0.0)
+    monkeypatch.setattr(limits, "REFUSED_TURN", 0.0)
     loop = new_loop()
     # One request per VM per second, on a clock that never moves: the flood's first request
     # is its last 200.
@@ -148,7 +147,7 @@ def test_another_vm_is_answered_before_the_flood_waiting_with_it(server: Server)
     answered = sum(len(client.statuses()) == 2 for client in flood)
     # Accepting the other VM's connection and reading its request take a few turns of the
     # loop (two on uvloop; asyncio accepts in a task); each answers a few of the flood's.
-    limit = 4 * http._REFUSED_PER_TURN
+    limit = 4 * limits.REFUSED_PER_TURN
     assert answered <= limit, f"{answered} of {len(flood)} flood requests went first"
     _turn_until(server, lambda: all(len(client.statuses()) == 2 for client in flood))
     for client in flood:

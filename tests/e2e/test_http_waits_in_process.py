@@ -2,7 +2,7 @@
 silenced or truncated by a fault, and what stays of the connection afterwards.
 
 The server runs in this process (``forewarn.testing``'s socket mode) so that mutation testing
-sees ``server/http.py``; the platform's clock is a manual one, moved by the test. Every test
+sees ``server/http/``; the platform's clock is a manual one, moved by the test. Every test
 also checks that the server logged no error: a wait that ends in an exception inside the
 server would otherwise pass unseen.
 """
@@ -157,10 +157,10 @@ def test_a_held_connection_is_not_idle(
 ) -> None:
     """The idle timeout closes connections a client forgot; a VM paused by an impact has not
     forgotten its request, however long the pause (the timeouts are shortened here)."""
-    from forewarn.server import http
+    from forewarn.server.http import limits
 
-    monkeypatch.setattr(http, "IDLE_TIMEOUT", 0.2)
-    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    monkeypatch.setattr(limits, "IDLE_TIMEOUT", 0.2)
+    monkeypatch.setattr(limits, "IDLE_SWEEP", 0.05)
     _start_restart(platform)
     client = connect()
     client.send(get(extra=CLOSE))
@@ -367,10 +367,10 @@ def test_the_request_timeout_bounds_a_request_not_the_wait_between_two(
     shortened here); a request that does is answered however it trickles, and a kept-alive
     connection may then wait longer than that for its next request (up to the idle timeout)
     without being closed."""
-    from forewarn.server import http
+    from forewarn.server.http import limits
 
-    monkeypatch.setattr(http, "REQUEST_TIMEOUT", 1.0)
-    monkeypatch.setattr(http, "_IDLE_SWEEP", 0.05)
+    monkeypatch.setattr(limits, "REQUEST_TIMEOUT", 1.0)
+    monkeypatch.setattr(limits, "IDLE_SWEEP", 0.05)
     client = connect()
     assert client.quiet_for(0.15)  # connected, not yet asking: neither idle nor late
     request = get(extra=b"X-Case: trickled\r\n")

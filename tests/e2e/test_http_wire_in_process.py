@@ -1,7 +1,7 @@
 """The socket server's answers byte for byte, and what each leaves of the connection.
 
 ``test_e2e_http_protocol.py`` checks the protocol as clients use it (statuses, order, header
-presence); this pins the exact bytes of every kind of answer ``server/http.py`` writes, as a
+presence); this pins the exact bytes of every kind of answer ``server/http/`` writes, as a
 client's parser meets them: the status line and reason phrase, the header names and their case
 in the order of real captures, ``Connection: close`` exactly on the answers after which the
 connection ends, and that a kept-alive connection goes on after each kind of answer. The
@@ -174,7 +174,7 @@ def test_an_endpoint_failure_is_a_500_that_closes_and_logs_the_exception(
     assert response.body == INTERNAL_ERROR
     (record,) = caplog.records
     assert record.getMessage().startswith("error answering a request")
-    assert "protocol: <forewarn.server.http.ImdsProtocol" in record.getMessage()
+    assert "protocol: <forewarn.server.http._connection.ImdsProtocol" in record.getMessage()
     assert record.exc_info is not None
     assert str(record.exc_info[1]) == FAILURE
 

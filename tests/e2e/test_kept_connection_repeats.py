@@ -24,6 +24,7 @@ import pytest
 from forewarn.domain.events import EventType
 from forewarn.server import http as socket_server
 from forewarn.server._activity import Activity, ActivityEndpoint
+from forewarn.server.http import _idle_connections, _shared
 from forewarn.testing import ForewarnPlatform
 
 TARGET = "/metadata/scheduledevents?api-version=2020-07-01"
@@ -174,8 +175,8 @@ def test_the_dashboard_counts_every_repeated_poll(mode: str) -> None:
         loop = asyncio.new_event_loop()
         try:
             written: list[bytes] = []
-            shared = socket_server._Shared(endpoint, loop)
-            connections = socket_server._Connections(loop)
+            shared = _shared._Shared(endpoint, loop)
+            connections = _idle_connections._Connections(loop)
             poll = b"GET %s HTTP/1.1\r\nHost: x\r\nMetadata: true\r\n\r\n" % TARGET.encode()
             protocol = None
             for _ in range(5):

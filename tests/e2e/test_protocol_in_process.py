@@ -3,9 +3,9 @@
 ``test_e2e_hostile_input.py`` and most of ``test_e2e_http_protocol.py`` run against ``forewarn
 serve`` in a process of its own (the internal-error and slow-request cases already start the
 socket server here, and are simply collected again outside the ``e2e`` mark). Here the same test functions run against the same socket
-server (``server/http.py``) started by ``forewarn.testing`` in a thread of this process, with
+server (``server/http/``) started by ``forewarn.testing`` in a thread of this process, with
 the platform driven directly instead of through the control API. Nothing is weakened: every
-case keeps its assertions. What it adds is that a change to ``server/http.py`` is seen by
+case keeps its assertions. What it adds is that a change to ``server/http/`` is seen by
 tools that only watch this process, mutation testing first (docs/contributing.md).
 """
 

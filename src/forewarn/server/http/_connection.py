@@ -1,0 +1,372 @@
+"""One client connection of the VM-facing server: what it reads is answered in order, from the
+shared parse of a known poll, as a repeat of its last answer while nothing it met changed
+(``ImdsEndpoint.respond_again``), or by the endpoint; a request of a paused VM is held, an
+injected fault carried out. Reading and writing are the layers below
+(:mod:`._parsing`, :mod:`._writing`)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+from datetime import datetime
+
+import httptools
+
+from forewarn.faults import FaultKind, FaultRule
+from forewarn.server.fault_hook import error_response, fault_for
+from forewarn.server.http import limits
+from forewarn.server.http._idle_connections import _Connections
+from forewarn.server.http._parse_cache import _Parsed
+from forewarn.server.http._parsing import _ReadingEndedError, _RequestParsing
+from forewarn.server.http._response_bytes import _ANSWER, _TOO_MANY
+from forewarn.server.http._shared import _Again, _Shared
+from forewarn.server.imds import Answer, ImdsEndpoint, ImdsRequest, Limits
+
+#: ``tcpi_state`` of a connection whose peer has closed its side (Linux ``TCP_CLOSE_WAIT``).
+_TCP_CLOSE_WAIT = 8
+
+
+class ImdsProtocol(_RequestParsing):
+    """One client connection; requests are answered in order as soon as each is complete."""
+
+    __slots__ = (
+        "_again",
+        "_connections",
+        "_fault_passed",
+        "_held",
+        "_last_active",
+        "_last_poll",
+        "_local",
+        "_parsed",
+        "_peer",
+        "_refused",
+        "_request",
+        "_waiting_data",
+        "_writing_paused",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        endpoint: ImdsEndpoint,
+        shared: _Shared,
+        loop: asyncio.AbstractEventLoop,
+        connections: _Connections,
+    ) -> None:
+        self._endpoint = endpoint
+        self._shared = shared
+        self._parsed = shared.parsed
+        self._request_ids = shared.request_ids
+        self._held: list[_Parsed] | None = None
+        # The bytes of the last poll on this connection whose parse is known, and that parse.
+        self._last_poll: tuple[bytes, _Parsed] | None = None
+        # The last request made of a parse: a poller repeats the same bytes on a connection.
+        self._request: tuple[_Parsed | None, ImdsRequest | None] = (None, None)
+        # How that request was answered, when its repeat is answered the same while nothing
+        # it met changes (ImdsEndpoint.respond_again), or how the same poll was last answered
+        # at this connection's address.
+        self._again: _Again | None = None
+        self._fault_passed: _Parsed | None = None
+        self._limits: Limits = endpoint.limits
+        self._date = shared.date
+        # Made at the first request that is not a known poll: most connections never need it.
+        self._parser: httptools.HttpRequestParser | None = None
+        self._connections = connections
+        self._transport: asyncio.Transport | None = None
+        # The bytes of the current request's head so far; None once its head is complete.
+        self._head_bytes: int | None = 0
+        self._closing = False
+        # The last answer was a 429: what comes next waits for its turn (_RefusedTurns);
+        # what has come meanwhile, None when nothing waits.
+        self._refused = False
+        self._waiting_data: bytes | None = None
+        self._writing_paused = False
+        self._loop = loop
+        self._last_active = self._loop.time()
+        # When the current request began; None between requests.
+        self._request_started: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        # Set per request by the parser's callbacks, and per read by data_received:
+        self._url: bytearray
+        self._body: bytearray
+        self._headers: dict[str, str]
+        self._header_count: int
+        self._completed: int
+        self._cacheable: _Parsed | None
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        # The address the VM called (one listener per VM address, or one for all).
+        self._local: str = transport.get_extra_info("sockname")[0]
+        # A peer gone before its connection is made has no name left to give.
+        peername = transport.get_extra_info("peername")
+        self._peer: str = peername[0] if peername else ""
+        self._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Nothing reaches this protocol afterwards: no data, no timer (cancelled here), and
+        # no release (a held connection is not read, so only the server can have closed it,
+        # which set _closing already).
+        self._connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        # The parser holds this protocol's callbacks: dropping it frees the connection at
+        # once, instead of leaving a cycle per connection for the garbage collector.
+        del self._parser
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return  # answered for good: whatever else arrives is dropped
+        self._last_active = self._loop.time()
+        if self._refused:
+            if self._waiting_data is None:
+                self._waiting_data = data
+                self._shared.refused.wait(self)
+            else:  # more before its turn (pipelined): kept unread until then
+                self._waiting_data += data
+                assert self._transport is not None  # only a connected transport reads
+                self._transport.pause_reading()
+            return
+        last = self._last_poll
+        if last is not None and last[0] == data and self._request_started is None:
+            # A poller repeating its poll on its connection, as every kept-alive VM does
+            # every second: known from its last one, without the shared cache (however many
+            # other VMs' polls it holds) or _receive's call.
+            try:
+                self._answer(last[1])
+            except Exception as exc:  # the same 500 as when the parser calls the endpoint
+                self._internal_error(exc)
+            return
+        self._receive(data)
+
+    def take_turn(self) -> None:
+        """Handle what came after a 429, its turn come (:class:`_RefusedTurns`), then read
+        on unless the connection ended, waits for an impact or a delay, or cannot write.
+        Reading was paused only if more came while it waited, which a client waiting for
+        each answer before asking again never does."""
+        data, self._waiting_data = self._waiting_data, None
+        transport = self._transport
+        assert data is not None  # only a connection with data waits for a turn
+        assert transport is not None  # connected: its data was received
+        if self._closing or transport.is_closing():  # ended while it waited
+            return
+        self._refused = False
+        self._receive(data)
+        if not self._closing and self._held is None and not self._writing_paused:
+            transport.resume_reading()
+
+    def _receive(self, data: bytes) -> None:
+        if self._request_started is None:  # between requests
+            # A poll repeated on its connection is answered by data_received already.
+            parsed = self._parsed.get(data)
+            if parsed is not None:
+                self._last_poll = (data, parsed)
+                try:
+                    self._answer(parsed)
+                except Exception as exc:  # the same 500 as when the parser calls the endpoint
+                    self._internal_error(exc)
+                return
+            self._completed = 0
+            self._cacheable = None
+            self._slow_path(data)
+            if (
+                self._completed == 1
+                and self._request_started is None
+                and self._cacheable is not None
+            ):
+                self._parsed.put(data, self._cacheable)
+                self._last_poll = (data, self._cacheable)
+            return
+        self._slow_path(data)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        # Not while a request waits (held, delayed, or for its turn after a 429): what
+        # follows it stays unread until then. A closed transport ignores it; one lingering
+        # after a refusal reads on.
+        self._writing_paused = False
+        if self._transport is not None and self._held is None and self._waiting_data is None:
+            self._transport.resume_reading()
+
+    def _answer(self, parsed: _Parsed) -> None:
+        held = self._held
+        if held is not None:  # pipelined behind a waiting request: answered after it
+            if len(held) > limits.MAX_WAITING_BEHIND:
+                # Enough kept: the last one kept ends the connection, nothing more is read.
+                # No longer a copy of a shared parse but for its Host: its answer differs.
+                held[-1] = dataclasses.replace(held[-1], keep_alive=False, shared=None)
+                raise _ReadingEndedError
+            held.append(parsed)
+            return
+        last, request = self._request
+        if parsed is not last or request is None:
+            request = ImdsRequest(
+                method=parsed.method,
+                path=parsed.path,
+                query=parsed.query,
+                headers=parsed.headers,
+                body=parsed.body,
+                local_address=self._local,
+                peer_address=self._peer,
+                checked=parsed.checked,
+            )
+            self._request = (parsed, request)
+            # Not this connection's last request (a new connection's first, above all): how
+            # the same poll was last answered at this address, when it is the same but for
+            # its Host, which no answer depends on.
+            again = self._shared.again_at.get(self._local)
+            self._again = again if again is not None and again[0] is parsed.shared else None
+        if parsed is not self._fault_passed:
+            fault = fault_for(self._endpoint, self._local, self._peer)
+            if fault is not None:
+                self._inject(fault, parsed, request)
+                return
+        self._fault_passed = None
+        again = self._again
+        if again is not None:  # the request answered last here (connection or address), again
+            _, kept, caller, count = again
+            at = self._endpoint.respond_again(request, kept[0], caller, count)
+            if at is not None:  # kept alive: a request that was not ended the connection
+                transport = self._transport
+                assert transport is not None  # connected: its data was received
+                if not transport.is_closing():
+                    transport.write(
+                        _ANSWER % (kept[1], self._request_ids.next(), self._date.value(at), kept[2])
+                    )
+                return
+        response, vm, at, repeats_under = self._endpoint.respond(request)
+        parsed.checked = request.checked
+        self._refused = response.status == 429
+        if response.status == 0:  # the VM cannot answer now: hold, reset or close
+            if response.held_until is not None:
+                self._hold(parsed, response.held_until, at)
+            elif response.reset:
+                self._reset()
+            else:
+                self._close()
+            return
+        keep_alive = parsed.keep_alive
+        self._write(response, keep_alive, at)
+        if not keep_alive:
+            self._end()
+        elif repeats_under is not None and vm is not None:
+            # Its bytes as written (kept with the response, however many the cache holds).
+            shared = self._shared
+            written = shared.wire.get((id(response) << 1) | True)
+            if written is not None:
+                # By its shared parse, which a new connection's same poll is a copy of (one
+                # parsed here, on this connection only, is found by no other).
+                self._again = (parsed.shared or parsed, written, vm, repeats_under)
+                if len(shared.again_at) >= limits.AGAIN_ADDRESSES:
+                    shared.again_at.clear()
+                shared.again_at[self._local] = self._again
+
+    def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
+        """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
+        many requests held as the pause's end can answer (:class:`_HeldRequests`)."""
+        if self._shared.held.hold(until, self, (self._local, self._peer)):
+            self._held = [parsed]
+            if self._transport is not None:
+                self._transport.pause_reading()
+            return
+        self._refused = True
+        self._write(_TOO_MANY, parsed.keep_alive, at)
+        if not parsed.keep_alive:
+            self._end()
+
+    def client_left(self) -> bool:
+        """The client has closed its side (seen from the socket's TCP state, since a held
+        connection is not read); False where the state cannot be asked."""
+        transport = self._transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        tcp_info = getattr(socket, "TCP_INFO", None)
+        if sock is None or tcp_info is None:
+            return False
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)
+        except OSError:  # closed meanwhile: gone too
+            return True
+        return bool(state[0] == _TCP_CLOSE_WAIT)
+
+    def _inject(self, fault: FaultRule, parsed: _Parsed, request: ImdsRequest) -> None:
+        """Carry out an injected fault (:mod:`forewarn.faults`) on this connection."""
+        kind = fault.kind
+        error = error_response(fault)
+        if error is not None:
+            self._write(error, parsed.keep_alive, self._endpoint.service.now())
+            if not parsed.keep_alive:
+                self._end()
+        elif kind is FaultKind.RESET:
+            self._reset()
+        elif kind is FaultKind.TRUNCATE:
+            self._truncated(self._endpoint.respond(request))
+        else:  # latency and timeout: nothing now; what is pipelined behind waits
+            self._held = []
+            if self._transport is not None:
+                self._transport.pause_reading()
+            if self._timer is not None:
+                self._timer.cancel()
+            if kind is FaultKind.LATENCY:
+                self._timer = self._loop.call_later(fault.delay or 0.0, self._late, parsed)
+            else:  # silent until the client gives up, or for the rule's delay
+                silence = limits.IDLE_TIMEOUT if fault.delay is None else fault.delay
+                self._timer = self._loop.call_later(silence, self._close)
+
+    def _late(self, parsed: _Parsed) -> None:
+        """A latency fault's wait is over: the request is answered as it would have been."""
+        self._timer = None
+        self._held = [parsed, *(self._held or ())]
+        self._fault_passed = parsed
+        self.release()
+
+    def _truncated(self, answer: Answer) -> None:
+        """Half the answer's body under its full Content-Length (half its head when it has
+        no body), then a close: a client reads an incomplete message."""
+        transport = self._transport
+        response = answer.response
+        if response.status == 0 or transport is None:
+            self._close()
+            return
+        data = self._encode(response, False, answer.at)
+        body = len(response.body)
+        transport.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
+        self._close()
+
+    def release(self) -> None:
+        """The pause a held request waited for is over: handle it (and what queued behind it)
+        again, as a paused VM's call completes once the VM runs again."""
+        held, self._held = self._held, None
+        if held is None or self._closing:
+            return
+        for index, parsed in enumerate(held):
+            try:
+                self._answer(parsed)
+            except Exception as exc:  # the same 500 as anywhere else
+                self._internal_error(exc)
+                return
+            if self._closing:
+                return
+            if self._held is not None:  # paused again (another impact): keep the order
+                self._held.extend(held[index + 1 :])
+                return
+        if self._transport is not None:
+            self._transport.resume_reading()
+
+    def idle_since(self, now: float) -> float:
+        """Seconds idle; a request stuck past REQUEST_TIMEOUT counts as idle for good, and a
+        held one (its VM paused) not at all."""
+        if self._held is not None:
+            return 0.0
+        started = self._request_started
+        if started is not None and now - started >= limits.REQUEST_TIMEOUT:
+            return limits.IDLE_TIMEOUT
+        return now - self._last_active
+
+    def close_idle(self) -> None:
+        self._close()

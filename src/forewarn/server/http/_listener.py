@@ -1,0 +1,33 @@
+"""A listener of the VM-facing endpoint: every listener of one endpoint on one event loop
+shares one :class:`~forewarn.server.http._shared._Shared`, each keeps its own connections."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+from forewarn.server.http._connection import ImdsProtocol
+from forewarn.server.http._idle_connections import _Connections
+from forewarn.server.http._shared import _Shared
+from forewarn.server.imds import ImdsEndpoint
+
+_SHARED: weakref.WeakKeyDictionary[ImdsEndpoint, _Shared] = weakref.WeakKeyDictionary()
+
+
+async def start_imds_server(
+    endpoint: ImdsEndpoint,
+    host: str,
+    port: int,
+) -> asyncio.Server:
+    """Listen on ``host:port`` and answer the VM-facing endpoint there."""
+    loop = asyncio.get_running_loop()
+    shared = _SHARED.get(endpoint)
+    if shared is None or shared.loop is not loop:
+        shared = _SHARED[endpoint] = _Shared(endpoint, loop)
+    connections = _Connections(loop)
+    return await loop.create_server(
+        lambda: ImdsProtocol(endpoint, shared, loop, connections),
+        host,
+        port,
+        backlog=4096,
+    )

@@ -1,0 +1,72 @@
+"""Every bound the VM-facing server puts on a client, in one place: how long a connection may
+idle or take over a request, how large a request head may be, how many requests may wait on one
+connection, how fast a flooding VM is answered, and how much the server remembers of what it
+has answered. The other modules read these as attributes of this module when they need them
+(``limits.IDLE_TIMEOUT``), so a test may lower one for a run.
+
+The endpoint's own request limits (URL, header values, body, the number of headers) are
+:class:`forewarn.server.imds.Limits`; these are the socket server's.
+"""
+
+from __future__ import annotations
+
+#: A connection idle this long (seconds) is closed.
+IDLE_TIMEOUT = 75.0
+#: A request whose head and body take longer than this to arrive is closed, however steadily
+#: its bytes trickle in (a client sending a byte a minute never looks idle).
+REQUEST_TIMEOUT = 30.0
+#: How often a listener looks for idle connections: one is closed 75 to 94 s after its last
+#: byte.
+IDLE_SWEEP = IDLE_TIMEOUT / 4
+#: After refusing a request, what the client is still sending is read and dropped for this
+#: long, so that it reads the answer instead of a connection reset.
+LINGER_TIMEOUT = 2.0
+#: The request line and headers together. The per-header limits alone would not bound them:
+#: httptools buffers a header name until it ends, however long it is.
+MAX_HEAD_BYTES = 64 * 1024
+#: Large reads are parsed in slices of this size, so the head limit is checked as they go.
+FEED_SLICE = 16 * 1024
+#: Requests kept waiting behind one that waits (held by an impact, delayed by a fault) on
+#: one connection. A client pipelining more has those answered, the last with
+#: ``Connection: close``, and what it sent after them is not read: a client retries the
+#: requests a closed connection left unanswered (RFC 9112 section 9.3.2).
+MAX_WAITING_BEHIND = 16
+#: How often held requests are looked at (in real time) to release those whose pause is over;
+#: the clock may be the system's, a scaled one or a manual one moved by the control API.
+HOLD_TICK = 0.05
+#: A refused connection's next request is answered in a turn, up to this many per turn, ...
+REFUSED_PER_TURN = 4
+#: ... one turn every this many seconds while any wait: a VM flooding its endpoint gets at
+#: most 4,000 answers a second, a few percent of the loop, however fast it sends.
+REFUSED_TURN = 0.001
+#: Requests whose target is longer than this are parsed every time; a poll's is about a
+#: hundred bytes.
+CACHEABLE_URL = 512
+#: Reads longer than this are parsed every time.
+CACHEABLE_REQUEST = 2048
+#: One parse kept per distinct request, Host aside (a fleet's pollers are a few).
+PARSED_ENTRIES = 16384
+#: Distinct answers remembered as written: a few per document shown (200 and 304, each with
+#: and without keep-alive), documents shared by the VMs shown the same events.
+WIRE_ENTRIES = 4096
+#: Addresses whose last poll's answer is kept (``_Shared.again_at``): one per VM polling at
+#: its own address, so this bound is only reached by a fleet this large.
+AGAIN_ADDRESSES = 1 << 20
+
+__all__ = [
+    "AGAIN_ADDRESSES",
+    "CACHEABLE_REQUEST",
+    "CACHEABLE_URL",
+    "FEED_SLICE",
+    "HOLD_TICK",
+    "IDLE_SWEEP",
+    "IDLE_TIMEOUT",
+    "LINGER_TIMEOUT",
+    "MAX_HEAD_BYTES",
+    "MAX_WAITING_BEHIND",
+    "PARSED_ENTRIES",
+    "REFUSED_PER_TURN",
+    "REFUSED_TURN",
+    "REQUEST_TIMEOUT",
+    "WIRE_ENTRIES",
+]
