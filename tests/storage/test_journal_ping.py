@@ -1,0 +1,108 @@
+"""``Journal.ping``: whether the store can be used now, for ``GET /healthz`` [ours: the route
+is forewarn's own, docs/control.md "Health"]. Every backend answers it without changing what
+it holds; a closed journal refuses it as every other call; a SQLite file that its path no
+longer names, or that its user can no longer read and write, is as unusable as a database
+server gone away, since a restart could not open it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from forewarn.storage import Journal, JournalClosedError, SqliteJournal, StoreUnavailableError
+
+from .conftest import Store
+
+
+def test_ping_changes_nothing(store: Store, journal: Journal) -> None:
+    journal.append({"n": 1})
+    journal.set_metadata("k", "v")
+    journal.ping()
+    journal.ping()
+    assert list(journal.records()) == [(1, {"n": 1})]
+    assert journal.metadata() == {"k": "v"}
+    assert journal.last_sequence() == 1
+
+
+def test_a_closed_journal_refuses_ping(journal: Journal) -> None:
+    journal.close()
+    with pytest.raises(JournalClosedError):
+        journal.ping()
+
+
+@pytest.fixture
+def sqlite_journal(tmp_path: Path) -> SqliteJournal:
+    journal = SqliteJournal(tmp_path / "forewarn.sqlite3")
+    journal.append({"n": 1})
+    return journal
+
+
+def test_a_sqlite_file_moved_away_fails_ping_and_passes_once_back(
+    sqlite_journal: SqliteJournal, tmp_path: Path
+) -> None:
+    path = Path(sqlite_journal.path)
+    path.rename(tmp_path / "elsewhere.sqlite3")
+    with pytest.raises(StoreUnavailableError, match="is gone"):
+        sqlite_journal.ping()
+    (tmp_path / "elsewhere.sqlite3").rename(path)
+    sqlite_journal.ping()
+    sqlite_journal.close()
+
+
+def test_a_sqlite_file_replaced_by_another_fails_ping(
+    sqlite_journal: SqliteJournal, tmp_path: Path
+) -> None:
+    """A data directory restored from a backup under a running server, say."""
+    path = Path(sqlite_journal.path)
+    shutil.copy(path, tmp_path / "copy.sqlite3")
+    os.replace(tmp_path / "copy.sqlite3", path)
+    with pytest.raises(StoreUnavailableError, match="replaced"):
+        sqlite_journal.ping()
+    sqlite_journal.close()
+
+
+_AS_USER = """
+import os, sys
+from forewarn.storage import SqliteJournal, StoreUnavailableError
+journal = SqliteJournal(sys.argv[1])
+journal.ping()
+os.chmod(sys.argv[1], 0)
+try:
+    journal.ping()
+except StoreUnavailableError as exc:
+    print(exc)
+    sys.exit(0)
+sys.exit("ping passed on a file its user can no longer read or write")
+"""
+
+
+def test_a_sqlite_file_made_unreadable_fails_ping() -> None:
+    """As forewarn runs in its container: a user whom file modes bind (root is not bound)."""
+    argv = [sys.executable, "-c", _AS_USER]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root, and util-linux's setpriv is not there to drop it")
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    scratch = Path(tempfile.mkdtemp(prefix="forewarn-ping-"))
+    try:
+        scratch.chmod(0o777)  # the unprivileged user creates the journal in it
+        checked = subprocess.run(
+            [*argv, str(scratch / "forewarn.sqlite3")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    finally:
+        shutil.rmtree(scratch)
+    assert checked.returncode == 0, checked.stderr
+    assert "no longer readable and writable" in checked.stdout
