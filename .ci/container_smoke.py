@@ -155,12 +155,31 @@ class Smoke:
         return f"--- podman logs {name} ---\n{done.stdout}{done.stderr}"
 
     def remove(self, name: str) -> None:
-        self.podman("rm", "--force", "--time", "0", name, check_status=False)
+        # --volumes: the anonymous volume each container gets for /data goes with it.
+        self.podman("rm", "--force", "--volumes", "--time", "0", name, check_status=False)
         if name in self.containers:
             self.containers.remove(name)
 
     def netns(self, *argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+    def leftovers(self) -> set[str]:
+        """Containers, volumes, networks and namespaces there are now."""
+        found = set()
+        for kind, argv in (
+            ("container", ("ps", "--all", "--format", "{{.Names}}")),
+            ("volume", ("volume", "ls", "--quiet")),
+            ("network", ("network", "ls", "--format", "{{.Name}}")),
+        ):
+            found |= {f"{kind} {name}" for name in self.podman(*argv).stdout.split()}
+        # Network namespaces: only the ones made here (other tests may be making theirs).
+        listed = [
+            line.split()[0]
+            for line in self.netns("ip", "netns", "list").stdout.splitlines()
+            if line.strip()
+        ]
+        ours = [name for name in listed if name.startswith("forewarn-ci-") or name == "azvm"]
+        return found | {f"netns {name}" for name in ours}
 
     def cleanup(self) -> None:
         for name in list(self.containers):
@@ -361,6 +380,46 @@ class Smoke:
         check(config["User"] == "10001:10001", config)
         return f"{archive.stat().st_size / 1e6:.0f} MB archive"
 
+    def compose(self) -> str:
+        """deploy/compose.yaml with podman-compose: forewarn and, beside it, a handler (the
+        agent) that approves the restart the host's CLI asks for."""
+        project = f"forewarn-ci-{self.suffix}"
+        compose = ["podman-compose", "--project-name", project, "--file", "deploy/compose.yaml"]
+        env = {**os.environ, "FOREWARN_TOKEN": self.token}
+
+        def run(*argv: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*compose, *argv], cwd=ROOT, env=env,
+                capture_output=True, text=True, timeout=180, check=False,
+            )  # fmt: skip
+
+        try:
+            up = run("up", "--detach")
+            check(up.returncode == 0, f"{up.stdout}\n{up.stderr}")
+            forewarn = Container(self._service(project, "forewarn"), 16954, 16955, self.token)
+            self.wait_ready(forewarn)
+            restarted = forewarn.control("POST", "/api/v1/vms/vm0/restart")
+            check(restarted.status_code == 200, restarted.text)
+            (event,) = restarted.json()["events"]
+
+            def approved() -> bool:
+                shown = forewarn.control("GET", f"/api/v1/events/{event['EventId']}")
+                return shown.status_code == 404 or shown.json()["EventStatus"] == "Started"
+
+            handler = self._service(project, "handler")
+            self._eventually("the handler's approval", approved, logs_of=handler)
+        finally:  # each container with its anonymous /data volume, then the rest
+            for service in ("handler", "forewarn"):
+                for name in self.podman(
+                    "ps", "--all", "--quiet", "--filter",
+                    f"label=com.docker.compose.project={project}", "--filter",
+                    f"label=com.docker.compose.service={service}",
+                ).stdout.split():  # fmt: skip
+                    self.remove(name)
+            run("down", "--volumes")
+            self.podman("network", "rm", f"{project}_default", check_status=False)
+        return f"the handler approved {event['EventId']}"
+
     def readme_blocks(self) -> str:
         """README's container blocks as written, ``docker`` being podman here (the same
         command line) and ``sudo`` nothing, since CI runs as root."""
@@ -369,6 +428,7 @@ class Smoke:
         for line, block in blocks:
             names = re.findall(r"--name[ =](\S+)", block)
             volumes = re.findall(r"(?:-v|--volume)[ =]([\w.-]+):/", block)
+            namespaces = re.findall(r"ip netns add (\S+)", block)
             prelude = 'set -euo pipefail\ndocker() { podman "$@"; }\n'
             if os.geteuid() == 0:
                 prelude += 'sudo() { "$@"; }\n'
@@ -379,6 +439,7 @@ class Smoke:
                     env={
                         **os.environ,
                         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                        "FOREWARN_TOKEN": self.token,  # as the first block exported it
                     },
                 )  # fmt: skip
                 shown = "".join(self.logs(name) for name in names)
@@ -388,9 +449,11 @@ class Smoke:
                 )
             finally:
                 for name in names:
-                    self.podman("rm", "--force", "--time", "0", name, check_status=False)
+                    self.remove(name)
                 for volume in volumes:
                     self.podman("volume", "rm", "--force", volume, check_status=False)
+                for namespace in namespaces:
+                    self.netns("ip", "netns", "del", namespace)
         return f"{len(blocks)} blocks"
 
     # -- helpers --------------------------------------------------------------------------
@@ -401,6 +464,16 @@ class Smoke:
         port = self.podman("port", name, "16954/tcp").stdout.strip().rpartition(":")[2]
         control = self.podman("port", name, "16955/tcp").stdout.strip().rpartition(":")[2]
         return Container(name, int(port), int(control), self.token)
+
+    def _service(self, project: str, service: str) -> str:
+        """The container of a compose service (podman-compose versions name them apart)."""
+        found = self.podman(
+            "ps", "--all", "--format", "{{.Names}}",
+            "--filter", f"label=com.docker.compose.project={project}",
+            "--filter", f"label=com.docker.compose.service={service}",
+        ).stdout.split()  # fmt: skip
+        check(len(found) == 1, f"containers of {service}: {found}")
+        return found[0]
 
     def _exited(self, name: str) -> bool:
         return self.state(name) in ("exited", "stopped")
@@ -426,6 +499,7 @@ class Smoke:
         yield "169.254.169.254 in a network namespace", self.azure_address
         yield "state in a volume across podman kill", self.volume_state
         yield "OCI archive", self.oci_archive
+        yield "compose file", self.compose
         yield "README blocks", self.readme_blocks
 
 
@@ -445,15 +519,17 @@ def main() -> int:
     parser.add_argument("--image", required=True)
     parser.add_argument("--work", type=Path, required=True)
     options = parser.parse_args()
-    for tool in ("podman", "skopeo", "ip", "curl"):
+    for tool in ("podman", "podman-compose", "skopeo", "ip", "curl"):
         if shutil.which(tool) is None:
             print(f"container smoke: {tool} is not installed", file=sys.stderr)
             return 1
     smoke = Smoke(options.image, options.work)
+    began = time.monotonic()
+    before = smoke.leftovers()
     passed = failed = 0
     try:
         for title, step in smoke.steps():
-            began = time.monotonic()
+            step_began = time.monotonic()
             try:
                 said = step()
             except (SmokeError, subprocess.TimeoutExpired, httpx.HTTPError) as exc:
@@ -461,9 +537,15 @@ def main() -> int:
                 failed += 1
                 break
             passed += 1
-            print(f"container smoke: ok {title} ({time.monotonic() - began:.1f} s): {said}")
+            seconds = time.monotonic() - step_began
+            print(f"container smoke: ok {title} ({seconds:.1f} s): {said}")
     finally:
         smoke.cleanup()
+    left = smoke.leftovers() - before
+    if left:
+        print(f"container smoke: FAILED leaving nothing behind: {sorted(left)}", file=sys.stderr)
+        failed += 1
+    print(f"container smoke: {time.monotonic() - began:.0f} s")
     print(f"smoke: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
