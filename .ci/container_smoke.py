@@ -67,13 +67,17 @@ class Container:
     def control_url(self) -> str:
         return f"http://127.0.0.1:{self.control_port}"
 
-    def document(self) -> dict[str, Any]:
-        response = httpx.get(
+    def document_response(self) -> httpx.Response:
+        """A VM's GET, with the header every documented client sends."""
+        return httpx.get(
             f"http://127.0.0.1:{self.vm_port}{DOCUMENT}",
             headers={"Metadata": "true"},
             timeout=10,
             trust_env=False,
         )
+
+    def document(self) -> dict[str, Any]:
+        response = self.document_response()
         check(response.status_code == 200, f"VM GET answered {response.status_code}")
         document: dict[str, Any] = response.json()
         return document
@@ -220,13 +224,7 @@ class Smoke:
 
     def vm_get(self) -> str:
         """A VM's GET through the published VM-facing port."""
-        main = self.run_container("main")
-        response = httpx.get(
-            f"http://127.0.0.1:{main.vm_port}{DOCUMENT}",
-            headers={"Metadata": "true"},
-            timeout=10,
-            trust_env=False,
-        )
+        response = self.run_container("main").document_response()
         check(response.status_code == 200, f"{response.status_code} {response.text}")
         check(response.json() == {"DocumentIncarnation": 1, "Events": []}, response.text)
         check(response.headers["server"].startswith("IMDS/"), response.headers)
