@@ -12,5 +12,7 @@ DEFAULT_PORT = 16954
 DEFAULT_CONTROL_PORT = 16955
 #: Every control API route lives under this prefix.
 CONTROL_API = "/api/v1"
+#: Liveness and readiness, on the control port, answered without the token.
+HEALTH_PATH = "/healthz"
 
-__all__ = ["CONTROL_API", "DEFAULT_CONTROL_PORT", "DEFAULT_HOST", "DEFAULT_PORT"]
+__all__ = ["CONTROL_API", "DEFAULT_CONTROL_PORT", "DEFAULT_HOST", "DEFAULT_PORT", "HEALTH_PATH"]

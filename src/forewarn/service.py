@@ -140,6 +140,8 @@ class CommandJournal(Protocol):
 
     def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
+    def ping(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -251,6 +253,13 @@ class ScheduledEventsService:
         self._platform = platform
         self._encoded.clear()
         self._known.clear()
+
+    def check_store(self) -> None:
+        """Raise :class:`~forewarn.storage.errors.StoreUnavailableError` unless the journal can
+        be used now (``/healthz``); without a journal there is nothing to reach. Reads no
+        platform state, so a worker thread may call it while the event loop serves."""
+        if self.journal is not None:
+            self.journal.ping()
 
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""

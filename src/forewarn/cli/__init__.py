@@ -14,6 +14,7 @@ from forewarn.cli.clock import clock
 from forewarn.cli.common import CliContext, parse_address, parse_duration
 from forewarn.cli.events import events
 from forewarn.cli.faults import fault
+from forewarn.cli.health import health
 from forewarn.cli.hosts import host, maintenance
 from forewarn.cli.init import init
 from forewarn.cli.scenario import scenario
@@ -30,6 +31,7 @@ def main() -> None:
 
 for _command in (serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store):
     main.add_command(_command)
+main.add_command(health)
 main.add_command(agent)
 
 __all__ = ["CliContext", "main", "parse_address", "parse_duration"]

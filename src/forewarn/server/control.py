@@ -76,6 +76,7 @@ from forewarn.server._control_models import (
 )
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
+from forewarn.server.health import Health, health_router
 from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire.documents import document_fields
@@ -175,9 +176,11 @@ def create_control_app(
     *,
     activity: Activity | None = None,
     runs: ScenarioRuns | None = None,
+    health: Health | None = None,
 ) -> FastAPI:
     """The control API around ``service``, and the dashboard; ``activity`` is what the VMs'
-    endpoint records for the dashboard's timelines."""
+    endpoint records for the dashboard's timelines, ``health`` what ``/healthz`` answers
+    (by default: the service's store alone)."""
     app = FastAPI(
         title="forewarn control API",
         version=__version__,
@@ -300,6 +303,7 @@ def create_control_app(
 
     app.include_router(router)
     app.include_router(fault_router(service))
+    app.include_router(health_router(health or Health(service.check_store)))
     add_dashboard(
         app,
         service,

@@ -10,7 +10,8 @@ covered. It refuses, in order:
   (the form encodings a page may send without asking first);
 - a call without the token, as ``Authorization: Bearer <token>`` or the ``forewarn_token``
   cookie. Opening ``/?token=<token>`` (the link ``serve`` prints) sets that cookie (HttpOnly,
-  SameSite=Strict) for the browser and redirects to ``/``.
+  SameSite=Strict) for the browser and redirects to ``/``. ``GET /healthz`` alone needs no
+  token (probes carry none; it tells only whether the server is ready), but still the Host.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
+
+from forewarn.defaults import HEALTH_PATH
 
 __all__ = ["COOKIE", "ControlGuard"]
 
@@ -63,6 +66,9 @@ class ControlGuard:
             if refusal is not None:
                 await _json(send, 403, refusal)
                 return
+        if method == "GET" and scope["path"] == HEALTH_PATH:
+            await self.app(scope, receive, send)
+            return
         if method == "GET" and scope["path"] == "/" and self._offered(scope):
             await _redirect_with_cookie(send, self._token.decode())
             return

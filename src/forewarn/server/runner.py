@@ -26,6 +26,7 @@ from forewarn.server._serve_logging import configure_logging, watch_events
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
+from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import start_imds_server
 from forewarn.server.state import OpenedState, describe_store, open_state
@@ -211,6 +212,11 @@ async def serve(
             service,
             activity=activity,
             runs=ScenarioRuns(lambda: _control_client(settings, token)),
+            health=Health(
+                service.check_store,
+                listening=lambda: all(server.is_serving() for server in servers),
+                stopping=stop.is_set,
+            ),
         ),
         token=token,
         hosts=accepted_hosts(settings.control_host, settings.control_port),

@@ -74,6 +74,13 @@ class Journal(Protocol):
         """
         ...
 
+    def ping(self) -> None:
+        """Raise :class:`~forewarn.storage.errors.StoreUnavailableError` unless the store can be
+        used now; changes nothing. Safe beside the writer's own calls, from any thread: a
+        health check runs it while the server works.
+        """
+        ...
+
     def close(self) -> None:
         """Release the connection; idempotent. Any later call raises JournalClosedError."""
         ...

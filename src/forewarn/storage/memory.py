@@ -98,6 +98,10 @@ class MemoryJournal:
                     return len(self._texts)
                 self._changed.wait(remaining)
 
+    def ping(self) -> None:
+        with self._changed:
+            self._open()
+
     def close(self) -> None:
         with self._changed:
             self._closed = True

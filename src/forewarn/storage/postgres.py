@@ -510,6 +510,25 @@ class PostgresJournal:
                     for _ in conn.notifies(timeout=0):  # what arrived before UNLISTEN
                         pass
 
+    def ping(self) -> None:
+        """A connection of its own reads the namespace's counter, then closes: the writer's
+        connection may be held by a long write, and a health check must neither wait behind
+        it nor hold it up. Bounded by the connect timeout while the server cannot be reached.
+        """
+        if self._closed:
+            raise JournalClosedError(f"{self._where} is closed")
+        conn = self._connect()
+        try:
+            with self._translated():
+                conn.execute(
+                    sql.SQL("SELECT last_sequence FROM {} WHERE namespace = %s").format(
+                        self._table("forewarn_namespaces")
+                    ),
+                    [self.namespace],
+                ).fetchone()
+        finally:
+            conn.close()
+
     def close(self) -> None:
         """Close both connections, first waking a waiter of this journal so it can stop."""
         with self._lock:

@@ -70,6 +70,10 @@ def _translate(exc: sqlite3.Error, where: str) -> StorageError:
     return StoreUnavailableError(f"cannot use {where}: {message}")
 
 
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
+
+
 class SqliteJournal:
     """A journal in one SQLite file, safe to share between the threads of one process."""
 
@@ -94,6 +98,8 @@ class SqliteJournal:
         try:
             self._prepare(schema_version, migrations)
             self._last = self._read_last()
+            #: The file this connection has open (device, inode), for :meth:`ping`.
+            self._identity = _identity(os.stat(self.path))
         except BaseException:
             self._conn.close()
             raise
@@ -286,6 +292,26 @@ class SqliteJournal:
                 if self._last > after or remaining <= 0:
                     return self._last
                 self._changed.wait(remaining)
+
+    def ping(self) -> None:
+        """The connection answers a read, and :attr:`path` still names the file it has open,
+        readable and writable by this process.
+
+        An open descriptor outlives its file's name: deleted, replaced or made unreadable
+        under a running server, the journal would go on appending to a file that no restart
+        can open, which is as unusable as a database server that went away.
+        """
+        with self._changed, self._translated():
+            self._ensure_open()
+            self._conn.execute("SELECT version FROM forewarn_schema").fetchone()
+        try:
+            found = os.stat(self.path)
+        except OSError as exc:
+            raise StoreUnavailableError(f"{self._where} is gone: {exc.strerror}") from None
+        if _identity(found) != self._identity:
+            raise StoreUnavailableError(f"{self._where} was replaced by another file")
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            raise StoreUnavailableError(f"{self._where} is no longer readable and writable")
 
     def close(self) -> None:
         with self._changed:
