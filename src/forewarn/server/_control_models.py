@@ -19,6 +19,7 @@ from pydantic import (
 
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.api_versions import CURRENT_VERSION
+from forewarn.domain.clock import LONGEST
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
@@ -30,8 +31,8 @@ from forewarn.wire.instance import compute_fields
 
 MAX_CONTROL_BODY = 64 * 1024
 API = CONTROL_API
-#: Upper bounds that keep every duration far from datetime's year-9999 overflow.
-MAX_SECONDS = 100 * 365 * 24 * 3600
+#: The longest duration any body may give, the domain's bound (forewarn.domain.clock).
+MAX_SECONDS = int(LONGEST.total_seconds())
 MAX_NAMES = 10_000
 
 VmName = Annotated[str, Field(min_length=1, max_length=128)]
