@@ -19,11 +19,11 @@ from pydantic import (
 
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.api_versions import CURRENT_VERSION
-from forewarn.domain.clock import LONGEST
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.platform import CampaignView, EventView, VmState
+from forewarn.limits import MAX_DESCRIPTION, MAX_NAME_LENGTH, MAX_NAMES, MAX_SECONDS
 from forewarn.registry import Operation, Param
 from forewarn.service import ClockStatus, Created
 from forewarn.wire.documents import event_fields
@@ -31,11 +31,8 @@ from forewarn.wire.instance import compute_fields
 
 MAX_CONTROL_BODY = 64 * 1024
 API = CONTROL_API
-#: The longest duration any body may give, the domain's bound (forewarn.domain.clock).
-MAX_SECONDS = int(LONGEST.total_seconds())
-MAX_NAMES = 10_000
 
-VmName = Annotated[str, Field(min_length=1, max_length=128)]
+VmName = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
 InstanceId = Annotated[str, Field(pattern=INSTANCE_ID_PATTERN)]
 EventIds = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=MAX_NAMES)]
 Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
@@ -52,7 +49,7 @@ class CreateEventRequest(_Body):
     type: EventType
     resources: list[VmName] = Field(min_length=1, max_length=MAX_NAMES)
     source: EventSource = EventSource.PLATFORM
-    description: str = Field(default="", max_length=1024)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
     duration_in_seconds: StrictInt = Field(
         default=-1, alias="durationInSeconds", ge=-1, le=MAX_SECONDS
     )
