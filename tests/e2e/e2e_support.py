@@ -595,3 +595,38 @@ def namespace_for_test() -> Iterator[Namespace]:
         _kill_everything_in(name)
         deleted = run(["ip", "netns", "del", name], timeout=10)
         assert deleted.returncode == 0, deleted.stderr
+
+
+@contextlib.contextmanager
+def serve_with_its_link(
+    workdir: Path, *, fleet: str | None = None, seed: int = 3
+) -> Iterator[tuple[str, str, int]]:
+    """``forewarn serve`` on a manual clock as a user starts it to open the dashboard: with no
+    ``FOREWARN_TOKEN``, so it makes a token up and prints it in its link. Yields (the printed
+    link, the control API's base URL, the VM-facing port); stopped when the block ends."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port, control = free_port(["127.0.0.1"]), free_port(["127.0.0.1"])
+    while control == port:
+        control = free_port(["127.0.0.1"])
+    env = {k: v for k, v in clean_environment().items() if k != "FOREWARN_TOKEN"}
+    env["FOREWARN_RUNTIME_DIR"] = str(workdir / "runtime")
+    argv = [sys.executable, "-m", "forewarn", "serve", "--clock", "manual", "--seed", str(seed)]
+    argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"]
+    if fleet is not None:
+        (workdir / "fleet.yaml").write_text(fleet, encoding="utf-8")
+        argv += ["--fleet", str(workdir / "fleet.yaml")]
+    log = workdir / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT * 2
+        while "control: http://" not in log.read_text():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        match = re.search(r"control: (http://\S+/\?token=\S+)", log.read_text())
+        assert match is not None, log.read_text()
+        yield match.group(1), f"http://127.0.0.1:{control}", port
+    finally:
+        process.terminate()
+        process.wait(STOP_TIMEOUT)

@@ -206,6 +206,7 @@ def serve(
     # The server stack is imported here, by the one command that runs it, so the client
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
+    from forewarn.control_token import TokenFileError
     from forewarn.server.runner import ExposureError, ServeSettings, run
     from forewarn.server.state import StateMismatchError
     from forewarn.service import ReplayError
@@ -245,7 +246,14 @@ def serve(
         raise click.UsageError("choose one of --data-dir and --store")
     try:
         run(settings, announce=lambda line: click.echo(line, err=False))
-    except (FleetFileError, StateMismatchError, StorageError, ExposureError, ReplayError) as exc:
+    except (
+        FleetFileError,
+        StateMismatchError,
+        StorageError,
+        ExposureError,
+        ReplayError,
+        TokenFileError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(
