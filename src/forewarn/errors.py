@@ -20,6 +20,8 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── MalformedApprovalError            forewarn.wire.approvals: a StartRequests body
     ├── FleetFileError                    forewarn.config.fleet
     ├── ScenarioFileError                 forewarn.scenario.schema
+    ├── YamlInputError                    forewarn.yaml_files: YAML past a bound, a key twice
+    ├── TokenFileError                    forewarn.control_token: a link at the token's path
     ├── ControlError                      forewarn.scenario.client: the control API refused
     ├── StorageError                      forewarn.storage.errors (its own tree below it)
     ├── StateMismatchError                forewarn.server.state: a store of another fleet
