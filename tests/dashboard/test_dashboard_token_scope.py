@@ -14,17 +14,16 @@ Skipped with the reason where chromium or Playwright is missing; CI installs bot
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from e2e_support import serve_with_its_link
+from e2e_support import http_server_in_thread, serve_with_its_link
 
 pytestmark = pytest.mark.e2e
 
@@ -51,14 +50,8 @@ def bystander() -> Iterator[tuple[str, list[dict[str, str]]]]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server_in_thread(Handler) as url:
+        yield url, seen
 
 
 def _token(link: str) -> str:

@@ -24,9 +24,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -619,14 +621,34 @@ def serve_with_its_link(
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + START_TIMEOUT * 2
-        while "control: http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        match = re.search(r"control: (http://\S+/\?token=\S+)", log.read_text())
+        match = re.search(r"control: (http://\S+/\?token=\S+)", start_up_lines(log, process))
         assert match is not None, log.read_text()
         yield match.group(1), f"http://127.0.0.1:{control}", port
     finally:
         process.terminate()
         process.wait(STOP_TIMEOUT)
+
+
+def start_up_lines(log: Path, process: subprocess.Popen[bytes]) -> str:
+    """What a ``forewarn serve`` writing to ``log`` printed, once its control line is out
+    (bounded in time; an early exit fails with its output)."""
+    deadline = time.monotonic() + START_TIMEOUT * 2
+    while "control: http://" not in (text := log.read_text()):
+        assert process.poll() is None, text
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    return text
+
+
+@contextlib.contextmanager
+def http_server_in_thread(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A small HTTP server of the test's own on loopback, on a thread: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -9,12 +9,11 @@ import re
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import free_port, run
+from e2e_support import free_port, run, start_up_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -37,13 +36,9 @@ def test_the_cli_finds_the_token_serve_wrote_and_nobody_else_gets_in(tmp_path: P
             [*argv, "--control", control, "--clock", "manual"], stdout=out, stderr=out, env=env
         )
     try:
-        deadline = time.monotonic() + 20
-        while "control: http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
         match = re.search(
-            r"control: (http://\S+)/\?token=(\S+) \(the token is also in (\S+)\)", log.read_text()
+            r"control: (http://\S+)/\?token=(\S+) \(the token is also in (\S+)\)",
+            start_up_lines(log, process),
         )
         assert match is not None, log.read_text()
         base, token, path = match.group(1), match.group(2), Path(match.group(3))
@@ -101,12 +96,7 @@ def test_a_token_the_user_chose_is_never_printed(tmp_path: Path) -> None:
             argv, stdout=out, stderr=out, env={**_environment(runtime), "FOREWARN_TOKEN": chosen}
         )
     try:
-        deadline = time.monotonic() + 20
-        while "control: http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        text = log.read_text()
+        text = start_up_lines(log, process)
         assert chosen not in text
         match = re.search(
             r"control: (http://\S+)/\?token=<the token given with --token or "
