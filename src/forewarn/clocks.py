@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from forewarn.domain.clock import LATEST, Clock, ManualClock, check_time, ensure_utc
+from forewarn.domain.clock import LATEST, Clock, ManualClock, ensure_utc
 
 
 class SystemClock:
@@ -36,9 +36,7 @@ class ScaledClock:
         if not (math.isfinite(factor) and factor > 0):
             raise ValueError("the scale factor must be a positive number")
         self.factor = factor
-        self._start = check_time(
-            ensure_utc(start) if start is not None else datetime.now(UTC), "the clock's start"
-        )
+        self._start = ensure_utc(start) if start is not None else datetime.now(UTC)
         #: Platform seconds from the start to LATEST, where the clock stops.
         self._room = (LATEST - self._start).total_seconds()
         self._monotonic = monotonic
