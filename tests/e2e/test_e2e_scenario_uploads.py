@@ -12,10 +12,11 @@ import os
 import select
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_support import ForewarnServer, run
+from e2e_support import ForewarnServer, run, start_forewarn, stopped_at_exit
 
 pytestmark = pytest.mark.e2e
 
@@ -63,6 +64,14 @@ LATE_MISTAKES = {
         "step 2 (event): durationInSeconds: Input should be less than or equal to 3153600000",
     ),
 }
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForewarnServer]:
+    """One server for every upload here: none of them may change anything on it."""
+    started = start_forewarn(tmp_path_factory.mktemp("uploads"), rate_limit=1000)
+    with stopped_at_exit(started) as served:
+        yield served
 
 
 def _upload(server: ForewarnServer, text: str) -> tuple[int, str]:
