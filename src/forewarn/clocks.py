@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from forewarn.domain.clock import Clock, ManualClock, ensure_utc
+from forewarn.domain.clock import LATEST, Clock, ManualClock, ensure_utc
 
 
 class SystemClock:
@@ -19,7 +20,12 @@ class SystemClock:
 
 
 class ScaledClock:
-    """Real time sped up: ``factor`` platform seconds pass per real second from ``start``."""
+    """Real time sped up: ``factor`` platform seconds pass per real second from ``start``.
+
+    It stops at :data:`~forewarn.domain.clock.LATEST`: however long it runs and however fast,
+    every date the platform prints stays printable (a clock that ran on would break every
+    request for good).
+    """
 
     def __init__(
         self,
@@ -27,15 +33,19 @@ class ScaledClock:
         start: datetime | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        if factor <= 0:
-            raise ValueError("the scale factor must be positive")
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError("the scale factor must be a positive number")
         self.factor = factor
         self._start = ensure_utc(start) if start is not None else datetime.now(UTC)
+        #: Platform seconds from the start to LATEST, where the clock stops.
+        self._room = (LATEST - self._start).total_seconds()
         self._monotonic = monotonic
         self._origin = monotonic()
 
     def now(self) -> datetime:
         elapsed = (self._monotonic() - self._origin) * self.factor
+        if elapsed >= self._room:
+            return LATEST
         return self._start + timedelta(seconds=elapsed)
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, ClassVar
 
 from forewarn.domain import operations
+from forewarn.domain.clock import check_time, seconds_to_duration
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import Platform
@@ -166,7 +167,11 @@ class ScheduleEvent(Command):
     started: bool = False
 
     def apply(self, platform: Platform) -> Result:
-        notice = None if self.notice_seconds is None else timedelta(seconds=self.notice_seconds)
+        notice = (
+            None
+            if self.notice_seconds is None
+            else seconds_to_duration(self.notice_seconds, "the notice")
+        )
         event = platform.schedule(
             EventType(self.event_type),
             self.resources,
@@ -260,12 +265,15 @@ COMMANDS: dict[str, type[Command]] = {
 
 
 def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
-    """The time and command of a journal record; raises ValueError on a foreign record."""
+    """The time and command of a journal record; raises ValueError on a foreign record, and
+    :class:`~forewarn.domain.errors.TimeOutOfRangeError` on a time the platform cannot show
+    (serve's start-up and ``store check`` both read records here, so both refuse it)."""
     try:
         cls = COMMANDS[record["op"]]
         at = datetime.fromisoformat(record["at"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a forewarn journal record: {exc}") from None
+    check_time(at, "the record's time")
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name in record:

@@ -5,16 +5,27 @@ web page open in the developer's browser. ``serve`` generates a token at start (
 ``--token`` / ``FOREWARN_TOKEN``), writes it to a file only its user can read, and requires it
 on every control call; the CLI and the scenario runner read it from the environment or from
 that file, so nobody has to copy it by hand. Light on purpose: clients import it.
+
+The file is never reached through a symbolic link: one planted at its path (or at its
+directory's) would have ``serve`` write the token wherever the link points, and make it
+readable there. ``serve`` writes a new file beside it without following links and renames it
+into place, refusing a link it finds there; clients open it with ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
+import stat
 from pathlib import Path
+
+from forewarn.errors import ForewarnError
 
 __all__ = [
     "TOKEN_ENVIRONMENT_VARIABLE",
+    "TokenFileError",
     "find_token",
     "new_token",
     "token_file",
@@ -45,24 +56,67 @@ def token_file(host: str, port: int) -> Path:
     return _runtime_dir() / f"control-{safe}-{port}.token"
 
 
+class TokenFileError(ForewarnError):
+    """The token file cannot be written safely (a link at its path, a directory...)."""
+
+
 def write_token(host: str, port: int, token: str) -> Path:
-    """Write ``token`` for ``host:port``, readable by this user only (0600)."""
+    """Write ``token`` for ``host:port``, readable by this user only (0600), following no
+    link: a new file (``O_CREAT | O_EXCL | O_NOFOLLOW``) in the directory opened with
+    ``O_NOFOLLOW``, renamed over the old one; a link at either path is refused."""
     path = token_file(host, port)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
-    os.chmod(path, 0o600)  # an older file may have had other bits
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise _refusal(path.parent, exc) from None
+    temporary = f".{path.name}.{secrets.token_hex(6)}"
+    try:
+        if _is_link(path.name, directory):
+            raise _link_refusal(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        descriptor = os.open(temporary, flags, 0o600, dir_fd=directory)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(token + "\n")
+        os.replace(temporary, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+    except OSError as exc:
+        raise _refusal(path, exc) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # renamed into place: nothing left
+            os.unlink(temporary, dir_fd=directory)
+        os.close(directory)
     return path
+
+
+def _is_link(name: str, directory: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _link_refusal(path: Path) -> TokenFileError:
+    return TokenFileError(
+        f"refusing to write the control API's token to {path}: it is a symbolic link "
+        "(forewarn never follows one there; remove it)"
+    )
+
+
+def _refusal(path: Path, exc: OSError) -> TokenFileError:
+    if exc.errno == errno.ELOOP or path.is_symlink():  # O_NOFOLLOW met a link
+        return _link_refusal(path)
+    return TokenFileError(f"cannot write the control API's token to {path}: {exc.strerror}")
 
 
 def find_token(host: str, port: int) -> str | None:
     """The token for the control API at ``host:port``: ``FOREWARN_TOKEN``, else the file
-    the server wrote, else None."""
+    the server wrote (never through a link), else None."""
     explicit = os.environ.get(TOKEN_ENVIRONMENT_VARIABLE)
     if explicit:
         return explicit
     try:
-        return token_file(host, port).read_text(encoding="utf-8").strip() or None
-    except OSError:
+        descriptor = os.open(token_file(host, port), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(descriptor, encoding="utf-8") as handle:
+            return handle.read(1024).strip() or None
+    except (OSError, UnicodeDecodeError):
         return None

@@ -15,10 +15,13 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     │   ├── UnknownGroupError             no scale set or host of that name
     │   ├── UnknownEventError             an event id the calling VM cannot see
     │   ├── InvalidOperationError         not possible in the current state
-    │   └── InvalidEventError             an event that breaks a documented rule
+    │   ├── InvalidEventError             an event that breaks a documented rule
+    │   └── TimeOutOfRangeError           past the latest time the platform can print
     ├── MalformedApprovalError            forewarn.wire.approvals: a StartRequests body
     ├── FleetFileError                    forewarn.config.fleet
     ├── ScenarioFileError                 forewarn.scenario.schema
+    ├── YamlInputError                    forewarn.yaml_files: YAML past a bound, a key twice
+    ├── TokenFileError                    forewarn.control_token: a link at the token's path
     ├── ControlError                      forewarn.scenario.client: the control API refused
     ├── StorageError                      forewarn.storage.errors (its own tree below it)
     ├── StateMismatchError                forewarn.server.state: a store of another fleet

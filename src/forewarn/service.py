@@ -48,7 +48,7 @@ from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
-from forewarn.errors import ForewarnError, InvalidInputError
+from forewarn.errors import ForewarnError
 from forewarn.faults import ActiveFault, FaultPlan, FaultRule
 from forewarn.wire.documents import encode_document
 
@@ -577,9 +577,8 @@ class ScheduledEventsService:
         return self._clock_moved()
 
     def set_clock(self, moment: datetime) -> ClockStatus:
-        """Set a manual clock to ``moment``, which must not be in its past."""
-        if moment.year > _LAST_YEAR:
-            raise InvalidInputError(f"the clock cannot be set past the year {_LAST_YEAR}")
+        """Set a manual clock to ``moment``, which must not be in its past (nor past
+        :data:`~forewarn.domain.clock.LATEST`)."""
         clock = self._manual_clock()
         try:
             clock.set(moment)
@@ -668,10 +667,6 @@ def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm
         if len(vms) == 1 and vms[0].address is None:
             return vms[0]
     return vm
-
-
-#: The latest year a manual clock may be set to: deadlines days ahead must stay representable.
-_LAST_YEAR = 9000
 
 
 def platform_for_fleet(

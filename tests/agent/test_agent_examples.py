@@ -7,12 +7,12 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from e2e_support import http_server_in_thread
 
 from forewarn.agent import Policy, load_config
 from forewarn.client import parse_document
@@ -108,15 +108,8 @@ def webhook() -> Iterator[tuple[str, list[bytes]]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with http_server_in_thread(Handler) as url:
+        yield f"{url}/hook", received
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the webhook hook posts with curl")

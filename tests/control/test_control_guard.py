@@ -11,7 +11,7 @@ import pytest
 
 from forewarn.scenario.client import AsgiTransport
 from forewarn.server.control import create_control_app
-from forewarn.server.control_guard import COOKIE, ControlGuard
+from forewarn.server.control_guard import ControlGuard
 from forewarn.server.runner import accepted_hosts
 from forewarn.service import ScheduledEventsService
 
@@ -58,11 +58,9 @@ def test_a_cross_origin_form_post_restarts_nothing(
         {"Content-Type": "application/x-www-form-urlencoded"},
     ]
     for headers in attacks:
-        # Even with the cookie a browser would attach: the request itself is refused.
+        # Even with the token: the request itself is refused.
         response = guarded.post(
-            f"/api/v1/vms/{vm}/restart",
-            headers={**headers, "Cookie": f"{COOKIE}={TOKEN}"},
-            content=b"a=1",
+            f"/api/v1/vms/{vm}/restart", headers={**headers, **AUTH}, content=b"a=1"
         )
         assert response.status_code == 403, headers
     assert _restarts(service) == before
@@ -82,20 +80,19 @@ def test_an_unexpected_host_is_refused(guarded: httpx.Client) -> None:
         assert guarded.get("/api/v1/vms", headers={**AUTH, "Host": host}).status_code == 200
 
 
-def test_the_banner_link_sets_a_strict_http_only_cookie(guarded: httpx.Client) -> None:
-    landing = guarded.get("/")
-    assert landing.status_code == 401
-    assert "?token=" in landing.text
-    assert guarded.get("/?token=wrong").status_code == 401
-    visit = guarded.get(f"/?token={TOKEN}")
-    assert visit.status_code == 303
-    assert visit.headers["location"] == "/"
-    cookie = visit.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE}={TOKEN};")
-    assert "HttpOnly" in cookie
-    assert "SameSite=Strict" in cookie
-    by_cookie = guarded.get("/api/v1/vms", headers={"Cookie": f"{COOKIE}={TOKEN}"})
-    assert by_cookie.status_code == 200
+def test_the_page_needs_no_token_and_no_cookie_is_a_credential(guarded: httpx.Client) -> None:
+    """The page and its assets are the same bytes for everyone: the page takes the token
+    from the printed link itself (sessionStorage, this origin's alone). A browser sends a
+    cookie to every port of a host, so no cookie is set, and none is taken as the token."""
+    for path in ("/", f"/?token={TOKEN}", "/?token=wrong", "/dashboard/app.js"):
+        page = guarded.get(path)
+        assert page.status_code == 200, path
+        assert "set-cookie" not in page.headers
+    assert "sessionStorage" in guarded.get("/dashboard/app.js").text
+    for cookie in (f"forewarn_token={TOKEN}", f"forewarn_token_16955={TOKEN}", TOKEN):
+        assert guarded.get("/api/v1/vms", headers={"Cookie": cookie}).status_code == 401
+        assert guarded.get("/api/v1/stream", headers={"Cookie": cookie}).status_code == 401
+    assert guarded.post("/", headers={"Content-Type": "application/json"}).status_code == 401
 
 
 def test_off_loopback_any_host_is_accepted_since_the_token_decides() -> None:

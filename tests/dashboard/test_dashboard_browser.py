@@ -8,17 +8,13 @@ Skipped with the reason where chromium or Playwright is missing; CI installs bot
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import free_port
+from e2e_support import serve_with_its_link
 
 pytestmark = pytest.mark.e2e
 
@@ -45,28 +41,8 @@ SCREENSHOT_VARIABLE = "FOREWARN_REGENERATE_SCREENSHOT"
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
     """``forewarn serve`` on a manual clock; yields (banner link, control base, VM port)."""
-    fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(FLEET)
-    port, control = free_port(["127.0.0.1"]), free_port(["127.0.0.1"])
-    env = {k: v for k, v in os.environ.items() if k != "FOREWARN_TOKEN"}
-    env["FOREWARN_RUNTIME_DIR"] = str(tmp_path / "runtime")
-    argv = [sys.executable, "-m", "forewarn", "serve", "--fleet", str(fleet), "--clock", "manual"]
-    argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}", "--seed", "3"]
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 20
-        while "control: http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        match = re.search(r"control: (http://\S+/\?token=\S+)", log.read_text())
-        assert match is not None
-        yield match.group(1), f"http://127.0.0.1:{control}", port
-    finally:
-        process.terminate()
-        process.wait(10)
+    with serve_with_its_link(tmp_path, fleet=FLEET) as served:
+        yield served
 
 
 def test_restart_from_the_page_and_watch_the_vm_approve(
@@ -146,9 +122,20 @@ def test_restart_from_the_page_and_watch_the_vm_approve(
 
 
 def test_the_page_needs_the_link_first(served: tuple[str, str, int]) -> None:
-    """Without the token's cookie the control port shows how to get in, and nothing else."""
+    """Without the token the page shows how to get in, and nothing else: the page's bytes
+    are the same for everyone, and every call it would make needs the token."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     _, control, _ = served
-    landing = httpx.get(f"{control}/")
-    assert landing.status_code == 401
-    assert "?token=" in landing.text
     assert httpx.get(f"{control}/api/v1/stream").status_code == 401
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{control}/")
+            page.locator("#clock", has_text="locked").wait_for()
+            assert "?token=" in page.locator("#status").inner_text()
+            assert page.locator("#fleet button").count() == 0
+        finally:
+            browser.close()

@@ -85,6 +85,11 @@ def test_an_unknown_timing_lists_the_known_ones() -> None:
         DOCUMENTED.with_overrides({"notice.Nap": timedelta(seconds=1)})
 
 
+DURATION_TEXT = (
+    "DurationInSeconds is -1 (unknown) or a count of seconds up to 3153600000 (36500 days)"
+)
+
+
 def test_refused_events_say_why() -> None:
     """What ``POST /api/v1/events`` answers (422) for an event that breaks a rule."""
     platform = Platform(START)
@@ -92,7 +97,8 @@ def test_refused_events_say_why() -> None:
     cases = [
         ([], -1, "an event must impact at least one virtual machine"),
         (["a", "a"], -1, "Resources must not name a virtual machine twice"),
-        (["a"], -2, "DurationInSeconds is -1 (unknown) or a count of seconds"),
+        (["a"], -2, DURATION_TEXT),
+        (["a"], 3_153_600_001, DURATION_TEXT),
     ]
     for resources, seconds, text in cases:
         with pytest.raises(InvalidEventError) as refused:

@@ -24,9 +24,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -595,3 +597,58 @@ def namespace_for_test() -> Iterator[Namespace]:
         _kill_everything_in(name)
         deleted = run(["ip", "netns", "del", name], timeout=10)
         assert deleted.returncode == 0, deleted.stderr
+
+
+@contextlib.contextmanager
+def serve_with_its_link(
+    workdir: Path, *, fleet: str | None = None, seed: int = 3
+) -> Iterator[tuple[str, str, int]]:
+    """``forewarn serve`` on a manual clock as a user starts it to open the dashboard: with no
+    ``FOREWARN_TOKEN``, so it makes a token up and prints it in its link. Yields (the printed
+    link, the control API's base URL, the VM-facing port); stopped when the block ends."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port, control = free_port(["127.0.0.1"]), free_port(["127.0.0.1"])
+    while control == port:
+        control = free_port(["127.0.0.1"])
+    env = {k: v for k, v in clean_environment().items() if k != "FOREWARN_TOKEN"}
+    env["FOREWARN_RUNTIME_DIR"] = str(workdir / "runtime")
+    argv = [sys.executable, "-m", "forewarn", "serve", "--clock", "manual", "--seed", str(seed)]
+    argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"]
+    if fleet is not None:
+        (workdir / "fleet.yaml").write_text(fleet, encoding="utf-8")
+        argv += ["--fleet", str(workdir / "fleet.yaml")]
+    log = workdir / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        match = re.search(r"control: (http://\S+/\?token=\S+)", start_up_lines(log, process))
+        assert match is not None, log.read_text()
+        yield match.group(1), f"http://127.0.0.1:{control}", port
+    finally:
+        process.terminate()
+        process.wait(STOP_TIMEOUT)
+
+
+def start_up_lines(log: Path, process: subprocess.Popen[bytes]) -> str:
+    """What a ``forewarn serve`` writing to ``log`` printed, once its control line is out
+    (bounded in time; an early exit fails with its output)."""
+    deadline = time.monotonic() + START_TIMEOUT * 2
+    while "control: http://" not in (text := log.read_text()):
+        assert process.poll() is None, text
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    return text
+
+
+@contextlib.contextmanager
+def http_server_in_thread(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A small HTTP server of the test's own on loopback, on a thread: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -63,6 +63,12 @@ def test_clear_faults_steps() -> None:
         ("{kind: gone, count: 0}", "count"),
         ("{kind: gone, probability: 2}", "probability"),
         ("{kind: gone, when: now}", "when"),
+        # what POST /api/v1/faults refuses for its body alone (FaultRule) is refused up front
+        ("{kind: latency}", "a latency fault needs a delay"),
+        ("{kind: gone, delay: 1s}", "a gone fault takes no delay"),
+        ("{kind: gone, count: 1000001}", "count must be between 1 and 1000000"),
+        ("{kind: gone, for: 2d}", "seconds must be above 0 and at most 86400"),
+        ("{kind: gone, probability: .nan}", "probability"),
     ],
 )
 def test_bad_fault_steps_are_refused_before_anything_runs(step: str, message: str) -> None:
@@ -71,6 +77,7 @@ def test_bad_fault_steps_are_refused_before_anything_runs(step: str, message: st
 
 
 def test_a_fault_the_api_refuses_fails_its_step() -> None:
-    service, passed = run("steps:\n  - fault: {kind: latency}\n")
+    """What only the platform can tell (no VM of that name) fails when the step runs."""
+    service, passed = run("steps:\n  - fault: {kind: gone, vm: nobody}\n")
     assert not passed
     assert service.faults(time.monotonic()) == ()

@@ -108,10 +108,11 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
 )
 @click.option(
     "--scale",
-    type=click.FloatRange(min=0.001),
+    type=click.FloatRange(min=0.001, max=1e12),
     default=60.0,
     show_default=True,
-    help="Speed-up factor of --clock scaled.",
+    callback=lambda _context, _param, value: _a_number(value, "--scale"),
+    help="Speed-up factor of --clock scaled (the clock stops at the year 9000).",
 )
 @click.option(
     "--profile",
@@ -205,6 +206,7 @@ def serve(
     # The server stack is imported here, by the one command that runs it, so the client
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
+    from forewarn.control_token import TokenFileError
     from forewarn.server.runner import ExposureError, ServeSettings, run
     from forewarn.server.state import StateMismatchError
     from forewarn.service import ReplayError
@@ -244,7 +246,14 @@ def serve(
         raise click.UsageError("choose one of --data-dir and --store")
     try:
         run(settings, announce=lambda line: click.echo(line, err=False))
-    except (FleetFileError, StateMismatchError, StorageError, ExposureError, ReplayError) as exc:
+    except (
+        FleetFileError,
+        StateMismatchError,
+        StorageError,
+        ExposureError,
+        ReplayError,
+        TokenFileError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(
@@ -268,6 +277,13 @@ def _print_config(context: click.Context) -> None:
             value = list(value)
         shown[name.replace("_", "-")] = value
     click.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
+
+
+def _a_number(value: float, option: str) -> float:
+    """``value``, unless it is NaN, which every range lets through (no comparison holds)."""
+    if value != value:
+        raise click.BadParameter("not a number", param_hint=option)
+    return value
 
 
 def _impact_policies(items: tuple[str, ...]) -> tuple[str, ...]:

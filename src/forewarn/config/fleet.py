@@ -17,12 +17,12 @@ import ipaddress
 import pickle
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from forewarn.domain.errors import DomainError
@@ -31,13 +31,17 @@ from forewarn.domain.operations import instance_name
 from forewarn.domain.placement import Placements, placement_error
 from forewarn.domain.vms import ImageReference, Priority, Vm
 from forewarn.errors import ForewarnError
+from forewarn.yaml_files import YamlInputError, load_yaml
 
 MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024
+#: VMs a fleet may hold in all: standalone VMs, scale-set instances (listed or by capacity) and
+#: cloud-service role instances together, counted before any VM is built.
 MAX_VMS = 1_000_000
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
-_ISO_DURATION = re.compile(r"^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?$")
+#: Up to 6 digits a part: notBeforeTimeout is PT5M to PT15M, and a longer count only costs.
+_ISO_DURATION = re.compile(r"^PT(?:(\d{1,6})H)?(?:(\d{1,6})M)?(?:(\d{1,6})S)?$")
 
 
 class FleetFileError(ForewarnError):
@@ -449,6 +453,52 @@ def _check_unique(fleet: Fleet, source: str) -> None:
         raise FleetFileError(f"{source}: availabilitySets: a name is used twice")
 
 
+def _sizes(spec: _FleetSpec) -> Iterator[tuple[str, int]]:
+    """Each field that adds VMs, with how many: what the fleet will hold, known before
+    anything is built."""
+    for index, _ in enumerate(spec.vms):
+        yield f"vms.{index}", 1
+    for index, scale_set in enumerate(spec.scale_sets):
+        if scale_set.instances:
+            yield f"scaleSets.{index}.instances", len(scale_set.instances)
+        else:
+            yield f"scaleSets.{index}.capacity", scale_set.capacity
+    for index, service in enumerate(spec.cloud_services):
+        for role_index, role in enumerate(service.roles):
+            yield f"cloudServices.{index}.roles.{role_index}.instances", role.instances
+
+
+def _check_sizes(spec: _FleetSpec) -> None:
+    """Refuse a fleet past :data:`MAX_VMS` in all, or of several VMs one of which could not be
+    told apart, at the field that makes it so, before a single VM is built: ten scale sets of
+    a million would otherwise cost gigabytes and minutes before any refusal."""
+    total = 0
+    for where, count in _sizes(spec):
+        total += count
+        if total > MAX_VMS:
+            raise _FleetProblemError(
+                where, f"with these the fleet holds {total:,} VMs; at most {MAX_VMS:,} in all"
+            )
+    if total <= 1:
+        return
+    for index, scale_set in enumerate(spec.scale_sets):
+        unaddressed = scale_set.address_start is None and (
+            not scale_set.instances or any(i.address is None for i in scale_set.instances)
+        )
+        if unaddressed and (scale_set.capacity or scale_set.instances):
+            raise _FleetProblemError(
+                f"scaleSets.{index}.addressStart",
+                "with more than one VM each needs an address to be told apart: give the set "
+                "addressStart (or each instance an address)",
+            )
+    for index, service in enumerate(spec.cloud_services):
+        if service.address_start is None:
+            raise _FleetProblemError(
+                f"cloudServices.{index}.addressStart",
+                "with more than one VM each needs an address to be told apart",
+            )
+
+
 def _load_yaml(text: str) -> object:
     """The YAML document's values, laid out anew once the parser's own objects are gone.
 
@@ -459,8 +509,7 @@ def _load_yaml(text: str) -> object:
     safe YAML: strings, numbers, dates, lists, mappings, with their shared references) copies
     them out before the originals and the nodes' arenas are freed whole.
     """
-    # libyaml's loader when present: a 10k-VM fleet file parses in a fraction of the time
-    loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loaded = load_yaml(text)  # bounded: depth, aliases, integers, keys given twice
     copied = pickle.dumps(loaded, protocol=pickle.HIGHEST_PROTOCOL)
     del loaded
     return pickle.loads(copied)
@@ -470,14 +519,17 @@ def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     """The fleet described by YAML ``text``; raises :class:`FleetFileError` naming ``source``."""
     try:
         raw = _load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise FleetFileError(f"{source}: not valid YAML: {exc}") from None
+    except YamlInputError as exc:
+        raise FleetFileError(f"{source}: {exc}") from None
+    if raw is None:
+        raise _empty(source)
     try:
         spec = _FleetSpec.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise FleetFileError(f"{source}: {_where(first['loc'])}: {first['msg']}") from None
     try:
+        _check_sizes(spec)
         fleet = _Builder(spec).build()
     except _FleetProblemError as exc:
         raise FleetFileError(f"{source}: {exc}") from None
@@ -487,17 +539,28 @@ def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     return fleet
 
 
+def _empty(source: str | Path) -> FleetFileError:
+    return FleetFileError(
+        f"{source}: the file holds no fleet: name its VMs under vms, scaleSets or "
+        "cloudServices (see examples/fleet.yaml), or leave out --fleet for the one VM vm0"
+    )
+
+
 def read_fleet_text(path: Path) -> str:
-    """The fleet file's text, bounded in size; every failure names the file."""
+    """The fleet file's text, bounded in size; every failure names the file. An empty file is
+    refused: an empty text is what the store keeps for the default fleet (vm0)."""
     try:
         size = path.stat().st_size
         if size > MAX_FLEET_FILE_BYTES:
             raise FleetFileError(f"{path}: larger than {MAX_FLEET_FILE_BYTES} bytes")
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FleetFileError(f"{path}: cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise FleetFileError(f"{path}: not UTF-8 text") from None
+    if not text.strip():
+        raise _empty(path)
+    return text
 
 
 def load_fleet(path: Path) -> Fleet:

@@ -29,6 +29,7 @@ from forewarn.domain._state import (
     PlatformState,
     VmRecord,
 )
+from forewarn.domain.clock import LONGEST, check_duration
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
 from forewarn.domain.scope import audience
@@ -71,7 +72,8 @@ class Jobs:
         minimum = max([notice_for(request.event_type) for request in requests])
         if notice is None:
             notice = minimum
-        elif notice < minimum and not already_started:
+        check_duration(notice, "the notice")
+        if notice < minimum and not already_started:
             raise InvalidEventError(
                 f"{requests[0].event_type.value} needs at least {minimum.total_seconds():g} s "
                 f"of notice in the {state.timing.name!r} timing profile"
@@ -155,8 +157,11 @@ class Jobs:
         if len(impacted) > 1 and len(set(impacted)) != len(impacted):
             raise InvalidEventError("Resources must not name a virtual machine twice")
         vms = [self._registry.vm(name) for name in impacted]
-        if request.duration_seconds < DURATION_UNKNOWN:
-            raise InvalidEventError("DurationInSeconds is -1 (unknown) or a count of seconds")
+        if not DURATION_UNKNOWN <= request.duration_seconds <= LONGEST.total_seconds():
+            raise InvalidEventError(
+                "DurationInSeconds is -1 (unknown) or a count of seconds up to "
+                f"{LONGEST.total_seconds():.0f} ({LONGEST.days} days)"
+            )
         return vms
 
     def _create(

@@ -11,7 +11,8 @@ only), so the SDK, storage and the agent need not import the domain for it.
         │   └── UnknownHostError    no VM runs on that host
         ├── UnknownEventError       an event id the calling VM cannot see
         ├── InvalidOperationError   the request makes no sense in the current state
-        └── InvalidEventError       an event that breaks a documented rule (notice, type...)
+        ├── InvalidEventError       an event that breaks a documented rule (notice, type...)
+        └── TimeOutOfRangeError     a time past LATEST, or a duration longer than LONGEST
 """
 
 from __future__ import annotations
@@ -63,11 +64,17 @@ class InvalidEventError(DomainError):
     """Raised when a requested event breaks a rule of its type."""
 
 
+class TimeOutOfRangeError(DomainError):
+    """Raised when a clock move, a journal's time or a duration would take the platform past
+    the times it can print (:data:`forewarn.domain.clock.LATEST`, ``LONGEST``)."""
+
+
 __all__ = [
     "DomainError",
     "ForewarnError",
     "InvalidEventError",
     "InvalidOperationError",
+    "TimeOutOfRangeError",
     "UnknownEventError",
     "UnknownGroupError",
     "UnknownHostError",

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 
+from forewarn.domain.clock import check_duration
+from forewarn.domain.errors import TimeOutOfRangeError
 from forewarn.domain.events import EventType
 
 _MINUTE = timedelta(minutes=1)
@@ -38,11 +40,16 @@ class TimingProfile:
         return self.minimum_notice[event_type]
 
     def with_overrides(self, overrides: dict[str, timedelta]) -> TimingProfile:
-        """A copy with some durations replaced (per-run overrides); unknown names refused."""
+        """A copy with some durations replaced (per-run overrides); unknown names, and
+        durations outside 0..LONGEST, refused (ValueError)."""
         known = {f.name for f in fields(self)} - {"name", "minimum_notice"}
         notice = dict(self.minimum_notice)
         changes: dict[str, object] = {}
         for key, value in overrides.items():
+            try:
+                check_duration(value, key)
+            except TimeOutOfRangeError as exc:
+                raise ValueError(str(exc)) from None
             if key.startswith("notice."):
                 try:
                     notice[EventType(key.removeprefix("notice."))] = value

@@ -9,11 +9,16 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from forewarn.domain.clock import LONGEST
+
 _DURATION = re.compile(
     r"^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$"
 )
-#: Far beyond any notice the platform gives (7 days), far below datetime's limits.
-MAX_DURATION = timedelta(days=365 * 100)
+#: The domain's bound on any duration (:data:`forewarn.domain.clock.LONGEST`).
+MAX_DURATION = LONGEST
+#: Characters a number of a duration may have: more can only be past MAX_DURATION, and a
+#: long enough one would cost time to convert.
+_MAX_DIGITS = 20
 
 
 def parse_duration(text: str) -> timedelta:
@@ -21,12 +26,23 @@ def parse_duration(text: str) -> timedelta:
     stripped = text.strip()
     match = _DURATION.match(stripped)
     if not stripped or match is None:
-        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 1h30m or 7d")
+        raise ValueError(f"{_brief(text)} is not a duration like 90s, 15m, 1h30m or 7d")
+    too_long = ValueError(f"{_brief(text)} is longer than {MAX_DURATION.days} days")
+    if any(group and len(group) > _MAX_DIGITS for group in match.groups()):
+        raise too_long
     days, hours, minutes, seconds = (float(group) if group else 0.0 for group in match.groups())
-    duration = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        duration = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        raise too_long from None
     if duration > MAX_DURATION:
-        raise ValueError(f"{text!r} is longer than {MAX_DURATION.days} days")
+        raise too_long
     return duration
+
+
+def _brief(text: str, limit: int = 40) -> str:
+    """``text`` quoted, cut short: an error line names a 5,000-digit value, not all of it."""
+    return repr(text) if len(text) <= limit else repr(text[: limit - 3] + "...")
 
 
 def format_duration(duration: timedelta) -> str:

@@ -2,7 +2,12 @@
 
 Each step is a mapping with exactly one action key (and an optional ``title``); its value is
 validated with pydantic, so a mistake is reported with the file, the step number and the
-field before anything runs. The schema is documented in ``docs/control.md``::
+field before anything runs. Each step is held to the bounds of the control API request it
+becomes (:mod:`forewarn.limits`, :class:`~forewarn.faults.FaultRule`, the domain's time
+bounds), so no step of a file that validates is refused for its body once earlier steps ran;
+``forewarn scenario validate`` and ``POST /api/v1/scenarios`` both check a file here. The YAML
+is read bounded (:mod:`forewarn.yaml_files`). The schema is documented in
+``docs/control.md``::
 
     name: live migration            # optional
     fleet: fleet-live-migration.yaml   # optional: the fleet it needs, relative to this file
@@ -22,8 +27,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -39,13 +44,16 @@ from pydantic import (
 )
 
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
+from forewarn.domain.clock import check_time, seconds_to_duration
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
-from forewarn.faults import FaultKind
+from forewarn.faults import FaultKind, FaultRule
+from forewarn.limits import MAX_DESCRIPTION, MAX_NAME_LENGTH, MAX_NAMES, MAX_SECONDS
 from forewarn.registry import HOST, SCALE_SET, VM, Operation, for_target
 from forewarn.scenario.durations import parse_duration
+from forewarn.yaml_files import YamlInputError, dotted, load_yaml
 
 MAX_SCENARIO_BYTES = 4 * 1024 * 1024
 MAX_STEPS = 10_000
@@ -62,10 +70,21 @@ def _duration(value: Any) -> Any:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return timedelta(seconds=value)
+        try:  # .inf, 1.0e+308: refused here, before timedelta overflows
+            return seconds_to_duration(value)
+        except ForewarnError as exc:
+            raise ValueError(str(exc)) from None
     if isinstance(value, str):
         return parse_duration(value)
     return value
+
+
+def _printable(moment: datetime) -> datetime:
+    """The clock may be set only where the platform can still print every date."""
+    try:
+        return check_time(moment, "the clock cannot be set to")
+    except ForewarnError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _instance_id(value: Any) -> Any:
@@ -73,9 +92,11 @@ def _instance_id(value: Any) -> Any:
 
 
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
-VmName = Annotated[str, Field(min_length=1, max_length=128)]
+VmName = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+VmNames = Annotated[list[VmName], Field(min_length=1, max_length=MAX_NAMES)]
 InstanceId = Annotated[str, BeforeValidator(_instance_id), Field(pattern=INSTANCE_ID_PATTERN)]
-InstanceIds = list[InstanceId]
+InstanceIds = Annotated[list[InstanceId], Field(max_length=MAX_NAMES)]
+Moment = Annotated[AwareDatetime, AfterValidator(_printable)]
 
 
 class _Strict(BaseModel):
@@ -151,20 +172,22 @@ HostStep = create_model("HostStep", __base__=_OneHostAction, **_HOST_FIELDS)
 
 
 class MaintenanceStep(_Strict):
-    vms: list[VmName] | None = Field(default=None, min_length=1)
+    vms: VmNames | None = None
     event_type: Literal["Reboot", "Freeze"] = Field(default="Reboot", alias="eventType")
     #: Each fault domain's maintenance in turn (``[update]``, ``[update, maintain]``).
-    kinds: list[MaintenanceKind] | None = Field(default=None, min_length=1)
+    kinds: list[MaintenanceKind] | None = Field(default=None, min_length=1, max_length=MAX_NAMES)
 
 
 class EventStep(_Strict):
     """An arbitrary event, as ``POST /api/v1/events`` creates it."""
 
     type: Literal["Freeze", "Reboot", "Redeploy", "Preempt", "Terminate"]
-    resources: list[VmName] = Field(min_length=1)
+    resources: VmNames
     source: Literal["Platform", "User"] = "Platform"
-    description: str = ""
-    duration_in_seconds: StrictInt = Field(default=-1, alias="durationInSeconds", ge=-1)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    duration_in_seconds: StrictInt = Field(
+        default=-1, alias="durationInSeconds", ge=-1, le=MAX_SECONDS
+    )
     notice: Duration | None = None
     started: StrictBool = False
 
@@ -176,9 +199,30 @@ class FaultStep(_Strict):
     vm: VmName | None = None
     count: StrictInt | None = Field(default=None, ge=1)
     for_: Duration | None = Field(default=None, alias="for")
-    probability: float = Field(default=1.0, gt=0, le=1)
+    probability: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False)
     delay: Duration | None = None
-    seed: StrictInt | None = Field(default=None, ge=0)
+    seed: StrictInt | None = Field(default=None, ge=0, lt=2**63)
+
+    @model_validator(mode="after")
+    def _a_rule(self) -> FaultStep:
+        """The rule ``POST /api/v1/faults`` would make of it: the same checks (a latency
+        needs a delay, a count or duration within the faults' bounds...)."""
+        try:
+            self.rule()
+        except ForewarnError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def rule(self) -> FaultRule:
+        return FaultRule(
+            self.kind,
+            self.vm,
+            self.count,
+            None if self.for_ is None else self.for_.total_seconds(),
+            self.probability,
+            None if self.delay is None else self.delay.total_seconds(),
+            self.seed,
+        )
 
 
 class ClearFaults(_Strict):
@@ -254,7 +298,7 @@ STEP_TYPES: dict[str, Any] = {
     "approve": SelectEvents,
     "cancel": SelectEvents,
     "advance": Duration,
-    "set-clock": AwareDatetime,
+    "set-clock": Moment,
     "expect": Expectation,
 }
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {kind: TypeAdapter(t) for kind, t in STEP_TYPES.items()}
@@ -334,15 +378,30 @@ def _step(number: int, raw: Any, source: str) -> Step:
         value = _ADAPTERS[kind].validate_python(raw[kind])
     except ValidationError as exc:
         raise ScenarioFileError(f"{where} ({kind}): {_problem(exc)}") from None
+    except (ArithmeticError, ValueError, ForewarnError) as exc:  # a value no bound foresaw
+        raise ScenarioFileError(f"{where} ({kind}): {exc}") from None
     return Step(number, kind, value, title or f"{kind} {_brief(raw[kind])}")
 
 
+def _yaml_problem(source: str, error: YamlInputError) -> ScenarioFileError:
+    """The refusal of the YAML itself, naming the step (and its action) it is in."""
+    path = error.path
+    if len(path) >= 2 and path[0] == "steps" and isinstance(path[1], int):
+        where = f"{source}: step {path[1] + 1}"
+        if len(path) >= 3:
+            where += f" ({path[2]})"
+        rest = dotted(path[3:])
+        return ScenarioFileError(f"{where}: {rest + ': ' if rest else ''}{error.reason}")
+    return ScenarioFileError(f"{source}: {error}")
+
+
 def parse_scenario(text: str, source: str = "<scenario>", base: Path | None = None) -> Scenario:
-    """The scenario ``text`` describes; ``base`` is where a relative ``fleet`` path starts."""
+    """The scenario ``text`` describes; ``base`` is where a relative ``fleet`` path starts.
+    Every step is checked before this returns; CPU-bound, so a server calls it off its loop."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioFileError(f"{source}: not valid YAML: {exc}") from None
+        raw = load_yaml(text)
+    except YamlInputError as exc:
+        raise _yaml_problem(source, exc) from None
     try:
         header = _Header.model_validate(raw)
     except ValidationError as exc:

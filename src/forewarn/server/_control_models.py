@@ -23,6 +23,7 @@ from forewarn.domain.events import Event, EventSource, EventStatus, EventType
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN
 from forewarn.domain.operations import MaintenanceKind
 from forewarn.domain.platform import CampaignView, EventView, VmState
+from forewarn.limits import MAX_DESCRIPTION, MAX_NAME_LENGTH, MAX_NAMES, MAX_SECONDS
 from forewarn.registry import Operation, Param
 from forewarn.service import ClockStatus, Created
 from forewarn.wire.documents import event_fields
@@ -30,11 +31,8 @@ from forewarn.wire.instance import compute_fields
 
 MAX_CONTROL_BODY = 64 * 1024
 API = CONTROL_API
-#: Upper bounds that keep every duration far from datetime's year-9999 overflow.
-MAX_SECONDS = 100 * 365 * 24 * 3600
-MAX_NAMES = 10_000
 
-VmName = Annotated[str, Field(min_length=1, max_length=128)]
+VmName = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
 InstanceId = Annotated[str, Field(pattern=INSTANCE_ID_PATTERN)]
 EventIds = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=MAX_NAMES)]
 Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
@@ -51,7 +49,7 @@ class CreateEventRequest(_Body):
     type: EventType
     resources: list[VmName] = Field(min_length=1, max_length=MAX_NAMES)
     source: EventSource = EventSource.PLATFORM
-    description: str = Field(default="", max_length=1024)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
     duration_in_seconds: StrictInt = Field(
         default=-1, alias="durationInSeconds", ge=-1, le=MAX_SECONDS
     )

@@ -38,6 +38,7 @@ from forewarn.domain.errors import (
     DomainError,
     InvalidEventError,
     InvalidOperationError,
+    TimeOutOfRangeError,
     UnknownEventError,
     UnknownGroupError,
     UnknownVmError,
@@ -90,6 +91,7 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     UnknownEventError: 404,
     InvalidInputError: 422,
     InvalidEventError: 422,
+    TimeOutOfRangeError: 422,
     InvalidOperationError: 409,
     # a shared store that cannot be reached, or a change that could not be confirmed
     StoreUnavailableError: 503,

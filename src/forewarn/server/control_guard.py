@@ -8,10 +8,17 @@ covered. It refuses, in order:
 - a cross-origin write: an ``Origin`` other than the control API's own, or ``Sec-Fetch-Site``
   naming another site, on any method that changes state; and a write whose body is not JSON
   (the form encodings a page may send without asking first);
-- a call without the token, as ``Authorization: Bearer <token>`` or the ``forewarn_token``
-  cookie. Opening ``/?token=<token>`` (the link ``serve`` prints) sets that cookie (HttpOnly,
-  SameSite=Strict) for the browser and redirects to ``/``. ``GET /healthz`` alone needs no
-  token (probes carry none; it tells only whether the server is ready), but still the Host.
+- a call without the token, as ``Authorization: Bearer <token>``; only the dashboard's page
+  and its assets (``GET /``, ``GET /dashboard/...``: no data, no secret) are served without it,
+  and ``GET /healthz`` (probes carry no token; it tells only whether the server is ready), which
+  still needs the Host.
+
+No cookie carries the token: a browser sends a cookie for ``127.0.0.1`` to every server on
+``127.0.0.1``, whatever its port (cookies ignore ports), so the token would reach any other
+local server the browser visits, and two ``serve``s on two ports would overwrite each other's.
+The page takes the token from the link ``serve`` prints (``/?token=<token>``) into the tab's
+``sessionStorage``, which belongs to this origin alone (scheme, host and port), drops it from
+the address bar, and sends it as ``Authorization: Bearer`` on every call.
 """
 
 from __future__ import annotations
@@ -19,13 +26,11 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs
 
 from forewarn.defaults import HEALTH_PATH
 
-__all__ = ["COOKIE", "ControlGuard"]
+__all__ = ["ControlGuard"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,14 +38,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-COOKIE = "forewarn_token"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SAME_SITE = frozenset({"same-origin", "none"})
-_LANDING = (
-    b"<!doctype html><meta charset=utf-8><title>forewarn</title>"
-    b"<p>This is the control API of <code>forewarn serve</code>. Open the link it printed "
-    b"when it started (<code>http://.../?token=...</code>) to use it from this browser.</p>"
-)
+#: The dashboard's page and its assets: the same bytes for everyone, and the page asks for
+#: the token itself (from the printed link) before it calls anything.
+_PAGE_PATHS = ("/", "/dashboard/")
 
 
 class ControlGuard:
@@ -69,13 +71,10 @@ class ControlGuard:
         if method == "GET" and scope["path"] == HEALTH_PATH:
             await self.app(scope, receive, send)
             return
-        if method == "GET" and scope["path"] == "/" and self._offered(scope):
-            await _redirect_with_cookie(send, self._token.decode())
+        if method in ("GET", "HEAD") and _is_page(scope["path"]):
+            await self.app(scope, receive, send)
             return
         if not self._authorised(headers):
-            if method == "GET" and scope["path"] == "/":
-                await _respond(send, 401, _LANDING, b"text/html; charset=utf-8")
-                return
             await _json(
                 send,
                 401,
@@ -88,21 +87,13 @@ class ControlGuard:
     def _matches(self, offered: str) -> bool:
         return hmac.compare_digest(offered.encode(), self._token)
 
-    def _offered(self, scope: Scope) -> bool:
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        return any(self._matches(value) for value in query.get("token", []))
-
     def _authorised(self, headers: dict[str, str]) -> bool:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and self._matches(credentials.strip()):
-            return True
-        cookie = SimpleCookie()
-        try:
-            cookie.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header is no credential
-            return False
-        morsel = cookie.get(COOKIE)
-        return morsel is not None and self._matches(morsel.value)
+        return scheme.lower() == "bearer" and self._matches(credentials.strip())
+
+
+def _is_page(path: str) -> bool:
+    return path == _PAGE_PATHS[0] or path.startswith(_PAGE_PATHS[1])
 
 
 def _cross_site_refusal(headers: dict[str, str], host: str) -> str | None:
@@ -123,20 +114,7 @@ async def _json(send: Send, status: int, detail: str) -> None:
     await _respond(send, status, json.dumps({"detail": detail}).encode(), b"application/json")
 
 
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: bytes,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
+async def _respond(send: Send, status: int, body: bytes, content_type: bytes) -> None:
     headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
-    await send(
-        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
-    )
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _redirect_with_cookie(send: Send, token: str) -> None:
-    cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/".encode()
-    await _respond(send, 303, b"", b"text/plain", [(b"location", b"/"), (b"set-cookie", cookie)])

@@ -161,6 +161,19 @@ class ExposureError(ForewarnError):
     """The control API would be reachable from elsewhere with no chosen token."""
 
 
+def control_line(settings: ServeSettings, token: str, token_path: Path) -> str:
+    """The start-up line of the control API: the link with its token when forewarn made the
+    token up, but never a token the user chose (``--token``, ``FOREWARN_TOKEN``), which start-up
+    lines would copy into every log that keeps them (a pod's, a CI job's)."""
+    control_url = url_for(settings.control_host, settings.control_port)
+    if settings.token is None:
+        return f"  control: {control_url}/?token={token} (the token is also in {token_path})"
+    return (
+        f"  control: {control_url}/?token=<the token given with --token or FOREWARN_TOKEN, "
+        f"not shown here; the CLI finds it in {token_path}>"
+    )
+
+
 def url_for(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}" + ("" if port == 80 else f":{port}")
@@ -266,8 +279,7 @@ async def serve(
         f"  try: curl -H Metadata:true "
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
     )
-    control_url = url_for(settings.control_host, settings.control_port)
-    announce(f"  control: {control_url}/?token={token} (the token is also in {token_path})")
+    announce(control_line(settings, token, token_path))
     events_task = asyncio.create_task(watch_events(service.events, stop))
     front_end_task = None
     if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
@@ -309,6 +321,7 @@ __all__ = [
     "accepted_hosts",
     "build_service",
     "check_control_exposure",
+    "control_line",
     "listen_addresses",
     "run",
     "serve",

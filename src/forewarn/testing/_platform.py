@@ -35,7 +35,7 @@ from forewarn.commands import (
     StartCampaign,
 )
 from forewarn.config.fleet import Fleet, load_fleet, parse_fleet
-from forewarn.domain.clock import DEFAULT_START, ManualClock
+from forewarn.domain.clock import DEFAULT_START, ManualClock, seconds_to_duration
 from forewarn.domain.documents import Document
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.impact import ImpactPolicies
@@ -86,7 +86,9 @@ def event_id_of(event: EventRef) -> str:
 
 
 def _seconds(value: Seconds) -> timedelta:
-    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+    """``value`` as a duration; a count of seconds is held to the domain's bound first, so a
+    huge one is refused rather than overflowing."""
+    return value if isinstance(value, timedelta) else seconds_to_duration(value)
 
 
 def _fleet_of(vms: Sequence[str | Vm] | None, fleet: str | Path | Fleet | None) -> Fleet:

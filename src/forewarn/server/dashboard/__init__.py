@@ -22,12 +22,13 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
 from forewarn.faults import FaultKind
-from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError
+from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError, parse_scenario
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_out
 from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
@@ -129,10 +130,11 @@ def add_dashboard(
             raise InvalidOperationError("scenarios run from here only under forewarn serve")
         if len(body.scenario.encode()) > MAX_SCENARIO_BYTES:
             raise InvalidInputError(f"the scenario is larger than {MAX_SCENARIO_BYTES} bytes")
-        try:
-            return scenario_runs.start(body.scenario)
+        try:  # on a worker thread: this loop answers every VM, and a file takes a while
+            scenario = await run_in_threadpool(parse_scenario, body.scenario, "<dashboard>")
         except ScenarioFileError as exc:
             raise InvalidInputError(str(exc)) from None
+        return scenario_runs.start(scenario)
 
     @api.get("/stream", include_in_schema=False)
     async def stream(request: Request) -> StreamingResponse:

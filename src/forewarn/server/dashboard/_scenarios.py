@@ -16,7 +16,7 @@ import httpx
 
 from forewarn.scenario.client import ControlClient
 from forewarn.scenario.runner import ScenarioResult, run_scenario
-from forewarn.scenario.schema import Scenario, Step, parse_scenario
+from forewarn.scenario.schema import Scenario, Step
 
 __all__ = ["ScenarioRuns"]
 
@@ -71,9 +71,9 @@ class ScenarioRuns:
     def available(self) -> bool:
         return self._connect is not None
 
-    def start(self, text: str) -> dict[str, Any]:
-        """Parse ``text`` (a scenario file's YAML) and run it; ScenarioFileError if invalid."""
-        scenario = parse_scenario(text, "<dashboard>")
+    def start(self, scenario: Scenario) -> dict[str, Any]:
+        """Run ``scenario`` (checked whole already: no step runs unless every step is
+        valid) on a thread of its own."""
         with self._lock:
             run = _Run(self._next, scenario)
             self._next += 1

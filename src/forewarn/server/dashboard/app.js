@@ -1,9 +1,14 @@
 // The forewarn dashboard: renders the control API's snapshots (server-sent events) and turns
-// every operation GET /api/v1/operations lists into a form. Same-origin calls only: the
-// control guard's cookie goes with them.
+// every operation GET /api/v1/operations lists into a form. Same-origin calls only, each with
+// the control API's token as "Authorization: Bearer". The token comes from the link serve
+// printed (/?token=...) and is kept in this tab's sessionStorage, which belongs to this origin
+// (host and port) alone: never in a cookie, which the browser would send to every server on
+// the same host whatever its port.
 "use strict";
 
 const API = "/api/v1";
+const TOKEN_KEY = "forewarn-control-token";
+const TOKEN = takeToken();
 let state = null;
 let receivedAt = 0;
 let selected = null;
@@ -21,13 +26,38 @@ function el(tag, attrs = {}, ...children) {
 
 function say(text) { document.getElementById("status").textContent = text; }
 
+// The token of the link this tab was opened with, kept for the tab; the link itself is
+// replaced in the address bar (and history) by the page's own address.
+function takeToken() {
+  const url = new URL(window.location.href);
+  const given = url.searchParams.get("token");
+  if (given) {
+    sessionStorage.setItem(TOKEN_KEY, given);
+    url.searchParams.delete("token");
+    window.history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function locked() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  document.getElementById("clock").textContent = "locked";
+  say("This tab has no valid token for this control API: open the link forewarn serve " +
+    "printed when it started (http://.../?token=...).");
+}
+
+function authorised(headers = {}) {
+  return TOKEN ? { ...headers, Authorization: `Bearer ${TOKEN}` } : headers;
+}
+
 async function call(method, path, body) {
-  const options = { method, headers: {}, credentials: "same-origin" };
+  const options = { method, headers: authorised(), credentials: "omit" };
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
   const response = await fetch(API + path, options);
+  if (response.status === 401) locked();
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
   if (!response.ok) throw new Error((data && (data.detail || data.error)) || response.statusText);
@@ -264,15 +294,44 @@ function render() {
   refreshTimeline().catch(error => say(`timeline: ${error.message}`));
 }
 
-function connect() {
-  const stream = new EventSource(`${API}/stream`);
-  stream.addEventListener("snapshot", message => {
-    state = JSON.parse(message.data);
-    receivedAt = Date.now();
-    if (document.getElementById("clock").textContent === "connecting...") say("");
-    render();
-  });
-  stream.addEventListener("error", () => say("the control API is not answering; retrying"));
+function onSnapshot(data) {
+  state = JSON.parse(data);
+  receivedAt = Date.now();
+  if (document.getElementById("clock").textContent === "connecting...") say("");
+  render();
+}
+
+// The server-sent events of /api/v1/stream, read with fetch: EventSource cannot send the
+// Authorization header. Each event is a block of "field: value" lines ended by a blank line.
+async function connect() {
+  if (!TOKEN) { locked(); return; }
+  for (;;) {
+    try {
+      const response = await fetch(`${API}/stream`, { headers: authorised(), credentials: "omit", cache: "no-store" });
+      if (response.status === 401) { locked(); return; }
+      if (!response.ok || !response.body) throw new Error(response.statusText);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const lines = block.split("\n");
+          if (lines.includes("event: snapshot")) {
+            onSnapshot(lines.filter(line => line.startsWith("data: ")).map(line => line.slice(6)).join("\n"));
+          }
+        }
+      }
+    } catch (error) {
+      // the server went away or the network dropped: say so, and try again
+    }
+    say("the control API is not answering; retrying");
+    await new Promise(resolve => setTimeout(resolve, 2000));
+  }
 }
 
 document.getElementById("advance").addEventListener("submit", event => {
@@ -298,6 +357,6 @@ document.getElementById("op-fault").addEventListener("submit", event => {
   if (form.elements.seconds.value) body.seconds = Number(form.elements.seconds.value);
   act(() => call("POST", "/faults", body), `fault ${body.kind} set`);
 });
-loadOperations().catch(error => say(`operations: ${error.message}`));
+if (TOKEN) loadOperations().catch(error => say(`operations: ${error.message}`));
 connect();
 setInterval(tick, 1000);
