@@ -12,51 +12,122 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import pytest
 from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import CLOSE, TARGET, approval, get, post
 
+from forewarn.domain.vms import Vm
 from forewarn.server import http
 from forewarn.server.http import (
     _held_requests,
     _idle_connections,
     _listener,
     _parse_cache,
+    _shared,
     limits,
 )
+from forewarn.server.imds import ImdsEndpoint
 from forewarn.testing import ForewarnPlatform
 
 # -- the parses remembered -----------------------------------------------------------------
 
 
-def test_the_parse_cache_is_bounded_in_entry_size_and_count() -> None:
-    """A request over 2 KiB is not remembered; at most 16,384 are, and when full the newest
-    makes room (one entry per VM's poll is the use; a flood of distinct requests must not
-    grow it without bound, nor push out the polls already known)."""
+def test_the_parse_cache_is_bounded_in_entry_size_and_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request over 2 KiB is not remembered; what is remembered holds at most
+    ``limits.PARSED_BYTES``, and when full the newest entries make room (one entry per VM's
+    poll is the use; a flood of distinct requests must not grow it without bound, nor push
+    out the polls already known)."""
+    monkeypatch.setattr(limits, "PARSED_BYTES", 64 * 1024)
     cache = _parse_cache._ParsedRequests()
     parsed = _parse_cache._Parsed("GET", "/", "", {}, b"", True)
     cache.put(b"x" * limits.CACHEABLE_REQUEST, parsed)
     cache.put(b"y" * (limits.CACHEABLE_REQUEST + 1), parsed)
     assert cache.get(b"x" * limits.CACHEABLE_REQUEST) is parsed
     assert cache.get(b"y" * (limits.CACHEABLE_REQUEST + 1)) is None
-    for index in range(limits.PARSED_ENTRIES - 1):
-        cache.put(b"%d" % index, parsed)
-    assert cache.get(b"0") is parsed  # full: 16,384 entries
-    last = b"%d" % (limits.PARSED_ENTRIES - 2)
+    entry = _parse_cache.held_bytes(b"%05d" % 0, parsed)
+    fits = (limits.PARSED_BYTES - cache.held_bytes) // entry
+    for index in range(fits):
+        cache.put(b"%05d" % index, parsed)
+    assert cache.get(b"00000") is parsed
+    assert cache.held_bytes + entry > limits.PARSED_BYTES  # full
+    last = b"%05d" % (fits - 1)
     cache.put(b"one more", parsed)
-    assert (cache.get(b"0"), cache.get(last), cache.get(b"one more")) == (parsed, None, parsed)
-    cache.put(b"and another", parsed)
-    assert (cache.get(b"0"), cache.get(b"one more"), cache.get(b"and another")) == (
-        parsed,
-        None,
-        parsed,
-    )
+    assert (cache.get(b"00000"), cache.get(last), cache.get(b"one more")) == (parsed, None, parsed)
+    assert cache.held_bytes <= limits.PARSED_BYTES
+
+
+class _Sink:
+    """A connected transport at 127.0.0.1 that only keeps the last answer written."""
+
+    def __init__(self) -> None:
+        self.last = b""
+
+    def write(self, data: bytes) -> None:
+        self.last = data
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 80) if name in ("sockname", "peername") else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def is_reading(self) -> bool:
+        return True
+
+
+def test_distinct_requests_with_many_headers_hold_no_more_than_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the parse cache holds, measured (tracemalloc), stays within
+    ``limits.PARSED_BYTES`` when a VM sends distinct 1.6 KB GETs of sixty short headers
+    each: each parses into several times its size (dicts and strings), so a bound in
+    entries alone let 20,000 of them hold 192 MiB. Here the bound is lowered to 256 KiB and
+    600 of them (6 MiB as entries) are sent."""
+    monkeypatch.setattr(limits, "PARSED_BYTES", 256 * 1024)
+    platform = ForewarnPlatform(vms=[Vm(name="vm0", vm_id="cache-vm0", address="127.0.0.1")])
+    # The endpoint ``forewarn serve`` runs, without the test platform's record of requests.
+    endpoint = ImdsEndpoint(platform.service, rate_limit=1e9)
+    loop = asyncio.new_event_loop()
+    shared = _shared._Shared(endpoint, loop)
+    connections = _idle_connections._Connections(loop)
+    protocol = http.ImdsProtocol(endpoint, shared, loop, connections)
+    sink = _Sink()
+    protocol.connection_made(cast(asyncio.Transport, sink))
+    padding = b"".join(b"X-H%02d: %s\r\n" % (n, b"v" * 15) for n in range(60))
+    requests = [get(extra=b"X-Distinct: %06d\r\n%s" % (index, padding)) for index in range(600)]
+    assert 1500 < len(requests[0]) < limits.CACHEABLE_REQUEST
+    try:
+        tracemalloc.start()
+        for request in requests:
+            protocol.data_received(request)
+        answered = sink.last
+        cache = shared.parsed
+        # What the cache holds is what emptying it gives back (the connection, which keeps
+        # its last request's parse, let go first); unlike the growth since the start, this
+        # counts nothing another thread allocated meanwhile.
+        del protocol, shared, connections
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        cache._entries.clear()
+        gc.collect()
+        held = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        loop.close()
+        platform.close()
+    assert answered.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert held <= limits.PARSED_BYTES, f"the cache held {held:,} B"
+    entry = cache.held_bytes / len(cache._sizes)
+    assert cache.held_bytes > limits.PARSED_BYTES - entry  # it did fill up
 
 
 @pytest.fixture

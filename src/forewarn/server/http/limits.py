@@ -44,8 +44,9 @@ REFUSED_TURN = 0.001
 CACHEABLE_URL = 512
 #: Reads longer than this are parsed every time.
 CACHEABLE_REQUEST = 2048
-#: One parse kept per distinct request, Host aside (a fleet's pollers are a few).
-PARSED_ENTRIES = 16384
+#: The parses kept of distinct requests (Host aside: a fleet's pollers are a few), counted in
+#: bytes held: the request's bytes, the parse, its headers' names and values.
+PARSED_BYTES = 4 * 1024 * 1024
 #: Distinct answers remembered as written: a few per document shown (200 and 304, each with
 #: and without keep-alive), documents shared by the VMs shown the same events.
 WIRE_ENTRIES = 4096
@@ -64,7 +65,7 @@ __all__ = [
     "LINGER_TIMEOUT",
     "MAX_HEAD_BYTES",
     "MAX_WAITING_BEHIND",
-    "PARSED_ENTRIES",
+    "PARSED_BYTES",
     "REFUSED_PER_TURN",
     "REFUSED_TURN",
     "REQUEST_TIMEOUT",
