@@ -1,6 +1,6 @@
 """A VM flooding its endpoint cannot delay the others: once a connection's answer is a 429,
-what it sends next is answered in turns, a few at a time
-(:data:`~forewarn.server.http.limits.REFUSED_PER_TURN` every
+each request it sends next, later or pipelined in the same read, is answered in turns, a few
+at a time (:data:`~forewarn.server.http.limits.REFUSED_PER_TURN` answers every
 :data:`~forewarn.server.http.limits.REFUSED_TURN`)."""
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ if TYPE_CHECKING:
 class _RefusedTurns:
     """Requests on connections just refused with a 429, answered a few per turn.
 
-    A VM flooding its endpoint keeps every one of its connections ready at once. Answered as
-    they arrive, each turn of the loop would answer all of them (50 connections: 50 answers,
-    milliseconds of work) before it reads anyone else, and the loop would spend all its time
-    on them, so every other VM's request would wait behind a batch of the flood's answers, or
-    for the process to be scheduled again on a busy machine. Once a connection's answer is a
-    429, what it sends next waits here instead and is then handled as any other, in turns of
-    at most ``limits.REFUSED_PER_TURN`` every ``limits.REFUSED_TURN``: the flooding VM still
-    gets IMDS's answers, only not faster than that, and another VM's request waits behind at
-    most one turn of them.
+    A VM flooding its endpoint keeps every one of its connections ready at once, and may
+    pipeline hundreds of requests in each read. Answered as they arrive, each turn of the
+    loop would answer all of them (50 connections of 16 requests: 800 answers, milliseconds
+    of work) before it reads anyone else, and the loop would spend all its time on them, so
+    every other VM's request would wait behind a batch of the flood's answers, or for the
+    process to be scheduled again on a busy machine. Once a connection's answer is a 429,
+    each request it sends next waits here instead and is then handled as any other, in turns
+    of at most ``limits.REFUSED_PER_TURN`` answers every ``limits.REFUSED_TURN``: one request
+    per connection, which waits again at the back while it has more. The answers are
+    counted, not the reads: however many requests a read holds, the connections answered 429
+    get at most 4,000 answers a second between them, IMDS's answers still, and another VM's
+    request waits behind at most one turn of them.
     """
 
     __slots__ = ("_loop", "_timer", "_waiting")
@@ -42,8 +45,13 @@ class _RefusedTurns:
             self._timer = self._loop.call_later(limits.REFUSED_TURN, self._turn)
 
     def _turn(self) -> None:
-        """Handle the oldest waiting connections' data, then wait for the next turn."""
+        """Answer up to ``limits.REFUSED_PER_TURN`` requests, one per connection in the order
+        they came to wait (a connection with more waits again at the back, so with fewer
+        connections waiting than that, one may be answered more than once), then wait for
+        the next turn."""
         waiting = self._waiting
-        for _ in range(min(limits.REFUSED_PER_TURN, len(waiting))):
+        for _ in range(limits.REFUSED_PER_TURN):
+            if not waiting:
+                break
             waiting.popleft().take_turn()
         self._timer = self._loop.call_later(limits.REFUSED_TURN, self._turn) if waiting else None

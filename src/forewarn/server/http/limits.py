@@ -34,11 +34,20 @@ MAX_WAITING_BEHIND = 16
 #: How often held requests are looked at (in real time) to release those whose pause is over;
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 HOLD_TICK = 0.05
-#: A refused connection's next request is answered in a turn, up to this many per turn, ...
+#: After a 429, each further request on that connection (pipelined in the same read, or sent
+#: later) waits for a turn; a turn answers this many requests in all, one per connection in
+#: turn, ...
 REFUSED_PER_TURN = 4
-#: ... one turn every this many seconds while any wait: a VM flooding its endpoint gets at
-#: most 4,000 answers a second, a few percent of the loop, however fast it sends.
+#: ... one turn every this many seconds while any wait: requests that follow a 429 on their
+#: connection are answered at most 4,000 a second in all, a few percent of the loop, however
+#: many connections send them and however many requests each read holds. (What is answered
+#: as it comes is the 429 itself, and a new connection's first request.)
 REFUSED_TURN = 0.001
+#: What a connection waiting for turns sent is parsed this much at a time, up to its next whole
+#: request: fewer than ``MAX_WAITING_BEHIND`` requests fit, so a client pipelining after a 429
+#: still has every request answered, in turns, and a read of thousands of small requests is
+#: neither parsed at once nor kept as parses.
+TURN_SLICE = 256
 #: Requests whose target is longer than this are parsed every time; a poll's is about a
 #: hundred bytes.
 CACHEABLE_URL = 512
@@ -69,5 +78,6 @@ __all__ = [
     "REFUSED_PER_TURN",
     "REFUSED_TURN",
     "REQUEST_TIMEOUT",
+    "TURN_SLICE",
     "WIRE_ENTRIES",
 ]
