@@ -19,7 +19,7 @@ import pytest
 from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import CLOSE, TARGET, get
 
-from forewarn.server.http import limits
+from forewarn.server.http import _listener, limits
 from forewarn.server.imds import Limits
 from forewarn.testing import ForewarnPlatform
 
@@ -296,3 +296,46 @@ def test_a_burst_of_connections_waits_for_a_busy_server_rather_than_being_droppe
             for sock in opened:
                 sock.close()
         assert len(opened) == 300
+
+
+def _wait_until_busy(platform: ForewarnPlatform, count: int) -> None:
+    """Until the server has ``count`` connections busy (their requests begun, read)."""
+    connections = _listener._SHARED[platform.endpoint].connections
+
+    def busy() -> int:
+        return sum(c.idle_at() is None for mine in connections._by_caller.values() for c in mine)
+
+    deadline = time.monotonic() + 3
+    while platform.serve().call(busy) < count:
+        assert time.monotonic() < deadline, "the server did not read the requests begun"
+        time.sleep(0.01)
+
+
+def test_a_vm_at_its_cap_with_every_connection_busy_has_a_new_one_closed_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``limits.CONNECTIONS_PER_VM`` (lowered to 4 here): a VM whose every connection is
+    busy (a request in progress) has a new connection closed at once, unanswered and unread,
+    so that it never holds more; once one of its requests is answered that connection is
+    idle, and a new one is served, closing it."""
+    monkeypatch.setattr(limits, "CONNECTIONS_PER_VM", 4)
+    head = get(extra=CLOSE)
+    with ForewarnPlatform(rate_limit=1000) as platform:
+        busy = [socket.create_connection(("127.0.0.1", platform.port), timeout=3) for _ in range(4)]
+        try:
+            for sock in busy:
+                sock.sendall(head[:20])  # a request begun
+            _wait_until_busy(platform, 4)
+            refused = exchange("127.0.0.1", platform.port, head)
+            assert (refused.closed, refused.data) == (True, b"")
+            busy[0].sendall(get()[20:])  # kept alive once answered: idle
+            assert busy[0].recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+            served = exchange("127.0.0.1", platform.port, head)
+            assert parse_responses(served.data)[0].status == 200
+            assert busy[0].recv(65536) == b""  # the idle one made room
+            for sock in busy[1:]:
+                sock.sendall(head[20:])
+                assert parse_responses(sock.recv(65536))[0].status == 200
+        finally:
+            for sock in busy:
+                sock.close()

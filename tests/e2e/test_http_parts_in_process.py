@@ -315,12 +315,27 @@ class _Loop:
 
 
 class _Connection:
-    def __init__(self, connections: _idle_connections._Connections, idle: float) -> None:
+    """What the server's bookkeeping asks of a connection (``ImdsProtocol``)."""
+
+    def __init__(
+        self,
+        connections: _idle_connections._Connections,
+        idle: float,
+        vm: str = "127.0.0.2",
+        *,
+        last_byte: float | None = 0.0,
+    ) -> None:
         self.connections = connections
         self.idle = idle
+        self.vm = vm
+        self.last_byte = last_byte  # when its last bytes came, None while busy
         self.released = 0
         self.closed = False
+        self.aborted = False
         self.left = False  # its client closed its side while the request was held
+
+    def caller(self) -> tuple[str, str]:
+        return (self.vm, "127.0.0.1")
 
     def client_left(self) -> bool:
         return self.left
@@ -328,16 +343,23 @@ class _Connection:
     def idle_since(self, now: float) -> float:
         return self.idle
 
+    def idle_at(self) -> float | None:
+        return None if self.closed or self.aborted else self.last_byte
+
     def close_idle(self) -> None:
         self.closed = True
+        self.connections.discard(self)  # type: ignore[arg-type]  # as connection_lost does
+
+    def abort(self) -> None:
+        self.aborted = True
         self.connections.discard(self)  # type: ignore[arg-type]  # as connection_lost does
 
     def release(self) -> None:
         self.released += 1
 
 
-def test_one_listener_timer_and_none_once_every_connection_is_gone() -> None:
-    """One idle sweep per listener, however many connections; connections idle for the idle
+def test_one_timer_and_none_once_every_connection_is_gone() -> None:
+    """One idle sweep per endpoint, however many connections; connections idle for the idle
     timeout are closed at a sweep, and with none left no timer is armed (an idle server
     wakes nothing)."""
     loop = _Loop()
@@ -351,6 +373,71 @@ def test_one_listener_timer_and_none_once_every_connection_is_gone() -> None:
     busy.idle = limits.IDLE_TIMEOUT + 1
     loop.fire()
     assert (busy.closed, loop.armed) == (True, [])
+
+
+def test_a_vm_at_its_cap_loses_its_longest_idle_connection_or_the_new_one() -> None:
+    """``limits.CONNECTIONS_PER_VM``: a VM's connection beyond its cap closes that VM's
+    longest-idle one (HTTP lets a server close an idle kept connection at any time, RFC 9112
+    section 9.5); when none of its connections is idle, the new one is closed at once.
+    Another VM's connections are never touched."""
+    loop = _Loop()
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
+    cap = limits.CONNECTIONS_PER_VM
+    mine = [_Connection(connections, 0.0, last_byte=float(index)) for index in range(cap)]
+    other = _Connection(connections, 0.0, "127.0.0.3", last_byte=-1.0)
+    for connection in [other, *mine]:
+        connections.add(connection)  # type: ignore[arg-type]
+    newer = _Connection(connections, 0.0, last_byte=float(cap))
+    connections.add(newer)  # type: ignore[arg-type]
+    assert [c.closed for c in mine] == [True] + [False] * (cap - 1)
+    assert (newer.aborted, other.closed, len(connections)) == (False, False, cap + 1)
+    for connection in [*mine[1:], newer]:
+        connection.last_byte = None  # busy: a request in progress, held or waiting
+    refused = _Connection(connections, 0.0, last_byte=101.0)
+    connections.add(refused)  # type: ignore[arg-type]
+    assert (refused.aborted, other.closed, len(connections)) == (True, False, cap + 1)
+    mine[3].last_byte = 7.0  # idle again
+    accepted = _Connection(connections, 0.0, last_byte=102.0)
+    connections.add(accepted)  # type: ignore[arg-type]
+    assert (mine[3].closed, accepted.aborted, len(connections)) == (True, False, cap + 1)
+    assert sum(c.closed for c in mine) == 2
+
+
+def test_short_of_descriptors_the_vms_holding_most_lose_their_longest_idle_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``limits.RESERVED_DESCRIPTORS``: the VMs' connections may use what the descriptor
+    limit leaves after the process's other descriptors and the reserve (here 200 - 36 - 64:
+    100). Past that, idle connections are closed one at a time from the VM holding the most
+    at that point, its longest-idle one, so a VM polling on its one kept connection (the
+    oldest of all here) keeps it; a new connection finding none idle is closed at once."""
+    loop = _Loop()
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
+    monkeypatch.setattr(_idle_connections, "descriptor_limit", lambda: 200)
+    monkeypatch.setattr(_idle_connections, "open_descriptors", lambda: 36 + len(connections))
+    polite = _Connection(connections, 0.0, "127.0.0.9", last_byte=0.0)
+    connections.add(polite)  # type: ignore[arg-type]
+    greedy: dict[str, list[_Connection]] = {}
+    for index in range(120):
+        vm = f"127.0.1.{index % 4}"
+        connection = _Connection(connections, 0.0, vm, last_byte=1.0 + index)
+        greedy.setdefault(vm, []).append(connection)
+        connections.add(connection)  # type: ignore[arg-type]
+        assert len(connections) <= 100
+    assert not polite.closed
+    left = {vm: [c for c in mine if not c.closed] for vm, mine in greedy.items()}
+    assert max(map(len, left.values())) - min(map(len, left.values())) <= 1
+    for mine in greedy.values():  # the oldest went
+        assert [c.closed for c in mine] == sorted((c.closed for c in mine), reverse=True)
+    for mine in left.values():
+        for connection in mine:
+            connection.last_byte = None  # busy
+    polite.last_byte = None
+    while len(connections) < 100:
+        connections.add(_Connection(connections, 0.0, "127.0.2.1", last_byte=None))  # type: ignore[arg-type]
+    refused = _Connection(connections, 0.0, "127.0.2.2", last_byte=500.0)
+    connections.add(refused)  # type: ignore[arg-type]
+    assert (refused.aborted, polite.closed, len(connections)) == (True, False, 100)
 
 
 def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None:

@@ -16,6 +16,7 @@ import httptools
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.http import limits
+from forewarn.server.http._held_requests import _Caller
 from forewarn.server.http._idle_connections import _Connections
 from forewarn.server.http._parse_cache import _Parsed
 from forewarn.server.http._parsing import _ReadingEndedError, _RequestParsing
@@ -319,7 +320,7 @@ class ImdsProtocol(_RequestParsing):
     def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
         """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
         many requests held as the pause's end can answer (:class:`_HeldRequests`)."""
-        if self._shared.held.hold(until, self, (self._local, self._peer)):
+        if self._shared.held.hold(until, self, self.caller()):
             self._held = [parsed]
             if self._transport is not None:
                 self._transport.pause_reading()
@@ -417,5 +418,30 @@ class ImdsProtocol(_RequestParsing):
             return limits.IDLE_TIMEOUT
         return now - self._last_active
 
+    def caller(self) -> _Caller:
+        """Who this connection is: the address it called and the address it came from, as
+        the endpoint tells VMs apart (a VM at its own address, or one listener for all)."""
+        return (self._local, self._peer)
+
+    def idle_at(self) -> float | None:
+        """When its last bytes came, while it is idle: between requests, none held or
+        waiting for a turn, not closing; None while it is busy. A client that stopped
+        reading its answers is idle too: nothing it sends is read meanwhile."""
+        if (
+            self._closing
+            or self._request_started is not None
+            or self._held is not None
+            or self._turns is not None
+            or self._waiting_data is not None
+        ):
+            return None
+        return self._last_active
+
     def close_idle(self) -> None:
-        self._close()
+        """Close, at once when answers wait unsent: a plain close waits until the client has
+        read them, and one that stopped reading would keep the connection for good."""
+        transport = self._transport
+        if transport is not None and transport.get_write_buffer_size():
+            self.abort()
+        else:
+            self._close()

@@ -1,7 +1,8 @@
-"""Every bound the VM-facing server puts on a client, in one place: how long a connection may
-idle or take over a request, how large a request head may be, how many requests may wait on one
-connection, how fast a flooding VM is answered, and how much the server remembers of what it
-has answered. The other modules read these as attributes of this module when they need them
+"""Every bound the VM-facing server puts on a client, in one place: how many connections a VM
+may hold and how many descriptors all VMs together may, how long a connection may idle or take
+over a request, how large a request head may be, how many requests may wait on one connection,
+how fast a flooding VM is answered, and how much the server remembers of what it has answered.
+The other modules read these as attributes of this module when they need them
 (``limits.IDLE_TIMEOUT``), so a test may lower one for a run.
 
 The endpoint's own request limits (URL, header values, body, the number of headers) are
@@ -10,6 +11,26 @@ The endpoint's own request limits (URL, header values, body, the number of heade
 
 from __future__ import annotations
 
+#: Connections one VM may hold open at once, told apart as the endpoint tells VMs apart: by the
+#: address called and the address called from. A VM polling once a second needs one (two with
+#: Go's idle pool); the documented clients never hold more than a few: ``requests.get`` and
+#: curl open one per poll and close it, a ``requests.Session``, Node's agent and Go's
+#: transport reuse one kept connection for polls made one after another, requests held during
+#: an impact are at most the rate limit's burst (5), and a client pipelining keeps its waiting
+#: requests (``MAX_WAITING_BEHIND``) on one connection. At the cap, a new connection makes the
+#: VM's longest-idle one close (HTTP lets a server close an idle kept connection at any time,
+#: RFC 9112 section 9.5, and every client retries on a new one); when none of them is idle (each
+#: has a request in progress, held or waiting), the new one is closed at once, unread.
+CONNECTIONS_PER_VM = 64
+#: Descriptors (RLIMIT_NOFILE's soft limit) the VMs' connections leave to everything else: the
+#: control API and its dashboard streams, the store's files or connections, impact hooks' pipes.
+#: When the VMs' connections would use more, the longest-idle connections of the VMs holding
+#: the most are closed first (a VM polling on its one kept connection is the last to lose it);
+#: a new connection finding none idle is closed at once, unread.
+RESERVED_DESCRIPTORS = 64
+#: How often (seconds, at most) the descriptors the process holds beside the VMs' connections
+#: are counted again while the VMs' connections are near their share.
+DESCRIPTORS_RECOUNT = 1.0
 #: A connection idle this long (seconds) is closed.
 IDLE_TIMEOUT = 75.0
 #: A request whose head and body take longer than this to arrive is closed, however steadily
@@ -67,6 +88,8 @@ __all__ = [
     "AGAIN_ADDRESSES",
     "CACHEABLE_REQUEST",
     "CACHEABLE_URL",
+    "CONNECTIONS_PER_VM",
+    "DESCRIPTORS_RECOUNT",
     "FEED_SLICE",
     "HOLD_TICK",
     "IDLE_SWEEP",
@@ -78,6 +101,7 @@ __all__ = [
     "REFUSED_PER_TURN",
     "REFUSED_TURN",
     "REQUEST_TIMEOUT",
+    "RESERVED_DESCRIPTORS",
     "TURN_SLICE",
     "WIRE_ENTRIES",
 ]
