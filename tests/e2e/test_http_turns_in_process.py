@@ -197,15 +197,34 @@ def test_a_turn_answers_its_few_requests_however_many_each_read_holds(
 def test_requests_pipelined_behind_a_429_in_the_same_read_wait_for_turns(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A new connection of a VM over its rate limit pipelines 8 requests in one write: the
-    first is answered 429 as it is read, the others in turns after it (the only connection
-    waiting, it is answered a turn's few), in order."""
-    _refused_flood(server)
-    client = server.connect(FLOOD)
+    """A VM within its rate limit (one request, here) pipelines 8 requests in one write: the
+    first is answered 200 and the second 429 as they are read, the others in turns after
+    them (the only connection waiting, it is answered a turn's few), in order."""
+    client = server.connect(OTHER)
     client.send(get() * 8)
     counts = _answers_per_turn(server, [client], 8, monkeypatch)
-    assert (max(counts, default=0), sum(counts)) == (limits.REFUSED_PER_TURN, 7), counts
-    assert client.statuses() == [429] * 8
+    assert (max(counts, default=0), sum(counts)) == (limits.REFUSED_PER_TURN, 6), counts
+    assert client.statuses() == [200] + [429] * 7
+
+
+def test_a_vm_over_its_rate_limit_has_its_new_connections_answered_in_turns(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VM flooding on a new connection for every request (curl in a loop, ``Connection:
+    close``) has no connection answered 429 twice: once the VM is answered 429, the first
+    request of each of its new connections waits for a turn too, at most 4 answered a turn,
+    while another VM's new connection is answered as it comes."""
+    _refused_flood(server)
+    fresh = [server.connect(FLOOD) for _ in range(12)]
+    for client in fresh:
+        client.send(get(extra=CLOSE))
+    other = server.connect(OTHER)
+    other.send(get())
+    counts = _answers_per_turn(server, fresh, len(fresh), monkeypatch)
+    assert max(counts, default=0) <= limits.REFUSED_PER_TURN, counts
+    assert sum(counts) == len(fresh)
+    assert all(client.statuses() == [429] for client in fresh)
+    assert other.statuses() == [200]
 
 
 def test_a_refused_connection_pipelining_many_has_every_one_answered_in_turns(
@@ -228,10 +247,9 @@ def test_a_read_pipelining_too_many_behind_a_429_has_those_kept_answered(server:
     behind its 429, 16 behind the first are kept and answered in turns, the last with
     ``Connection: close``; what it sent after them is not read (RFC 9112 section 9.3.2: a
     client retries the requests a closed connection left unanswered)."""
-    _refused_flood(server)
-    client = server.connect(FLOOD)
+    client = server.connect(OTHER)
     client.send(get() * (limits.MAX_WAITING_BEHIND + 10))
-    answers = 1 + limits.MAX_WAITING_BEHIND + 1
+    answers = 2 + limits.MAX_WAITING_BEHIND + 1  # its 200, its 429, the kept
     _turn_until(server, lambda: len(client.statuses()) == answers and client.closed, turns=200)
     last = parse_responses(client.data)[-1]
     assert (last.status, last.header("Connection")) == (429, "close")

@@ -107,6 +107,9 @@ class ImdsProtocol(_RequestParsing):
         peername = transport.get_extra_info("peername")
         self._peer: str = peername[0] if peername else ""
         self._connections.add(self)
+        refused = self._shared.refused.callers
+        if refused and self.caller() in refused:  # its VM was answered 429: wait for turns
+            self._refused = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         # Nothing reaches this protocol afterwards: no data, no timer (cancelled here), and
@@ -177,6 +180,8 @@ class ImdsProtocol(_RequestParsing):
             except Exception as exc:  # the same 500 as anywhere else
                 self._internal_error(exc)
                 return
+            if not self._refused:
+                self._shared.refused.answered(self.caller())
             if self._closing:
                 return
             if self._held is not None:  # held (an impact) or delayed (a fault): the rest after
@@ -293,6 +298,8 @@ class ImdsProtocol(_RequestParsing):
         response, vm, at, repeats_under = self._endpoint.respond(request)
         parsed.checked = request.checked
         self._refused = response.status == 429
+        if self._refused:
+            self._shared.refused.refused(self.caller())
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
                 self._hold(parsed, response.held_until, at)
@@ -326,6 +333,7 @@ class ImdsProtocol(_RequestParsing):
                 self._transport.pause_reading()
             return
         self._refused = True
+        self._shared.refused.refused(self.caller())
         self._write(_TOO_MANY, parsed.keep_alive, at)
         if not parsed.keep_alive:
             self._end()

@@ -1,7 +1,8 @@
 """A VM flooding its endpoint cannot delay the others: once a connection's answer is a 429,
 each request it sends next, later or pipelined in the same read, is answered in turns, a few
 at a time (:data:`~forewarn.server.http.limits.REFUSED_PER_TURN` answers every
-:data:`~forewarn.server.http.limits.REFUSED_TURN`)."""
+:data:`~forewarn.server.http.limits.REFUSED_TURN`), and so is the first request of each new
+connection of its VM, until one of its answers in a turn is not a 429."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from forewarn.server.http import limits
 
 if TYPE_CHECKING:
     from forewarn.server.http._connection import ImdsProtocol
+    from forewarn.server.http._held_requests import _Caller
 
 
 class _RefusedTurns:
@@ -30,14 +32,29 @@ class _RefusedTurns:
     counted, not the reads: however many requests a read holds, the connections answered 429
     get at most 4,000 answers a second between them, IMDS's answers still, and another VM's
     request waits behind at most one turn of them.
+
+    A VM flooding on a new connection for each request would have none answered 429 twice,
+    so the VMs answered 429 are remembered (``callers``): each new connection of theirs
+    starts waiting for its turn, until one of their answers in a turn is not a 429.
     """
 
-    __slots__ = ("_loop", "_timer", "_waiting")
+    __slots__ = ("_loop", "_timer", "_waiting", "callers")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._waiting: collections.deque[ImdsProtocol] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
+        self.callers: set[_Caller] = set()
+
+    def refused(self, caller: _Caller) -> None:
+        """``caller`` (a VM) was answered 429: its new connections wait for turns."""
+        if len(self.callers) >= limits.AGAIN_ADDRESSES:  # never, but for a forged crowd
+            self.callers.clear()
+        self.callers.add(caller)
+
+    def answered(self, caller: _Caller) -> None:
+        """``caller`` was answered in a turn, not with a 429: within its rate again."""
+        self.callers.discard(caller)
 
     def wait(self, connection: ImdsProtocol) -> None:
         self._waiting.append(connection)

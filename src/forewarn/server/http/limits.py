@@ -56,13 +56,14 @@ MAX_WAITING_BEHIND = 16
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 HOLD_TICK = 0.05
 #: After a 429, each further request on that connection (pipelined in the same read, or sent
-#: later) waits for a turn; a turn answers this many requests in all, one per connection in
+#: later), and the first of each new connection of that VM, waits for a turn until an answer
+#: in a turn is not a 429; a turn answers this many requests in all, one per connection in
 #: turn, ...
 REFUSED_PER_TURN = 4
-#: ... one turn every this many seconds while any wait: requests that follow a 429 on their
-#: connection are answered at most 4,000 a second in all, a few percent of the loop, however
-#: many connections send them and however many requests each read holds. (What is answered
-#: as it comes is the 429 itself, and a new connection's first request.)
+#: ... one turn every this many seconds while any wait: a VM over its rate limit is answered
+#: at most 4,000 times a second (with every other VM over its own), a few percent of the loop,
+#: however many connections it opens and however many requests each read holds; only the
+#: 429 that puts it over is answered as it comes.
 REFUSED_TURN = 0.001
 #: What a connection waiting for turns sent is parsed this much at a time, up to its next whole
 #: request: fewer than ``MAX_WAITING_BEHIND`` requests fit, so a client pipelining after a 429
@@ -80,8 +81,9 @@ PARSED_BYTES = 4 * 1024 * 1024
 #: Distinct answers remembered as written: a few per document shown (200 and 304, each with
 #: and without keep-alive), documents shared by the VMs shown the same events.
 WIRE_ENTRIES = 4096
-#: Addresses whose last poll's answer is kept (``_Shared.again_at``): one per VM polling at
-#: its own address, so this bound is only reached by a fleet this large.
+#: Addresses whose last poll's answer is kept (``_Shared.again_at``), and VMs remembered as
+#: answered 429 (``_RefusedTurns.callers``): one per VM at most, so this bound is only reached
+#: by a fleet this large.
 AGAIN_ADDRESSES = 1 << 20
 
 __all__ = [
