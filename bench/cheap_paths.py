@@ -259,15 +259,15 @@ def cheap_path_targets(results: dict[str, Any] | None) -> list[Target]:
                    figures["p99_ratio"], 2.0, "x", False)
         )  # fmt: skip
     hoard = results.get("hoard") or {}
-    for phase, who in (("one_vm", "one VM"), ("crowd", "many VMs")):
+    for phase, who in (("one_vm", "one VM holds"), ("crowd", "many VMs hold")):
         figures = hoard.get(phase)
         if figures:
             found.append(
-                Target(f"another VM's p99 while {who} hold {figures['connections']:,} idle "
+                Target(f"another VM's p99 while {who} {figures['connections']:,} idle "
                        "connections / without", figures["p99_ratio"], 2.0, "x", False)
             )  # fmt: skip
             found.append(
-                Target(f"polls and control API calls failed while {who} hold connections",
+                Target(f"polls and control API calls failed while {who} connections",
                        figures["failures"] + figures["control_failures"], 0, "", False)
             )  # fmt: skip
     return found

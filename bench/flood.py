@@ -326,7 +326,7 @@ def _flood_summary(runs: Sequence[FloodRound], seconds: float) -> dict[str, Any]
 
 
 @contextlib.contextmanager
-def _idle_connections(
+def idle_connections(
     hosts: Sequence[str], port: int, each: int
 ) -> Iterator[list[list[socket.socket]]]:
     """``each`` idle connections (nothing sent) to every one of ``hosts``."""
@@ -346,7 +346,8 @@ def _idle_connections(
                 sock.close()
 
 
-def _still_open(sock: socket.socket) -> bool:
+def still_open(sock: socket.socket) -> bool:
+    """Whether the server still holds this connection (it has neither closed nor reset it)."""
     try:
         return sock.recv(1, socket.MSG_PEEK) != b""
     except BlockingIOError:
@@ -360,7 +361,7 @@ def _kept(opened: Sequence[Sequence[socket.socket]]) -> int:
     counted = [-1]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        counted.append(sum(_still_open(sock) for mine in opened for sock in mine))
+        counted.append(sum(still_open(sock) for mine in opened for sock in mine))
         if counted[-1] == counted[-2]:
             return counted[-1]
         time.sleep(0.1)
@@ -386,7 +387,7 @@ def _hoard_phase(
     each: int,
     seconds: float,
 ) -> HoardPhase:
-    with _idle_connections(hoarders, server.port, each) as opened:
+    with idle_connections(hoarders, server.port, each) as opened:
         kept = _kept(opened)
         probes = probe_for(server.port, victims, seconds, control=server, tolerate=True)
     return HoardPhase(
@@ -457,9 +458,11 @@ def _hoard_summary(phases: Sequence[HoardPhase], quiet: Sequence[float]) -> dict
 __all__ = [
     "FLOOD_MODES",
     "FloodError",
+    "idle_connections",
     "pin",
     "probe_for",
     "run_flood",
     "run_hoard",
     "run_pinned_wrk",
+    "still_open",
 ]
