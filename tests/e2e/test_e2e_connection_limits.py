@@ -1,6 +1,7 @@
 """One VM cannot take every descriptor: ``forewarn serve`` caps each VM's connections, keeps
 the VMs' connections within a share of the descriptor limit (closing the longest-idle ones of
-the VMs holding the most first) and raises its soft limit to the hard one at start-up.
+the VMs holding the most first) and raises its soft limit to the hard one at start-up; out of
+descriptors all the same, it neither spins nor loses its listener.
 
 Each server here runs with a low ``ulimit -n`` (set in the child before it starts), so that a
 few hundred connections are enough to reach it. Before these bounds, 1,100 idle connections
@@ -15,11 +16,13 @@ import contextlib
 import os
 import re
 import socket
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from e2e_support import ForewarnServer, StartServer, wait_for
+from e2e_support import ForewarnServer, StartServer, exchange, parse_responses, wait_for
+from http_wire_support import CLOSE
 
 from forewarn.server.http import limits
 
@@ -164,3 +167,48 @@ def test_serve_raises_its_soft_descriptor_limit_to_the_hard_one(
     assert match is not None, limits_text
     assert (int(match[1]), int(match[2])) == (1024, 1024)
     assert "open files: soft limit raised from 256 to 1024" in server.process.output()
+
+
+def _cpu_seconds(server: ForewarnServer) -> float:
+    fields = Path(f"/proc/{server.process.process.pid}/stat").read_text().rsplit(")", 1)[1]
+    user, system = fields.split()[11:13]
+    return (int(user) + int(system)) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_descriptors_the_endpoint_neither_spins_nor_stops_listening(
+    start_server: StartServer,
+) -> None:
+    """When the process has no descriptor left for reasons of its own (here, connections
+    to the control API, which the VMs' share does not count), accepting a VM's connection
+    fails (EMFILE): the connection is dropped, the server does not spin trying again (it
+    uses next to no CPU meanwhile), and once descriptors are free again the endpoint answers
+    as before: its listener was not lost."""
+    server = _server(start_server, (256, 256))
+    host, port = server.control_address.rsplit(":", 1)
+    hogs: list[socket.socket] = []
+    try:
+        while _descriptors_of(server) < 256:  # each accepted by the control API
+            assert len(hogs) < 512, f"{_descriptors_of(server)} descriptors at most"
+            hogs += [socket.create_connection((host, int(port)), timeout=3) for _ in range(8)]
+            time.sleep(0.02)
+        before = _cpu_seconds(server)
+        dropped = [socket.create_connection((POLITE, server.port), timeout=3) for _ in range(20)]
+        for sock in dropped:
+            sock.sendall(POLL)
+        time.sleep(2)  # what a server retrying its accepts would spin through
+        spent = _cpu_seconds(server) - before
+        assert spent < 0.5, f"{spent:.2f} s of CPU in 2 s"
+        for sock in dropped:
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(65536) == b""  # closed unanswered
+            sock.close()
+    finally:
+        for sock in hogs:
+            sock.close()
+
+    def answered() -> bool:  # dropped while the control API has not yet let go of them
+        reply = exchange(POLITE, server.port, POLL[:-2] + CLOSE + b"\r\n")
+        return [r.status for r in parse_responses(reply.data)] == [200]
+
+    wait_for(answered, what="the endpoint answering again", server=server.process)
+    server.process.assert_healthy()
