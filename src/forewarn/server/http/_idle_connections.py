@@ -36,7 +36,7 @@ class _Connections:
     keeps it while any VM holds more; and a new connection finding none idle is closed.
     """
 
-    __slots__ = ("_by_caller", "_count", "_counted_at", "_loop", "_room", "_timer", "_watch")
+    __slots__ = ("_by_caller", "_count", "_counted_at", "_loop", "_room", "_timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -44,9 +44,8 @@ class _Connections:
         self._count = 0
         # How many connections all VMs together may hold, from the descriptors the process
         # held beside them when last counted, and when that was (loop time; None before the
-        # first connection); past _watch, they are counted again (they may have grown).
+        # first connection).
         self._room = 0
-        self._watch = -1
         self._counted_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -66,7 +65,7 @@ class _Connections:
                 return
             mine.append(connection)
         self._count += 1
-        if self._count > self._watch:
+        if self._count > self._room or self._counted_at is None:
             self._relieve(connection)
         if self._timer is None:
             self._timer = self._loop.call_later(limits.IDLE_SWEEP, self._sweep)
@@ -102,10 +101,11 @@ class _Connections:
     # -- descriptors ---------------------------------------------------------------------
 
     def _relieve(self, new: ImdsProtocol) -> None:
-        """Count the other descriptors again (at most every ``DESCRIPTORS_RECOUNT``) and, with
-        the VMs' connections over their share, close the longest-idle connections of the VMs
-        holding the most, a few more than needed so that the next connections need no such
-        look; close ``new`` itself when none is idle."""
+        """Count the process's other descriptors (at the first connection, then at most every
+        ``DESCRIPTORS_RECOUNT`` while the VMs' connections are past their share: a count
+        lists them all) and, with the VMs' connections still past it, close the longest-idle
+        connections of the VMs holding the most, a few more than needed so that the next
+        connections need no such look; close ``new`` itself when none is idle."""
         now = self._loop.time()
         if self._counted_at is None or now - self._counted_at >= limits.DESCRIPTORS_RECOUNT:
             self._recount(now)
@@ -124,7 +124,6 @@ class _Connections:
         held = open_descriptors()
         others = 0 if held is None else max(0, held - self._count)
         self._room = descriptor_limit() - limits.RESERVED_DESCRIPTORS - others
-        self._watch = self._room - limits.RESERVED_DESCRIPTORS // 2
 
     def _longest_idle(self, wanted: int, new: ImdsProtocol) -> list[ImdsProtocol]:
         """Up to ``wanted`` idle connections, ``new`` aside: one at a time from the VM
@@ -153,12 +152,8 @@ class _Connections:
     # -- idle and stuck connections --------------------------------------------------------
 
     def _sweep(self) -> None:
-        """Close connections idle (or stuck mid-request) for longer than the timeout; count
-        the process's other descriptors again while the VMs hold half their share or more
-        (listeners opened since, the control API's connections)."""
+        """Close connections idle (or stuck mid-request) for longer than the timeout."""
         now = self._loop.time()
-        if self._count > self._room // 2:
-            self._recount(now)
         for connection in [
             c
             for mine in self._by_caller.values()

@@ -29,8 +29,10 @@ CONNECTIONS_PER_VM = 64
 #: a new connection finding none idle is closed at once, unread.
 RESERVED_DESCRIPTORS = 64
 #: How often (seconds, at most) the descriptors the process holds beside the VMs' connections
-#: are counted again while the VMs' connections are near their share.
-DESCRIPTORS_RECOUNT = 1.0
+#: are counted again while the VMs' connections are past their share (they are counted at the
+#: first connection): a count lists them all, about 2 ms a thousand, time the loop is not
+#: answering. What the rest of the process opens meanwhile comes out of the reserve.
+DESCRIPTORS_RECOUNT = 10.0
 #: A connection idle this long (seconds) is closed.
 IDLE_TIMEOUT = 75.0
 #: A request whose head and body take longer than this to arrive is closed, however steadily
