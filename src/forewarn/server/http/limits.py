@@ -63,9 +63,10 @@ HOLD_TICK = 0.05
 #: turn, ...
 REFUSED_PER_TURN = 4
 #: ... one turn every this many seconds while any wait: a VM over its rate limit is answered
-#: at most 4,000 times a second (with every other VM over its own), a few percent of the loop,
-#: however many connections it opens and however many requests each read holds; only the
-#: 429 that puts it over is answered as it comes.
+#: at most 4,000 times a second (with every other VM over its own), a small share of the loop
+#: (a flood took 9-10% of a core in bench/RESULTS.md), however many connections it opens and
+#: however many requests each read holds; only the 429 that puts it over is answered as it
+#: comes.
 REFUSED_TURN = 0.001
 #: What a connection waiting for turns sent is parsed this much at a time, up to its next whole
 #: request: fewer than ``MAX_WAITING_BEHIND`` requests fit, so a client pipelining after a 429
