@@ -1,7 +1,7 @@
-"""Cheap paths stay cheap: a 304 costs no more than a 200, and a VM flooding its endpoint
-does not slow the others down.
+"""Cheap paths stay cheap: a 304 costs no more than a 200, and one VM, flooding its endpoint
+or holding connections, does not slow the others down nor lock them out.
 
-``python -m bench --only cheap-paths`` runs both against ``forewarn serve`` on loopback, plus
+``python -m bench --only cheap-paths`` runs these against ``forewarn serve`` on loopback, plus
 the held-request figures of :mod:`bench.held_requests`:
 
 - **Not modified.** One VM polled by wrk at full speed, with and without ``If-None-Match``
@@ -9,83 +9,35 @@ the held-request figures of :mod:`bench.held_requests`:
   from ``/proc``, so what else the machine does changes the rate but hardly the cost. The
   same comparison runs in this process too (the endpoint's socket protocol fed the two
   requests, timed per request), where no socket or kernel adds to either.
-- **Flood.** One VM floods its own endpoint (wrk, 50 connections, as fast as it can); a
-  prober polls twenty other VMs, each twice a second (under the rate limit), on a new
-  connection each time. Rounds alternate a quiet phase and a flood phase; the victims' p99
-  under the flood over their p99 in the quiet phase of the same round is the figure. The
-  server runs on core 0; wrk and the prober on core 1, wrk at ``nice 19`` so that the prober,
-  which sleeps between probes, is never starved by it.
+- **Flood** and **hoard**: one VM flooding its endpoint (kept connections, pipelined, a new
+  connection per request) or holding idle connections, against other VMs' polls and the
+  control API, all at the same priority (:mod:`bench.flood`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.client
-import os
-import socket
 import statistics
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.fleetgen import addresses, fleet_yaml
+from bench.flood import FLOOD_CONNECTIONS, pin, run_flood, run_hoard, run_pinned_wrk
 from bench.report import Target
 from bench.servers import PATH, QUERY, Forewarn, cpu_seconds, fetch
-from bench.tools import free_port, pin_cores, split_cores
-from bench.wrk import WrkResult, run_wrk, write_script
+from bench.tools import free_port, split_cores
+from bench.wrk import write_script
 
 HOST = "127.0.0.1"
 #: So high that the 304/200 comparison never meets a 429.
 UNLIMITED = 1e12
-FLOOD_CONNECTIONS = 50
-VICTIMS = 20
-#: Probes per second over all victims: two per victim, under IMDS's 5 per second.
-PROBE_RATE = 40.0
-_PROBE = (
-    f"GET {PATH}?{QUERY} HTTP/1.1\r\nHost: 169.254.169.254\r\nMetadata: true\r\n"
-    "Connection: close\r\n\r\n"
-).encode()
 
 
 class CheapPathError(AssertionError):
     """An answer was not what the scenario needs: no figure is valid."""
-
-
-def pin(pid: int, core: int | None) -> None:
-    """Every thread of ``pid`` on ``core`` (where the machine has one to spare)."""
-    if core is None:
-        return
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
-            os.sched_setaffinity(int(task), {core})
-
-
-def run_pinned_wrk(
-    binary: str,
-    url: str,
-    *,
-    script: Path,
-    duration: float,
-    headers: Sequence[str],
-    connections: int,
-    nice: int = 0,
-) -> WrkResult:
-    """:func:`bench.wrk.run_wrk` on the load core, at ``nice`` (a flood must not starve the
-    prober beside it on that core)."""
-    _, load_prefix, _ = pin_cores()
-    return run_wrk(
-        binary,
-        url,
-        script=script,
-        duration=duration,
-        connections=connections,
-        headers=headers,
-        prefix=[*load_prefix, *(["nice", "-n", str(nice)] if nice else [])],
-    )
 
 
 # -- a 304 against a 200 ------------------------------------------------------------------
@@ -244,120 +196,6 @@ def compare_in_process(rounds: int, requests: int = 20_000) -> dict[str, Any]:
     return {"ok_us": ok, "not_modified_us": not_modified, "ratio": not_modified / ok}
 
 
-# -- a flood against the others -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FloodRound:
-    quiet_p50_ms: float
-    quiet_p99_ms: float
-    flood_p50_ms: float
-    flood_p99_ms: float
-    probes: int
-    flood_requests: int
-    flood_refused: int
-
-    @property
-    def p99_ratio(self) -> float:
-        return self.flood_p99_ms / self.quiet_p99_ms
-
-
-def _probe(host: str, port: int) -> float:
-    started = time.perf_counter()
-    with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(_PROBE)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    if not data.startswith(b"HTTP/1.1 200 "):
-        raise CheapPathError(f"a victim was answered {data[:100]!r}")
-    return time.perf_counter() - started
-
-
-def _probe_for(port: int, victims: Sequence[str], seconds: float) -> list[float]:
-    """Probe the victims in turn at PROBE_RATE for ``seconds``; latencies, sorted."""
-    latencies = []
-    started = time.perf_counter()
-    for index in range(max(1, round(seconds * PROBE_RATE))):
-        wait = started + index / PROBE_RATE - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
-        latencies.append(_probe(victims[index % len(victims)], port))
-    return sorted(latencies)
-
-
-def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))] * 1e3
-
-
-def run_flood(work: Path, *, wrk: str, seconds: float, rounds: int) -> dict[str, Any]:
-    work.mkdir(parents=True, exist_ok=True)
-    script = write_script(work)
-    server = Forewarn(
-        work / "forewarn",
-        fleet_yaml(VICTIMS + 1),
-        host=HOST,
-        port=free_port(),
-        control_port=free_port(),
-    )
-    flooder, *victims = addresses(VICTIMS + 1)
-    own_cores = os.sched_getaffinity(0)
-    cores = split_cores()
-    found: list[FloodRound] = []
-    with server:
-        assert server.process is not None
-        pin(server.process.pid, None if cores is None else cores[0])
-        pin(os.getpid(), None if cores is None else cores[1])
-        try:
-            flood_url = f"http://{flooder}:{server.port}{PATH}?{QUERY}"
-            for _ in range(rounds):
-                quiet = _probe_for(server.port, victims, seconds)
-                with ThreadPoolExecutor(max_workers=1) as pool:
-                    flood = pool.submit(
-                        lambda: run_pinned_wrk(
-                            wrk,
-                            flood_url,
-                            script=script,
-                            duration=seconds + 2,
-                            headers=("Metadata: true",),
-                            connections=FLOOD_CONNECTIONS,
-                            nice=19,
-                        )
-                    )
-                    time.sleep(1.0)  # the flood under way
-                    flooded = _probe_for(server.port, victims, seconds)
-                    result = flood.result()
-                if result.errors or not result.status_errors:
-                    raise CheapPathError(f"the flooding VM did not get its 429s: {result}")
-                found.append(
-                    FloodRound(
-                        _percentile(quiet, 0.5),
-                        _percentile(quiet, 0.99),
-                        _percentile(flooded, 0.5),
-                        _percentile(flooded, 0.99),
-                        len(flooded),
-                        result.requests,
-                        result.status_errors,
-                    )
-                )
-        finally:
-            for task in os.listdir(f"/proc/{os.getpid()}/task"):
-                with contextlib.suppress(ProcessLookupError):
-                    os.sched_setaffinity(int(task), own_cores)
-    return {
-        "flood_connections": FLOOD_CONNECTIONS,
-        "victims": VICTIMS,
-        "probe_rate": PROBE_RATE,
-        "seconds": seconds,
-        "rounds": [asdict(r) | {"p99_ratio": r.p99_ratio} for r in found],
-        "quiet_p99_ms": statistics.median(r.quiet_p99_ms for r in found),
-        "flood_p99_ms": statistics.median(r.flood_p99_ms for r in found),
-        "p99_ratio": statistics.median(r.p99_ratio for r in found),
-        "p99_ratio_spread": [min(r.p99_ratio for r in found), max(r.p99_ratio for r in found)],
-        "flood_rps": statistics.median(r.flood_requests / (seconds + 2) for r in found),
-    }
-
-
 def run_cheap_paths(
     work: Path,
     *,
@@ -367,10 +205,11 @@ def run_cheap_paths(
     held_vms: int,
     flood_seconds: float,
 ) -> dict[str, Any]:
-    """The three figures; those needing wrk are skipped (said so) where it is missing."""
+    """The figures; those needing wrk are skipped (said so) where it is missing."""
     from bench.held_requests import run_held
 
     results: dict[str, Any] = {"held": run_held(held_vms)}
+    results["hoard"] = run_hoard(work / "hoard", seconds=flood_seconds, rounds=max(rounds, 3))
     if wrk is None:
         results["skipped"] = "wrk is needed for the 304 and flood figures"
         return results
@@ -413,12 +252,24 @@ def cheap_path_targets(results: dict[str, Any] | None) -> list[Target]:
         Target(f"last of {held['vms']:,} held requests answered after the impact's end",
                held["last_answer_ms"], RELEASE_WITHIN_MS, "ms", False)
     )  # fmt: skip
-    flood = results.get("flood")
-    if flood:
+    flood = results.get("flood") or {}
+    for mode, figures in flood.get("modes", {}).items():
         found.append(
-            Target("another VM's p99 while one VM floods / without the flood",
-                   flood["p99_ratio"], 2.0, "x", False)
+            Target(f"another VM's p99 while one VM floods ({mode}) / without the flood",
+                   figures["p99_ratio"], 2.0, "x", False)
         )  # fmt: skip
+    hoard = results.get("hoard") or {}
+    for phase, who in (("one_vm", "one VM holds"), ("crowd", "many VMs hold")):
+        figures = hoard.get(phase)
+        if figures:
+            found.append(
+                Target(f"another VM's p99 while {who} {figures['connections']:,} idle "
+                       "connections / without", figures["p99_ratio"], 2.0, "x", False)
+            )  # fmt: skip
+            found.append(
+                Target(f"polls and control API calls failed while {who} connections",
+                       figures["failures"] + figures["control_failures"], 0, "", False)
+            )  # fmt: skip
     return found
 
 
@@ -443,15 +294,32 @@ def cheap_path_lines(results: dict[str, Any] | None) -> list[str]:
         f"connection); answered {held['first_answer_ms']:.0f} to {held['last_answer_ms']:.0f} "
         f"ms after the clock passed the impact's end (spread {held['release_spread_ms']:.0f} ms)"
     )
-    flood = results.get("flood")
-    if flood:
-        spread = flood["p99_ratio_spread"]
+    flood = results.get("flood") or {}
+    for mode, figures in flood.get("modes", {}).items():
+        spread = figures["p99_ratio_spread"]
         lines.append(
-            f"Flood, one VM with {flood['flood_connections']} connections at full speed "
-            f"({flood['flood_rps']:,.0f} req/s, 429s), {flood['victims']} other VMs probed: p99 "
-            f"{flood['flood_p99_ms']:.2f} ms against {flood['quiet_p99_ms']:.2f} ms without it, "
-            f"{flood['p99_ratio']:.2f}x (rounds {spread[0]:.2f}x to {spread[1]:.2f}x)"
+            f"Flood ({mode}), one VM with {flood['flood_connections']} connections at full "
+            f"speed, same priority ({figures['flood_rps']:,.0f} answers/s, 429s; server "
+            f"{figures['server_cpu_share']:.0%} of a core), "
+            f"{flood['victims']} other VMs probed: p99 {figures['flood_p99_ms']:.2f} ms "
+            f"against {figures['quiet_p99_ms']:.2f} ms without it, {figures['p99_ratio']:.2f}x "
+            f"(rounds {spread[0]:.2f}x to {spread[1]:.2f}x)"
         )
+    hoard = results.get("hoard") or {}
+    if hoard.get("skipped"):
+        lines.append(f"Hoard: {hoard['skipped']}")
+    for phase, who in (("one_vm", "one VM"), ("crowd", f"{hoard.get('crowd', {}).get('vms')} VMs")):
+        figures = hoard.get(phase)
+        if figures:
+            lines.append(
+                f"Hoard, descriptor limit {hoard['open_files']:,}: {who} holding "
+                f"{figures['connections']:,} idle connections ({figures['kept']:,} kept): "
+                f"other VMs' p99 {figures['p99_ms']:.2f} ms against {hoard['quiet_p99_ms']:.2f} "
+                f"ms ({figures['p99_ratio']:.2f}x), {figures['failures']} of "
+                f"{figures['probes']} polls failed; control API p99 "
+                f"{figures['control_p99_ms']:.2f} ms, {figures['control_failures']} of "
+                f"{figures['control_calls']} calls failed"
+            )
     if results.get("skipped"):
         lines.append(f"Cheap paths: {results['skipped']}")
     return lines
@@ -462,6 +330,5 @@ __all__ = [
     "cheap_path_targets",
     "compare_in_process",
     "run_cheap_paths",
-    "run_flood",
     "run_not_modified",
 ]

@@ -21,7 +21,8 @@ target; the other runs still go ahead, so an overloaded server shows how overloa
 Kept connections are bounded by RLIMIT_NOFILE, whose hard limit (20,000 in the containers the
 figures come from) no process may pass: the server holds one descriptor per connection beside
 those it holds at rest, so keep-alive polls with as many VMs as the limit leaves after the
-busier server's descriptors at rest and a few spare; the new-connection mode polls with the
+busier server's descriptors at rest and forewarn's reserve for its control API and store
+(``limits.RESERVED_DESCRIPTORS``) with a few more; the new-connection mode polls with the
 whole fleet.
 
 Everything runs inside a network namespace made for the run (``ip netns add``, its loopback up,
@@ -64,6 +65,7 @@ from bench.profile import parse_raw
 from bench.profile import summarise as summarise_profile
 from bench.servers import PATH, QUERY, Forewarn, Nginx, cpu_seconds, fetch
 from bench.tools import free_port, pin_cores, raise_open_files, which
+from forewarn.server.http import limits
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The Python floor (bench/floor.py) answers each address its document and does nothing else:
@@ -75,8 +77,10 @@ EVENT_EVERY = 50
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy")
 #: Far enough ahead that no document changes while the run lasts.
 NOTICE_SECONDS = 3600
-#: Descriptors left to the server beyond its connections and what it holds at rest.
-SERVER_SPARE_FDS = 8
+#: Descriptors left to the server beyond its connections and what it holds at rest: those
+#: forewarn keeps from its VMs' connections for the control API and its store (past its share,
+#: it closes the longest-idle connections), and a few more.
+SERVER_SPARE_FDS = limits.RESERVED_DESCRIPTORS + 8
 FETCH_CONCURRENCY = 128
 #: The servers profiled after the measured rounds, when py-spy is at hand: forewarn, and the
 #: floor whose cost it is compared with.

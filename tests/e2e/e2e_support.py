@@ -15,9 +15,11 @@ every test folder (pytest's ``pythonpath``). A platform in the test's own proces
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -142,10 +144,23 @@ def serve_argv(
     return argv
 
 
-class ServerProcess:
-    """A started ``forewarn serve`` with its output going to a file (a pipe could fill up)."""
+def _limit_open_files(soft: int, hard: int) -> None:
+    """In the child, before it runs: at most ``soft`` descriptors (``ulimit -n``), ``hard``
+    the most it may raise that to."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-    def __init__(self, argv: Sequence[str], output_path: Path) -> None:
+
+class ServerProcess:
+    """A started ``forewarn serve`` with its output going to a file (a pipe could fill up);
+    ``open_files`` its descriptor limits (soft, hard), as ``ulimit -n`` would set them."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        output_path: Path,
+        *,
+        open_files: tuple[int, int] | None = None,
+    ) -> None:
         self.argv = list(argv)
         self.output_path = output_path
         self._output = output_path.open("wb")
@@ -156,6 +171,9 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             env=clean_environment(),
             cwd=output_path.parent,
+            preexec_fn=None
+            if open_files is None
+            else functools.partial(_limit_open_files, *open_files),
         )
         self.stopped_by_us = False
         self.killed = False
@@ -338,8 +356,10 @@ def start_forewarn(
     seed: int = 2022,
     clock: str = "manual",
     extra: Sequence[str] = (),
+    open_files: tuple[int, int] | None = None,
 ) -> ForewarnServer:
-    """Start ``forewarn serve`` on free loopback ports and wait until both planes answer."""
+    """Start ``forewarn serve`` on free loopback ports and wait until both planes answer;
+    ``open_files``: its descriptor limits (soft, hard)."""
     fleet_path = None
     if fleet is not None:
         fleet_path = workdir / "fleet.yaml"
@@ -357,7 +377,7 @@ def start_forewarn(
         clock=clock,
         extra=extra,
     )
-    process = ServerProcess(argv, workdir / "forewarn-serve.log")
+    process = ServerProcess(argv, workdir / "forewarn-serve.log", open_files=open_files)
     server = ForewarnServer(process, port, f"http://127.0.0.1:{control_port}/api/v1", (*vm_hosts,))
     try:
         wait_for(

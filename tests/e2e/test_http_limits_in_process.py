@@ -19,7 +19,7 @@ import pytest
 from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import CLOSE, TARGET, get
 
-from forewarn.server.http import limits
+from forewarn.server.http import _listener, limits
 from forewarn.server.imds import Limits
 from forewarn.testing import ForewarnPlatform
 
@@ -167,24 +167,27 @@ def _sent_until_blocked(sock: socket.socket, burst: bytes, limit: int) -> int:
     return sent
 
 
-def test_a_client_that_sends_without_reading_is_held_back_then_answered_in_full(
-    port: int,
-) -> None:
+def test_a_client_that_sends_without_reading_is_held_back_then_answered_in_full() -> None:
     """A client pipelining requests without reading its answers is not buffered without
     bound: once its answers back up, the server stops reading it (so the client's sending
-    blocks), and reads on as soon as the client reads, until every request is answered."""
+    blocks), and reads on as soon as the client reads, until every request is answered.
+    Its VM stays under its rate limit (over it, the 429s come in turns, a few thousand a
+    second: test_http_turns_in_process.py), so its answers come as fast as it reads."""
     request = get(extra=b"X-Pad: " + b"v" * 3000 + b"\r\n")
     burst = request * 64
     limit = 64 * 1024 * 1024
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with (
+        ForewarnPlatform(rate_limit=1e9, seed=5) as platform,
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock,
+    ):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", port))
+        sock.connect(("127.0.0.1", platform.port))
         sent = _sent_until_blocked(sock, burst, limit)
         assert sent < limit, "the server read everything without its answers read"
         whole = sent // len(request)  # a request cut short is never answered
         sock.settimeout(5)
         data = bytearray()
-        while (answered := data.count(b"\r\nServer: ")) < whole:  # 200s, then 429s
+        while (answered := data.count(b"\r\nServer: ")) < whole:
             chunk = sock.recv(1 << 20)
             assert chunk, f"closed after {answered} answers"
             data += chunk
@@ -293,3 +296,46 @@ def test_a_burst_of_connections_waits_for_a_busy_server_rather_than_being_droppe
             for sock in opened:
                 sock.close()
         assert len(opened) == 300
+
+
+def _wait_until_busy(platform: ForewarnPlatform, count: int) -> None:
+    """Until the server has ``count`` connections busy (their requests begun, read)."""
+    connections = _listener._SHARED[platform.endpoint].connections
+
+    def busy() -> int:
+        return sum(c.idle_at() is None for mine in connections._by_caller.values() for c in mine)
+
+    deadline = time.monotonic() + 3
+    while platform.serve().call(busy) < count:
+        assert time.monotonic() < deadline, "the server did not read the requests begun"
+        time.sleep(0.01)
+
+
+def test_a_vm_at_its_cap_with_every_connection_busy_has_a_new_one_closed_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``limits.CONNECTIONS_PER_VM`` (lowered to 4 here): a VM whose every connection is
+    busy (a request in progress) has a new connection closed at once, unanswered and unread,
+    so that it never holds more; once one of its requests is answered that connection is
+    idle, and a new one is served, closing it."""
+    monkeypatch.setattr(limits, "CONNECTIONS_PER_VM", 4)
+    head = get(extra=CLOSE)
+    with ForewarnPlatform(rate_limit=1000) as platform:
+        busy = [socket.create_connection(("127.0.0.1", platform.port), timeout=3) for _ in range(4)]
+        try:
+            for sock in busy:
+                sock.sendall(head[:20])  # a request begun
+            _wait_until_busy(platform, 4)
+            refused = exchange("127.0.0.1", platform.port, head)
+            assert (refused.closed, refused.data) == (True, b"")
+            busy[0].sendall(get()[20:])  # kept alive once answered: idle
+            assert busy[0].recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+            served = exchange("127.0.0.1", platform.port, head)
+            assert parse_responses(served.data)[0].status == 200
+            assert busy[0].recv(65536) == b""  # the idle one made room
+            for sock in busy[1:]:
+                sock.sendall(head[20:])
+                assert parse_responses(sock.recv(65536))[0].status == 200
+        finally:
+            for sock in busy:
+                sock.close()

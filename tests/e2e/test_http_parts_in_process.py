@@ -12,51 +12,122 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import pytest
 from e2e_support import exchange, parse_responses, responses_complete
 from http_wire_support import CLOSE, TARGET, approval, get, post
 
+from forewarn.domain.vms import Vm
 from forewarn.server import http
 from forewarn.server.http import (
     _held_requests,
     _idle_connections,
     _listener,
     _parse_cache,
+    _shared,
     limits,
 )
+from forewarn.server.imds import ImdsEndpoint
 from forewarn.testing import ForewarnPlatform
 
 # -- the parses remembered -----------------------------------------------------------------
 
 
-def test_the_parse_cache_is_bounded_in_entry_size_and_count() -> None:
-    """A request over 2 KiB is not remembered; at most 16,384 are, and when full the newest
-    makes room (one entry per VM's poll is the use; a flood of distinct requests must not
-    grow it without bound, nor push out the polls already known)."""
+def test_the_parse_cache_is_bounded_in_entry_size_and_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request over 2 KiB is not remembered; what is remembered holds at most
+    ``limits.PARSED_BYTES``, and when full the newest entries make room (one entry per VM's
+    poll is the use; a flood of distinct requests must not grow it without bound, nor push
+    out the polls already known)."""
+    monkeypatch.setattr(limits, "PARSED_BYTES", 64 * 1024)
     cache = _parse_cache._ParsedRequests()
     parsed = _parse_cache._Parsed("GET", "/", "", {}, b"", True)
     cache.put(b"x" * limits.CACHEABLE_REQUEST, parsed)
     cache.put(b"y" * (limits.CACHEABLE_REQUEST + 1), parsed)
     assert cache.get(b"x" * limits.CACHEABLE_REQUEST) is parsed
     assert cache.get(b"y" * (limits.CACHEABLE_REQUEST + 1)) is None
-    for index in range(limits.PARSED_ENTRIES - 1):
-        cache.put(b"%d" % index, parsed)
-    assert cache.get(b"0") is parsed  # full: 16,384 entries
-    last = b"%d" % (limits.PARSED_ENTRIES - 2)
+    entry = _parse_cache.held_bytes(b"%05d" % 0, parsed)
+    fits = (limits.PARSED_BYTES - cache.held_bytes) // entry
+    for index in range(fits):
+        cache.put(b"%05d" % index, parsed)
+    assert cache.get(b"00000") is parsed
+    assert cache.held_bytes + entry > limits.PARSED_BYTES  # full
+    last = b"%05d" % (fits - 1)
     cache.put(b"one more", parsed)
-    assert (cache.get(b"0"), cache.get(last), cache.get(b"one more")) == (parsed, None, parsed)
-    cache.put(b"and another", parsed)
-    assert (cache.get(b"0"), cache.get(b"one more"), cache.get(b"and another")) == (
-        parsed,
-        None,
-        parsed,
-    )
+    assert (cache.get(b"00000"), cache.get(last), cache.get(b"one more")) == (parsed, None, parsed)
+    assert cache.held_bytes <= limits.PARSED_BYTES
+
+
+class _Sink:
+    """A connected transport at 127.0.0.1 that only keeps the last answer written."""
+
+    def __init__(self) -> None:
+        self.last = b""
+
+    def write(self, data: bytes) -> None:
+        self.last = data
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 80) if name in ("sockname", "peername") else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def is_reading(self) -> bool:
+        return True
+
+
+def test_distinct_requests_with_many_headers_hold_no_more_than_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the parse cache holds, measured (tracemalloc), stays within
+    ``limits.PARSED_BYTES`` when a VM sends distinct 1.6 KB GETs of sixty short headers
+    each: each parses into several times its size (dicts and strings), so a bound in
+    entries alone let 20,000 of them hold 192 MiB. Here the bound is lowered to 256 KiB and
+    600 of them (6 MiB as entries) are sent."""
+    monkeypatch.setattr(limits, "PARSED_BYTES", 256 * 1024)
+    platform = ForewarnPlatform(vms=[Vm(name="vm0", vm_id="cache-vm0", address="127.0.0.1")])
+    # The endpoint ``forewarn serve`` runs, without the test platform's record of requests.
+    endpoint = ImdsEndpoint(platform.service, rate_limit=1e9)
+    loop = asyncio.new_event_loop()
+    shared = _shared._Shared(endpoint, loop)
+    connections = _idle_connections._Connections(loop)
+    protocol = http.ImdsProtocol(endpoint, shared, loop, connections)
+    sink = _Sink()
+    protocol.connection_made(cast(asyncio.Transport, sink))
+    padding = b"".join(b"X-H%02d: %s\r\n" % (n, b"v" * 15) for n in range(60))
+    requests = [get(extra=b"X-Distinct: %06d\r\n%s" % (index, padding)) for index in range(600)]
+    assert 1500 < len(requests[0]) < limits.CACHEABLE_REQUEST
+    try:
+        tracemalloc.start()
+        for request in requests:
+            protocol.data_received(request)
+        answered = sink.last
+        cache = shared.parsed
+        # What the cache holds is what emptying it gives back (the connection, which keeps
+        # its last request's parse, let go first); unlike the growth since the start, this
+        # counts nothing another thread allocated meanwhile.
+        del protocol, shared, connections
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        cache._entries.clear()
+        gc.collect()
+        held = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        loop.close()
+        platform.close()
+    assert answered.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert held <= limits.PARSED_BYTES, f"the cache held {held:,} B"
+    entry = cache.held_bytes / len(cache._sizes)
+    assert cache.held_bytes > limits.PARSED_BYTES - entry  # it did fill up
 
 
 @pytest.fixture
@@ -244,12 +315,27 @@ class _Loop:
 
 
 class _Connection:
-    def __init__(self, connections: _idle_connections._Connections, idle: float) -> None:
+    """What the server's bookkeeping asks of a connection (``ImdsProtocol``)."""
+
+    def __init__(
+        self,
+        connections: _idle_connections._Connections,
+        idle: float,
+        vm: str = "127.0.0.2",
+        *,
+        last_byte: float | None = 0.0,
+    ) -> None:
         self.connections = connections
         self.idle = idle
+        self.vm = vm
+        self.last_byte = last_byte  # when its last bytes came, None while busy
         self.released = 0
         self.closed = False
+        self.aborted = False
         self.left = False  # its client closed its side while the request was held
+
+    def caller(self) -> tuple[str, str]:
+        return (self.vm, "127.0.0.1")
 
     def client_left(self) -> bool:
         return self.left
@@ -257,16 +343,23 @@ class _Connection:
     def idle_since(self, now: float) -> float:
         return self.idle
 
+    def idle_at(self) -> float | None:
+        return None if self.closed or self.aborted else self.last_byte
+
     def close_idle(self) -> None:
         self.closed = True
+        self.connections.discard(self)  # type: ignore[arg-type]  # as connection_lost does
+
+    def abort(self) -> None:
+        self.aborted = True
         self.connections.discard(self)  # type: ignore[arg-type]  # as connection_lost does
 
     def release(self) -> None:
         self.released += 1
 
 
-def test_one_listener_timer_and_none_once_every_connection_is_gone() -> None:
-    """One idle sweep per listener, however many connections; connections idle for the idle
+def test_one_timer_and_none_once_every_connection_is_gone() -> None:
+    """One idle sweep per endpoint, however many connections; connections idle for the idle
     timeout are closed at a sweep, and with none left no timer is armed (an idle server
     wakes nothing)."""
     loop = _Loop()
@@ -280,6 +373,71 @@ def test_one_listener_timer_and_none_once_every_connection_is_gone() -> None:
     busy.idle = limits.IDLE_TIMEOUT + 1
     loop.fire()
     assert (busy.closed, loop.armed) == (True, [])
+
+
+def test_a_vm_at_its_cap_loses_its_longest_idle_connection_or_the_new_one() -> None:
+    """``limits.CONNECTIONS_PER_VM``: a VM's connection beyond its cap closes that VM's
+    longest-idle one (HTTP lets a server close an idle kept connection at any time, RFC 9112
+    section 9.5); when none of its connections is idle, the new one is closed at once.
+    Another VM's connections are never touched."""
+    loop = _Loop()
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
+    cap = limits.CONNECTIONS_PER_VM
+    mine = [_Connection(connections, 0.0, last_byte=float(index)) for index in range(cap)]
+    other = _Connection(connections, 0.0, "127.0.0.3", last_byte=-1.0)
+    for connection in [other, *mine]:
+        connections.add(connection)  # type: ignore[arg-type]
+    newer = _Connection(connections, 0.0, last_byte=float(cap))
+    connections.add(newer)  # type: ignore[arg-type]
+    assert [c.closed for c in mine] == [True] + [False] * (cap - 1)
+    assert (newer.aborted, other.closed, len(connections)) == (False, False, cap + 1)
+    for connection in [*mine[1:], newer]:
+        connection.last_byte = None  # busy: a request in progress, held or waiting
+    refused = _Connection(connections, 0.0, last_byte=101.0)
+    connections.add(refused)  # type: ignore[arg-type]
+    assert (refused.aborted, other.closed, len(connections)) == (True, False, cap + 1)
+    mine[3].last_byte = 7.0  # idle again
+    accepted = _Connection(connections, 0.0, last_byte=102.0)
+    connections.add(accepted)  # type: ignore[arg-type]
+    assert (mine[3].closed, accepted.aborted, len(connections)) == (True, False, cap + 1)
+    assert sum(c.closed for c in mine) == 2
+
+
+def test_short_of_descriptors_the_vms_holding_most_lose_their_longest_idle_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``limits.RESERVED_DESCRIPTORS``: the VMs' connections may use what the descriptor
+    limit leaves after the process's other descriptors and the reserve (here 200 - 36 - 64:
+    100). Past that, idle connections are closed one at a time from the VM holding the most
+    at that point, its longest-idle one, so a VM polling on its one kept connection (the
+    oldest of all here) keeps it; a new connection finding none idle is closed at once."""
+    loop = _Loop()
+    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
+    monkeypatch.setattr(_idle_connections, "descriptor_limit", lambda: 200)
+    monkeypatch.setattr(_idle_connections, "open_descriptors", lambda: 36 + len(connections))
+    polite = _Connection(connections, 0.0, "127.0.0.9", last_byte=0.0)
+    connections.add(polite)  # type: ignore[arg-type]
+    greedy: dict[str, list[_Connection]] = {}
+    for index in range(120):
+        vm = f"127.0.1.{index % 4}"
+        connection = _Connection(connections, 0.0, vm, last_byte=1.0 + index)
+        greedy.setdefault(vm, []).append(connection)
+        connections.add(connection)  # type: ignore[arg-type]
+        assert len(connections) <= 100
+    assert not polite.closed
+    left = {vm: [c for c in mine if not c.closed] for vm, mine in greedy.items()}
+    assert max(map(len, left.values())) - min(map(len, left.values())) <= 1
+    for mine in greedy.values():  # the oldest went
+        assert [c.closed for c in mine] == sorted((c.closed for c in mine), reverse=True)
+    for mine in left.values():
+        for connection in mine:
+            connection.last_byte = None  # busy
+    polite.last_byte = None
+    while len(connections) < 100:
+        connections.add(_Connection(connections, 0.0, "127.0.2.1", last_byte=None))  # type: ignore[arg-type]
+    refused = _Connection(connections, 0.0, "127.0.2.2", last_byte=500.0)
+    connections.add(refused)  # type: ignore[arg-type]
+    assert (refused.aborted, polite.closed, len(connections)) == (True, False, 100)
 
 
 def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import signal
 import socket
 from collections.abc import Callable, Generator, Sequence
@@ -22,13 +23,13 @@ from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
-from forewarn.server._serve_logging import configure_logging, watch_events
+from forewarn.server._serve_logging import configure_logging, log, watch_events
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
-from forewarn.server.http import start_imds_server
+from forewarn.server.http import raise_descriptor_limit, start_imds_server
 from forewarn.server.state import OpenedState, describe_store, open_state
 from forewarn.service import ScheduledEventsService
 
@@ -174,6 +175,19 @@ def control_line(settings: ServeSettings, token: str, token_path: Path) -> str:
     )
 
 
+def _raise_descriptor_limit() -> None:
+    """Every VM's kept connection (and, at their own addresses, every VM's listener) is a
+    descriptor, and services start with a soft limit of 1,024 whatever the hard one: the
+    soft limit is raised to the hard one, which any process may do, and said."""
+    before, after = raise_descriptor_limit()
+    if after != before:
+        log(
+            logging.getLogger("forewarn.server"),
+            logging.INFO,
+            f"open files: soft limit raised from {before} to {after}",
+        )
+
+
 def url_for(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}" + ("" if port == 80 else f":{port}")
@@ -188,6 +202,7 @@ async def serve(
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     check_control_exposure(settings)
     configure_logging(settings.log_level, settings.log_format)
+    _raise_descriptor_limit()
     state: OpenedState = open_state(settings)
     service = state.service
     if state.replica is not None:

@@ -9,7 +9,8 @@ itself is :class:`forewarn.server.imds.ImdsEndpoint`.
 
 Its parts, by concern:
 
-- ``limits``: every bound a client meets (timeouts, head size, waiting requests, cache sizes);
+- ``limits``: every bound a client meets (connections per VM, descriptors, timeouts, head
+  size, waiting requests, cache sizes);
 - ``_listener``: ``start_imds_server``, a listener per address, sharing ``_shared``;
 - ``_connection``: ``ImdsProtocol``, one connection: answering in order, repeats, holds,
   injected faults; ``_parsing`` (reading requests within the limits) and ``_writing``
@@ -19,12 +20,16 @@ Its parts, by concern:
 - ``_shared``: what all listeners of one endpoint share;
 - ``_held_requests``: requests of a paused VM, released when the pause ends;
 - ``_refused_turns``: a flooding VM's requests answered a few at a time after a 429;
-- ``_idle_connections``: idle and stuck connections closed, one timer per listener.
+- ``_idle_connections``: the open connections, counted per VM and in all: idle and stuck
+  ones closed, one timer for all; a VM's longest-idle closed at its cap, and the VMs holding
+  the most lose theirs first when descriptors run short;
+- ``_descriptors``: the process's descriptor limit and use, the limit raised at start-up.
 """
 
 from __future__ import annotations
 
 from forewarn.server.http._connection import ImdsProtocol
+from forewarn.server.http._descriptors import raise_descriptor_limit
 from forewarn.server.http._listener import start_imds_server
 
-__all__ = ["ImdsProtocol", "start_imds_server"]
+__all__ = ["ImdsProtocol", "raise_descriptor_limit", "start_imds_server"]

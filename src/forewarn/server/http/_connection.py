@@ -16,6 +16,7 @@ import httptools
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.server.fault_hook import error_response, fault_for
 from forewarn.server.http import limits
+from forewarn.server.http._held_requests import _Caller
 from forewarn.server.http._idle_connections import _Connections
 from forewarn.server.http._parse_cache import _Parsed
 from forewarn.server.http._parsing import _ReadingEndedError, _RequestParsing
@@ -42,7 +43,7 @@ class ImdsProtocol(_RequestParsing):
         "_peer",
         "_refused",
         "_request",
-        "_waiting_data",
+        "_turns",
         "_writing_paused",
     )  # fmt: skip
 
@@ -77,9 +78,11 @@ class ImdsProtocol(_RequestParsing):
         self._head_bytes: int | None = 0
         self._closing = False
         # The last answer was a 429: what comes next waits for its turn (_RefusedTurns);
-        # what has come meanwhile, None when nothing waits.
+        # what has come meanwhile, unparsed, None when nothing has; and the requests parsed
+        # that wait for turns of their own, one answered a turn, None when none waits.
         self._refused = False
         self._waiting_data: bytes | None = None
+        self._turns: list[_Parsed] | None = None
         self._writing_paused = False
         self._loop = loop
         self._last_active = self._loop.time()
@@ -104,6 +107,9 @@ class ImdsProtocol(_RequestParsing):
         peername = transport.get_extra_info("peername")
         self._peer: str = peername[0] if peername else ""
         self._connections.add(self)
+        refused = self._shared.refused.callers
+        if refused and self.caller() in refused:  # its VM was answered 429: wait for turns
+            self._refused = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         # Nothing reaches this protocol afterwards: no data, no timer (cancelled here), and
@@ -120,12 +126,13 @@ class ImdsProtocol(_RequestParsing):
         if self._closing:
             return  # answered for good: whatever else arrives is dropped
         self._last_active = self._loop.time()
-        if self._refused:
-            if self._waiting_data is None:
+        if self._refused or self._turns is not None:
+            # After a 429: what comes waits for a turn, unparsed (a request or more).
+            if self._waiting_data is None and self._turns is None:
                 self._waiting_data = data
                 self._shared.refused.wait(self)
             else:  # more before its turn (pipelined): kept unread until then
-                self._waiting_data += data
+                self._waiting_data = (self._waiting_data or b"") + data
                 assert self._transport is not None  # only a connected transport reads
                 self._transport.pause_reading()
             return
@@ -142,19 +149,52 @@ class ImdsProtocol(_RequestParsing):
         self._receive(data)
 
     def take_turn(self) -> None:
-        """Handle what came after a 429, its turn come (:class:`_RefusedTurns`), then read
-        on unless the connection ended, waits for an impact or a delay, or cannot write.
-        Reading was paused only if more came while it waited, which a client waiting for
-        each answer before asking again never does."""
+        """Answer one request that came after a 429, its turn come (:class:`_RefusedTurns`):
+        what came meanwhile is parsed first, each whole request joining those waiting, and
+        the first of them is answered. The others wait for turns of their own, unread behind
+        them; with none left, reading goes on unless the connection ended, waits for an
+        impact or a delay, or cannot write. Reading was paused only if more came while it
+        waited, which a client waiting for each answer before asking again never does."""
         data, self._waiting_data = self._waiting_data, None
         transport = self._transport
-        assert data is not None  # only a connection with data waits for a turn
         assert transport is not None  # connected: its data was received
         if self._closing or transport.is_closing():  # ended while it waited
             return
-        self._refused = False
-        self._receive(data)
-        if not self._closing and self._held is None and not self._writing_paused:
+        waiting = self._turns
+        if waiting is None:
+            waiting = self._turns = []
+        while data and not waiting:
+            # Parsed a slice at a time, each whole request joining the waiting (_answer):
+            # a read of many small requests is not parsed all at once, nor kept as parses.
+            piece, data = data[: limits.TURN_SLICE], data[limits.TURN_SLICE :]
+            self._receive(piece)
+            if self._closing:
+                return
+        if data:
+            self._waiting_data = (self._waiting_data or b"") + data
+        self._turns = None
+        if waiting:
+            self._refused = False
+            try:
+                self._answer(waiting[0])
+            except Exception as exc:  # the same 500 as anywhere else
+                self._internal_error(exc)
+                return
+            if not self._refused:
+                self._shared.refused.answered(self.caller())
+            if self._closing:
+                return
+            if self._held is not None:  # held (an impact) or delayed (a fault): the rest after
+                self._held.extend(waiting[1:])
+                return
+            if len(waiting) > 1:
+                self._turns = waiting[1:]
+        if self._turns is not None or self._waiting_data is not None:
+            if self._turns is None:
+                self._turns = []
+            self._shared.refused.wait(self)
+            return
+        if self._held is None and not self._writing_paused:
             transport.resume_reading()
 
     def _receive(self, data: bytes) -> None:
@@ -175,6 +215,7 @@ class ImdsProtocol(_RequestParsing):
                 self._completed == 1
                 and self._request_started is None
                 and self._cacheable is not None
+                and self._waiting_data is None  # not left to wait for turns
             ):
                 self._parsed.put(data, self._cacheable)
                 self._last_poll = (data, self._cacheable)
@@ -191,11 +232,25 @@ class ImdsProtocol(_RequestParsing):
         # follows it stays unread until then. A closed transport ignores it; one lingering
         # after a refusal reads on.
         self._writing_paused = False
-        if self._transport is not None and self._held is None and self._waiting_data is None:
+        if (
+            self._transport is not None
+            and self._held is None
+            and self._turns is None
+            and self._waiting_data is None
+        ):
             self._transport.resume_reading()
 
     def _answer(self, parsed: _Parsed) -> None:
         held = self._held
+        if held is None:
+            held = self._turns
+            if held is None and self._refused:
+                # Pipelined behind a 429 in the same read: it waits for a turn (a read may
+                # hold hundreds of requests, and a turn answers a few in all).
+                held = self._turns = []
+                self._shared.refused.wait(self)
+                assert self._transport is not None  # connected: its data was received
+                self._transport.pause_reading()
         if held is not None:  # pipelined behind a waiting request: answered after it
             if len(held) > limits.MAX_WAITING_BEHIND:
                 # Enough kept: the last one kept ends the connection, nothing more is read.
@@ -243,6 +298,8 @@ class ImdsProtocol(_RequestParsing):
         response, vm, at, repeats_under = self._endpoint.respond(request)
         parsed.checked = request.checked
         self._refused = response.status == 429
+        if self._refused:
+            self._shared.refused.refused(self.caller())
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
                 self._hold(parsed, response.held_until, at)
@@ -270,12 +327,13 @@ class ImdsProtocol(_RequestParsing):
     def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
         """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
         many requests held as the pause's end can answer (:class:`_HeldRequests`)."""
-        if self._shared.held.hold(until, self, (self._local, self._peer)):
+        if self._shared.held.hold(until, self, self.caller()):
             self._held = [parsed]
             if self._transport is not None:
                 self._transport.pause_reading()
             return
         self._refused = True
+        self._shared.refused.refused(self.caller())
         self._write(_TOO_MANY, parsed.keep_alive, at)
         if not parsed.keep_alive:
             self._end()
@@ -355,18 +413,43 @@ class ImdsProtocol(_RequestParsing):
             if self._held is not None:  # paused again (another impact): keep the order
                 self._held.extend(held[index + 1 :])
                 return
-        if self._transport is not None:
+        if self._transport is not None and self._turns is None:  # none waits for a turn
             self._transport.resume_reading()
 
     def idle_since(self, now: float) -> float:
         """Seconds idle; a request stuck past REQUEST_TIMEOUT counts as idle for good, and a
         held one (its VM paused) not at all."""
-        if self._held is not None:
+        if self._held is not None or self._turns is not None:
             return 0.0
         started = self._request_started
         if started is not None and now - started >= limits.REQUEST_TIMEOUT:
             return limits.IDLE_TIMEOUT
         return now - self._last_active
 
+    def caller(self) -> _Caller:
+        """Who this connection is: the address it called and the address it came from, as
+        the endpoint tells VMs apart (a VM at its own address, or one listener for all)."""
+        return (self._local, self._peer)
+
+    def idle_at(self) -> float | None:
+        """When its last bytes came, while it is idle: between requests, none held or
+        waiting for a turn, not closing; None while it is busy. A client that stopped
+        reading its answers is idle too: nothing it sends is read meanwhile."""
+        if (
+            self._closing
+            or self._request_started is not None
+            or self._held is not None
+            or self._turns is not None
+            or self._waiting_data is not None
+        ):
+            return None
+        return self._last_active
+
     def close_idle(self) -> None:
-        self._close()
+        """Close, at once when answers wait unsent: a plain close waits until the client has
+        read them, and one that stopped reading would keep the connection for good."""
+        transport = self._transport
+        if transport is not None and transport.get_write_buffer_size():
+            self.abort()
+        else:
+            self._close()

@@ -1,5 +1,6 @@
 """A listener of the VM-facing endpoint: every listener of one endpoint on one event loop
-shares one :class:`~forewarn.server.http._shared._Shared`, each keeps its own connections."""
+shares one :class:`~forewarn.server.http._shared._Shared`, its connections among them (a VM's
+are counted together, whichever listener they came to)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import asyncio
 import weakref
 
 from forewarn.server.http._connection import ImdsProtocol
-from forewarn.server.http._idle_connections import _Connections
 from forewarn.server.http._shared import _Shared
 from forewarn.server.imds import ImdsEndpoint
 
@@ -24,7 +24,7 @@ async def start_imds_server(
     shared = _SHARED.get(endpoint)
     if shared is None or shared.loop is not loop:
         shared = _SHARED[endpoint] = _Shared(endpoint, loop)
-    connections = _Connections(loop)
+    connections = shared.connections
     return await loop.create_server(
         lambda: ImdsProtocol(endpoint, shared, loop, connections),
         host,

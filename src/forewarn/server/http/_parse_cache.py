@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from dataclasses import dataclass
 
 from forewarn.server.http import limits
@@ -43,12 +44,24 @@ class _ParsedRequests:
     reads it, so a request whose Host is one plain name or address is kept by its bytes
     without that line (:func:`_host_free`): a fleet's polls are one entry, found by a VM's
     first poll on each new connection too, and the Host is put back for each request.
+
+    What it keeps is bounded in bytes (``limits.PARSED_BYTES``), not in entries: a request of
+    2 KiB with a hundred short headers parses into ten times its size, so a count of entries
+    alone would let distinct requests of that kind hold hundreds of MiB.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_bytes", "_entries", "_sizes")
 
     def __init__(self) -> None:
         self._entries: dict[bytes, _Parsed] = {}
+        # What each entry holds, in bytes (held_bytes), and all of them together.
+        self._sizes: dict[bytes, int] = {}
+        self._bytes = 0
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes the kept parses hold, as :func:`held_bytes` counts them."""
+        return self._bytes
 
     def get(self, data: bytes) -> _Parsed | None:
         key, host = _host_free(data)
@@ -67,10 +80,10 @@ class _ParsedRequests:
         )
 
     def put(self, data: bytes, parsed: _Parsed) -> None:
-        """Remember ``data``'s parse. When full, the newest entry makes room: a fleet with
-        more distinct polls than entries cycles through them, and starting afresh, or
-        dropping the oldest, would drop each before it came round again, so that none was
-        ever found; this way all but the overflow are."""
+        """Remember ``data``'s parse. When full, the newest entries make room: a fleet with
+        more distinct polls than fit cycles through them, and starting afresh, or dropping
+        the oldest, would drop each before it came round again, so that none was ever found;
+        this way all but the overflow are."""
         if len(data) > limits.CACHEABLE_REQUEST:
             return
         key, host = _host_free(data)
@@ -79,9 +92,42 @@ class _ParsedRequests:
                 return
             headers = {name: value for name, value in parsed.headers.items() if name != "host"}
             parsed = dataclasses.replace(parsed, headers=headers)
-        if len(self._entries) >= limits.PARSED_ENTRIES:
-            self._entries.popitem()
+        if key in self._entries:  # parsed again meanwhile (two connections at once)
+            return
+        size = held_bytes(key, parsed)
+        while self._entries and self._bytes + size > limits.PARSED_BYTES:
+            newest, _ = self._entries.popitem()
+            self._bytes -= self._sizes.pop(newest)
+        if size > limits.PARSED_BYTES:  # never: a request this large is not kept at all
+            return
         self._entries[key] = parsed
+        self._sizes[key] = size
+        self._bytes += size
+
+
+#: What an entry holds beside its key and parse: its slots in the two dicts (a hash, two
+#: pointers and the table's spare room each) and the size recorded.
+_ENTRY_OVERHEAD = 2 * 3 * 8 * 3 // 2 + sys.getsizeof(1 << 40)
+
+
+def held_bytes(key: bytes, parsed: _Parsed) -> int:
+    """The bytes an entry holds: its key, the parse and everything only it refers to (the
+    strings it was decoded into, its headers' names and values, what the endpoint decided
+    from it), as ``sys.getsizeof`` counts each object."""
+    size = sys.getsizeof(key) + sys.getsizeof(parsed) + _ENTRY_OVERHEAD
+    size += sum(map(sys.getsizeof, (parsed.method, parsed.path, parsed.query, parsed.body)))
+    headers = parsed.headers
+    size += sys.getsizeof(headers)
+    for name, value in headers.items():
+        size += sys.getsizeof(name) + sys.getsizeof(value)
+    checked = parsed.checked
+    if isinstance(checked, ImdsResponse):  # a refusal made from its bytes
+        size += sys.getsizeof(checked) + sys.getsizeof(checked.body)
+    elif checked is not None:  # its query, parsed (shared while the endpoint's cache has it)
+        size += sys.getsizeof(checked) + sys.getsizeof(checked.query)
+        for name, value in checked.query.items():
+            size += sys.getsizeof(name) + sys.getsizeof(value)
+    return size
 
 
 _HOST_LINE = b"\r\nHost: "

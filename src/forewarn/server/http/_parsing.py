@@ -47,6 +47,7 @@ class _RequestParsing(_AnswerWriter):
         "_parser",
         "_request_started",
         "_url",
+        "_waiting_data",
     )
 
     _body: bytearray
@@ -58,7 +59,9 @@ class _RequestParsing(_AnswerWriter):
     _limits: Limits
     _parser: httptools.HttpRequestParser | None
     _request_started: float | None
+    _turns: list[_Parsed] | None
     _url: bytearray
+    _waiting_data: bytes | None
 
     def _answer(self, parsed: _Parsed) -> None:
         """Answer a complete request: the connection's (ImdsProtocol)."""
@@ -71,6 +74,9 @@ class _RequestParsing(_AnswerWriter):
             view = memoryview(data)
             for start in range(0, len(data), limits.FEED_SLICE):
                 if self._closing:
+                    return
+                if self._turns:  # requests wait for turns after a 429: the rest in theirs
+                    self._waiting_data = bytes(view[start:]) + (self._waiting_data or b"")
                     return
                 self._feed(view[start : start + limits.FEED_SLICE])
         except httptools.HttpParserCallbackError as exc:

@@ -1,7 +1,7 @@
 """What every listener of one endpoint shares, however many VM addresses it listens on: one
-Date, one parse cache, one request-id sequence, one set of held requests, one queue of refused
-connections' requests, the response heads, the answers as written, and how each address's
-last poll was answered."""
+Date, one parse cache, one request-id sequence, the open connections, one set of held
+requests, one queue of refused connections' requests, the response heads, the answers as
+written, and how each address's last poll was answered."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import itertools
 from forewarn.domain.vms import Vm
 from forewarn.server.http import limits
 from forewarn.server.http._held_requests import _HeldRequests
+from forewarn.server.http._idle_connections import _Connections
 from forewarn.server.http._parse_cache import _Parsed, _ParsedRequests
 from forewarn.server.http._refused_turns import _RefusedTurns
 from forewarn.server.http._response_bytes import _REASONS, _DateHeader, _head, _HeadKey, _Wire
@@ -24,12 +25,13 @@ _Again = tuple[_Parsed, _Wire, Vm, int]
 
 class _Shared:
     """What every listener of one endpoint shares: one Date, one parse cache, one request-id
-    sequence, one set of held requests, one queue of refused connections' requests and the
-    response heads (one per status, Content-Type and keep-alive, made once), however many VM
-    addresses it listens on."""
+    sequence, the open connections (counted per VM and in all), one set of held requests,
+    one queue of refused connections' requests and the response heads (one per status,
+    Content-Type and keep-alive, made once), however many VM addresses it listens on."""
 
     __slots__ = (
         "again_at",
+        "connections",
         "date",
         "heads",
         "held",
@@ -46,6 +48,7 @@ class _Shared:
         self.date = _DateHeader(clock())
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
+        self.connections = _Connections(loop)
         self.held = _HeldRequests(loop, clock, endpoint.rate_limiter.burst)
         self.refused = _RefusedTurns(loop)
         self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {

@@ -1,7 +1,8 @@
-"""Every bound the VM-facing server puts on a client, in one place: how long a connection may
-idle or take over a request, how large a request head may be, how many requests may wait on one
-connection, how fast a flooding VM is answered, and how much the server remembers of what it
-has answered. The other modules read these as attributes of this module when they need them
+"""Every bound the VM-facing server puts on a client, in one place: how many connections a VM
+may hold and how many descriptors all VMs together may, how long a connection may idle or take
+over a request, how large a request head may be, how many requests may wait on one connection,
+how fast a flooding VM is answered, and how much the server remembers of what it has answered.
+The other modules read these as attributes of this module when they need them
 (``limits.IDLE_TIMEOUT``), so a test may lower one for a run.
 
 The endpoint's own request limits (URL, header values, body, the number of headers) are
@@ -10,6 +11,28 @@ The endpoint's own request limits (URL, header values, body, the number of heade
 
 from __future__ import annotations
 
+#: Connections one VM may hold open at once, told apart as the endpoint tells VMs apart: by the
+#: address called and the address called from. A VM polling once a second needs one (two with
+#: Go's idle pool); the documented clients never hold more than a few: ``requests.get`` and
+#: curl open one per poll and close it, a ``requests.Session``, Node's agent and Go's
+#: transport reuse one kept connection for polls made one after another, requests held during
+#: an impact are at most the rate limit's burst (5), and a client pipelining keeps its waiting
+#: requests (``MAX_WAITING_BEHIND``) on one connection. At the cap, a new connection makes the
+#: VM's longest-idle one close (HTTP lets a server close an idle kept connection at any time,
+#: RFC 9112 section 9.5, and every client retries on a new one); when none of them is idle (each
+#: has a request in progress, held or waiting), the new one is closed at once, unread.
+CONNECTIONS_PER_VM = 64
+#: Descriptors (RLIMIT_NOFILE's soft limit) the VMs' connections leave to everything else: the
+#: control API and its dashboard streams, the store's files or connections, impact hooks' pipes.
+#: When the VMs' connections would use more, the longest-idle connections of the VMs holding
+#: the most are closed first (a VM polling on its one kept connection is the last to lose it);
+#: a new connection finding none idle is closed at once, unread.
+RESERVED_DESCRIPTORS = 64
+#: How often (seconds, at most) the descriptors the process holds beside the VMs' connections
+#: are counted again while the VMs' connections are past their share (they are counted at the
+#: first connection): a count lists them all, about 2 ms a thousand, time the loop is not
+#: answering. What the rest of the process opens meanwhile comes out of the reserve.
+DESCRIPTORS_RECOUNT = 10.0
 #: A connection idle this long (seconds) is closed.
 IDLE_TIMEOUT = 75.0
 #: A request whose head and body take longer than this to arrive is closed, however steadily
@@ -34,29 +57,44 @@ MAX_WAITING_BEHIND = 16
 #: How often held requests are looked at (in real time) to release those whose pause is over;
 #: the clock may be the system's, a scaled one or a manual one moved by the control API.
 HOLD_TICK = 0.05
-#: A refused connection's next request is answered in a turn, up to this many per turn, ...
+#: After a 429, each further request on that connection (pipelined in the same read, or sent
+#: later), and the first of each new connection of that VM, waits for a turn until an answer
+#: in a turn is not a 429; a turn answers this many requests in all, one per connection in
+#: turn, ...
 REFUSED_PER_TURN = 4
-#: ... one turn every this many seconds while any wait: a VM flooding its endpoint gets at
-#: most 4,000 answers a second, a few percent of the loop, however fast it sends.
+#: ... one turn every this many seconds while any wait: a VM over its rate limit is answered
+#: at most 4,000 times a second (with every other VM over its own), a small share of the loop
+#: (a flood took 9-10% of a core in bench/RESULTS.md), however many connections it opens and
+#: however many requests each read holds; only the 429 that puts it over is answered as it
+#: comes.
 REFUSED_TURN = 0.001
+#: What a connection waiting for turns sent is parsed this much at a time, up to its next whole
+#: request: fewer than ``MAX_WAITING_BEHIND`` requests fit, so a client pipelining after a 429
+#: still has every request answered, in turns, and a read of thousands of small requests is
+#: neither parsed at once nor kept as parses.
+TURN_SLICE = 256
 #: Requests whose target is longer than this are parsed every time; a poll's is about a
 #: hundred bytes.
 CACHEABLE_URL = 512
 #: Reads longer than this are parsed every time.
 CACHEABLE_REQUEST = 2048
-#: One parse kept per distinct request, Host aside (a fleet's pollers are a few).
-PARSED_ENTRIES = 16384
+#: The parses kept of distinct requests (Host aside: a fleet's pollers are a few), counted in
+#: bytes held: the request's bytes, the parse, its headers' names and values.
+PARSED_BYTES = 4 * 1024 * 1024
 #: Distinct answers remembered as written: a few per document shown (200 and 304, each with
 #: and without keep-alive), documents shared by the VMs shown the same events.
 WIRE_ENTRIES = 4096
-#: Addresses whose last poll's answer is kept (``_Shared.again_at``): one per VM polling at
-#: its own address, so this bound is only reached by a fleet this large.
+#: Addresses whose last poll's answer is kept (``_Shared.again_at``), and VMs remembered as
+#: answered 429 (``_RefusedTurns.callers``): one per VM at most, so this bound is only reached
+#: by a fleet this large.
 AGAIN_ADDRESSES = 1 << 20
 
 __all__ = [
     "AGAIN_ADDRESSES",
     "CACHEABLE_REQUEST",
     "CACHEABLE_URL",
+    "CONNECTIONS_PER_VM",
+    "DESCRIPTORS_RECOUNT",
     "FEED_SLICE",
     "HOLD_TICK",
     "IDLE_SWEEP",
@@ -64,9 +102,11 @@ __all__ = [
     "LINGER_TIMEOUT",
     "MAX_HEAD_BYTES",
     "MAX_WAITING_BEHIND",
-    "PARSED_ENTRIES",
+    "PARSED_BYTES",
     "REFUSED_PER_TURN",
     "REFUSED_TURN",
     "REQUEST_TIMEOUT",
+    "RESERVED_DESCRIPTORS",
+    "TURN_SLICE",
     "WIRE_ENTRIES",
 ]
