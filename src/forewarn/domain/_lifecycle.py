@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from forewarn.domain._enablement import Enablement
     from forewarn.domain._impacts import Impacts
     from forewarn.domain._jobs import Jobs
-    from forewarn.domain._state import PlatformState
+    from forewarn.domain._state import LiveEvent, PlatformState
 
 #: Event types whose impact deletes the VM.
 REMOVES_VM = frozenset({EventType.TERMINATE, EventType.PREEMPT})
@@ -78,11 +78,19 @@ def _impact_over(state: PlatformState, event_id: str) -> datetime:
     return state.now + impact_of(state.timing, state.events[event_id].event)
 
 
+def started_period_of(timing: TimingProfile, live: LiveEvent) -> timedelta:
+    """How long ``live`` stays Started: its own period when it was made with one, else its
+    kind's in the profile; never less than its impact (a 5 s Freeze outlasts the fast
+    profile's 2 s Started period)."""
+    event = live.event
+    period = live.started_for
+    if period is None:
+        period = timing.started_period_for(event.event_type, event.description)
+    return max(period, impact_of(timing, event))
+
+
 def _started_period_over(state: PlatformState, event_id: str) -> datetime:
-    # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast profile's
-    # Started period.
-    impact = impact_of(state.timing, state.events[event_id].event)
-    return state.now + max(state.timing.started_period, impact)
+    return state.now + started_period_of(state.timing, state.events[event_id])
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +121,7 @@ LIFECYCLE: Mapping[Deadline, Transition] = {
     ),
     Deadline.REMOVE: Transition(
         set_by="an event's start (Jobs._start)",
-        due=_started_period_over,  # TimingProfile.started_period later, or its impact
+        due=_started_period_over,  # its kind's Started period later (started_period_of)
         fire=lambda parts: parts.jobs.remove_due,
     ),
 }

@@ -1,18 +1,24 @@
-"""How long each phase of an event lasts: the documented numbers and a fast profile.
+"""How long each phase of an event lasts: the documented numbers, dev and fast profiles.
 
 Sources: "Event Scheduling" minimum notice table (scheduled-events-linux.txt); the typical
 timings of scheduled-events-windows-2024.txt ("Scheduled to Approval Timeout: 15 minutes,
 Impact Duration: 7 seconds, Started to Completed: 10 minutes"); "Enabling and disabling"
 (first call "up to two minutes", disabled after 24 hours without a request); predicted
-hardware failure "Azure tries to give 7 days' advance notice"; SPEC 4 and 7.
+hardware failure "Azure tries to give 7 days' advance notice"; SPEC 4 and 7. The Started
+period of a live migration, 5 minutes where every other kind captured is Started for 10, is
+the capture of Microsoft's Scheduled Events mock server (Azure-Samples/scheduled-events-mock-
+server, ``main.py``, "Live Migration": ``StartedDurationInMinutes`` 5), whose "Dev Timing"
+variants read its minutes as seconds: the ``dev`` profile.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 
 from forewarn.domain.events import EventType
+from forewarn.domain.kinds import EventKind, kind_of
 
 _MINUTE = timedelta(minutes=1)
 
@@ -22,6 +28,8 @@ class TimingProfile:
     """Every duration the lifecycle uses, in one value that tests can swap.
 
     ``terminate_notice`` None means "the scale set's notBeforeTimeout", as on Azure.
+    ``started_period`` is how long an event stays Started, unless ``started_periods`` gives
+    its kind (:mod:`forewarn.domain.kinds`) one of its own.
     """
 
     name: str
@@ -33,14 +41,30 @@ class TimingProfile:
     predicted_failure_notice: timedelta
     os_image_notice: timedelta
     terminate_notice: timedelta | None
+    started_periods: Mapping[EventKind, timedelta] = field(default_factory=dict, hash=False)
 
     def notice_for(self, event_type: EventType) -> timedelta:
         return self.minimum_notice[event_type]
 
-    def with_overrides(self, overrides: dict[str, timedelta]) -> TimingProfile:
-        """A copy with some durations replaced (per-run overrides); unknown names refused."""
-        known = {f.name for f in fields(self)} - {"name", "minimum_notice"}
+    def started_period_for(self, event_type: EventType, description: str) -> timedelta:
+        """How long an event of this type and Description stays Started: its kind's period,
+        else :attr:`started_period`."""
+        periods = self.started_periods
+        if periods:
+            kind = kind_of(event_type, description)
+            if kind is not None:
+                return periods.get(kind, self.started_period)
+        return self.started_period
+
+    def with_overrides(self, overrides: Mapping[str, timedelta]) -> TimingProfile:
+        """A copy with some durations replaced (per-run overrides); unknown names refused.
+
+        ``notice.TYPE`` sets one event type's minimum notice, ``started_period.KIND`` one
+        kind's Started period; other names are the fields' own (``impact``).
+        """
+        known = {f.name for f in fields(self)} - {"name", "minimum_notice", "started_periods"}
         notice = dict(self.minimum_notice)
+        periods = dict(self.started_periods)
         changes: dict[str, object] = {}
         for key, value in overrides.items():
             if key.startswith("notice."):
@@ -48,12 +72,27 @@ class TimingProfile:
                     notice[EventType(key.removeprefix("notice."))] = value
                 except ValueError:
                     raise ValueError(f"unknown event type in {key!r}") from None
+            elif key.startswith("started_period."):
+                try:
+                    periods[EventKind(key.removeprefix("started_period."))] = value
+                except ValueError:
+                    kinds = ", ".join(kind.value for kind in EventKind)
+                    raise ValueError(f"unknown event kind in {key!r}; known: {kinds}") from None
             elif key in known:
                 changes[key] = value
             else:
-                names = ", ".join(sorted(known | {f"notice.{t.value}" for t in EventType}))
+                names = ", ".join(
+                    sorted(
+                        known | {f"notice.{t.value}" for t in EventType} | {"started_period.KIND"}
+                    )
+                )
                 raise ValueError(f"unknown timing {key!r}; known: {names}")
-        return replace(self, minimum_notice=notice, **changes)  # type: ignore[arg-type]
+        return replace(
+            self,
+            minimum_notice=notice,
+            started_periods=periods,
+            **changes,  # type: ignore[arg-type]
+        )
 
 
 DOCUMENTED = TimingProfile(
@@ -72,6 +111,31 @@ DOCUMENTED = TimingProfile(
     predicted_failure_notice=timedelta(days=7),
     os_image_notice=15 * _MINUTE,
     terminate_notice=None,
+    started_periods={EventKind.LIVE_MIGRATION: 5 * _MINUTE},
+)
+
+#: The documented profile with its minutes read as seconds, as the mock server's "Dev
+#: Timing" flows read theirs: a Freeze Scheduled 15 s ahead, a live migration Started for 5 s,
+#: the first call late by 2 s. Impacts stay in seconds (DurationInSeconds is), and so does
+#: the 24 h idle rule, which no flow exercises. Terminate takes the default notBeforeTimeout
+#: (PT5M) read so, 5 s, whatever the set says.
+DEV = TimingProfile(
+    name="dev",
+    minimum_notice={
+        EventType.FREEZE: timedelta(seconds=15),
+        EventType.REBOOT: timedelta(seconds=15),
+        EventType.REDEPLOY: timedelta(seconds=10),
+        EventType.PREEMPT: timedelta(seconds=0.5),
+        EventType.TERMINATE: timedelta(seconds=5),
+    },
+    impact=timedelta(seconds=7),
+    started_period=timedelta(seconds=10),
+    first_call_delay=timedelta(seconds=2),
+    idle_period=timedelta(hours=24),
+    predicted_failure_notice=timedelta(days=7) / 60,
+    os_image_notice=timedelta(seconds=15),
+    terminate_notice=timedelta(seconds=5),
+    started_periods={EventKind.LIVE_MIGRATION: timedelta(seconds=5)},
 )
 
 #: The same shape in seconds, for demos and for users' own test suites.
@@ -93,10 +157,11 @@ FAST = TimingProfile(
     terminate_notice=timedelta(seconds=2),
 )
 
-PROFILES: dict[str, TimingProfile] = {profile.name: profile for profile in (DOCUMENTED, FAST)}
+PROFILES: dict[str, TimingProfile] = {profile.name: profile for profile in (DOCUMENTED, DEV, FAST)}
 
 
 __all__ = [
+    "DEV",
     "DOCUMENTED",
     "FAST",
     "PROFILES",

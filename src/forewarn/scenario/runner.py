@@ -161,6 +161,8 @@ def _event(run: _Run, step: EventStep) -> None:
     }
     if step.notice is not None:
         payload["noticeSeconds"] = step.notice.total_seconds()
+    if step.started_for is not None:
+        payload["startedSeconds"] = step.started_for.total_seconds()
     run.client.post("/events", payload)
 
 

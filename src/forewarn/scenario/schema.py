@@ -167,6 +167,8 @@ class EventStep(_Strict):
     duration_in_seconds: StrictInt = Field(default=-1, alias="durationInSeconds", ge=-1)
     notice: Duration | None = None
     started: StrictBool = False
+    #: How long it stays Started, instead of its kind's period in the timing profile.
+    started_for: Duration | None = Field(default=None, alias="startedFor")
 
 
 class FaultStep(_Strict):

@@ -268,6 +268,7 @@ def create_control_app(
                 duration_seconds=body.duration_in_seconds,
                 notice_seconds=body.notice_seconds,
                 started=body.started,
+                started_seconds=body.started_seconds,
             )
         )
         return created_out(created)

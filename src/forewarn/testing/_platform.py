@@ -363,8 +363,10 @@ class ForewarnPlatform:
         duration_seconds: int = -1,
         notice: Seconds | None = None,
         started: bool = False,
+        started_for: Seconds | None = None,
     ) -> Event:
-        """Any event, as the control API's ``POST /events`` makes it."""
+        """Any event, as the control API's ``POST /events`` makes it; ``started_for`` keeps
+        it Started that long instead of its kind's period in the timing profile."""
         command = ScheduleEvent(
             event_type=EventType(event_type).value,
             resources=tuple(resources),
@@ -373,6 +375,7 @@ class ForewarnPlatform:
             duration_seconds=duration_seconds,
             notice_seconds=None if notice is None else _seconds(notice).total_seconds(),
             started=started,
+            started_seconds=None if started_for is None else _seconds(started_for).total_seconds(),
         )
         return self.execute(command)[0]
 
