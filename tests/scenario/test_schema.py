@@ -53,7 +53,7 @@ def test_a_valid_scenario_is_parsed_into_numbered_steps(tmp_path: Path) -> None:
         ("name: a\nsteps: [{advance: 1s}]\nextra: 1", "x.yaml: extra: Extra inputs are not permitted"),
         ("profile: slow\nsteps: [{advance: 1s}]", "x.yaml: profile: unknown timing profile; known: dev, documented, fast"),
         ("steps: [advance]", "x.yaml: step 1: a step is a mapping such as {advance: 10m}"),
-        ("steps: [{advance: 1s}, {wait: 1s}]", "x.yaml: step 2: unknown step 'wait'; known: restart"),
+        ("steps: [{advance: 1s}, {sleep: 1s}]", "x.yaml: step 2: unknown step 'sleep'; known: restart"),
         ("steps: [{advance: 1s, restart: a}]", "x.yaml: step 1: a step has exactly one action (found: advance, restart)"),
         ("steps: [{title: only}]", "x.yaml: step 1: a step has exactly one action (found: none)"),
         ("steps: [{advance: soon}]", "x.yaml: step 1 (advance): 'soon' is not a duration like 90s"),

@@ -256,6 +256,7 @@ STEP_TYPES: dict[str, Any] = {
     "approve": SelectEvents,
     "cancel": SelectEvents,
     "advance": Duration,
+    "wait": Duration,
     "set-clock": AwareDatetime,
     "expect": Expectation,
 }

@@ -262,6 +262,27 @@ class ForewarnPlatform:
         with self.control_client() as http:
             return run_scenario(scenario, ControlClient(http), on_step=on_step)
 
+    def run_flow(
+        self,
+        name: str,
+        vm: str | None = None,
+        *,
+        dev_timing: bool = False,
+        on_step: Callable[[Step], None] | None = None,
+    ) -> ScenarioResult:
+        """Run the built-in flow ``name`` (``forewarn scenario list``; docs/flows.md) on
+        ``vm``, or on the first VM of the fleet it can run on; with ``dev_timing`` the flow's
+        minutes are read as seconds, which needs ``profile="dev"``. The result, as
+        :meth:`run_scenario`'s."""
+        from forewarn.scenario.client import ControlClient  # the scenario stack, deferred
+        from forewarn.scenario.flows import flow_scenario
+        from forewarn.scenario.runner import run_scenario
+
+        with self.control_client() as http:
+            client = ControlClient(http)
+            scenario = flow_scenario(client, name, vm=vm, dev_timing=dev_timing)
+            return run_scenario(scenario, client, on_step=on_step)
+
     # -- what happens to the VMs -----------------------------------------------------------
 
     def execute(self, command: Command) -> tuple[Event, ...]:

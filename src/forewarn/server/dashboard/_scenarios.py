@@ -73,7 +73,10 @@ class ScenarioRuns:
 
     def start(self, text: str) -> dict[str, Any]:
         """Parse ``text`` (a scenario file's YAML) and run it; ScenarioFileError if invalid."""
-        scenario = parse_scenario(text, "<dashboard>")
+        return self.start_scenario(parse_scenario(text, "<dashboard>"))
+
+    def start_scenario(self, scenario: Scenario) -> dict[str, Any]:
+        """Run ``scenario`` (a built-in flow's, say) and report it as :meth:`start` does."""
         with self._lock:
             run = _Run(self._next, scenario)
             self._next += 1
