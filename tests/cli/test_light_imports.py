@@ -54,6 +54,8 @@ def run_cli(*args: str) -> str:
         run_cli("host", "--help"),
         run_cli("scenario", "run", "--help"),
         run_cli("scenario", "list"),
+        run_cli("record", "--help"),
+        "import forewarn.trace.recorder",
         run_cli("scenario", "show", "--builtin", "live-migration"),
     ],
 )

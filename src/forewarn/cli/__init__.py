@@ -16,6 +16,7 @@ from forewarn.cli.events import events
 from forewarn.cli.faults import fault
 from forewarn.cli.hosts import host, maintenance
 from forewarn.cli.init import init
+from forewarn.cli.record import record
 from forewarn.cli.scenario import scenario
 from forewarn.cli.serve import serve
 from forewarn.cli.store import store
@@ -28,7 +29,9 @@ def main() -> None:
     """forewarn: the Azure Scheduled Events service, runnable anywhere."""
 
 
-for _command in (serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store):
+for _command in (
+    serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store, record,
+):  # fmt: skip
     main.add_command(_command)
 main.add_command(agent)
 
