@@ -17,6 +17,7 @@ from forewarn.cli.faults import fault
 from forewarn.cli.hosts import host, maintenance
 from forewarn.cli.init import init
 from forewarn.cli.record import record
+from forewarn.cli.replay import replay
 from forewarn.cli.scenario import scenario
 from forewarn.cli.serve import serve
 from forewarn.cli.store import store
@@ -31,6 +32,7 @@ def main() -> None:
 
 for _command in (
     serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store, record,
+    replay,
 ):  # fmt: skip
     main.add_command(_command)
 main.add_command(agent)

@@ -160,6 +160,42 @@ def scenario_show(
     click.echo(flow.scenario_text(target, dev_timing=dev_timing), nl=False)
 
 
+@scenario.command("from-trace")
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--vm", "vm", help="The recorded VM's name (default: its compute metadata's).")
+@click.option(
+    "--profile",
+    type=click.Choice(["documented", "dev", "fast"]),
+    default="documented",
+    show_default=True,
+    help="The timing profile it runs on (its minimum notices bound what can be remade).",
+)
+@click.option(
+    "--fleet-out",
+    "fleet_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the fleet it needs here; the scenario names it (keep them side by side).",
+)
+def scenario_from_trace(trace: Path, vm: str | None, profile: str, fleet_out: Path | None) -> None:
+    """Print a scenario that makes forewarn show the VM of TRACE (forewarn record) the same
+    documents: forewarn scenario from-trace vm0.trace > scenario.yaml."""
+    from forewarn.trace.format import TraceError, load_trace
+    from forewarn.trace.to_scenario import convert
+
+    try:
+        conversion = convert(
+            load_trace(trace),
+            vm=vm,
+            profile=profile,
+            fleet_path=None if fleet_out is None else fleet_out.name,
+        )
+    except TraceError as exc:
+        raise click.ClickException(str(exc)) from None
+    if fleet_out is not None:
+        fleet_out.write_text(conversion.fleet, encoding="utf-8")
+    click.echo(conversion.scenario, nl=False)
+
+
 def _report(result: ScenarioResult, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2, default=str))
@@ -172,6 +208,7 @@ def _report(result: ScenarioResult, output: str) -> None:
 
 __all__ = [
     "scenario",
+    "scenario_from_trace",
     "scenario_list",
     "scenario_run",
     "scenario_show",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import click
 
-from forewarn.cli.common import parse_address, parse_duration
+from forewarn.cli.common import parse_address, parse_duration, parse_moment
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.timing import PROFILES
 
@@ -114,6 +114,12 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     help="Speed-up factor of --clock scaled.",
 )
 @click.option(
+    "--start",
+    "start",
+    metavar="MOMENT",
+    help="Where a manual or scaled clock starts (ISO 8601, UTC unless zoned); default: now.",
+)
+@click.option(
     "--profile",
     type=click.Choice(sorted(PROFILES)),
     default=None,
@@ -187,6 +193,7 @@ def serve(
     fleet: Path | None,
     clock: str,
     scale: float,
+    start: str | None,
     profile: str | None,
     timing: tuple[str, ...],
     data_dir: Path | None,
@@ -224,6 +231,7 @@ def serve(
         fleet=fleet,
         clock=clock,
         scale=scale,
+        start=_start(clock, start),
         profile=profile,
         rate_limit=rate_limit,
         seed=seed,
@@ -268,6 +276,14 @@ def _print_config(context: click.Context) -> None:
             value = list(value)
         shown[name.replace("_", "-")] = value
     click.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
+
+
+def _start(clock: str, start: str | None) -> datetime | None:
+    if start is None:
+        return None
+    if clock == "system":
+        raise click.BadParameter("a system clock reads the real time", param_hint="--start")
+    return parse_moment(start)
 
 
 def _impact_policies(items: tuple[str, ...]) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from forewarn.domain.events import DURATION_UNKNOWN, Event, EventType
+from forewarn.domain.events import Event
 from forewarn.domain.timing import TimingProfile
 
 if TYPE_CHECKING:
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from forewarn.domain._impacts import Impacts
     from forewarn.domain._jobs import Jobs
     from forewarn.domain._state import LiveEvent, PlatformState
-
-#: Event types whose impact deletes the VM.
-REMOVES_VM = frozenset({EventType.TERMINATE, EventType.PREEMPT})
 
 
 class Deadline(Enum):
@@ -59,11 +56,8 @@ class Parts:
 
 
 def impact_of(timing: TimingProfile, event: Event) -> timedelta:
-    """How long ``event``'s impact lasts: its DurationInSeconds, else the profile's impact."""
-    seconds = event.duration_seconds
-    if seconds == DURATION_UNKNOWN or (seconds == 0 and event.event_type in REMOVES_VM):
-        return timing.impact  # a deleted VM is gone however short the notice said
-    return timedelta(seconds=seconds)
+    """How long ``event``'s impact lasts (:meth:`TimingProfile.impact_for`)."""
+    return timing.impact_for(event.event_type, event.duration_seconds)
 
 
 def _first_call_delay_over(state: PlatformState, name: str) -> datetime:
@@ -79,14 +73,12 @@ def _impact_over(state: PlatformState, event_id: str) -> datetime:
 
 
 def started_period_of(timing: TimingProfile, live: LiveEvent) -> timedelta:
-    """How long ``live`` stays Started: its own period when it was made with one, else its
-    kind's in the profile; never less than its impact (a 5 s Freeze outlasts the fast
-    profile's 2 s Started period)."""
+    """How long ``live`` stays Started (:meth:`TimingProfile.started_for`): its own period
+    when it was made with one, else its kind's."""
     event = live.event
-    period = live.started_for
-    if period is None:
-        period = timing.started_period_for(event.event_type, event.description)
-    return max(period, impact_of(timing, event))
+    return timing.started_for(
+        event.event_type, event.description, event.duration_seconds, live.started_for
+    )
 
 
 def _started_period_over(state: PlatformState, event_id: str) -> datetime:

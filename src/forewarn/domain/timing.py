@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 
-from forewarn.domain.events import EventType
+from forewarn.domain.events import DURATION_UNKNOWN, EventType
 from forewarn.domain.kinds import EventKind, kind_of
 
 _MINUTE = timedelta(minutes=1)
+#: Event types whose impact deletes the VM.
+REMOVES_VM = frozenset({EventType.TERMINATE, EventType.PREEMPT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,27 @@ class TimingProfile:
             if kind is not None:
                 return periods.get(kind, self.started_period)
         return self.started_period
+
+    def impact_for(self, event_type: EventType, duration_seconds: int) -> timedelta:
+        """How long an event's impact lasts: its DurationInSeconds, else :attr:`impact`."""
+        if duration_seconds == DURATION_UNKNOWN or (
+            duration_seconds == 0 and event_type in REMOVES_VM
+        ):
+            return self.impact  # a deleted VM is gone however short the notice said
+        return timedelta(seconds=duration_seconds)
+
+    def started_for(
+        self,
+        event_type: EventType,
+        description: str,
+        duration_seconds: int,
+        own: timedelta | None = None,
+    ) -> timedelta:
+        """How long an event stays Started: ``own`` (an event made with a period of its own)
+        or its kind's period, never less than its impact (a 5 s Freeze outlasts the fast
+        profile's 2 s Started period)."""
+        period = self.started_period_for(event_type, description) if own is None else own
+        return max(period, self.impact_for(event_type, duration_seconds))
 
     def with_overrides(self, overrides: Mapping[str, timedelta]) -> TimingProfile:
         """A copy with some durations replaced (per-run overrides); unknown names refused.
@@ -165,5 +188,6 @@ __all__ = [
     "DOCUMENTED",
     "FAST",
     "PROFILES",
+    "REMOVES_VM",
     "TimingProfile",
 ]

@@ -139,14 +139,8 @@ class Flow:
     def started_for(self, timing: TimingProfile) -> timedelta:
         """How long the event stays Started in ``timing`` (for a deleted VM: its impact)."""
         if self.deletes_vm:
-            return timing.impact
-        period = timing.started_period_for(self.event_type, self.description)
-        impact = (
-            timing.impact
-            if self.duration_seconds == DURATION_UNKNOWN
-            else timedelta(seconds=self.duration_seconds)
-        )
-        return max(period, impact)
+            return timing.impact_for(self.event_type, self.duration_seconds)
+        return timing.started_for(self.event_type, self.description, self.duration_seconds)
 
     def phases(self, dev_timing: bool = False) -> dict[str, timedelta | None]:
         """Scheduled for (None: Started at once), cancelled after, Started for."""

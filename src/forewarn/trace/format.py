@@ -242,6 +242,14 @@ class _Line:
         return moment.astimezone(UTC)
 
 
+_MAX_HEADERS = 16
+
+
+def _printable(text: str) -> bool:
+    """One header line's worth: a replay writes these back (no CR/LF smuggled in)."""
+    return len(text) <= 1024 and all(" " <= c <= "~" for c in text)
+
+
 def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 
@@ -292,8 +300,11 @@ def _document(line: _Line, at: datetime) -> DocumentRecord:
     if status != 200:
         raise line.fail(f"a document line holds a 200 answer, not {status}")
     headers = line.get("headers", dict)
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-        raise line.fail("'headers' maps names to text")
+    if len(headers) > _MAX_HEADERS or not all(
+        isinstance(k, str) and isinstance(v, str) and _printable(k) and _printable(v)
+        for k, v in headers.items()
+    ):
+        raise line.fail("'headers' maps names to one line of printable text each")
     body = line.get("body", str)
     try:
         parsed = json.loads(body)
