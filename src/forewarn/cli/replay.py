@@ -70,7 +70,7 @@ def replay(
         token=token,
     )
     try:
-        run_replay(settings, loaded)
+        run_replay(settings, loaded, announce=click.echo)
     except (ReplayError, TraceError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:

@@ -282,8 +282,10 @@ async def serve_replay(
         await control.stop()
 
 
-def run_replay(settings: ReplaySettings, trace: Trace) -> None:
-    asyncio.run(serve_replay(settings, trace))
+def run_replay(
+    settings: ReplaySettings, trace: Trace, *, announce: Callable[[str], None] = print
+) -> None:
+    asyncio.run(serve_replay(settings, trace, announce=announce))
 
 
 __all__ = [

@@ -9,7 +9,7 @@ field; in short::
     {"forewarnTrace": 1, "kind": "start", "at": ..., "endpoint": ..., "apiVersion": ...,
      "recorder": "forewarn 0.1.0", "approveAfter": null, "maxBytes": ..., "compute": {...}}
     {"kind": "document", "at": ..., "status": 200, "headers": {...}, "body": "{...}"}
-    {"kind": "approval", "at": ..., "eventIds": [...], "status": 200}
+    {"kind": "approval", "at": ..., "eventIds": [...], "status": 200, "date": "..."}
     {"kind": "error", "at": ..., "error": "..."}
     {"kind": "resume", "at": ..., "approveAfter": null}
     {"kind": "stop", "at": ..., "reason": "..."}
@@ -95,8 +95,11 @@ class DocumentRecord(Record):
 
 @dataclass(frozen=True)
 class Approval(Record):
+    """An approval the recorder made: the EventIds, the answer's status and ``Date``."""
+
     event_ids: tuple[str, ...]
     status: int | None
+    date: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,9 +191,17 @@ def document_line(at: datetime, status: int, headers: Mapping[str, str], body: s
     )
 
 
-def approval_line(at: datetime, event_ids: tuple[str, ...], status: int | None) -> bytes:
+def approval_line(
+    at: datetime, event_ids: tuple[str, ...], status: int | None, date: str | None = None
+) -> bytes:
     return encode(
-        {"kind": "approval", "at": format_time(at), "eventIds": list(event_ids), "status": status}
+        {
+            "kind": "approval",
+            "at": format_time(at),
+            "eventIds": list(event_ids),
+            "status": status,
+            "date": date,
+        }
     )
 
 
@@ -330,7 +341,11 @@ def _record(line: _Line) -> Record:
         ids = line.get("eventIds", list)
         if not all(isinstance(event_id, str) for event_id in ids):
             raise line.fail("'eventIds' is a list of EventIds")
-        return Approval(line.number, kind, at, tuple(ids), line.get("status", int, optional=True))
+        status = line.get("status", int, optional=True)
+        date = line.get("date", str, optional=True)
+        if date is not None and not _printable(date):
+            raise line.fail("'date' is one line of printable text")
+        return Approval(line.number, kind, at, tuple(ids), status, date)
     if kind == "error":
         return Note(line.number, kind, at, line.get("error", str))
     if kind == "stop":

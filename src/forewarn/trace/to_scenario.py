@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime as parse_http_date
 from typing import Any
 
 import yaml
@@ -31,7 +32,7 @@ from forewarn.domain.events import Event, EventStatus
 from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.scenario.durations import format_duration
 from forewarn.trace.events import recorded_events
-from forewarn.trace.format import DocumentRecord, Trace, TraceError, format_time
+from forewarn.trace.format import Approval, DocumentRecord, Trace, TraceError, format_time
 
 #: Where the VMs of the fleet written beside a scenario answer.
 FLEET_ADDRESSES = "127.0.70."
@@ -50,16 +51,21 @@ class _Made:
     approved_by_trace: bool = False
     cancelled: datetime | None = None
     removed: datetime | None = None
+    #: The lines of the documents its start and its end come before.
+    start_line: int = 0
+    end_line: int | None = None
 
 
 @dataclass
 class _Plan:
-    """Steps at instants: what happens (order 0) before what is expected (order 1)."""
+    """Steps at instants, in the order of the trace's lines: what a document shows happens
+    (order 0) before the document is expected (order 1), and after the one above it, even
+    within one second of the Date header."""
 
-    steps: list[tuple[datetime, int, int, dict[str, Any]]] = field(default_factory=list)
+    steps: list[tuple[datetime, int, int, int, dict[str, Any]]] = field(default_factory=list)
 
-    def add(self, at: datetime, order: int, step: dict[str, Any]) -> None:
-        self.steps.append((at, order, len(self.steps), step))
+    def add(self, at: datetime, line: int, order: int, step: dict[str, Any]) -> None:
+        self.steps.append((at, line, order, len(self.steps), step))
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,10 @@ def convert(
     documents = trace.documents
     if not documents:
         raise TraceError(f"{trace.source}: holds no document to reproduce")
-    made = _plan_events(trace, documents, timing)
+    times = _platform_times(trace)
+    made = _plan_events(trace, documents, timing, times)
     shown = [recorded_events(d, trace.source) for d in documents]
-    incarnations = _incarnations(documents, made, shown)
+    incarnations = _incarnations(documents, made, times)
     plan = _Plan()
     for entry in made.values():
         _event_steps(plan, name, entry)
@@ -116,7 +123,7 @@ def convert(
             {k: v for k, v in raw.items() if k != "EventId"} for raw in document.events
         ]
         title = f"line {document.line}: DocumentIncarnation {document.incarnation}"
-        plan.add(document.at, 1, {"title": title, "expect": expectation})
+        plan.add(times[document.line], document.line, 1, {"title": title, "expect": expectation})
     steps = _timed(plan)
     vms = _vms(name, shown)
     header = {
@@ -137,14 +144,15 @@ def convert(
         f"--profile {profile} --start {start}\n"
         f"#   then: forewarn scenario run THIS-FILE\n"
     )
-    latest = max(entry.created for entry in made.values()) if made else documents[0].at
+    first = times[documents[0].line]
+    latest = max(entry.created for entry in made.values()) if made else first
     idle = timing.idle_period
-    if latest - documents[0].at >= idle:
+    if latest - first >= idle:
         comment += (
             f"# forewarn turns a VM's Scheduled Events off after {format_duration(idle)}"
             " without a request,\n# and a scenario's checks are none: keep a poller on {name} (the"
             " application under test,\n# or forewarn record), or serve with --timing "
-            f"idle_period={format_duration(latest - documents[0].at + idle)}.\n"
+            f"idle_period={format_duration(latest - first + idle)}.\n"
         )
     if not incarnations:
         comment += (
@@ -155,32 +163,60 @@ def convert(
     return Conversion(scenario, _fleet(trace, name, vms), name)
 
 
+def _platform_times(trace: Trace) -> dict[int, datetime]:
+    """Each document's and approval's time on the platform's clock, by line: the ``Date`` it
+    was answered with (the clock NotBefore is read on; a second's resolution), else the
+    recording machine's time (on Azure the two agree; on a manual clock only Date does)."""
+    times: dict[int, datetime] = {}
+    for record in trace.records:
+        if isinstance(record, DocumentRecord):
+            date = record.header("Date")
+        elif isinstance(record, Approval):
+            date = record.date
+        else:
+            continue
+        try:
+            moment = record.at if date is None else parse_http_date(date)
+        except (TypeError, ValueError):
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise TraceError(f"{trace.source}:{record.line}: Date {date!r} is not an HTTP date")
+        times[record.line] = moment.astimezone(UTC)
+    return times
+
+
 def _plan_events(
-    trace: Trace, documents: Sequence[DocumentRecord], timing: TimingProfile
+    trace: Trace,
+    documents: Sequence[DocumentRecord],
+    timing: TimingProfile,
+    times: Mapping[int, datetime],
 ) -> dict[str, _Made]:
     """Every recorded event, with when forewarn makes, starts and ends it."""
     made: dict[str, _Made] = {}
-    approvals = {event_id: a for a in trace.approvals for event_id in a.event_ids}
-    previous: DocumentRecord | None = None
+    approvals = {
+        event_id: (a.line, times[a.line]) for a in trace.approvals for event_id in a.event_ids
+    }
+    previous: _Seen | None = None
     previous_ids: list[str] = []
     for document in documents:
+        seen = _Seen(document.line, times[document.line])
         events = recorded_events(document, trace.source)
         ids = [event.event_id.upper() for event in events]
         for event_id in previous_ids:
             if event_id not in ids:
-                _ended(trace, made[event_id], document, timing)
+                _ended(trace, made[event_id], seen, timing)
         for event in events:
             event_id = event.event_id.upper()
             entry = made.get(event_id)
             if entry is None:
-                made[event_id] = _created(trace, event, document, previous, timing)
+                made[event_id] = _created(trace, event, seen, previous, timing)
                 continue
             if _fixed(entry.event) != _fixed(event):
                 raise _fail(trace, document.line, f"event {event_id} changed in place")
             if entry.event.status is EventStatus.STARTED and event.status is EventStatus.SCHEDULED:
                 raise _fail(trace, document.line, f"event {event_id} went back to Scheduled")
             if entry.started is None and event.status is EventStatus.STARTED:
-                _start(trace, entry, document, previous, approvals.get(event_id))
+                _start(trace, entry, seen, previous, approvals.get(event_id))
         live = [i for i in made if made[i].removed is None and made[i].cancelled is None]
         if [i for i in live if i in ids] != ids or len(live) != len(ids):
             raise _fail(
@@ -188,7 +224,7 @@ def _plan_events(
                 document.line,
                 "its events are in another order than forewarn shows them (oldest first)",
             )
-        previous, previous_ids = document, ids
+        previous, previous_ids = seen, ids
     return made
 
 
@@ -204,11 +240,19 @@ def _fixed(event: Event) -> tuple[object, ...]:
     )
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """A document: its line, and its time on the platform's clock."""
+
+    line: int
+    at: datetime
+
+
 def _created(
     trace: Trace,
     event: Event,
-    document: DocumentRecord,
-    previous: DocumentRecord | None,
+    document: _Seen,
+    previous: _Seen | None,
     timing: TimingProfile,
 ) -> _Made:
     line = document.line
@@ -217,7 +261,7 @@ def _created(
     assert event.not_before is not None
     minimum = timing.notice_for(event.event_type)
     created = min(document.at, event.not_before - minimum)
-    if previous is not None and created <= previous.at:
+    if previous is not None and created < previous.at:
         raise _fail(
             trace,
             line,
@@ -232,32 +276,34 @@ def _created(
 def _start(
     trace: Trace,
     entry: _Made,
-    document: DocumentRecord,
-    previous: DocumentRecord | None,
-    approval: Any,
+    document: _Seen,
+    previous: _Seen | None,
+    approval: tuple[int, datetime] | None,
 ) -> None:
     not_before = entry.event.not_before
     assert not_before is not None  # a Scheduled event has one
     assert previous is not None  # it was shown Scheduled before
+    entry.start_line = document.line
     if document.at >= not_before:
         if previous.at >= not_before:
             raise _fail(
                 trace,
                 previous.line,
-                f"event {entry.event.event_id} is still Scheduled after its NotBefore; "
+                f"event {entry.event.event_id} is still Scheduled at or after its NotBefore; "
                 "forewarn starts an event at its NotBefore",
             )
         entry.started = not_before
         return
-    if approval is not None and previous.at < approval.at <= document.at:
-        entry.approved, entry.approved_by_trace = approval.at, True
+    if approval is not None and previous.line < approval[0] < document.line:
+        entry.approved, entry.approved_by_trace = approval[1], True
     else:
         entry.approved = document.at  # approved by another VM, tenant or the API
     entry.started = entry.approved
 
 
-def _ended(trace: Trace, entry: _Made, document: DocumentRecord, timing: TimingProfile) -> None:
+def _ended(trace: Trace, entry: _Made, document: _Seen, timing: TimingProfile) -> None:
     event = entry.event
+    entry.end_line = document.line
     if entry.started is None:
         assert event.not_before is not None
         if document.at >= event.not_before:
@@ -284,20 +330,18 @@ def _ended(trace: Trace, entry: _Made, document: DocumentRecord, timing: TimingP
 def _incarnations(
     documents: Sequence[DocumentRecord],
     made: Mapping[str, _Made],
-    shown: Sequence[tuple[Event, ...]],
+    times: Mapping[int, datetime],
 ) -> bool:
     """Whether forewarn's DocumentIncarnation follows the trace's: one a document change
     per event shown, started or removed, from 1."""
-    changes: list[datetime] = []
+    changes: list[int] = []  # the line of the document each change comes before
     for entry in made.values():
-        if entry.notice is not None:
-            changes.append(entry.created)
-        if entry.started is not None:
-            changes.append(entry.started)
-        for end in (entry.cancelled, entry.removed):
-            if end is not None:
-                changes.append(end)
-    expected = [1 + sum(change <= document.at for change in changes) for document in documents]
+        changes.append(entry.line)
+        if entry.notice is not None and entry.started is not None:
+            changes.append(entry.start_line)
+        if entry.end_line is not None:
+            changes.append(entry.end_line)
+    expected = [1 + sum(line <= document.line for line in changes) for document in documents]
     return expected == [document.incarnation for document in documents]
 
 
@@ -317,7 +361,7 @@ def _event_steps(plan: _Plan, vm: str, entry: _Made) -> None:
     if entry.removed is not None and entry.started is not None:
         fields["startedFor"] = format_duration(entry.removed - entry.started)
     title = f"line {entry.line}: {event.source.value} {event.event_type.value}"
-    plan.add(entry.created, 0, {"title": title, "event": fields})
+    plan.add(entry.created, entry.line, 0, {"title": title, "event": fields})
     scheduled = {
         "EventStatus": "Scheduled",
         "EventType": event.event_type.value,
@@ -329,12 +373,14 @@ def _event_steps(plan: _Plan, vm: str, entry: _Made) -> None:
         who = "as the trace did" if entry.approved_by_trace else "(by another VM, or the API)"
         plan.add(
             entry.approved,
+            entry.start_line,
             0,
             {"title": f"approved {who}", "approve": {"vm": vm, "events": [scheduled]}},
         )
     if entry.cancelled is not None:
         plan.add(
             entry.cancelled,
+            entry.end_line or entry.line,
             0,
             {"title": "the platform cancels it", "cancel": {"vm": vm, "events": [scheduled]}},
         )
@@ -342,11 +388,11 @@ def _event_steps(plan: _Plan, vm: str, entry: _Made) -> None:
 
 def _timed(plan: _Plan) -> list[dict[str, Any]]:
     """The plan's steps in time order, with the clock set first and moved between."""
-    ordered = sorted(plan.steps, key=lambda item: (item[0], item[1], item[2]))
+    ordered = sorted(plan.steps, key=lambda item: item[:4])
     start = ordered[0][0]
     steps: list[dict[str, Any]] = [{"set-clock": start.isoformat()}]
     now = start
-    for at, _, _, step in ordered:
+    for at, _, _, _, step in ordered:
         if at > now:
             steps.append({"advance": format_duration(at - now)})
             now = at
