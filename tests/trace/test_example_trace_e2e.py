@@ -26,42 +26,23 @@ from .trace_support import EXAMPLE
 
 pytestmark = pytest.mark.e2e
 
+#: The overview's four documents (the event's fields as it prints them).
+FREEZE = {
+    "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+    "EventStatus": "Scheduled",
+    "EventType": "Freeze",
+    "ResourceType": "VirtualMachine",
+    "Resources": ["WestNO_0", "WestNO_1"],
+    "NotBefore": "Mon, 20 Apr 2026 22:26:58 GMT",
+    "Description": "Virtual machine is being paused because of a memory-preserving Live "
+    "Migration operation.",
+    "EventSource": "Platform",
+    "DurationInSeconds": 5,
+}
 OVERVIEW_EXAMPLE = [
     {"DocumentIncarnation": 1, "Events": []},
-    {
-        "DocumentIncarnation": 2,
-        "Events": [
-            {
-                "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
-                "EventStatus": "Scheduled",
-                "EventType": "Freeze",
-                "ResourceType": "VirtualMachine",
-                "Resources": ["WestNO_0", "WestNO_1"],
-                "NotBefore": "Mon, 20 Apr 2026 22:26:58 GMT",
-                "Description": "Virtual machine is being paused because of a memory-preserving "
-                "Live Migration operation.",
-                "EventSource": "Platform",
-                "DurationInSeconds": 5,
-            }
-        ],
-    },
-    {
-        "DocumentIncarnation": 3,
-        "Events": [
-            {
-                "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
-                "EventStatus": "Started",
-                "EventType": "Freeze",
-                "ResourceType": "VirtualMachine",
-                "Resources": ["WestNO_0", "WestNO_1"],
-                "NotBefore": "",
-                "Description": "Virtual machine is being paused because of a memory-preserving "
-                "Live Migration operation.",
-                "EventSource": "Platform",
-                "DurationInSeconds": 5,
-            }
-        ],
-    },
+    {"DocumentIncarnation": 2, "Events": [FREEZE]},
+    {"DocumentIncarnation": 3, "Events": [{**FREEZE, "EventStatus": "Started", "NotBefore": ""}]},
     {"DocumentIncarnation": 4, "Events": []},
 ]
 

@@ -137,29 +137,28 @@ DOCUMENTED = TimingProfile(
     started_periods={EventKind.LIVE_MIGRATION: 5 * _MINUTE},
 )
 
-#: The documented profile with its minutes read as seconds, as the mock server's "Dev
-#: Timing" flows read theirs: a Freeze Scheduled 15 s ahead, a live migration Started for 5 s,
-#: the first call late by 2 s. Impacts stay in seconds (DurationInSeconds is), and so does
-#: the 24 h idle rule, which no flow exercises. Terminate takes the default notBeforeTimeout
-#: (PT5M) read so, 5 s, whatever the set says.
-DEV = TimingProfile(
-    name="dev",
-    minimum_notice={
-        EventType.FREEZE: timedelta(seconds=15),
-        EventType.REBOOT: timedelta(seconds=15),
-        EventType.REDEPLOY: timedelta(seconds=10),
-        EventType.PREEMPT: timedelta(seconds=0.5),
-        EventType.TERMINATE: timedelta(seconds=5),
-    },
-    impact=timedelta(seconds=7),
-    started_period=timedelta(seconds=10),
-    first_call_delay=timedelta(seconds=2),
-    idle_period=timedelta(hours=24),
-    predicted_failure_notice=timedelta(days=7) / 60,
-    os_image_notice=timedelta(seconds=15),
-    terminate_notice=timedelta(seconds=5),
-    started_periods={EventKind.LIVE_MIGRATION: timedelta(seconds=5)},
-)
+
+def _minutes_read_as_seconds(profile: TimingProfile) -> TimingProfile:
+    """``profile`` with every minute read as a second, as the mock server's "Dev Timing"
+    flows read theirs ("all the timing reduced by a factor of 60", its README): a Freeze
+    Scheduled 15 s ahead, a live migration Started for 5 s, the first call late by 2 s.
+    Impacts stay in seconds (DurationInSeconds is), and so does the 24 h idle rule, which no
+    flow exercises; Terminate takes the sets' default notBeforeTimeout read so, whatever a
+    set says."""
+    return replace(
+        profile,
+        name="dev",
+        minimum_notice={kind: notice / 60 for kind, notice in profile.minimum_notice.items()},
+        started_period=profile.started_period / 60,
+        first_call_delay=profile.first_call_delay / 60,
+        predicted_failure_notice=profile.predicted_failure_notice / 60,
+        os_image_notice=profile.os_image_notice / 60,
+        terminate_notice=(profile.terminate_notice or profile.notice_for(EventType.TERMINATE)) / 60,
+        started_periods={kind: period / 60 for kind, period in profile.started_periods.items()},
+    )
+
+
+DEV = _minutes_read_as_seconds(DOCUMENTED)
 
 #: The same shape in seconds, for demos and for users' own test suites.
 FAST = TimingProfile(
