@@ -55,6 +55,7 @@ def run_cli(*args: str) -> str:
         run_cli("scenario", "run", "--help"),
         run_cli("scenario", "list"),
         run_cli("record", "--help"),
+        run_cli("replay", "--help"),
         "import forewarn.trace.recorder",
         run_cli("scenario", "show", "--builtin", "live-migration"),
     ],
