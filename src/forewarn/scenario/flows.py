@@ -167,6 +167,8 @@ class Flow:
             "description": self.description,
             "durationInSeconds": self.duration_seconds,
             "needs": self.needs,
+            "capturedAs": self.captured_as,
+            "notes": list(self.notes),
             "scheduledFor": _spelled(phases["scheduled"]),
             "cancelledAfter": _spelled(phases["cancelled"]),
             "startedFor": _spelled(phases["started"]),
