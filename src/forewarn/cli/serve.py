@@ -123,8 +123,8 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     "--profile",
     type=click.Choice(sorted(PROFILES)),
     default=None,
-    help="Timing profile: documented minimum notices (the default), or fast. A data "
-    "directory keeps the profile it was created with.",
+    help="Timing profile: documented minimum notices (the default), dev (their minutes read "
+    "as seconds), or fast. A data directory keeps the profile it was created with.",
 )
 @click.option(
     "--timing",
@@ -132,7 +132,7 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     multiple=True,
     metavar="NAME=DURATION",
     help="Override one duration of the profile, e.g. notice.Reboot=5m, started_period=30s, "
-    "first_call_delay=0 (repeatable).",
+    "started_period.live-migration=1m, first_call_delay=0 (repeatable).",
 )
 @click.option(
     "--data-dir",
