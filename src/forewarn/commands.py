@@ -165,12 +165,19 @@ class ScheduleEvent(Command):
     duration_seconds: int = -1
     notice_seconds: float | None = None
     started: bool = False
+    #: How long it stays Started, when not its kind's period in the timing profile.
+    started_seconds: float | None = None
 
     def apply(self, platform: Platform) -> Result:
         notice = (
             None
             if self.notice_seconds is None
             else seconds_to_duration(self.notice_seconds, "the notice")
+        )
+        started_for = (
+            None
+            if self.started_seconds is None
+            else seconds_to_duration(self.started_seconds, "the Started period")
         )
         event = platform.schedule(
             EventType(self.event_type),
@@ -180,6 +187,7 @@ class ScheduleEvent(Command):
             duration_seconds=self.duration_seconds,
             notice=notice,
             already_started=self.started,
+            started_for=started_for,
         )
         return (event,)
 

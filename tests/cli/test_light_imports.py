@@ -53,6 +53,11 @@ def run_cli(*args: str) -> str:
         run_cli("vm", "restart", "--help"),
         run_cli("host", "--help"),
         run_cli("scenario", "run", "--help"),
+        run_cli("scenario", "list"),
+        run_cli("record", "--help"),
+        run_cli("replay", "--help"),
+        "import forewarn.trace.recorder",
+        run_cli("scenario", "show", "--builtin", "live-migration"),
     ],
 )
 def test_the_client_side_loads_no_server_stack(code: str) -> None:

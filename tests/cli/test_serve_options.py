@@ -9,7 +9,7 @@ from forewarn.cli import main
 
 def test_serve_options_are_the_documented_ones() -> None:
     """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
-    --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
+    --start, --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
     --impact-hook-timeout, --token, --config, --print-config, --log-level, --log-format, with
     their documented
     defaults (no --profile means documented, or what the data directory was created with)."""
@@ -31,6 +31,7 @@ def test_serve_options_are_the_documented_ones() -> None:
         "--fleet": None,
         "--clock": "system",
         "--scale": 60.0,
+        "--start": None,
         "--profile": None,
         "--timing": None,
         "--data-dir": None,
@@ -42,3 +43,16 @@ def test_serve_options_are_the_documented_ones() -> None:
         "--impact-hook-timeout": 30.0,
         "--token": None,
     }
+
+
+def test_start_moves_only_a_clock_that_can_be_moved() -> None:
+    """README.md: ``--start`` is where a manual or scaled clock starts; a system clock reads
+    the real time, and is refused one before anything listens."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["serve", "--start", "2026-04-20T22:11:57Z"])
+    assert result.exit_code == 2
+    assert "Invalid value for --start: a system clock reads the real time" in result.stderr
+    bad = CliRunner().invoke(main, ["serve", "--clock", "manual", "--start", "yesterday"])
+    assert bad.exit_code == 2
+    assert "'yesterday' is not an ISO 8601 time" in bad.stderr

@@ -20,6 +20,7 @@ ROUTES = {
     ("GET", "/api/v1/vms/{name}"),
     ("GET", "/api/v1/vms/{name}/document"),
     ("GET", "/api/v1/vms/{name}/activity"),
+    ("GET", "/api/v1/flows"),
     ("POST", "/api/v1/scenarios"),
     ("POST", "/api/v1/vms/{name}/restart"),
     ("POST", "/api/v1/vms/{name}/redeploy"),

@@ -62,6 +62,15 @@ def test_restart_from_the_page_and_watch_the_vm_approve(
             page.locator('button[data-vm="WestNO_0"]').wait_for()
             assert page.locator('button[data-vm="WestNO_1"]').count() == 1
 
+            # A built-in flow from the page (docs/flows.md): Microsoft's captured user
+            # reboot on WestNO_1, 25 minutes of the manual clock in one go.
+            flow = page.locator("#flow")
+            flow.locator("select[name=builtin]").select_option("user-reboot")
+            flow.locator("select[name=vm]").select_option("WestNO_1")
+            flow.locator("button[type=submit]").click()
+            page.locator('#scenario-runs li[data-status="passed"]').wait_for()
+            assert "user-reboot on WestNO_1: " in page.locator("#scenario-runs").inner_text()
+
             # Restart WestNO_0 from its form, by keyboard as well as a mouse would.
             form = page.locator("#op-vm-restart")
             form.locator("select").select_option("WestNO_0")
@@ -92,7 +101,7 @@ def test_restart_from_the_page_and_watch_the_vm_approve(
             # WestNO_0 is reachable again with its event Started.
             page.fill("#scenario-text", SCENARIO)
             page.locator("#scenario button[type=submit]").click()
-            page.locator('#scenario-runs li[data-status="passed"]').wait_for()
+            page.locator('#scenario-runs li[data-status="passed"]', has_text="after the").wait_for()
             assert "3/3 passed" in page.locator("#scenario-runs").inner_text()
             # A fault from the page: the VM's next poll is a 410, then it is answered again.
             fault = page.locator("#op-fault")

@@ -17,6 +17,8 @@ from forewarn.cli.faults import fault
 from forewarn.cli.health import health
 from forewarn.cli.hosts import host, maintenance
 from forewarn.cli.init import init
+from forewarn.cli.record import record
+from forewarn.cli.replay import replay
 from forewarn.cli.scenario import scenario
 from forewarn.cli.serve import serve
 from forewarn.cli.store import store
@@ -29,7 +31,10 @@ def main() -> None:
     """forewarn: the Azure Scheduled Events service, runnable anywhere."""
 
 
-for _command in (serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store):
+for _command in (
+    serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store, record,
+    replay,
+):  # fmt: skip
     main.add_command(_command)
 main.add_command(health)
 main.add_command(agent)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from forewarn.cli.common import control_api, control_option, output_option, parse_duration
+from forewarn.cli.common import (
+    control_api,
+    control_option,
+    output_option,
+    parse_duration,
+    parse_moment,
+)
 
 
 def _show(data: dict[str, Any], output: str) -> None:
@@ -51,12 +56,7 @@ def clock_advance(duration: str, control: str, output: str) -> None:
 @output_option
 def clock_set(moment: str, control: str, output: str) -> None:
     """Move a manual clock to MOMENT (ISO 8601; UTC unless it names a zone)."""
-    try:
-        when = datetime.fromisoformat(moment)
-    except ValueError:
-        raise click.BadParameter(f"{moment!r} is not an ISO 8601 time") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = parse_moment(moment)
     with control_api(control) as api:
         _show(api.post("/clock/set", {"now": when.isoformat()}), output)
 

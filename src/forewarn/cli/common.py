@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -54,6 +54,15 @@ def parse_duration(text: str) -> timedelta:
         return _parse_duration(text)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def parse_moment(text: str) -> datetime:
+    """An ISO 8601 time, in UTC unless it names a zone: ``2022-04-11T22:11:58Z``."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an ISO 8601 time") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 @contextmanager
@@ -149,4 +158,5 @@ __all__ = [
     "output_option",
     "parse_address",
     "parse_duration",
+    "parse_moment",
 ]

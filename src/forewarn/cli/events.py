@@ -89,6 +89,10 @@ def events_show(event_id: str, control: str, output: str) -> None:
 )
 @click.option("--notice", help="Time until NotBefore (e.g. 15m); default: the type's minimum.")
 @click.option("--started", is_flag=True, help="Skip Scheduled, as a hardware failure does.")
+@click.option(
+    "--started-for",
+    help="How long it stays Started (e.g. 5m); default: its kind's period in the profile.",
+)
 @control_option
 @output_option
 def events_create(
@@ -99,6 +103,7 @@ def events_create(
     duration: int,
     notice: str | None,
     started: bool,
+    started_for: str | None,
     control: str,
     output: str,
 ) -> None:
@@ -113,6 +118,8 @@ def events_create(
     }
     if notice is not None:
         payload["noticeSeconds"] = parse_duration(notice).total_seconds()
+    if started_for is not None:
+        payload["startedSeconds"] = parse_duration(started_for).total_seconds()
     with control_api(control) as api:
         event = api.post("/events", payload)
     emit(event, output, [event_row(event)], EVENT_HEADER)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import click
 
-from forewarn.cli.common import parse_address, parse_duration
+from forewarn.cli.common import parse_address, parse_duration, parse_moment
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.timing import PROFILES
 
@@ -115,11 +115,17 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     help="Speed-up factor of --clock scaled (the clock stops at the year 9000).",
 )
 @click.option(
+    "--start",
+    "start",
+    metavar="MOMENT",
+    help="Where a manual or scaled clock starts (ISO 8601, UTC unless zoned); default: now.",
+)
+@click.option(
     "--profile",
     type=click.Choice(sorted(PROFILES)),
     default=None,
-    help="Timing profile: documented minimum notices (the default), or fast. A data "
-    "directory keeps the profile it was created with.",
+    help="Timing profile: documented minimum notices (the default), dev (their minutes read "
+    "as seconds), or fast. A data directory keeps the profile it was created with.",
 )
 @click.option(
     "--timing",
@@ -127,7 +133,7 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     multiple=True,
     metavar="NAME=DURATION",
     help="Override one duration of the profile, e.g. notice.Reboot=5m, started_period=30s, "
-    "first_call_delay=0 (repeatable).",
+    "started_period.live-migration=1m, first_call_delay=0 (repeatable).",
 )
 @click.option(
     "--data-dir",
@@ -188,6 +194,7 @@ def serve(
     fleet: Path | None,
     clock: str,
     scale: float,
+    start: str | None,
     profile: str | None,
     timing: tuple[str, ...],
     data_dir: Path | None,
@@ -226,6 +233,7 @@ def serve(
         fleet=fleet,
         clock=clock,
         scale=scale,
+        start=_start(clock, start),
         profile=profile,
         rate_limit=rate_limit,
         seed=seed,
@@ -284,6 +292,14 @@ def _a_number(value: float, option: str) -> float:
     if value != value:
         raise click.BadParameter("not a number", param_hint=option)
     return value
+
+
+def _start(clock: str, start: str | None) -> datetime | None:
+    if start is None:
+        return None
+    if clock == "system":
+        raise click.BadParameter("a system clock reads the real time", param_hint="--start")
+    return parse_moment(start)
 
 
 def _impact_policies(items: tuple[str, ...]) -> tuple[str, ...]:

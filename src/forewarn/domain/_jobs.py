@@ -192,6 +192,7 @@ class Jobs:
             frozenset(members),
             frozenset([record.tenant for record in receiving.values()]),
             job,
+            started_for=request.started_for,
         )
         job.events.append(live)
         state.events[event_id] = live

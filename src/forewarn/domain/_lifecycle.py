@@ -25,17 +25,14 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from forewarn.domain.events import DURATION_UNKNOWN, Event, EventType
+from forewarn.domain.events import Event
 from forewarn.domain.timing import TimingProfile
 
 if TYPE_CHECKING:
     from forewarn.domain._enablement import Enablement
     from forewarn.domain._impacts import Impacts
     from forewarn.domain._jobs import Jobs
-    from forewarn.domain._state import PlatformState
-
-#: Event types whose impact deletes the VM.
-REMOVES_VM = frozenset({EventType.TERMINATE, EventType.PREEMPT})
+    from forewarn.domain._state import LiveEvent, PlatformState
 
 
 class Deadline(Enum):
@@ -59,11 +56,8 @@ class Parts:
 
 
 def impact_of(timing: TimingProfile, event: Event) -> timedelta:
-    """How long ``event``'s impact lasts: its DurationInSeconds, else the profile's impact."""
-    seconds = event.duration_seconds
-    if seconds == DURATION_UNKNOWN or (seconds == 0 and event.event_type in REMOVES_VM):
-        return timing.impact  # a deleted VM is gone however short the notice said
-    return timedelta(seconds=seconds)
+    """How long ``event``'s impact lasts (:meth:`TimingProfile.impact_for`)."""
+    return timing.impact_for(event.event_type, event.duration_seconds)
 
 
 def _first_call_delay_over(state: PlatformState, name: str) -> datetime:
@@ -78,11 +72,17 @@ def _impact_over(state: PlatformState, event_id: str) -> datetime:
     return state.now + impact_of(state.timing, state.events[event_id].event)
 
 
+def started_period_of(timing: TimingProfile, live: LiveEvent) -> timedelta:
+    """How long ``live`` stays Started (:meth:`TimingProfile.started_for`): its own period
+    when it was made with one, else its kind's."""
+    event = live.event
+    return timing.started_for(
+        event.event_type, event.description, event.duration_seconds, live.started_for
+    )
+
+
 def _started_period_over(state: PlatformState, event_id: str) -> datetime:
-    # An event cannot be over before its impact is: a 5 s Freeze outlasts the fast profile's
-    # Started period.
-    impact = impact_of(state.timing, state.events[event_id].event)
-    return state.now + max(state.timing.started_period, impact)
+    return state.now + started_period_of(state.timing, state.events[event_id])
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ LIFECYCLE: Mapping[Deadline, Transition] = {
     ),
     Deadline.REMOVE: Transition(
         set_by="an event's start (Jobs._start)",
-        due=_started_period_over,  # TimingProfile.started_period later, or its impact
+        due=_started_period_over,  # its kind's Started period later (started_period_of)
         fire=lambda parts: parts.jobs.remove_due,
     ),
 }

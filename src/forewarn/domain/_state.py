@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
@@ -41,6 +41,8 @@ class EventRequest:
     source: EventSource
     description: str = ""
     duration_seconds: int = DURATION_UNKNOWN
+    #: How long it stays Started, when not its kind's period in the timing profile.
+    started_for: timedelta | None = None
 
 
 @dataclass(slots=True)
@@ -71,6 +73,8 @@ class LiveEvent:
     parties: frozenset[str]
     job: Job
     approvals: set[str] = field(default_factory=set)
+    #: How long it stays Started, when not as the timing profile says (EventRequest's).
+    started_for: timedelta | None = None
 
     def impacts(self, name: str) -> bool:
         return any(resource.name == name for resource in self.event.resources)

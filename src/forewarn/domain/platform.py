@@ -42,6 +42,7 @@ from forewarn.domain._views import (
 )
 from forewarn.domain.clock import ensure_utc
 from forewarn.domain.documents import Document
+from forewarn.domain.errors import InvalidEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory, NewEventId
@@ -234,9 +235,15 @@ class Platform:
         duration_seconds: int = DURATION_UNKNOWN,
         notice: timedelta | None = None,
         already_started: bool = False,
+        started_for: timedelta | None = None,
     ) -> Event:
-        """Create one event impacting ``impacted`` VMs (a job of one)."""
-        request = EventRequest(event_type, tuple(impacted), source, description, duration_seconds)
+        """Create one event impacting ``impacted`` VMs (a job of one); ``started_for`` keeps
+        it Started that long instead of its kind's period (never less than its impact)."""
+        if started_for is not None and started_for < timedelta(0):
+            raise InvalidEventError("an event cannot stay Started for a negative time")
+        request = EventRequest(
+            event_type, tuple(impacted), source, description, duration_seconds, started_for
+        )
         (event,) = self._jobs.schedule_job(
             [request], notice=notice, already_started=already_started
         )

@@ -31,7 +31,11 @@ def in_process_control(service: ScheduledEventsService) -> Iterator[ControlClien
 def run_in_process(
     scenario: Scenario, *, start: datetime = DEFAULT_START, seed: int = 0
 ) -> ScenarioResult:
-    """Run ``scenario`` on its own fleet file and profile, on a manual clock from ``start``."""
+    """Run ``scenario`` on its own fleet file and profile, on a manual clock from ``start``,
+    or from the moment its first step sets the clock to (a scenario made from a trace), so
+    its VMs are not idle for the years between."""
+    if scenario.steps and scenario.steps[0].kind == "set-clock":
+        start = scenario.steps[0].value
     if scenario.fleet is None:
         raise ScenarioFileError(f"{scenario.source}: running in-process needs `fleet:` to name one")
     fleet = load_fleet(scenario.fleet)

@@ -8,11 +8,13 @@ run works against ``forewarn serve`` or in-process on a manual clock.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from forewarn.domain.clock import ManualClock
 from forewarn.registry import HOST, SCALE_SET, VM, find
 from forewarn.scenario._matching import (
     document_problems,
@@ -94,9 +96,16 @@ class _StepFailedError(Exception):
         self.actual = actual
 
 
+#: How often a wait on a system or scaled clock reads the clock again, in real seconds.
+WAIT_POLL = 0.2
+#: The ``kind`` ``GET /clock`` names a manual clock by.
+MANUAL_CLOCK = ManualClock.__name__
+
+
 @dataclass
 class _Run:
     client: ControlClient
+    sleep: Callable[[float], None] = time.sleep
 
     def now(self) -> datetime:
         return datetime.fromisoformat(self.client.get("/clock")["now"])
@@ -161,6 +170,8 @@ def _event(run: _Run, step: EventStep) -> None:
     }
     if step.notice is not None:
         payload["noticeSeconds"] = step.notice.total_seconds()
+    if step.started_for is not None:
+        payload["startedSeconds"] = step.started_for.total_seconds()
     run.client.post("/events", payload)
 
 
@@ -195,6 +206,19 @@ def _cancel(run: _Run, selection: SelectEvents) -> None:
 
 def _advance(run: _Run, duration: timedelta) -> None:
     run.client.post("/clock/advance", {"seconds": duration.total_seconds()})
+
+
+def _wait(run: _Run, duration: timedelta) -> None:
+    """Let ``duration`` of platform time pass: a manual clock is moved; a system or scaled
+    clock is waited for, reading it again until it has gone that far (so a flow plays out in
+    real time, and whatever fell due meanwhile has happened when the next step reads)."""
+    clock = run.client.get("/clock")
+    if clock.get("kind") == MANUAL_CLOCK:
+        _advance(run, duration)
+        return
+    until = datetime.fromisoformat(clock["now"]) + duration
+    while (now := run.now()) < until:
+        run.sleep(min(WAIT_POLL, (until - now).total_seconds()))
 
 
 def _set_clock(run: _Run, moment: datetime) -> None:
@@ -235,6 +259,7 @@ _ACTIONS: dict[str, Callable[[_Run, Any], None]] = {
     "approve": _approve,
     "cancel": _cancel,
     "advance": _advance,
+    "wait": _wait,
     "set-clock": _set_clock,
     "expect": _expect,
 }
@@ -255,9 +280,11 @@ def run_scenario(
     client: ControlClient,
     *,
     on_step: Callable[[Step], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> ScenarioResult:
-    """Run every step in order; ``on_step`` is told of each step done (progress bars)."""
-    run = _Run(client)
+    """Run every step in order; ``on_step`` is told of each step done (progress bars);
+    ``sleep`` is what a ``wait`` on a system or scaled clock waits with."""
+    run = _Run(client, sleep)
     try:
         _requirements(run, scenario)
     except (_StepFailedError, ControlError) as exc:
@@ -279,6 +306,8 @@ def _failure(number: int, label: str, exc: _StepFailedError | ControlError) -> S
 
 
 __all__ = [
+    "MANUAL_CLOCK",
+    "WAIT_POLL",
     "ScenarioResult",
     "StepFailure",
     "run_scenario",

@@ -190,6 +190,8 @@ class EventStep(_Strict):
     )
     notice: Duration | None = None
     started: StrictBool = False
+    #: How long it stays Started, instead of its kind's period in the timing profile.
+    started_for: Duration | None = Field(default=None, alias="startedFor")
 
 
 class FaultStep(_Strict):
@@ -298,6 +300,7 @@ STEP_TYPES: dict[str, Any] = {
     "approve": SelectEvents,
     "cancel": SelectEvents,
     "advance": Duration,
+    "wait": Duration,
     "set-clock": Moment,
     "expect": Expectation,
 }

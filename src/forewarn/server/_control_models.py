@@ -55,6 +55,8 @@ class CreateEventRequest(_Body):
     )
     notice_seconds: Seconds | None = Field(default=None, alias="noticeSeconds")
     started: StrictBool = False
+    #: How long it stays Started instead of its kind's Started period in the timing profile.
+    started_seconds: Seconds | None = Field(default=None, alias="startedSeconds")
 
 
 def _field(param: Param) -> tuple[Any, Any]:

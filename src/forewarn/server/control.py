@@ -273,6 +273,7 @@ def create_control_app(
                 duration_seconds=body.duration_in_seconds,
                 notice_seconds=body.notice_seconds,
                 started=body.started,
+                started_seconds=body.started_seconds,
             )
         )
         return created_out(created)
@@ -288,7 +289,24 @@ def create_control_app(
         service.execute(CancelEvent(event_id))
         return Response(status_code=204)
 
-    # -- the clock ------------------------------------------------------------------------------
+    add_clock_routes(router, service)
+    app.include_router(router)
+    app.include_router(fault_router(service))
+    app.include_router(health_router(health or Health(service.check_store)))
+    add_dashboard(
+        app,
+        service,
+        activity or Activity(),
+        responses=ERROR_RESPONSES,
+        runs=runs,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
+    return app
+
+
+def add_clock_routes(router: APIRouter, service: ScheduledEventsService) -> None:
+    """``/clock``: read it; move a manual one (``forewarn replay`` serves these too)."""
 
     @router.get("/clock", tags=["clock"])
     async def show_clock() -> ClockOut:
@@ -302,20 +320,6 @@ def create_control_app(
     @router.post("/clock/set", tags=["clock"])
     async def set_clock(body: SetClockRequest) -> ClockOut:
         return clock_out(service.set_clock(body.now))
-
-    app.include_router(router)
-    app.include_router(fault_router(service))
-    app.include_router(health_router(health or Health(service.check_store)))
-    add_dashboard(
-        app,
-        service,
-        activity or Activity(),
-        responses=ERROR_RESPONSES,
-        runs=runs,
-    )
-    _install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
-    return app
 
 
 _TAGS = {"vm": "vms", "scale-set": "scale sets", "host": "hosts"}
@@ -353,7 +357,9 @@ def _add_operation_route(
     )
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": ...}`` with its status (:data:`STATUS_BY_ERROR`)."""
+
     async def on_known_error(request: Request, exc: Exception) -> Response:
         status = status_of(exc)
         if status is None:  # unreachable: registered only for the table's classes
@@ -391,7 +397,10 @@ __all__ = [
     "API",
     "MAX_CONTROL_BODY",
     "STATUS_BY_ERROR",
+    "BodyLimit",
     "InvalidInputError",
+    "add_clock_routes",
     "create_control_app",
+    "install_error_handlers",
     "status_of",
 ]

@@ -290,7 +290,7 @@ class ImdsEndpoint:
         if encoded is not None:  # a GET of Scheduled Events
             tags = checked.tags
             if tags is not None:
-                not_modified = _not_modified(tags, encoded.tag, encoded.etag)
+                not_modified = conditional(tags, encoded.tag, encoded.etag)
                 if not_modified is not None:
                     return Answer(not_modified, vm, at, repeats_under)
             return Answer(_ok(encoded.body, encoded.etag), vm, at, repeats_under)
@@ -343,12 +343,18 @@ class ImdsEndpoint:
         except MalformedApprovalError as exc:
             return _error(400, f"Bad request. {exc}")
         try:
-            self.service.approve(vm.name, event_ids)
+            self.approve(vm, event_ids)
         except UnknownEventError as exc:
             return _error(400, f"Bad request. {exc}")
         except StoreUnavailableError:  # front-ends sharing a store that is down
             return _UNAVAILABLE
         return _APPROVED
+
+    def approve(self, vm: Vm, event_ids: tuple[str, ...]) -> None:
+        """``vm`` approves ``event_ids`` (a well-formed POST's): the platform's step, which
+        an endpoint serving something else (a replayed recording) replaces; an id the VM
+        is not shown raises UnknownEventError, answered 400."""
+        self.service.approve(vm.name, event_ids)
 
     def _instance(self, vm: Vm, path: str, query: dict[str, str]) -> ImdsResponse:
         api_version = query.get("api-version")
@@ -386,7 +392,7 @@ def response_headers(
 
 
 @functools.lru_cache(maxsize=_MATCH_CACHE_SIZE)
-def _not_modified(if_none_match: str, tag: str, etag: bytes) -> ImdsResponse | None:
+def conditional(if_none_match: str, tag: str, etag: bytes) -> ImdsResponse | None:
     """The 304 for ``etag`` (no body, no Content-Type) when If-None-Match matches the current
     tag by RFC 9110 13.1.2's weak comparison; None when it does not.
 
@@ -425,6 +431,7 @@ __all__ = [
     "ImdsResponse",
     "Limits",
     "RequestIds",
+    "conditional",
     "response_headers",
     "split_target",
 ]

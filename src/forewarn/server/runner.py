@@ -10,11 +10,12 @@ import signal
 import socket
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
 import uvicorn
+from starlette.types import ASGIApp
 
 from forewarn.control_token import new_token, write_token
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
@@ -45,6 +46,8 @@ class ServeSettings:
     fleet: Path | None = None
     clock: str = "system"
     scale: float = 60.0
+    #: Where a manual or scaled clock starts (None: now); a journal keeps its own.
+    start: datetime | None = None
     profile: str | None = None
     rate_limit: float = 5.0
     seed: int | None = None
@@ -234,40 +237,17 @@ async def serve(
                 f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
             ) from None
     token = settings.token or new_token()
-    token_path = write_token(settings.control_host, settings.control_port, token)
-    guarded = ControlGuard(
-        create_control_app(
-            service,
-            activity=activity,
-            runs=ScenarioRuns(lambda: _control_client(settings, token)),
-            health=Health(
-                service.check_store,
-                listening=lambda: all(server.is_serving() for server in servers),
-                stopping=stop.is_set,
-            ),
+    app = create_control_app(
+        service,
+        activity=activity,
+        runs=ScenarioRuns(lambda: _control_client(settings, token)),
+        health=Health(
+            service.check_store,
+            listening=lambda: all(server.is_serving() for server in servers),
+            stopping=stop.is_set,
         ),
-        token=token,
-        hosts=accepted_hosts(settings.control_host, settings.control_port),
     )
-    control_socket = _listen(settings.control_host, settings.control_port, "the control API")
-    control = _ControlServer(
-        uvicorn.Config(
-            guarded,
-            host=settings.control_host,
-            port=settings.control_port,
-            log_level="warning",
-            lifespan="off",
-        )
-    )
-    control_task = asyncio.create_task(control.serve(sockets=[control_socket]))
-    while not control.started:
-        if control_task.done():
-            await control_task
-            raise OSError(
-                f"the control API could not listen on "
-                f"{settings.control_host}:{settings.control_port}"
-            )
-        await asyncio.sleep(0.01)
+    control = await start_control(app, settings.control_host, settings.control_port, token)
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
     # process: out of the collector's sight (forewarn.server.heap).
@@ -294,7 +274,7 @@ async def serve(
         f"  try: curl -H Metadata:true "
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
     )
-    announce(control_line(settings, token, token_path))
+    announce(control_line(settings, token, control.token_path))
     events_task = asyncio.create_task(watch_events(service.events, stop))
     front_end_task = None
     if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
@@ -313,11 +293,42 @@ async def serve(
             await front_end_task
         if hooks_task is not None:
             await hooks_task
-        control.should_exit = True
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
-        await control_task
+        await control.stop()
         service.close()
+
+
+@dataclass
+class ControlPlane:
+    """A control API being served: where (with its token), and how to stop it."""
+
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+    token_path: Path
+    link: str
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await self.task
+
+
+async def start_control(app: ASGIApp, host: str, port: int, token: str) -> ControlPlane:
+    """Serve ``app`` as a control API on ``host:port``, guarded by ``token`` (written where
+    the CLI finds it) once it listens; OSError, one line, when it cannot."""
+    token_path = write_token(host, port, token)
+    guarded = ControlGuard(app, token=token, hosts=accepted_hosts(host, port))
+    control_socket = _listen(host, port, "the control API")
+    control = _ControlServer(
+        uvicorn.Config(guarded, host=host, port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(control.serve(sockets=[control_socket]))
+    while not control.started:
+        if task.done():
+            await task
+            raise OSError(f"the control API could not listen on {host}:{port}")
+        await asyncio.sleep(0.01)
+    return ControlPlane(control, task, token_path, f"{url_for(host, port)}/?token={token}")
 
 
 def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
@@ -331,6 +342,7 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
 
 
 __all__ = [
+    "ControlPlane",
     "ExposureError",
     "ServeSettings",
     "accepted_hosts",
@@ -340,5 +352,6 @@ __all__ = [
     "listen_addresses",
     "run",
     "serve",
+    "start_control",
     "url_for",
 ]

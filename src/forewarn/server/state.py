@@ -45,6 +45,8 @@ class ServeSettings(Protocol):
     @property
     def scale(self) -> float: ...
     @property
+    def start(self) -> datetime | None: ...
+    @property
     def profile(self) -> str | None: ...
     @property
     def seed(self) -> int | None: ...
@@ -211,7 +213,9 @@ def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsS
     pinned = _pin(settings, journal.metadata() if journal is not None else {})
     if pinned.created_at is None and pinned.event_ids == EVENT_IDS_BY_JOURNAL:
         pinned = replace(pinned, event_ids="seeded")  # one writer: ids in creation order
-    clock = make_clock(settings.clock, scale=settings.scale, start=pinned.created_at)
+    clock = make_clock(
+        settings.clock, scale=settings.scale, start=pinned.created_at or settings.start
+    )
     created_at = pinned.created_at or clock.now()
     platform, _ = _platform_factory(pinned, created_at)()
     if journal is not None and pinned.created_at is None:
@@ -231,7 +235,9 @@ def _build_shared(settings: ServeSettings, journal: Journal | None) -> OpenedSta
     assert isinstance(journal, PostgresJournal)
     with journal.exclusive() as transaction:
         pinned = _pin(settings, transaction.metadata())
-        clock = make_clock(settings.clock, scale=settings.scale, start=pinned.created_at)
+        clock = make_clock(
+            settings.clock, scale=settings.scale, start=pinned.created_at or settings.start
+        )
         created_at = pinned.created_at or clock.now()
         if pinned.created_at is None:
             for key, value in _metadata(pinned, created_at).items():
@@ -300,6 +306,7 @@ class _NothingGiven:
     fleet: Path | None = None
     clock: str = "manual"
     scale: float = 1.0
+    start: datetime | None = None
     profile: str | None = None
     seed: int | None = None
     data_dir: Path | None = None

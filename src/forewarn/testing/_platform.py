@@ -264,6 +264,27 @@ class ForewarnPlatform:
         with self.control_client() as http:
             return run_scenario(scenario, ControlClient(http), on_step=on_step)
 
+    def run_flow(
+        self,
+        name: str,
+        vm: str | None = None,
+        *,
+        dev_timing: bool = False,
+        on_step: Callable[[Step], None] | None = None,
+    ) -> ScenarioResult:
+        """Run the built-in flow ``name`` (``forewarn scenario list``; docs/flows.md) on
+        ``vm``, or on the first VM of the fleet it can run on; with ``dev_timing`` the flow's
+        minutes are read as seconds, which needs ``profile="dev"``. The result, as
+        :meth:`run_scenario`'s."""
+        from forewarn.scenario.client import ControlClient  # the scenario stack, deferred
+        from forewarn.scenario.flows import flow_scenario
+        from forewarn.scenario.runner import run_scenario
+
+        with self.control_client() as http:
+            client = ControlClient(http)
+            scenario = flow_scenario(client, name, vm=vm, dev_timing=dev_timing)
+            return run_scenario(scenario, client, on_step=on_step)
+
     # -- what happens to the VMs -----------------------------------------------------------
 
     def execute(self, command: Command) -> tuple[Event, ...]:
@@ -365,8 +386,10 @@ class ForewarnPlatform:
         duration_seconds: int = -1,
         notice: Seconds | None = None,
         started: bool = False,
+        started_for: Seconds | None = None,
     ) -> Event:
-        """Any event, as the control API's ``POST /events`` makes it."""
+        """Any event, as the control API's ``POST /events`` makes it; ``started_for`` keeps
+        it Started that long instead of its kind's period in the timing profile."""
         command = ScheduleEvent(
             event_type=EventType(event_type).value,
             resources=tuple(resources),
@@ -375,6 +398,7 @@ class ForewarnPlatform:
             duration_seconds=duration_seconds,
             notice_seconds=None if notice is None else _seconds(notice).total_seconds(),
             started=started,
+            started_seconds=None if started_for is None else _seconds(started_for).total_seconds(),
         )
         return self.execute(command)[0]
 

@@ -21,14 +21,16 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.concurrency import run_in_threadpool
 
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
 from forewarn.faults import FaultKind
-from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError, parse_scenario
+from forewarn.scenario.flows import FLOWS, Candidate, FlowError, choose_target, find_flow
+from forewarn.scenario.runner import MANUAL_CLOCK
+from forewarn.scenario.schema import MAX_SCENARIO_BYTES, Scenario, ScenarioFileError, parse_scenario
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_out
 from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
@@ -39,7 +41,30 @@ __all__ = ["ScenarioIn", "add_dashboard", "snapshot"]
 
 
 class ScenarioIn(BaseModel):
-    scenario: str = Field(description="A scenario file's YAML text", max_length=1024 * 1024)
+    """A scenario file's YAML, or a built-in flow by name (with its VM and timing)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    scenario: str | None = Field(
+        default=None, description="A scenario file's YAML text", max_length=1024 * 1024
+    )
+    builtin: str | None = Field(
+        default=None, description="A built-in flow's name (GET /api/v1/flows)", max_length=64
+    )
+    vm: str | None = Field(
+        default=None, description="The flow's VM (default: the first it fits)", max_length=128
+    )
+    dev_timing: bool = Field(
+        default=False, alias="devTiming", description="The flow's minutes read as seconds"
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ScenarioIn:
+        if (self.scenario is None) == (self.builtin is None):
+            raise ValueError("give either scenario (YAML) or builtin (a flow's name)")
+        if self.builtin is None and (self.vm is not None or self.dev_timing):
+            raise ValueError("vm and devTiming go with builtin")
+        return self
 
 
 #: How often, in real time, the stream looks for a change to send.
@@ -88,6 +113,19 @@ def snapshot(
     }
 
 
+def _flow(service: ScheduledEventsService, body: ScenarioIn) -> Scenario:
+    """The built-in flow ``body`` names, for its VM of this service's fleet."""
+    assert body.builtin is not None
+    try:
+        flow = find_flow(body.builtin)
+        candidates = [Candidate.from_vm(vm) for vm in service.vms()]
+        target = choose_target(flow, candidates, body.vm)
+        exact = service.clock_status().kind == MANUAL_CLOCK
+        return flow.scenario(target, dev_timing=body.dev_timing, exact=exact)
+    except FlowError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
 def add_dashboard(
     app: FastAPI,
     service: ScheduledEventsService,
@@ -122,12 +160,21 @@ def add_dashboard(
 
     scenario_runs = runs or ScenarioRuns(None)
 
+    @api.get("/flows")
+    async def list_flows() -> dict[str, Any]:
+        """The built-in flows (``forewarn scenario list``), which ``POST /scenarios`` runs by
+        name."""
+        return {"flows": [flow.describe() for flow in FLOWS]}
+
     @api.post("/scenarios", status_code=202)
     async def run_scenario_file(body: ScenarioIn) -> dict[str, Any]:
-        """Run a scenario (the YAML of a scenario file) against this server; its progress is
-        in the dashboard's stream."""
+        """Run a scenario (the YAML of a scenario file, or a built-in flow by name) against
+        this server; its progress is in the dashboard's stream."""
         if not scenario_runs.available:
             raise InvalidOperationError("scenarios run from here only under forewarn serve")
+        if body.builtin is not None:
+            return scenario_runs.start(_flow(service, body))
+        assert body.scenario is not None
         if len(body.scenario.encode()) > MAX_SCENARIO_BYTES:
             raise InvalidInputError(f"the scenario is larger than {MAX_SCENARIO_BYTES} bytes")
         try:  # on a worker thread: this loop answers every VM, and a file takes a while

@@ -263,6 +263,23 @@ function renderScenarios() {
   document.getElementById("scenario-runs").replaceChildren(...items);
 }
 
+async function loadFlows() {
+  const data = await call("GET", "/flows");
+  document.getElementById("flow-name").replaceChildren(...data.flows.map(flow =>
+    el("option", { value: flow.name, title: `${flow.summary} (${flow.source})` },
+      `${flow.name}: ${flow.title} (${flow.origin})`)));
+}
+
+function renderFlowVms() {
+  const vm = document.getElementById("flow-vm");
+  const wanted = ["", ...state.vms.map(v => v.name)];
+  if ([...vm.options].map(o => o.value).join("\n") !== wanted.join("\n")) {
+    const value = vm.value;
+    vm.replaceChildren(...wanted.map(name => el("option", { value: name }, name || "(the first VM it fits)")));
+    vm.value = wanted.includes(value) ? value : "";
+  }
+}
+
 function renderFaults() {
   const form = document.getElementById("op-fault");
   const kind = form.elements.kind;
@@ -290,6 +307,7 @@ function render() {
   renderFleet();
   renderEvents();
   renderScenarios();
+  renderFlowVms();
   fillTargets();
   refreshTimeline().catch(error => say(`timeline: ${error.message}`));
 }
@@ -348,6 +366,13 @@ document.getElementById("scenario").addEventListener("submit", event => {
   const scenario = document.getElementById("scenario-text").value;
   act(() => call("POST", "/scenarios", { scenario }), "scenario started");
 });
+document.getElementById("flow").addEventListener("submit", event => {
+  event.preventDefault();
+  const form = event.target;
+  const body = { builtin: form.elements.builtin.value, devTiming: form.elements.devTiming.checked };
+  if (form.elements.vm.value) body.vm = form.elements.vm.value;
+  act(() => call("POST", "/scenarios", body), `flow ${body.builtin} started`);
+});
 document.getElementById("op-fault").addEventListener("submit", event => {
   event.preventDefault();
   const form = event.target;
@@ -357,6 +382,9 @@ document.getElementById("op-fault").addEventListener("submit", event => {
   if (form.elements.seconds.value) body.seconds = Number(form.elements.seconds.value);
   act(() => call("POST", "/faults", body), `fault ${body.kind} set`);
 });
-if (TOKEN) loadOperations().catch(error => say(`operations: ${error.message}`));
+if (TOKEN) {
+  loadOperations().catch(error => say(`operations: ${error.message}`));
+  loadFlows().catch(error => say(`flows: ${error.message}`));
+}
 connect();
 setInterval(tick, 1000);

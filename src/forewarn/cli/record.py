@@ -1,0 +1,138 @@
+"""``forewarn record``: run inside a VM, write what its Scheduled Events endpoint shows it.
+
+A client of the VM-facing endpoint, like ``forewarn events get``: it loads the SDK's
+constants and the trace modules, nothing of the server (docs/record-replay.md).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from forewarn.cli.common import parse_duration
+from forewarn.client import DEFAULT_API_VERSION, FIRST_CALL_TIMEOUT, IMDS_ADDRESS
+from forewarn.trace.format import TraceError
+from forewarn.trace.recorder import DEFAULT_MAX_BYTES, Recorder, RecordSettings
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends a recording as Ctrl-C does: with a stop line, not mid-write."""
+    raise KeyboardInterrupt
+
+
+class _ProgressLine:
+    """The progress line on standard error: redrawn in place on a terminal, else written
+    again only when a change or an error has been counted."""
+
+    def __init__(self) -> None:
+        self.terminal = sys.stderr.isatty()
+        self.last = ""
+
+    def __call__(self, line: str) -> None:
+        if self.terminal:
+            click.echo(f"\r\033[K{line}", nl=False, err=True)
+        elif _counted(line) != _counted(self.last):
+            click.echo(line, err=True)
+        self.last = line
+
+    def end(self) -> None:
+        if self.terminal and self.last:
+            click.echo("", err=True)
+
+
+def _counted(line: str) -> str:
+    """The part of a progress line that changes with a change or an error, not a poll."""
+    return line.partition(" polls, ")[2].split(";")[0] + line.partition(";")[2].split(";")[0]
+
+
+@click.command("record")
+@click.option(
+    "--endpoint",
+    default=f"http://{IMDS_ADDRESS}",
+    show_default=True,
+    help="The Metadata Service's base URL (a forewarn serve's, to record forewarn).",
+)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The trace file; an existing trace is checked and appended to.",
+)
+@click.option(
+    "--interval",
+    default="1s",
+    show_default=True,
+    help="Time between polls (0.2s at least: the IMDS limit is 5 requests a second).",
+)
+@click.option(
+    "--approve-after",
+    "approve_after",
+    type=click.FloatRange(min=0),
+    help="Approve each Scheduled event this many seconds after it is first seen "
+    "(default: never approve). Written into the trace.",
+)
+@click.option(
+    "--max-bytes",
+    "max_bytes",
+    type=click.IntRange(min=4096),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Stop, saying so in the trace, before it grows past this size.",
+)
+@click.option("--api-version", default=DEFAULT_API_VERSION, show_default=True)
+@click.option(
+    "--first-call-timeout",
+    type=click.FloatRange(min=1),
+    default=FIRST_CALL_TIMEOUT,
+    show_default=True,
+    help="Seconds the first call may take (the documentation: up to two minutes).",
+)
+def record(
+    endpoint: str,
+    out: Path,
+    interval: str,
+    approve_after: float | None,
+    max_bytes: int,
+    api_version: str,
+    first_call_timeout: float,
+) -> None:
+    """Record every document this VM's Scheduled Events endpoint shows it into a trace, one
+    line per change, until Ctrl-C or SIGTERM (docs/record-replay.md)."""
+    try:
+        settings = RecordSettings(
+            out,
+            endpoint=endpoint.rstrip("/"),
+            interval=parse_duration(interval).total_seconds(),
+            approve_after=approve_after,
+            max_bytes=max_bytes,
+            api_version=api_version,
+            first_call_timeout=first_call_timeout,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    progress = _ProgressLine()
+    recorder = Recorder(settings, progress=progress)
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        reason = recorder.run()
+    except TraceError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"{out}: {exc.strerror or exc}") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        progress.end()
+    state = recorder.state
+    click.echo(
+        f"forewarn record: {out}: {state.changes} change(s) in {state.size} bytes; "
+        f"stopped: {reason}",
+        err=True,
+    )
+
+
+__all__ = ["record"]

@@ -1,0 +1,80 @@
+"""``forewarn replay TRACE``: serve a recorded VM its recorded documents again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from forewarn.cli.common import parse_address
+from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
+from forewarn.trace.format import TraceError, load_trace
+
+
+@click.command("replay")
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--bind",
+    default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+    show_default=True,
+    help="Where the recorded VM's endpoint listens (HOST:PORT).",
+)
+@click.option(
+    "--control",
+    default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
+    show_default=True,
+    help="Where the replay's control API (its clock) listens.",
+)
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="How many recorded seconds pass per real second (1: as recorded).",
+)
+@click.option(
+    "--manual",
+    is_flag=True,
+    help="A manual clock from the trace's start: forewarn clock advance 15m moves it.",
+)
+@click.option("--rate-limit", type=click.FloatRange(min=0, min_open=True), default=5.0)
+@click.option("--token", envvar="FOREWARN_TOKEN", help="The control API's token.")
+def replay(
+    trace: Path,
+    bind: str,
+    control: str,
+    speed: float,
+    manual: bool,
+    rate_limit: float,
+    token: str | None,
+) -> None:
+    """Serve the VM recorded in TRACE (forewarn record) its documents, byte for byte, at the
+    recorded times (docs/record-replay.md)."""
+    host, port = parse_address(bind, DEFAULT_PORT)
+    control_host, control_port = parse_address(control, DEFAULT_CONTROL_PORT)
+    try:
+        loaded = load_trace(trace)
+    except TraceError as exc:
+        raise click.ClickException(str(exc)) from None
+    from forewarn.server.replay import ReplayError, ReplaySettings, run_replay  # the server
+
+    settings = ReplaySettings(
+        trace,
+        host=host,
+        port=port,
+        control_host=control_host,
+        control_port=control_port,
+        manual=manual,
+        speed=speed,
+        rate_limit=rate_limit,
+        token=token,
+    )
+    try:
+        run_replay(settings, loaded, announce=click.echo)
+    except (ReplayError, TraceError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+__all__ = ["replay"]
