@@ -205,9 +205,9 @@ def serve(
     # The server stack is imported here, by the one command that runs it, so the client
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
+    from forewarn.replay import ReplayError
     from forewarn.server.runner import ExposureError, ServeSettings, run
     from forewarn.server.state import StateMismatchError
-    from forewarn.service import ReplayError
     from forewarn.storage.errors import StorageError
 
     host, port = parse_address(bind, DEFAULT_PORT)

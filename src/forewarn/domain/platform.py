@@ -91,6 +91,12 @@ class Platform:
         document) may have changed; equal readings mean none of it has."""
         return self._state.changes
 
+    def count_changes_after(self, changes: int) -> None:
+        """Count this platform's changes on from after ``changes``, another platform's count:
+        one that replaces another (rebuilt from a journal) never reads as the other did, so
+        what a reader kept under the other's count is never taken for this one's."""
+        self._state.changes = max(self._state.changes, changes + 1)
+
     @property
     def timing(self) -> TimingProfile:
         """The durations this platform's lifecycle uses."""

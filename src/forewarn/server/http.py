@@ -55,6 +55,7 @@ _REASONS = {
     410: b"Gone",
     429: b"Too Many Requests",
     500: b"Internal Server Error",
+    503: b"Service Unavailable",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: What ends a response head, by whether the connection is kept alive after it.
