@@ -149,3 +149,11 @@ def test_a_damaged_shared_journal_is_refused_alike_by_start_up_and_the_check(
     with pytest.raises(ForewarnError) as refused:
         open_state(ServeSettings(fleet=fleet_file, clock="manual", store=store))
     assert line == f"Error: {refused.value}"
+
+
+def test_checking_a_directory_without_a_journal_creates_none(tmp_path: Path) -> None:
+    """``store check`` reads only: a data directory with no journal in it stays empty."""
+    status, output = _check("--data-dir", str(tmp_path))
+    assert status == 1
+    assert "holds no fleet: there is no journal there" in output
+    assert list(tmp_path.iterdir()) == []
