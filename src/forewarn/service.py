@@ -15,8 +15,10 @@ platform only to find a VM, through the same door. ``tests/unit/test_service_doo
 this module and the adapters to both rules.
 
 Every state change is a :class:`~forewarn.commands.Command`: journaled (when a journal is
-configured) before the caller is answered, so an answer is only given for a change that will
-survive a crash, and replayed at start-up. Encoded documents are cached per VM and api-version
+configured) before the caller is answered or anything reads the platform, so an answer is
+only given, and a change only shown, when it will survive a crash, and replayed at start-up;
+one the journal cannot record is undone and refused (:mod:`forewarn.writer`,
+:mod:`forewarn.cluster.replica`). Encoded documents are cached per VM and api-version
 and rebuilt only when the VM's document object changed, which the domain guarantees happens
 only when its events changed.
 """
