@@ -4,8 +4,9 @@ The rule (README, "State that survives restarts"; docs/control.md): a command is
 nobody (VM, control API, dashboard, hooks, logs) until its journal record is durable; a
 failed append changes nothing and answers 503, reads go on, and writes are taken again once
 the store works. The VM-facing answer is IMDS's own 503, SPEC 1: "503 `Internal service
-unavailable. Retry later`" (learn.microsoft.com ... instance-metadata-service, "Errors";
-the IMDS load-balancer troubleshooting page, "Error codes").
+unavailable. Retry later`" (learn.microsoft.com ... load-balancer/troubleshoot-load-balancer-
+imds, "Error codes"; the IMDS overview's "Errors and debugging" names no 503, only "500
+Service Error: Retry after some time").
 
 In-process, with the SQLite journal's append made to fail as a full disk makes it fail
 (``tests/durability/test_full_disk.py`` runs the same on a real full disk, through a real
@@ -148,6 +149,7 @@ def test_an_operation_the_journal_refuses_is_not_made_and_answers_503(
     before = shown(service)
     disk.full = True
     with caplog.at_level(logging.INFO, logger="forewarn.operations"):
+        caplog.clear()  # vmA's restart may have been logged (as another test left the level)
         for _ in range(3):
             with pytest.raises(NotJournaledError, match="database or disk is full") as refused:
                 service.execute(Restart("vmB"))

@@ -30,7 +30,8 @@ AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
 URL = "http://{}:{}/metadata/scheduledevents?api-version=2020-07-01"
 HEADERS = {"Metadata": "true"}
 #: IMDS's answer to a request it cannot serve now (SPEC 1: 503 "Internal service
-#: unavailable. Retry later"; learn.microsoft.com ... instance-metadata-service, "Errors").
+#: unavailable. Retry later"; learn.microsoft.com ... troubleshoot-load-balancer-imds,
+#: "Error codes").
 UNAVAILABLE = {"error": "Internal service unavailable. Retry later"}
 #: How long a test waits for a store that works again to be written to: forewarn refuses
 #: writes without trying for a moment after a failure (forewarn.writer.QUIET_SECONDS, the
