@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from forewarn.commands import Command, Result
+from forewarn.commands import Command, Result, Touch
 from forewarn.domain.clock import Clock
 from forewarn.domain.platform import Platform
 from forewarn.replay import Applied, NewPlatform, replay_journal
@@ -84,6 +84,9 @@ class JournalWriter:
         self._quiet_until = 0.0
         #: What the store said when it last failed, for the errors of the quiet period.
         self._failure = ""
+        #: When each VM last asked, before the change the journal refused: what a platform
+        #: rebuilt to undo it takes (a VM's refused first request is no request).
+        self._requests: dict[str, datetime] | None = None
 
     @property
     def platform(self) -> Platform:
@@ -94,14 +97,20 @@ class JournalWriter:
     def rebuild(self) -> int:
         """Replay the whole journal onto a fresh platform brought up to the clock, then serve
         that one; the number of records. Start-up and the undoing of a refused change both
-        come here."""
+        come here.
+
+        Only requests that changed state are journaled: at start-up nobody is idle by the
+        server's absence, so every VM counts as having asked just now; when undoing, each VM
+        last asked when it did on the platform replaced (:attr:`_requests`)."""
         applied = self.applied if self._pristine else Applied.fresh(self._new_platform)
         self._pristine = False
         replay_journal(applied, self.journal.records(), self.clock)
         platform = applied.platform
         platform.advance_to(self.clock.now())
-        # Only requests that changed state are journaled: nobody is idle by their absence.
-        platform.assume_requests_now()
+        if self._requests is None:
+            platform.assume_requests_now()
+        else:
+            platform.take_requests(self._requests)
         self.applied = applied
         self.diverged = False
         self.adopt(platform)
@@ -135,12 +144,13 @@ class JournalWriter:
         self._append(record)
         return result
 
-    def took(self, command: Command, at: datetime) -> None:
+    def took(self, command: Touch, at: datetime) -> None:
         """The platform took ``command`` at ``at`` already (a VM's request that turned
-        Scheduled Events on, on the request's own path): journal it, or undo it."""
+        Scheduled Events on, on the request's own path): journal it, or undo it, the request
+        with it (the VM was off or idle before it, as the journal has it too)."""
         applied = self.applied
         applied.took(applied.head + 1, at, command)
-        self._append(command.to_record(at))
+        self._append(command.to_record(at), command.vm)
 
     def quiet(self) -> bool:
         """Whether the journal refused a change so lately that changes are refused without
@@ -159,11 +169,15 @@ class JournalWriter:
             f"({self._failure}); retry in a moment"
         )
 
-    def _append(self, record: dict[str, object]) -> None:
+    def _append(self, record: dict[str, object], requester: str | None = None) -> None:
+        """Append ``record``, the change just applied; undo it when that fails (with the
+        request of ``requester``, when the change was a VM's request)."""
         applied = self.applied
         try:
             self.journal.append_if(applied.head - 1, [record])
         except Exception as exc:  # nothing was recorded, whatever the store's reason
+            self._requests = applied.platform.last_requests()
+            self._requests.pop(requester or "", None)
             self._failure = " ".join(str(exc).split()) or type(exc).__name__
             _LOG.warning("the journal refused a change, which is undone: %s", self._failure)
             self._rebuild_after(self._failure)

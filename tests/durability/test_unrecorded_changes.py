@@ -350,3 +350,34 @@ def test_a_value_the_journal_would_not_keep_is_refused_before_anything_changes(
     assert status_of(refused.value) == 422
     assert shown(service) == before
     assert disk.appends == 0
+
+
+def test_a_repeated_poll_that_would_re_enable_is_refused_and_resets_nothing(
+    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 2 [seen]: a VM back after 24 h without requests starts its DocumentIncarnation
+    afresh. The poll that does it, on the path a kept connection's repeated poll takes
+    (ImdsEndpoint.respond_again), is a change too: refused with 503 when it cannot be
+    recorded, the incarnation kept and the VM idle still; accepted once it can."""
+    endpoint = ImdsEndpoint(service)
+    service.execute(Restart("vmA"))
+    poll = request("GET", "vmA")
+    answer = endpoint.respond(poll)
+    assert answer.vm is not None
+    assert answer.repeats_under is not None
+    service.advance_clock(timedelta(hours=25))  # the event came and went meanwhile
+    shown = service.document("vmA").incarnation
+    assert shown > 1
+    disk.full = True
+    assert endpoint.respond_again(poll, answer.response, answer.vm, answer.repeats_under) is None
+    refused = endpoint.respond(poll).response
+    assert (refused.status, orjson.loads(refused.body)) == (503, UNAVAILABLE)
+    assert service.document("vmA").incarnation == shown
+    # the platform rebuilt to undo it knows who asked when, as the one it replaced did:
+    # vmB, silent as long, is idle still (a restart of forewarn would count it as asking)
+    assert not service.vm_state("vmA").receiving
+    assert not service.vm_state("vmB").receiving
+    disk.full = False
+    later(monkeypatch, service)
+    assert endpoint.respond(poll).response.status == 200
+    assert service.document("vmA").incarnation == 1
