@@ -9,8 +9,10 @@ A record is the command's fields plus ``op`` (its name) and ``at`` (platform tim
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from forewarn.domain import operations
@@ -272,29 +274,134 @@ COMMANDS: dict[str, type[Command]] = {
 }  # fmt: skip
 
 
+#: The longest ``at`` text: an ISO 8601 instant with microseconds and its offset is 32.
+MAX_AT_CHARS = 40
+#: Integers a record may hold: what a 64-bit column or peer keeps.
+_INT_BOUND = 2**63
+
+
 def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
-    """The time and command of a journal record; raises ValueError on a foreign record, and
-    :class:`~forewarn.domain.errors.TimeOutOfRangeError` on a time the platform cannot show
-    (serve's start-up and ``store check`` both read records here, so both refuse it)."""
-    try:
-        cls = COMMANDS[record["op"]]
-        at = datetime.fromisoformat(record["at"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"not a forewarn journal record: {exc}") from None
-    check_time(at, "the record's time")
+    """The time and command of a journal record, read as untrusted input (a row or a file
+    anyone with access can edit): a known ``op``, an ``at`` instant with its UTC offset, and
+    exactly the command's own fields, each of its declared type. ValueError saying what is
+    wrong otherwise, never anything a command would choke on later."""
+    if not isinstance(record, Mapping):
+        raise ValueError(f"a record is a JSON object, not {_shown(record)}")
+    op = record.get("op")
+    cls = COMMANDS.get(op) if isinstance(op, str) else None
+    if cls is None:
+        raise ValueError(f"not a forewarn journal record: op {_shown(op)} names no command")
+    at = _instant(record.get("at"))
+    checks = _FIELD_CHECKS[cls]
+    for name in record:
+        if name not in checks and name not in ("op", "at"):
+            raise ValueError(f"{op!r} has no field {_shown(name)}")
     values: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        if field.name in record:
-            value = record[field.name]
-            values[field.name] = tuple(value) if isinstance(value, list) else value
+    for name, (check, required) in checks.items():
+        if name in record:
+            values[name] = check(name, record[name])
+        elif required:
+            raise ValueError(f"journal record {op!r} is incomplete: {name!r} is missing")
+    return at, cls(**values)
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message may quote it: short, and on one line."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _instant(value: object) -> datetime:
+    if not isinstance(value, str) or len(value) > MAX_AT_CHARS:
+        raise ValueError(f"'at' is {_shown(value)}, not an ISO 8601 time")
     try:
-        return at, cls(**values)
-    except TypeError as exc:
-        raise ValueError(f"journal record {record['op']!r} is incomplete: {exc}") from None
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"'at' is {_shown(value)}, not an ISO 8601 time") from None
+    if at.utcoffset() is None:
+        raise ValueError(f"'at' is {_shown(value)}, a time without its UTC offset")
+    at = at.astimezone(UTC)
+    # serve's start-up and ``store check`` both read records here, so both refuse a time the
+    # platform cannot show (TimeOutOfRangeError)
+    check_time(at, "the record's time")
+    return at
+
+
+_Check = Callable[[str, object], object]
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name!r} is {_shown(value)}, not a string")
+    return value
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name!r} is {_shown(value)}, not true or false")
+    return value
+
+
+def _integer(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= _INT_BOUND:
+        raise ValueError(f"{name!r} is {_shown(value)}, not a 64-bit integer")
+    return value
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name!r} is {_shown(value)}, not a number")
+    if abs(value) >= _INT_BOUND:
+        raise ValueError(f"{name!r} is {_shown(value)}, out of range")
+    return value
+
+
+def _names(name: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{name!r} is {_shown(value)}, not a list of strings")
+    return tuple(value)
+
+
+def _optional(check: _Check) -> _Check:
+    def optional(name: str, value: object) -> object:
+        return None if value is None else check(name, value)
+
+    return optional
+
+
+def _check_for(hint: object) -> _Check:
+    """How a record's value of a field declared ``hint`` is checked and read."""
+    simple: dict[object, _Check] = {str: _text, bool: _flag, int: _integer, float: _number}
+    if hint in simple:
+        return simple[hint]
+    if typing.get_origin(hint) is tuple and typing.get_args(hint) == (str, ...):
+        return _names
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in args:
+        (rest,) = (arg for arg in args if arg is not type(None))
+        return _optional(_check_for(rest))
+    raise TypeError(f"no journal check for a field of type {hint!r}: add one to commands.py")
+
+
+def _checks_of(cls: type[Command]) -> dict[str, tuple[_Check, bool]]:
+    """Each field of ``cls``: its check, and whether a record must carry it (no default)."""
+    hints = typing.get_type_hints(cls)
+    return {
+        field.name: (
+            _check_for(hints[field.name]),
+            field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING,
+        )
+        for field in dataclasses.fields(cls)
+    }
+
+
+#: Built from the commands' declarations, so a new field is checked the day it is declared.
+_FIELD_CHECKS = {cls: _checks_of(cls) for cls in COMMANDS.values()}
 
 
 __all__ = [
     "COMMANDS",
+    "MAX_AT_CHARS",
     "Approve",
     "CancelEvent",
     "ClockMoved",

@@ -25,7 +25,7 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── ControlError                      forewarn.scenario.client: the control API refused
     ├── StorageError                      forewarn.storage.errors (its own tree below it)
     ├── StateMismatchError                forewarn.server.state: a store of another fleet
-    ├── ReplayError                       forewarn.service: a journal record that cannot apply
+    ├── ReplayError                       forewarn.replay: a journal record that cannot apply
     ├── ExposureError                     forewarn.server.runner: control API open, no token
     ├── ImdsError                         forewarn.client (its own tree below it)
     ├── AgentConfigError                  forewarn.agent.config

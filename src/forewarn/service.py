@@ -15,8 +15,10 @@ platform only to find a VM, through the same door. ``tests/unit/test_service_doo
 this module and the adapters to both rules.
 
 Every state change is a :class:`~forewarn.commands.Command`: journaled (when a journal is
-configured) before the caller is answered, so an answer is only given for a change that will
-survive a crash, and replayed at start-up. Encoded documents are cached per VM and api-version
+configured) before the caller is answered or anything reads the platform, so an answer is
+only given, and a change only shown, when it will survive a crash, and replayed at start-up;
+one the journal cannot record is undone and refused (:mod:`forewarn.writer`,
+:mod:`forewarn.cluster.replica`). Encoded documents are cached per VM and api-version
 and rebuilt only when the VM's document object changed, which the domain guarantees happens
 only when its events changed.
 """
@@ -37,10 +39,9 @@ from forewarn.commands import (
     ScheduleEvent,
     StartCampaign,
     Touch,
-    from_record,
 )
 from forewarn.domain.api_versions import ApiVersion
-from forewarn.domain.clock import Clock, ManualClock
+from forewarn.domain.clock import Clock, ManualClock, check_time, ensure_utc
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
@@ -48,8 +49,8 @@ from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
-from forewarn.errors import ForewarnError
 from forewarn.faults import ActiveFault, FaultPlan, FaultRule
+from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
@@ -57,24 +58,11 @@ if TYPE_CHECKING:
     from forewarn.config.fleet import Fleet
     from forewarn.domain.timing import TimingProfile
     from forewarn.registry import Operation
+    from forewarn.writer import JournalWriter
 
 
 #: Every state change applied, at info (``forewarn serve --log-level``).
 _OPERATIONS = logging.getLogger("forewarn.operations")
-
-
-class ReplayError(ForewarnError):
-    """A journal record that cannot be applied: the journal and this version disagree."""
-
-    def __init__(self, position: int, record: Mapping[str, Any], cause: Exception) -> None:
-        kind = record.get("op", "?")
-        super().__init__(
-            f"cannot replay journal record {position} ({kind}): {cause}. The store was written "
-            "by another version or edited; keep it for inspection (forewarn store check names "
-            "its first bad record) and start with a new one (another --data-dir, or --store "
-            "naming a new namespace)"
-        )
-        self.position = position
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,13 +198,12 @@ class ScheduledEventsService:
         self,
         platform: Platform,
         clock: Clock,
-        journal: CommandJournal | None = None,
         *,
+        writer: JournalWriter | None = None,
         replica: Replica | None = None,
     ) -> None:
         self._platform = platform
         self._clock = clock
-        self.journal = journal
         # Faults injected in front of the VM-facing endpoint: not platform state, never
         # journaled (forewarn.faults).
         self._faults = FaultPlan()
@@ -224,32 +211,47 @@ class ScheduledEventsService:
         self._encoded: dict[str, dict[str, EncodedDocument]] = {}
         # The address a request arrived at -> what it found there (request_from)
         self._known: dict[str, _Known] = {}
+        #: Set when this process alone writes a journal (forewarn.writer): the platform is
+        #: then the writer's, rebuilt from the journal when a change cannot be recorded.
+        self._writer = writer
         #: Set when front-ends share the journal (forewarn.cluster): the platform is then
         #: the replica's, moved by journal records alone.
         self._replica = replica
-        if replica is not None:
-            replica.adopt = self._adopt
-            self._adopt(replica.platform)
+        durable = writer or replica
+        #: The journal, when there is one.
+        self.journal: CommandJournal | None = None if durable is None else durable.journal
+        if durable is not None:
+            durable.adopt = self._adopt
+            self._adopt(durable.platform)
 
     def catch_up(self) -> datetime:
         """Bring the platform up to the clock; the clock's time. With a shared journal only
         records move the platform (the leader journals what falls due), so this only reads the
         clock."""
-        now = self._clock.now()
-        if self._replica is None:
-            self._platform.advance_to(now)
-        return now
+        self._caught_up()
+        return self._clock.now()
 
     def _caught_up(self) -> Platform:
         """The platform, brought up to the clock: the one way public methods reach it.
-        :meth:`catch_up` written out, as every VM's every request starts here."""
+        Refused (:class:`~forewarn.storage.StoreUnavailableError`) while it may show a change
+        its journal does not hold (forewarn.writer, forewarn.cluster.replica)."""
         platform = self._platform
         if self._replica is None:
+            writer = self._writer
+            if writer is not None and writer.diverged:
+                writer.recover()
+                platform = self._platform
             platform.advance_to(self._clock.now())
+        elif self._replica.diverged:
+            raise self._replica.unavailable()
         return platform
 
     def _adopt(self, platform: Platform) -> None:
-        """Serve ``platform`` from now on (a shared journal's replica was rebuilt)."""
+        """Serve ``platform`` from now on (rebuilt from the journal). What was kept of the
+        last one's answers is dropped, and its count of changes goes on from the last one's,
+        so that nothing kept under a count (the socket server's repeated answers) can match
+        the new platform by chance."""
+        platform.count_changes_after(self._platform.changes)
         self._platform = platform
         self._encoded.clear()
         self._known.clear()
@@ -269,7 +271,7 @@ class ScheduledEventsService:
     # -- durability ------------------------------------------------------------------------
 
     def replay(self) -> int:
-        """Re-apply every journaled command in order; returns how many were replayed.
+        """Rebuild the platform from the journal; how many records it holds.
 
         A manual clock is set to the last journaled time, so pending NotBefore times still
         hold; real clocks simply go on, and whatever fell due meanwhile happens on catch-up.
@@ -277,43 +279,25 @@ class ScheduledEventsService:
         if self._replica is not None:
             # No one is idle by this front-end's absence: the others journaled requests.
             return self._replica.rebuild()
-        if self.journal is None:
+        if self._writer is None:
             return 0
-        count = 0
-        last: datetime | None = None
-        for position, record in self.journal.records():
-            try:
-                at, command = from_record(record)
-                self._platform.advance_to(at)
-                command.apply(self._platform)
-            except (ForewarnError, KeyError, TypeError, ValueError) as exc:
-                raise ReplayError(position, record, exc) from exc
-            last = at
-            count += 1
-        if last is not None and isinstance(self._clock, ManualClock) and last > self._clock.now():
-            self._clock.set(last)
-        self._caught_up().assume_requests_now()
-        return count
+        return self._writer.rebuild()
 
     def execute(self, command: Command) -> Result:
-        """Apply ``command`` now, journaling it first; domain errors leave no trace."""
+        """Apply ``command`` now and journal it, before anything can see it; a domain error
+        or a change the journal cannot record (:class:`~forewarn.writer.NotJournaledError`,
+        :class:`~forewarn.cluster.replica.ReplicaError`) leaves no trace."""
         if self._replica is not None:
             result = self._replica.write(command)
             self._log(command, self._replica.applied.head_at or self._replica.platform.now)
             return result
         platform = self._caught_up()
         now = platform.now
-        result = command.apply(platform)
-        logged = _OPERATIONS.isEnabledFor(logging.INFO)
-        if self.journal is not None or logged:
-            record = command.to_record(now)
-            if self.journal is not None:
-                # Applied first so a refused command is never journaled; the domain raises
-                # before changing anything, and a store failure here stops the process (the
-                # answer would otherwise claim a change a restart would lose).
-                self.journal.append(record)
-            if logged:
-                self._log(command, now)
+        if self._writer is None:
+            result = command.apply(platform)
+        else:
+            result = self._writer.write(command, now)
+        self._log(command, now)
         return result
 
     @staticmethod
@@ -431,9 +415,9 @@ class ScheduledEventsService:
 
     def _journal_touch(self, platform: Platform, vm_name: str) -> None:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that
-        change state, so the only ones journaled."""
-        if self.journal is not None:
-            self.journal.append(Touch(vm_name).to_record(platform.now))
+        change state, so the only ones journaled (or undone, and refused, when that fails)."""
+        if self._writer is not None:
+            self._writer.took(Touch(vm_name), platform.now)
 
     def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
         if self._replica is not None:
@@ -443,6 +427,14 @@ class ScheduledEventsService:
             if pause is not None and not pause.warming_up:
                 return pause
             return self._replica.requested(vm_name) or platform.pause(vm_name)
+        writer = self._writer
+        if (
+            writer is not None
+            and writer.refusing
+            and writer.quiet()
+            and _turns_on(platform, vm_name)
+        ):
+            raise writer.refusal()  # it would change state, which cannot be recorded now
         pause, turned_on = platform.arrive(vm_name)
         if turned_on:
             self._journal_touch(platform, vm_name)
@@ -495,8 +487,12 @@ class ScheduledEventsService:
     # -- the control plane -----------------------------------------------------------------
 
     def now(self) -> datetime:
-        """The platform's time, everything due by then applied."""
-        return self._caught_up().now
+        """The platform's time, everything due by then applied; the clock's while the
+        platform cannot be read (every answer needs a Date, refusals included)."""
+        try:
+            return self._caught_up().now
+        except StoreUnavailableError:
+            return self._clock.now()
 
     def clock_status(self) -> ClockStatus:
         platform = self._caught_up()
@@ -573,31 +569,40 @@ class ScheduledEventsService:
         clock = self._manual_clock()
         if self._replica is not None:  # from the fleet's time, not a lagging follower's
             self._replica.catch_up()
-        clock.advance(delta)
-        return self._clock_moved()
+        try:
+            moment = clock.advanced_by(delta)
+        except ValueError as exc:
+            raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
+        return self._move_clock(clock, moment)
 
     def set_clock(self, moment: datetime) -> ClockStatus:
         """Set a manual clock to ``moment``, which must not be in its past (nor past
         :data:`~forewarn.domain.clock.LATEST`)."""
         clock = self._manual_clock()
         try:
-            clock.set(moment)
-        except ValueError as exc:  # a clock only moves forward
+            moment = check_time(ensure_utc(moment), "the clock cannot be set to")
+            if moment < clock.now():
+                raise ValueError("a clock only moves forward")
+        except ValueError as exc:
             raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
-        return self._clock_moved()
+        return self._move_clock(clock, moment)
 
     def _manual_clock(self) -> ManualClock:
         if not isinstance(self._clock, ManualClock):
             raise InvalidOperationError("only a manual clock can be moved (serve --clock manual)")
         return self._clock
 
-    def _clock_moved(self) -> ClockStatus:
+    def _move_clock(self, clock: ManualClock, moment: datetime) -> ClockStatus:
+        """Journal the clock's move to ``moment``, then make it: a move the journal cannot
+        record is not made (replay needs it to know how far time had gone)."""
         if self._replica is not None:
-            self.execute(ClockMoved())
-            return self.clock_status()
-        now = self.catch_up()
-        if self.journal is not None:
-            self.journal.append(ClockMoved().to_record(now))
+            self._replica.write(ClockMoved(), at=moment)
+        elif self._writer is not None:
+            self._caught_up()
+            self._writer.write(ClockMoved(), moment)
+        if moment > clock.now():  # (another front-end's record may have moved it further)
+            clock.set(moment)
+        self._log(ClockMoved(), moment)
         return self.clock_status()
 
     # -- faults in front of the endpoint (not platform state, never journaled) ---------------
@@ -624,7 +629,10 @@ class ScheduledEventsService:
         does. The clock is read only when a fault is set: this is on every request's path."""
         if not self._faults.active:
             return None
-        vm = self.resolve_vm(local_address, peer_address)
+        try:
+            vm = self.resolve_vm(local_address, peer_address)
+        except StoreUnavailableError:  # the endpoint refuses the request with 503 itself
+            return None
         if vm is None:
             return None
         return self._faults.pick(vm.name, monotonic())
@@ -658,6 +666,12 @@ class _Known:
         self.vm = vm
         self.version = version
         self.document = document
+
+
+def _turns_on(platform: Platform, vm_name: str) -> bool:
+    """Whether a request from ``vm_name`` now would turn Scheduled Events on
+    (:meth:`Platform.arrive`'s rule, read without taking the request): off or idle, and up."""
+    return not platform.receiving(vm_name) and platform.pause(vm_name) is None
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:
@@ -706,7 +720,6 @@ __all__ = [
     "EncodedDocument",
     "HostView",
     "Overview",
-    "ReplayError",
     "ScheduledEventsService",
     "ShownVm",
     "platform_for_fleet",

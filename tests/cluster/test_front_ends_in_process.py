@@ -8,6 +8,7 @@ instead of their background followers, tests read what the others appended expli
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from forewarn.cluster import Replica, ReplicaError
+from forewarn.cluster.replica import QUIET_SECONDS
 from forewarn.commands import CancelEvent, Restart, StartCampaign
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.clock import ManualClock
@@ -276,12 +278,13 @@ def test_a_first_request_is_journaled_at_once_and_its_delay_runs_the_same_everyw
             replica(state).journal.close()
 
 
-def test_a_front_end_that_cannot_rebuild_yet_holds_its_vms_until_it_has(
+def test_a_front_end_that_cannot_rebuild_yet_refuses_everything_until_it_has(
     fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A commit lost with the server, and the journal unreadable since: the front-end's
-    platform may show a change that never happened, so its VMs' requests wait (held, as in
-    a warm-up) and writes are refused until it has rebuilt from the journal."""
+    platform may show a change that never happened, so its VMs' requests, control reads
+    and writes are all refused with 503 (nobody is shown it) until it has rebuilt from the
+    journal; only the time is still told, which every answer's Date needs."""
     a, _, _ = fleet_of_three
     a.service.execute(Restart("WestNO_0"))
     before = in_step(fleet_of_three)
@@ -297,9 +300,15 @@ def test_a_front_end_that_cannot_rebuild_yet_holds_its_vms_until_it_has(
         with pytest.raises(ReplicaError, match="could not be confirmed"):
             a.service.execute(Restart("WestNO_1"))
         assert replica(a).diverged
-        held = a.service.vm_request("WestNO_2")
-        assert held is not None
-        assert held.event_type is None  # a warm-up's hold, whatever the impact policies
+        for read in (
+            lambda: a.service.vm_request("WestNO_2"),
+            a.service.events,
+            lambda: a.service.document("WestNO_1"),
+        ):
+            with pytest.raises(ReplicaError, match="rebuilding") as refused:
+                read()
+            assert status_of(refused.value) == 503
+        assert a.service.now() is not None
         with pytest.raises(ReplicaError, match="rebuilding"):
             a.service.execute(Restart("WestNO_2"))
     replica(a).rebuild()  # the follower does this once the server answers
@@ -308,13 +317,12 @@ def test_a_front_end_that_cannot_rebuild_yet_holds_its_vms_until_it_has(
     in_step(fleet_of_three)
 
 
-def test_a_first_request_whose_touch_was_lost_with_the_server_is_held_not_answered(
+def test_a_first_request_whose_touch_was_lost_with_the_server_is_refused_not_answered(
     shared_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The request's own write (the touch that turns Scheduled Events on) was applied here
-    and then its commit lost, the journal unreadable since: the request waits like the
-    others until the front-end has rebuilt, rather than be answered from a copy that may
-    show an enablement that never happened."""
+    and then its commit lost, the journal unreadable since: the request is refused (503)
+    rather than answered from a copy that may show an enablement that never happened."""
     fleet = tmp_path / "quiet.yaml"
     fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
     state = front_end(shared_store, fleet, profile="fast")
@@ -328,12 +336,42 @@ def test_a_first_request_whose_touch_was_lost_with_the_server_is_held_not_answer
         with monkeypatch.context() as patched:
             patched.setattr(ExclusiveWrite, "append_if", gone)
             patched.setattr(journal, "records", gone)
-            held = state.service.vm_request("quiet")
+            with pytest.raises(ReplicaError) as refused:
+                state.service.vm_request("quiet")
+            assert status_of(refused.value) == 503
             assert replica(state).diverged
-            assert held is not None
-            assert held.event_type is None
         replica(state).rebuild()  # the follower does this once the server answers
-        assert state.service.vm_request("quiet") is None  # answered as the journal has it
-        assert list(journal.records()) == []  # the lost touch never happened
+        assert not state.service.vm_state("quiet").receiving  # the lost touch never happened
+        assert list(journal.records()) == []
+        with pytest.raises(ReplicaError, match="a moment ago"):  # not tried again at once
+            state.service.vm_request("quiet")
+        later = time.monotonic() + QUIET_SECONDS
+        monkeypatch.setattr(replica(state), "_monotonic", lambda: later)
+        assert state.service.vm_request("quiet") is None  # the client's retry: journaled now
+        assert [record["op"] for _, record in journal.records()] == ["touch"]
     finally:
         journal.close()
+
+
+def test_a_clock_move_that_cannot_be_journaled_is_not_made(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manual clock's move is a record like any change: refused (503) when its commit
+    fails, the clock stays where it was, and the next write is stamped at the old time,
+    not at the refused move's."""
+    a, _, _ = fleet_of_three
+    now = a.service.now()
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def lost(self: ExclusiveWrite, expected_last: int, records: object) -> int:
+        raise StoreUnavailableError("the server went away during the commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", lost)
+        with pytest.raises(ReplicaError) as refused:
+            a.service.advance_clock(timedelta(hours=1))
+        assert status_of(refused.value) == 503
+    assert a.service.clock_status().now == now
+    a.service.execute(Restart("WestNO_0"))
+    assert replica(a).applied.head_at == now
+    assert a.service.now() == now

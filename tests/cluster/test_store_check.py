@@ -13,10 +13,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
+import pytest
 from click.testing import CliRunner
 
 from forewarn.cli import main
 from forewarn.commands import Approve, Restart
+from forewarn.errors import ForewarnError
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import open_service, open_state
 from forewarn.storage import open_journal
@@ -96,3 +99,61 @@ def test_a_front_end_on_a_journal_it_cannot_replay_stops_with_one_line(
     assert len(lines) == 1, finished.stderr
     assert "cannot replay journal record 1 (approve)" in lines[0]
     assert "forewarn store check" in lines[0]
+
+
+def _damaged(shared_store: str, fleet_file: Path, statement: str) -> str:
+    """A namespace of three records, damaged by ``statement`` (``%s``: the namespace)."""
+    state = open_state(ServeSettings(fleet=fleet_file, clock="manual", store=shared_store))
+    for vm in ("WestNO_0", "WestNO_1", "WestNO_2"):
+        state.service.execute(Restart(vm))
+    assert state.replica is not None
+    state.replica.journal.close()
+    namespace = shared_store.rpartition("namespace=")[2]
+    with psycopg.connect(shared_store.partition("?")[0], autocommit=True) as conn:
+        conn.execute(statement, [namespace])
+    return shared_store
+
+
+@pytest.mark.parametrize(
+    ("statement", "says"),
+    [
+        (
+            "DELETE FROM forewarn_records WHERE namespace = %s AND sequence = 2",
+            "cannot replay journal record 2: it is missing (the next record is 3)",
+        ),
+        (
+            "UPDATE forewarn_records SET body = json_build_object('op', 'restart', 'at', "
+            "body->>'at', 'vm', 5) WHERE namespace = %s AND sequence = 2",
+            "cannot replay journal record 2 (restart): 'vm' is 5, not a string",
+        ),
+        (
+            "UPDATE forewarn_records SET body = '[]'::json WHERE namespace = %s AND sequence = 2",
+            "cannot replay journal record 2: its body is a JSON array, not an object",
+        ),
+        (
+            "UPDATE forewarn_metadata SET value = 'x' WHERE namespace = %s AND key = 'seed'",
+            "holds damaged metadata: seed is 'x', not an integer",
+        ),
+    ],
+)
+def test_a_damaged_shared_journal_is_refused_alike_by_start_up_and_the_check(
+    shared_store: str, fleet_file: Path, statement: str, says: str
+) -> None:
+    """Issue text: with a record deleted, the check named one record and start-up another;
+    now both replay through one function and say the same line."""
+    store = _damaged(shared_store, fleet_file, statement)
+    status, output = _check("--store", store)
+    assert status == 1
+    (line,) = output.strip().splitlines()
+    assert says in line, line
+    with pytest.raises(ForewarnError) as refused:
+        open_state(ServeSettings(fleet=fleet_file, clock="manual", store=store))
+    assert line == f"Error: {refused.value}"
+
+
+def test_checking_a_directory_without_a_journal_creates_none(tmp_path: Path) -> None:
+    """``store check`` reads only: a data directory with no journal in it stays empty."""
+    status, output = _check("--data-dir", str(tmp_path))
+    assert status == 1
+    assert "holds no fleet: there is no journal there" in output
+    assert list(tmp_path.iterdir()) == []

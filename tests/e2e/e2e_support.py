@@ -217,9 +217,15 @@ class ServerProcess:
         return self.process.returncode
 
 
-def wait_for(check: Callable[[], bool], *, what: str, server: ServerProcess | None = None) -> None:
-    """Poll ``check`` with short waits until it holds, for at most START_TIMEOUT seconds."""
-    deadline = time.monotonic() + START_TIMEOUT
+def wait_for(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    server: ServerProcess | None = None,
+    timeout: float = START_TIMEOUT,
+) -> None:
+    """Poll ``check`` with short waits until it holds, for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
     while True:
         if server is not None and not server.alive():
             raise AssertionError(

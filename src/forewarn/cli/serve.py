@@ -214,9 +214,9 @@ def serve(
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
     from forewarn.control_token import TokenFileError
+    from forewarn.replay import ReplayError
     from forewarn.server.runner import ExposureError, ServeSettings, run
     from forewarn.server.state import StateMismatchError
-    from forewarn.service import ReplayError
     from forewarn.storage.errors import StorageError
 
     host, port = parse_address(bind, DEFAULT_PORT)

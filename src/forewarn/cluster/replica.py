@@ -25,18 +25,17 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from forewarn.commands import Command, Result, Seen, Tick, Touch, from_record
-from forewarn.domain.clock import Clock, ManualClock
-from forewarn.domain.ids import JournalEventIds, NewEventId
+from forewarn.commands import Command, Result, Seen, Tick, Touch
+from forewarn.domain.clock import Clock
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Platform
 from forewarn.errors import ForewarnError
-from forewarn.service import ReplayError
+from forewarn.replay import Applied, NewPlatform, replay_journal
 from forewarn.storage.errors import AppendConflictError, StorageError, StoreUnavailableError
+from forewarn.storage.journal import encode_record
 
 if TYPE_CHECKING:
     from forewarn.storage.postgres import PostgresJournal
@@ -46,8 +45,8 @@ _LOG = logging.getLogger("forewarn.cluster")
 #: How many times a write retries after finding records it had not seen (only writers not
 #: taking the namespace lock, such as an older forewarn, can cause that).
 MAX_ATTEMPTS = 3
-#: After the store failed a VM's first request's write, how long further VM requests are
-#: answered without trying: each try on the event loop's thread holds every other request
+#: After the store failed a VM's first request's write, how long further first requests are
+#: refused without trying: each try on the event loop's thread holds every other request
 #: up for as long as connecting takes.
 QUIET_SECONDS = 5.0
 #: How long a write waits, after its commit, for the other front-ends to apply it before it
@@ -68,59 +67,6 @@ class ReplicaError(StoreUnavailableError):
 
 class _NotStartedError(ReplicaError):
     """A write failed before it changed anything here (its cause says why)."""
-
-
-#: Builds a platform holding the fleet as it was created, with the EventId source it uses.
-NewPlatform = Callable[[], tuple[Platform, NewEventId]]
-
-
-@dataclass(slots=True)
-class Applied:
-    """A platform and how far into the journal it is: the records 1..``head`` applied."""
-
-    platform: Platform
-    ids: NewEventId
-    head: int = 0
-    head_at: datetime | None = None
-    #: When each VM's request was last journaled (Touch or Seen), for the idle rule.
-    last_seen: dict[str, datetime] = field(default_factory=dict)
-
-    @classmethod
-    def fresh(cls, new_platform: NewPlatform) -> Applied:
-        platform, ids = new_platform()
-        seen = {vm.name: platform.now for vm in platform.vms()}
-        return cls(platform, ids, 0, platform.now, seen)
-
-    def apply(self, position: int, record: Mapping[str, Any], clock: Clock | None = None) -> None:
-        """Apply record ``position``, the one after :attr:`head`."""
-        if position != self.head + 1:
-            raise ReplayError(position, record, ValueError(f"expected record {self.head + 1}"))
-        try:
-            at, command = from_record(record)
-            self.apply_command(position, at, command)
-        except (ForewarnError, KeyError, TypeError, ValueError) as exc:
-            raise ReplayError(position, record, exc) from exc
-        if isinstance(clock, ManualClock) and at > clock.now():
-            clock.set(at)  # a manual clock moved by another front-end moves here too
-
-    def apply_command(self, position: int, at: datetime, command: Command) -> Result:
-        """Apply ``command`` at ``at`` as record ``position``; the head moves only when the
-        domain accepted it."""
-        if isinstance(self.ids, JournalEventIds):
-            self.ids.at_record(position)
-        self.platform.advance_to(at)
-        result = command.apply(self.platform)
-        self.head = position
-        self.head_at = at if self.head_at is None else max(self.head_at, at)
-        self._note_requests(command, at)
-        return result
-
-    def _note_requests(self, command: Command, at: datetime) -> None:
-        if isinstance(command, Touch):
-            self.last_seen[command.vm] = at
-        elif isinstance(command, Seen):
-            for name in command.vms:
-                self.last_seen[name] = at
 
 
 class Replica:
@@ -174,8 +120,7 @@ class Replica:
         untouched = self.applied.head == 0 and not self.diverged
         # at start-up the platform built with the replica is the fresh one: no second build
         applied = self.applied if untouched else Applied.fresh(self._new_platform)
-        for position, record in self.journal.records():
-            applied.apply(position, record, self.clock)
+        replay_journal(applied, self.journal.records(), self.clock)
         self.applied = applied
         self.adopt(applied.platform)
         self.diverged = False
@@ -236,17 +181,22 @@ class Replica:
 
     # -- writing --------------------------------------------------------------------------
 
-    def write(self, command: Command, *, spread: bool = True) -> Result:
+    def write(self, command: Command, *, spread: bool = True, at: datetime | None = None) -> Result:
         """Apply ``command`` for the whole fleet: journaled, and applied here, or refused
-        (domain errors as raised; :class:`ReplicaError` when it cannot be confirmed).
+        (domain errors as raised; :class:`ReplicaError` when it cannot be confirmed). It is
+        stamped with the clock's time, or ``at`` (a manual clock's move, made once it is
+        recorded), or the last record's when that is later.
 
         With ``spread`` (a write someone waits on), it returns once every other live
         front-end applied it too, or after :data:`SPREAD_SECONDS`."""
+        # A value the journal would not keep is refused before anything is applied (any
+        # time stands in for the stamp: every time is kept).
+        encode_record(command.to_record(self.clock.now() if at is None else at))
         for attempt in range(MAX_ATTEMPTS):
             if self.diverged:
                 self._recover()
             try:
-                result = self._write_once(command)
+                result = self._write_once(command, at)
                 if spread:
                     self._spread()
                 return result
@@ -260,7 +210,7 @@ class Replica:
             f"{self.journal.namespace}: other writers kept appending first; try again"
         )
 
-    def _write_once(self, command: Command) -> Result:
+    def _write_once(self, command: Command, stamp: datetime | None) -> Result:
         refused: ForewarnError | None = None
         result: Result = ()
         changed = False
@@ -270,7 +220,7 @@ class Replica:
                     self.applied.apply(position, record, self.clock)
                 applied = self.applied
                 head_at = applied.head_at or applied.platform.now
-                at = max(self.clock.now(), head_at)
+                at = max(self.clock.now() if stamp is None else stamp, head_at)
                 records: list[dict[str, Any]] = []
                 due = applied.platform.next_deadline()
                 changed = True  # from here on the local platform may be ahead of the journal
@@ -323,35 +273,46 @@ class Replica:
         try:
             self.rebuild()
         except StorageError as exc:
-            raise ReplicaError(
-                f"this front-end is rebuilding its state from the journal, which it cannot "
-                f"read now: {exc}"
-            ) from exc
+            raise self.unavailable(exc) from exc
+
+    def unavailable(self, cause: Exception | None = None) -> ReplicaError:
+        """Why nothing can be read or written while this copy is diverged: it may show a
+        change that never happened, until the follower (or the next write) has rebuilt it."""
+        reason = f": {cause}" if cause is not None else ""
+        return ReplicaError(
+            "this front-end is rebuilding its state from the journal after a write whose "
+            f"commit could not be confirmed, and cannot read the journal now{reason}"
+        )
 
     # -- requests from VMs ----------------------------------------------------------------
 
     def requested(self, vm_name: str) -> Pause | None:
         """A request from ``vm_name`` is being answered: one that turns Scheduled Events on
-        is journaled now (so the first-call delay counts from it everywhere); others only
-        once every :attr:`touch_every`, batched in the next :class:`Seen` record.
+        is journaled now (so the first-call delay counts from it everywhere), and when that
+        cannot be done it is refused (:class:`ReplicaError`), changing nothing; others are
+        journaled only once every :attr:`touch_every`, batched in the next :class:`Seen`
+        record.
 
         While this copy is diverged (a write whose commit could not be confirmed, and the
-        journal unreadable since), the request waits, held as in a warm-up, rather than be
-        shown a change that may never have happened: the Pause to hold it with."""
+        journal unreadable since), every request is refused rather than be shown a change
+        that may never have happened."""
         if self.diverged:
-            return Pause(self.clock.now())  # looked at again by the server in a moment
+            raise self.unavailable()
         platform = self.applied.platform
         if not platform.receiving(vm_name) and platform.pause(vm_name) is None:
             if self._monotonic() < self._quiet_until:
-                return None  # the store failed a moment ago: answer without trying again yet
+                # the store failed a moment ago: refused without trying again yet
+                raise ReplicaError(
+                    f"{vm_name}'s first request cannot be journaled: the store failed a "
+                    "moment ago; retry in a moment"
+                )
             try:
                 self.write(Touch(vm_name), spread=False)
+            except StorageError:
+                self._quiet_until = self._monotonic() + QUIET_SECONDS
+                raise
             except ForewarnError as exc:  # answered as things stand; a later request retries
                 _LOG.warning("cannot journal %s's first request: %s", vm_name, exc)
-                if isinstance(exc, StorageError):
-                    self._quiet_until = self._monotonic() + QUIET_SECONDS
-                if self.diverged:  # the touch's commit was lost and no rebuild was possible
-                    return Pause(self.clock.now())
             return None
         last = self.applied.last_seen.get(vm_name)
         if last is None or self.clock.now() - last >= self.touch_every:
@@ -374,8 +335,6 @@ __all__ = [
     "MAX_ATTEMPTS",
     "QUIET_SECONDS",
     "SPREAD_SECONDS",
-    "Applied",
-    "NewPlatform",
     "Replica",
     "ReplicaError",
 ]

@@ -13,6 +13,7 @@ enabled it is shown every live event of its scope at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from forewarn.domain._lifecycle import Deadline, Deadlines
 from forewarn.domain._state import PlatformState, VmRecord
@@ -80,6 +81,20 @@ class Enablement:
         for record in state.records.values():
             if record.enabled_at is not None:
                 record.last_request = state.now
+
+    def last_requests(self) -> dict[str, datetime]:
+        """When each VM last made a request."""
+        return {name: record.last_request for name, record in self._state.records.items()}
+
+    def take_requests(self, times: Mapping[str, datetime]) -> None:
+        """Each VM named in ``times`` and still here last made a request then: whether it is
+        idle may change, so it counts as a change."""
+        records = self._state.records
+        for name, moment in times.items():
+            record = records.get(name)
+            if record is not None:
+                record.last_request = moment
+        self._state.changed()
 
     def enable_due(self, name: str) -> None:
         """The first-call delay is over, unless the VM was deleted or touched again since."""

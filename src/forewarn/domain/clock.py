@@ -93,6 +93,12 @@ class ManualClock:
     def advance(self, delta: timedelta) -> datetime:
         """Move forward; going backwards would let NotBefore times pass twice, and going
         past :data:`LATEST` would leave dates nobody can print."""
+        self._now = self.advanced_by(delta)
+        return self._now
+
+    def advanced_by(self, delta: timedelta) -> datetime:
+        """Where :meth:`advance` would move the clock, or why it would not (ValueError,
+        TimeOutOfRangeError), without moving it: a move is journaled before it is made."""
         if delta < timedelta(0):
             raise ValueError("a clock only moves forward")
         if delta > LATEST - self._now:
@@ -100,8 +106,7 @@ class ManualClock:
                 f"advancing {_days(delta)} from {self._now.isoformat()} would pass "
                 f"{LATEST.isoformat()}, the latest time the platform can show"
             )
-        self._now += delta
-        return self._now
+        return self._now + delta
 
     def set(self, moment: datetime) -> datetime:
         """Jump to ``moment``, which must not be in the past nor past :data:`LATEST`."""

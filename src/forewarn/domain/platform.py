@@ -23,7 +23,7 @@ so a reader that catches up before answering sees exactly the state the clock im
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from forewarn.domain._campaigns import Campaigns
@@ -91,6 +91,12 @@ class Platform:
         """How many times what a VM's request meets (its VM, its pause, its enablement, its
         document) may have changed; equal readings mean none of it has."""
         return self._state.changes
+
+    def count_changes_after(self, changes: int) -> None:
+        """Count this platform's changes on from after ``changes``, another platform's count:
+        one that replaces another (rebuilt from a journal) never reads as the other did, so
+        what a reader kept under the other's count is never taken for this one's."""
+        self._state.changes = max(self._state.changes, changes + 1)
 
     @property
     def timing(self) -> TimingProfile:
@@ -213,6 +219,16 @@ class Platform:
         """Count every enabled VM as having just asked: after a restart of the service, whose
         journal keeps only the requests that changed state, nobody is idle by our absence."""
         self._enablement.assume_requests_now()
+
+    def last_requests(self) -> dict[str, datetime]:
+        """When each VM last made a request. A journal one process writes keeps only the
+        requests that changed state, so a platform rebuilt from it mid-run takes the others
+        from the one it replaces (:meth:`take_requests`)."""
+        return self._enablement.last_requests()
+
+    def take_requests(self, times: Mapping[str, datetime]) -> None:
+        """Each VM named in ``times`` (and still here) last made a request then."""
+        self._enablement.take_requests(times)
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         """Record ``vm_name``'s approval of each event; all ids must be visible to it.

@@ -25,6 +25,7 @@ from forewarn.server.imds import (
     ImdsResponse,
 )
 from forewarn.service import ScheduledEventsService
+from forewarn.storage.errors import StoreUnavailableError
 
 __all__ = ["Activity", "ActivityEndpoint", "Entry"]
 
@@ -156,8 +157,8 @@ class ActivityEndpoint(ImdsEndpoint):
         self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
     ) -> None:
         if response.status:  # held, dropped or reset requests are recorded when answered
-            if vm is None:  # refused before the VM was looked up (a 404, a 405)
-                vm = self.service.resolve_vm(request.local_address, request.peer_address)
+            if vm is None:  # refused before the VM was looked up (a 404, a 405, a 503)
+                vm = self._caller(request)
             if vm is not None:
                 self.activity.record(vm.name, request, response, at)
             if REQUESTS.isEnabledFor(logging.DEBUG):
@@ -169,3 +170,11 @@ class ActivityEndpoint(ImdsEndpoint):
                     status=response.status,
                     peer=request.peer_address,
                 )
+
+    def _caller(self, request: ImdsRequest) -> Vm | None:
+        """The VM a request refused before it was found came from, when the platform can
+        be read (not while it is being rebuilt from its journal)."""
+        try:
+            return self.service.resolve_vm(request.local_address, request.peer_address)
+        except StoreUnavailableError:
+            return None

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 
 from forewarn.domain.impact import Pause
+from forewarn.storage.errors import StoreUnavailableError
 
 __all__ = ["ImpactHooks", "watch_impacts"]
 
@@ -83,7 +84,10 @@ async def watch_impacts(
         chains[vm] = asyncio.create_task(after_previous())
 
     while not stop.is_set():
-        current = impacts()
+        try:
+            current = impacts()
+        except StoreUnavailableError:  # being rebuilt from its journal: looked at again next
+            current = known
         for vm, pause in known.items():
             if current.get(vm, None) is None or current[vm].event_id != pause.event_id:
                 chain(vm, pause, "end")

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from forewarn.domain.platform import EventView
+from forewarn.storage.errors import StoreUnavailableError
 
 __all__ = ["configure_logging", "watch_events"]
 
@@ -66,21 +67,28 @@ async def watch_events(events: Callable[[], tuple[EventView, ...]], stop: asynci
     """Log each event's appearance, start and end, until ``stop`` is set."""
     known: dict[str, str] = {}
     while not stop.is_set():
-        current = {view.event.event_id: view for view in events()}
-        for event_id, view in current.items():
-            status = view.event.status.value
-            if known.get(event_id) != status:
-                event = view.event
-                log(
-                    EVENTS,
-                    logging.INFO,
-                    f"event {status}",
-                    event_id=event_id,
-                    type=event.event_type.value,
-                    resources=",".join(r.name for r in event.resources),
-                )
-        for event_id in known.keys() - current.keys():
-            log(EVENTS, logging.INFO, "event gone", event_id=event_id)
-        known = {event_id: view.event.status.value for event_id, view in current.items()}
+        # While the platform is being rebuilt from its journal it is looked at next time.
+        with contextlib.suppress(StoreUnavailableError):
+            known = _log_changes(known, events())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), _WATCH_INTERVAL)
+
+
+def _log_changes(known: dict[str, str], events: tuple[EventView, ...]) -> dict[str, str]:
+    """Log how ``events`` differ from the statuses ``known`` by EventId; their statuses."""
+    current = {view.event.event_id: view for view in events}
+    for event_id, view in current.items():
+        status = view.event.status.value
+        if known.get(event_id) != status:
+            event = view.event
+            log(
+                EVENTS,
+                logging.INFO,
+                f"event {status}",
+                event_id=event_id,
+                type=event.event_type.value,
+                resources=",".join(r.name for r in event.resources),
+            )
+    for event_id in known.keys() - current.keys():
+        log(EVENTS, logging.INFO, "event gone", event_id=event_id)
+    return {event_id: view.event.status.value for event_id, view in current.items()}

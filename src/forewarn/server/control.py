@@ -13,7 +13,8 @@ journaled and replayed like any other. Status codes are assigned here and nowher
     422  invalid input (a field of the wrong type, a notice shorter than the minimum...)
     400  a body that is not JSON
     413  a body larger than MAX_CONTROL_BODY
-    503  the shared store cannot be reached (front-ends on PostgreSQL): nothing was changed
+    503  the store cannot record the change (a full disk, an I/O error, PostgreSQL down)
+         or the state is being rebuilt from it: nothing was changed
 
 and every error body is ``{"error": "..."}``.
 """
@@ -79,7 +80,7 @@ from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health, health_router
 from forewarn.service import ScheduledEventsService
-from forewarn.storage.errors import StoreUnavailableError
+from forewarn.storage.errors import StoreUnavailableError, UnstorableValueError
 from forewarn.wire.documents import document_fields
 
 #: The status of each error class; an error gets the entry nearest it along its MRO, as
@@ -93,8 +94,11 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     InvalidEventError: 422,
     TimeOutOfRangeError: 422,
     InvalidOperationError: 409,
-    # a shared store that cannot be reached, or a change that could not be confirmed
+    # a change the store could not record (a full disk, PostgreSQL down) or confirm, or a
+    # state being rebuilt from the store: nothing was changed
     StoreUnavailableError: 503,
+    # a value the journal would not keep: refused before anything changed
+    UnstorableValueError: 422,
     DomainError: 409,
 }
 

@@ -24,7 +24,7 @@ from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
 from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
 from forewarn.service import ScheduledEventsService
-from forewarn.storage.errors import StoreUnavailableError
+from forewarn.storage.errors import StorageError, StoreUnavailableError, UnstorableValueError
 from forewarn.wire import errors as messages
 from forewarn.wire import instance as instance_wire
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
@@ -245,7 +245,10 @@ class ImdsEndpoint:
         the request counted, rate-limited and told to :meth:`answered` as by
         :meth:`respond`; None when the answer may differ now (the platform changed, or the VM
         is over its rate limit), and :meth:`respond` says what it is."""
-        at = self.service.request_again(vm.name, repeats_under)
+        try:
+            at = self.service.request_again(vm.name, repeats_under)
+        except StoreUnavailableError:  # answered by respond, which says so
+            return None
         if at is None or not self.rate_limiter.allow(vm.name, self._monotonic()):
             return None
         self.answered(request, response, vm, at)
@@ -274,7 +277,13 @@ class ImdsEndpoint:
         if checked is None:
             checked = request.checked = self._check(request)
         polled = checked.version if isinstance(checked, Checked) and method == "GET" else None
-        arrival = self.service.request_from(request.local_address, request.peer_address, polled)
+        try:
+            arrival = self.service.request_from(request.local_address, request.peer_address, polled)
+        except StoreUnavailableError:
+            # The request would change state (a first request turns Scheduled Events on)
+            # and the store cannot record it, or the platform cannot be read back: refused
+            # with the text IMDS gives (SPEC 1), nothing changed; clients retry.
+            return Answer(_UNAVAILABLE, None, self.service.now())
         if arrival is None:
             message = f"Bad request. No virtual machine answers at {request.local_address}"
             return Answer(_error(400, message), None, self.service.now())
@@ -344,9 +353,9 @@ class ImdsEndpoint:
             return _error(400, f"Bad request. {exc}")
         try:
             self.approve(vm, event_ids)
-        except UnknownEventError as exc:
+        except (UnknownEventError, UnstorableValueError) as exc:
             return _error(400, f"Bad request. {exc}")
-        except StoreUnavailableError:  # front-ends sharing a store that is down
+        except StorageError:  # not recorded (a full disk, a store that is down): not made
             return _UNAVAILABLE
         return _APPROVED
 

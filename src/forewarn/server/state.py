@@ -9,21 +9,26 @@ silently replaying history onto a different world.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from forewarn.clocks import make_clock
+from forewarn.commands import MAX_AT_CHARS
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
 from forewarn.domain.ids import EventIdFactory, JournalEventIds, NewEventId
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.errors import ForewarnError
+from forewarn.replay import Applied, NewPlatform, replay_journal
 from forewarn.service import ScheduledEventsService, platform_for_fleet
+from forewarn.storage.errors import CorruptStoreError
+from forewarn.writer import JournalWriter
 
 if TYPE_CHECKING:
-    from forewarn.cluster.replica import NewPlatform, Replica
+    from forewarn.cluster.replica import Replica
     from forewarn.storage import Journal
 
 SQLITE_FILE = "forewarn.sqlite3"
@@ -93,9 +98,61 @@ def store_url(settings: ServeSettings) -> str | None:
     return None
 
 
-def _pin(settings: ServeSettings, meta: dict[str, str]) -> _Pinned:
+def _shown_url(url: str) -> str:
+    """A store URL as messages show it: without whatever precedes the host (a password)."""
+    return url.split("@")[-1]
+
+
+#: The longest seed a store may pin (Python turns no longer text into an int by default).
+_MAX_SEED_DIGITS = 4300
+_SEED = re.compile(r"-?[0-9]+")
+#: The longest duration a stored timing override may hold, as ``serve --timing`` allows.
+_MAX_TIMING_SECONDS = 100 * 365 * 86400
+
+
+def _check_metadata(meta: dict[str, str], where: str) -> None:
+    """The store's pinned values as a store written by forewarn holds them, or
+    :class:`~forewarn.storage.CorruptStoreError` naming the first that is not: the metadata
+    is untrusted input, as the records are."""
+
+    def damaged(key: str, expected: str) -> CorruptStoreError:
+        value = meta[key]
+        shown = repr(value) if len(value) <= 60 else f"{value[:57]!r}..."
+        return CorruptStoreError(
+            f"{where} holds damaged metadata: {key} is {shown}, not {expected}; keep the "
+            "store for inspection and start with a new one"
+        )
+
+    seed = meta.get("seed")
+    if seed is not None and (len(seed) > _MAX_SEED_DIGITS or not _SEED.fullmatch(seed)):
+        raise damaged("seed", "an integer")
+    if "profile" in meta and meta["profile"] not in PROFILES:
+        raise damaged("profile", f"one of {', '.join(PROFILES)}")
+    if "event_ids" in meta and meta["event_ids"] not in (EVENT_IDS_BY_JOURNAL, "seeded"):
+        raise damaged("event_ids", f"{EVENT_IDS_BY_JOURNAL} or seeded")
+    created = meta.get("created_at")
+    if created is not None:
+        try:
+            moment = datetime.fromisoformat(created) if len(created) <= MAX_AT_CHARS else None
+        except ValueError:
+            moment = None
+        if moment is None or moment.utcoffset() is None:
+            raise damaged("created_at", "an ISO 8601 time with its UTC offset")
+    if meta.get("timing"):
+        try:
+            overrides = _parse_timing_text(meta["timing"])
+            if not all(
+                0 <= value.total_seconds() <= _MAX_TIMING_SECONDS for value in overrides.values()
+            ):
+                raise ValueError("out of range")
+            PROFILES[meta.get("profile", "documented")].with_overrides(overrides)
+        except (ValueError, OverflowError):
+            raise damaged("timing", "overrides of the timing profile (NAME=SECONDS;...)") from None
+
+
+def _pin(settings: ServeSettings, meta: dict[str, str], where: str) -> _Pinned:
+    _check_metadata(meta, where)
     given_text = read_fleet_text(settings.fleet) if settings.fleet else None
-    where = store_url(settings) or "memory"
     fleet_text: str | None = meta.get("fleet", given_text)
     if "fleet" in meta and given_text is not None and given_text != meta["fleet"]:
         raise StateMismatchError(
@@ -125,7 +182,7 @@ def _pin(settings: ServeSettings, meta: dict[str, str]) -> _Pinned:
         seed=seed,
         profile=meta.get("profile", settings.profile or "documented"),
         timing=meta.get("timing", given_timing or ""),
-        created_at=datetime.fromisoformat(created) if created else None,
+        created_at=datetime.fromisoformat(created).astimezone(UTC) if created else None,
         event_ids=scheme,
     )
 
@@ -210,18 +267,23 @@ def _metadata(pinned: _Pinned, created_at: datetime) -> dict[str, str]:
 
 
 def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsService:
-    pinned = _pin(settings, journal.metadata() if journal is not None else {})
+    where = _shown_url(store_url(settings) or "memory")
+    pinned = _pin(settings, journal.metadata() if journal is not None else {}, where)
     if pinned.created_at is None and pinned.event_ids == EVENT_IDS_BY_JOURNAL:
         pinned = replace(pinned, event_ids="seeded")  # one writer: ids in creation order
     clock = make_clock(
         settings.clock, scale=settings.scale, start=pinned.created_at or settings.start
     )
     created_at = pinned.created_at or clock.now()
-    platform, _ = _platform_factory(pinned, created_at)()
-    if journal is not None and pinned.created_at is None:
+    new_platform = _platform_factory(pinned, created_at)
+    if journal is None:
+        platform, _ = new_platform()
+        return ScheduledEventsService(platform, clock)
+    if pinned.created_at is None:
         for key, value in _metadata(pinned, created_at).items():
             journal.set_metadata(key, value)
-    service = ScheduledEventsService(platform, clock, journal)
+    writer = JournalWriter(journal, clock, new_platform)
+    service = ScheduledEventsService(writer.platform, clock, writer=writer)
     service.replay()
     return service
 
@@ -234,7 +296,7 @@ def _build_shared(settings: ServeSettings, journal: Journal | None) -> OpenedSta
 
     assert isinstance(journal, PostgresJournal)
     with journal.exclusive() as transaction:
-        pinned = _pin(settings, transaction.metadata())
+        pinned = _pin(settings, transaction.metadata(), _shown_url(store_url(settings) or ""))
         clock = make_clock(
             settings.clock, scale=settings.scale, start=pinned.created_at or settings.start
         )
@@ -245,7 +307,7 @@ def _build_shared(settings: ServeSettings, journal: Journal | None) -> OpenedSta
     new_platform = _platform_factory(pinned, created_at)
     every = touch_interval(_timing_of(pinned))
     replica = Replica(journal, clock, new_platform, touch_every=every)
-    service = ScheduledEventsService(replica.platform, clock, journal, replica=replica)
+    service = ScheduledEventsService(replica.platform, clock, replica=replica)
     service.replay()
     return OpenedState(service, replica)
 
@@ -276,24 +338,27 @@ class StoreSummary:
 
 
 def check_store(url: str) -> StoreSummary:
-    """Replay the journal of store ``url`` offline onto a fresh platform, as start-up would;
-    raises :class:`~forewarn.service.ReplayError` naming the first record that cannot be
-    applied, or :class:`StateMismatchError` when the store holds no fleet yet."""
-    from forewarn.cluster.replica import Applied
+    """Replay the journal of store ``url`` offline onto a fresh platform, through the replay
+    start-up uses (:func:`forewarn.replay.replay_journal`), so it refuses what start-up
+    refuses in the same words: :class:`~forewarn.replay.ReplayError` naming the first record
+    that cannot be applied, :class:`~forewarn.storage.CorruptStoreError` for damaged metadata,
+    or :class:`StateMismatchError` when the store holds no fleet (nothing is created)."""
     from forewarn.storage import open_journal
+    from forewarn.storage.urls import sqlite_path
 
+    where = _shown_url(url)
+    if url.startswith("sqlite:") and not Path(sqlite_path(url)).exists():
+        raise StateMismatchError(f"{where} holds no fleet: there is no journal there")
     with open_journal(url) as journal:
         meta = journal.metadata()
         if "created_at" not in meta:
-            raise StateMismatchError(f"{url.split('@')[-1]} holds no fleet yet")
-        pinned = _pin(_NO_SETTINGS, meta)
+            raise StateMismatchError(f"{where} holds no fleet yet")
+        pinned = _pin(_NO_SETTINGS, meta, where)
         assert pinned.created_at is not None
         applied = Applied.fresh(_platform_factory(pinned, pinned.created_at))
-        last_at: datetime | None = None
-        for position, record in journal.records():
-            applied.apply(position, record)
-            last_at = applied.head_at
+        replay_journal(applied, journal.records())
     platform = applied.platform
+    last_at = applied.head_at if applied.head else None
     return StoreSummary(
         applied.head, len(platform.events()), len(platform.vms()), last_at, pinned.event_ids
     )

@@ -12,6 +12,7 @@ exception types.
         ├── StoreUrlError            a store URL that names no backend, or names it wrongly
         ├── StoreSchemaError         the store holds something this version cannot use
         │   ├── CorruptStoreError    not a forewarn journal, or damaged
+        │   │   └── CorruptRecordError   one record that is not a JSON object within bounds
         │   └── NewerSchemaError     written by a newer forewarn: refused, never guessed at
         ├── UnstorableValueError     a value the journal will not keep
         │   ├── NotSerializableError not a JSON object of JSON values (or a metadata non-string)
@@ -51,6 +52,17 @@ class StoreSchemaError(StorageError):
 
 class CorruptStoreError(StoreSchemaError):
     """The file or database is not a forewarn journal, or is damaged."""
+
+
+class CorruptRecordError(CorruptStoreError):
+    """A record whose stored body is not a JSON object within the bounds the journal writes
+    (:data:`~forewarn.storage.journal.MAX_RECORD_BYTES`): edited or damaged. It names the
+    record's position, so whoever replays can name the first bad record."""
+
+    def __init__(self, where: str, position: int, reason: str) -> None:
+        super().__init__(f"{where}: record {position}: {reason}")
+        self.position = position
+        self.reason = reason
 
 
 class NewerSchemaError(StoreSchemaError):
@@ -108,6 +120,7 @@ class JournalClosedError(StorageError):
 
 __all__ = [
     "AppendConflictError",
+    "CorruptRecordError",
     "CorruptStoreError",
     "JournalClosedError",
     "NewerSchemaError",

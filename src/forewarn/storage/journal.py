@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Self
 
-from forewarn.storage.errors import NotSerializableError, ValueTooLargeError
+from forewarn.storage.errors import CorruptRecordError, NotSerializableError, ValueTooLargeError
 
 #: A command record is a few hundred bytes; a megabyte is a bug or an abuse.
 MAX_RECORD_BYTES = 1024 * 1024
@@ -142,9 +142,43 @@ def encode_batch(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return texts
 
 
-def decode_record(text: str) -> dict[str, Any]:
-    decoded: dict[str, Any] = json.loads(text)
+def decode_record(text: object, position: int, where: str) -> dict[str, Any]:
+    """Record ``position`` of the journal ``where`` from its stored body, read as untrusted
+    input (a file or a row anyone with access can edit): text within
+    :data:`MAX_RECORD_BYTES` holding one JSON object, or :class:`CorruptRecordError`. What the
+    object says is checked by whoever gives it meaning (:func:`forewarn.commands.from_record`).
+    """
+    if not isinstance(text, str):
+        kind = _STORED_KINDS.get(type(text), f"a {type(text).__name__}")
+        raise CorruptRecordError(where, position, f"its body is {kind}, not JSON text")
+    if len(text) > MAX_RECORD_BYTES:  # a character is at least a byte: never one we wrote
+        raise CorruptRecordError(
+            where,
+            position,
+            f"its body is {len(text)} characters long, over {MAX_RECORD_BYTES} bytes",
+        )
+    try:
+        decoded = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+        raise CorruptRecordError(where, position, f"its body is not JSON ({reason})") from None
+    if not isinstance(decoded, dict):
+        raise CorruptRecordError(
+            where,
+            position,
+            f"its body is a JSON {_JSON_NAMES.get(type(decoded), 'null')}, not an object",
+        )
     return decoded
+
+
+#: What a SQLite column may hold instead of text, as an error names it.
+_STORED_KINDS = {bytes: "binary data", int: "a number", float: "a number"}
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
+def _no_constant(name: str) -> object:
+    """``NaN`` and ``Infinity`` are no JSON: :func:`encode_record` never writes them."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def check_metadata(key: str, value: str) -> None:

@@ -78,7 +78,7 @@ class MemoryJournal:
                     return
                 text = self._texts[sequence]
             sequence += 1
-            yield sequence, decode_record(text)
+            yield sequence, decode_record(text, sequence, "memory journal")
 
     def last_sequence(self) -> int:
         with self._changed:

@@ -383,7 +383,7 @@ class PostgresJournal:
             with self._lock, self._translated():
                 page = self._connection().execute(query, [self.namespace, after, _PAGE]).fetchall()
             for sequence, body in page:
-                yield int(sequence), decode_record(body)
+                yield int(sequence), decode_record(body, int(sequence), self._where)
             if len(page) < _PAGE:
                 return
             after = int(page[-1][0])
@@ -567,7 +567,10 @@ class ExclusiveWrite:
             ).format(self._journal._table("forewarn_records")),
             [self._journal.namespace, check_after(after)],
         ).fetchall()
-        return [(int(sequence), decode_record(body)) for sequence, body in rows]
+        where = self._journal._where
+        return [
+            (int(sequence), decode_record(body, int(sequence), where)) for sequence, body in rows
+        ]
 
     def metadata(self) -> dict[str, str]:
         """The namespace's metadata, read inside the transaction."""

@@ -74,6 +74,33 @@ def _identity(status: os.stat_result) -> tuple[int, int]:
     return status.st_dev, status.st_ino
 
 
+def _check_file(path: str) -> bool:
+    """Whether opening ``path`` will create the file; :class:`CorruptStoreError` for an empty
+    one. SQLite reads a file of no bytes as a new database, but every journal this module
+    opened holds its header at least: an empty file is one that lost what it held, and
+    starting afresh on it would drop a history without a word."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # SQLite's own open says what is wrong
+    if size == 0:
+        raise CorruptStoreError(
+            f"{path} is empty (0 bytes): it is not a forewarn journal, or lost what it held; "
+            "move it away to start a new one"
+        )
+    return False
+
+
+def _remove_new_file(path: str) -> None:
+    """Remove the file an open created but could not make a journal of (and its write-ahead
+    files), so the failed open leaves no empty file behind to be refused next time."""
+    for name in (path, f"{path}-wal", f"{path}-shm"):
+        with contextlib.suppress(OSError):
+            os.remove(name)
+
+
 class SqliteJournal:
     """A journal in one SQLite file, safe to share between the threads of one process."""
 
@@ -89,6 +116,7 @@ class SqliteJournal:
         self._where = f"SQLite journal {self.path}"
         self._changed = threading.Condition()
         self._closed = False
+        created = _check_file(self.path)
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -102,6 +130,8 @@ class SqliteJournal:
             self._identity = _identity(os.stat(self.path))
         except BaseException:
             self._conn.close()
+            if created:  # a file this open created and could not make a journal (a full disk)
+                _remove_new_file(self.path)
             raise
 
     # -- opening -------------------------------------------------------------------------
@@ -271,7 +301,7 @@ class SqliteJournal:
                     (after, _PAGE),
                 ).fetchall()
             for sequence, body in page:
-                yield int(sequence), decode_record(body)
+                yield int(sequence), decode_record(body, int(sequence), self._where)
             if len(page) < _PAGE:
                 return
             after = int(page[-1][0])

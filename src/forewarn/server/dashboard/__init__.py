@@ -36,6 +36,7 @@ from forewarn.server._control_faults import fault_out
 from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
+from forewarn.storage.errors import StoreUnavailableError
 
 __all__ = ["ScenarioIn", "add_dashboard", "snapshot"]
 
@@ -191,8 +192,12 @@ def add_dashboard(
             last = ""
             quiet = 0.0
             while not await request.is_disconnected():
-                shown = snapshot(service, activity, scenario_runs)
-                data = json.dumps(shown, separators=(",", ":"))
+                try:
+                    shown = snapshot(service, activity, scenario_runs)
+                except StoreUnavailableError:  # being rebuilt from its journal: the last stays
+                    data = last
+                else:
+                    data = json.dumps(shown, separators=(",", ":"))
                 if data != last:
                     last, quiet = data, 0.0
                     yield f"event: snapshot\ndata: {data}\n\n"

@@ -1,0 +1,111 @@
+"""A TCP proxy to cut: PostgreSQL going away under a running forewarn, and coming back.
+
+``forewarn serve --store postgresql://...@127.0.0.1:<proxy port>/...`` reaches the real server
+through it. :meth:`TcpProxy.cut` resets every connection it carries and refuses new ones (as
+a server that went down, or a network that dropped it), :meth:`TcpProxy.restore` lets them
+through again. Threads, one per direction of each connection: a front-end opens a handful.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+from types import TracebackType
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a reset, as a peer that vanished does (no orderly goodbye)."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to ``upstream`` until cut."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._cut = False
+        self._closed = False
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
+
+    def cut(self) -> None:
+        """Reset every connection and refuse new ones until :meth:`restore`."""
+        with self._lock:
+            self._cut = True
+            carried, self._open = self._open, set()
+        for sock in carried:
+            _reset(sock)
+
+    def restore(self) -> None:
+        with self._lock:
+            self._cut = False
+
+    def close(self) -> None:
+        self.cut()
+        with self._lock:
+            self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._accepting.join(5)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                if self._closed:
+                    _reset(client)
+                    return
+                refused = self._cut
+            if refused:
+                _reset(client)
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                _reset(client)
+                continue
+            server.settimeout(None)
+            with self._lock:
+                if self._cut:  # cut while connecting
+                    _reset(client)
+                    _reset(server)
+                    continue
+                self._open.update((client, server))
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        with self._lock:
+            pair = {source, sink} & self._open
+            self._open -= pair
+        for sock in pair:
+            _reset(sock)
+
+    def __enter__(self) -> TcpProxy:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
