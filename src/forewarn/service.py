@@ -354,7 +354,12 @@ class ScheduledEventsService:
         return self._requested(self._caught_up(), vm_name)
 
     def request_from(
-        self, local_address: str, peer_address: str, version: ApiVersion | None = None
+        self,
+        local_address: str,
+        peer_address: str,
+        version: ApiVersion | None = None,
+        *,
+        for_events: bool = True,
     ) -> Arrival | None:
         """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
         for every request: the calling VM, why it cannot be answered now if it cannot, the
@@ -362,12 +367,22 @@ class ScheduledEventsService:
         Events answered now, the document as ``version`` shows it after this request; None
         when no VM answers at those addresses.
 
+        ``for_events`` False is a request for instance metadata or the versions: it does not
+        count as a request for events (:meth:`Platform.arrive`), so it neither turns
+        Scheduled Events on nor keeps it on, and waits for no first-call delay.
+
         What a VM's request found is kept by the address it arrived at while the VM was
         answerable (:class:`_Known`): while the platform has not changed since
         (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
         same document, and only counts as a request. Most of a fleet's polls are those.
         """
         platform = self._caught_up()
+        if not for_events:  # rare beside the polls: looked up afresh, nothing kept
+            calling = _vm_calling(platform, local_address, peer_address)
+            if calling is None:
+                return None
+            pause = self._requested(platform, calling.name, for_events=False)
+            return Arrival(calling, pause, platform.now, None)
         known = self._known.get(local_address)
         if known is not None and known.version is version:
             vm = known.vm
@@ -426,15 +441,20 @@ class ScheduledEventsService:
         if self.journal is not None:
             self.journal.append(Touch(vm_name).to_record(platform.now))
 
-    def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
+    def _requested(
+        self, platform: Platform, vm_name: str, *, for_events: bool = True
+    ) -> Pause | None:
         if self._replica is not None:
-            # Whether the request counts is the same rule (Pause.warming_up), but the
-            # replica journals the touch, as every front-end must apply it.
+            # Whether the request counts is the same rule (Pause.warming_up, and only a
+            # request for events), but the replica journals the touch, as every front-end
+            # must apply it.
             pause = platform.pause(vm_name)
             if pause is not None and not pause.warming_up:
                 return pause
+            if not for_events:
+                return None
             return self._replica.requested(vm_name) or platform.pause(vm_name)
-        pause, turned_on = platform.arrive(vm_name)
+        pause, turned_on = platform.arrive(vm_name, for_events=for_events)
         if turned_on:
             self._journal_touch(platform, vm_name)
         return pause

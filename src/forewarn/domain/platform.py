@@ -189,10 +189,18 @@ class Platform:
         """
         return self._enablement.touch(vm_name, self._state.record(vm_name))
 
-    def arrive(self, vm_name: str) -> tuple[Pause | None, bool]:
-        """A request from ``vm_name`` arrived: it counts as a request (:meth:`touch`) unless
-        the VM is down (an impact under way, or gone), when nothing inside it could be
-        asking; a warming-up VM is up, only not answered yet, so its requests count.
+    def arrive(self, vm_name: str, *, for_events: bool = True) -> tuple[Pause | None, bool]:
+        """A request from ``vm_name`` arrived: a request for events (``for_events``) counts
+        as a request (:meth:`touch`) unless the VM is down (an impact under way, or gone),
+        when nothing inside it could be asking; a warming-up VM is up, only not answered
+        yet, so its requests count.
+
+        Only requests for events count: "Scheduled Events is enabled for your service the
+        first time you make a request for events", and disabled "if it does not make a
+        request for 24 hours" (scheduled-events-linux.txt, "Enabling and Disabling Scheduled
+        Events"). A request for instance metadata or the versions neither turns it on nor
+        keeps it on, and is answered at once during the first-call delay, which is the
+        events' own; only a VM that is down holds it.
 
         The pause the request meets (None: it is answered now), one reading of it unless
         this request turned Scheduled Events on, and whether it did (the only requests worth
@@ -203,6 +211,8 @@ class Platform:
         pause = impacts.pause(vm_name, record)
         if pause is not None and not pause.warming_up:
             return pause, False
+        if not for_events:
+            return None, False
         assert record is not None  # a VM without one is gone: paused, not warming up
         if not self._enablement.touch(vm_name, record):
             return pause, False

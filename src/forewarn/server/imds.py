@@ -274,7 +274,13 @@ class ImdsEndpoint:
         if checked is None:
             checked = request.checked = self._check(request)
         polled = checked.version if isinstance(checked, Checked) and method == "GET" else None
-        arrival = self.service.request_from(request.local_address, request.peer_address, polled)
+        # Only a request for events counts for enablement (Platform.arrive).
+        arrival = self.service.request_from(
+            request.local_address,
+            request.peer_address,
+            polled,
+            for_events=path == SCHEDULED_EVENTS_PATH,
+        )
         if arrival is None:
             message = f"Bad request. No virtual machine answers at {request.local_address}"
             return Answer(_error(400, message), None, self.service.now())
