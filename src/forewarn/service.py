@@ -46,7 +46,7 @@ from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
-from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
+from forewarn.domain.platform import CampaignView, Deletion, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError, InvalidInputError
 from forewarn.faults import ActiveFault, FaultPlan, FaultRule
@@ -365,7 +365,9 @@ class ScheduledEventsService:
         for every request: the calling VM, why it cannot be answered now if it cannot, the
         platform time it arrived at (the answer's Date) and, for a request of Scheduled
         Events answered now, the document as ``version`` shows it after this request; None
-        when no VM answers at those addresses.
+        when no VM answers at those addresses and none was deleted there. A request in the
+        name of a deleted VM arrives with a pause that never ends (:attr:`Pause.gone`),
+        naming the event that deleted it: nothing answers it.
 
         ``for_events`` False is a request for instance metadata or the versions: it does not
         count as a request for events (:meth:`Platform.arrive`), so it neither turns
@@ -380,7 +382,7 @@ class ScheduledEventsService:
         if not for_events:  # rare beside the polls: looked up afresh, nothing kept
             calling = _vm_calling(platform, local_address, peer_address)
             if calling is None:
-                return None
+                return _gone(platform, local_address, peer_address)
             pause = self._requested(platform, calling.name, for_events=False)
             return Arrival(calling, pause, platform.now, None)
         known = self._known.get(local_address)
@@ -390,7 +392,7 @@ class ScheduledEventsService:
                 return Arrival(vm, None, platform.now, known.document, known.changes)
         calling = _vm_calling(platform, local_address, peer_address)
         if calling is None:
-            return None
+            return _gone(platform, local_address, peer_address)
         pause = self._requested(platform, calling.name)
         address = calling.address
         kept = pause is None and address == local_address and self._replica is None
@@ -462,6 +464,11 @@ class ScheduledEventsService:
     def impacts(self) -> dict[str, Pause]:
         """The VMs under an impact now (for impact hooks)."""
         return self._caught_up().impacts()
+
+    def deletions_after(self, number: int) -> tuple[Deletion, ...]:
+        """The VMs deleted after the ``number``-th deletion and not added again, in order
+        (for impact hooks, which stop a deleted VM's software)."""
+        return self._caught_up().deletions_after(number)
 
     def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
         return self.encoded_document(vm_name, version).body
@@ -670,6 +677,17 @@ class _Known:
         self.vm = vm
         self.version = version
         self.document = document
+
+
+def _gone(platform: Platform, local_address: str, peer_address: str) -> Arrival | None:
+    """The arrival of a request in the name of a VM deleted since, or None when no VM ever
+    answered there (:meth:`Platform.deleted_calling`)."""
+    deletion = platform.deleted_calling(local_address, peer_address)
+    if deletion is None:
+        return None
+    event = deletion.event
+    pause = Pause(None) if event is None else Pause(None, event.event_type, event.event_id)
+    return Arrival(deletion.vm, pause, platform.now, None)
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:

@@ -62,6 +62,19 @@ class VmRecord:
     tenant: str
 
 
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """A VM deleted (a Terminate or Preempt at the end of its impact, or a deletion with no
+    event) and not added again: its address answers nothing from then on, and whoever runs
+    its software is told to stop it. ``number`` counts deletions in the order they happened,
+    so a reader can ask for those after the last it saw."""
+
+    vm: Vm
+    #: The event that deleted it; None for a deletion without terminate notification.
+    event: Event | None
+    number: int
+
+
 @dataclass(slots=True)
 class LiveEvent:
     """An event while it lives: who sees it, whose approval it waits for, its job."""
@@ -127,6 +140,14 @@ class PlatformState:
         # also see their VMs moved off when their impact ends
         self.avoided_hosts: set[str] = set()
         self.failed_hosts: set[str] = set()
+        # VMs deleted and not added again, by name and by the address they answered at
+        # (nothing answers there now), the last deleted VM that had no address of its own
+        # (the zero-configuration VM, answering on any address), and how many deletions
+        # there have been
+        self.deleted: dict[str, Deletion] = {}
+        self.deleted_at: dict[str, Deletion] = {}
+        self.deleted_unaddressed: Deletion | None = None
+        self.deletions = 0
         # -- what each VM is shown (its document, and only it) and its enablement
         self.records: dict[str, VmRecord] = {}
         # -- impacts

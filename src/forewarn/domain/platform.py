@@ -32,7 +32,7 @@ from forewarn.domain._impacts import Impacts
 from forewarn.domain._jobs import Jobs
 from forewarn.domain._lifecycle import Deadlines, Parts
 from forewarn.domain._registry import Registry
-from forewarn.domain._state import EventRequest, PlatformState
+from forewarn.domain._state import Deletion, EventRequest, PlatformState
 from forewarn.domain._views import (
     CampaignView,
     EventView,
@@ -50,7 +50,7 @@ from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
 
-__all__ = ["CampaignView", "EventRequest", "EventView", "Platform", "VmState"]
+__all__ = ["CampaignView", "Deletion", "EventRequest", "EventView", "Platform", "VmState"]
 
 
 class Platform:
@@ -143,6 +143,17 @@ class Platform:
     def delete_vm(self, name: str) -> None:
         """Remove a VM at once, with no event (deletion without terminate notification)."""
         self._registry.delete(self.vm(name))
+
+    def deleted_calling(self, local_address: str, peer_address: str) -> Deletion | None:
+        """The deleted VM a request arriving at these addresses is in the name of, when no
+        VM answers there (:meth:`vm_at`) and none was added there since: nothing answers
+        it, as nothing is left of a deleted VM to answer or to ask."""
+        return self._registry.deleted_calling(local_address, peer_address)
+
+    def deletions_after(self, number: int) -> tuple[Deletion, ...]:
+        """The deletions after the ``number``-th (:attr:`Deletion.number`) of VMs not
+        added again, in order: what harnesses stopping a deleted VM's software wait for."""
+        return self._registry.deletions_after(number)
 
     def vm_state(self, name: str) -> VmState:
         return VmState(self.vm(name), self.reachable(name), self.receiving(name))

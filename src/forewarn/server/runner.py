@@ -271,7 +271,9 @@ async def serve(
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
-        hooks_task = asyncio.create_task(watch_impacts(service.impacts, hooks, stop))
+        hooks_task = asyncio.create_task(
+            watch_impacts(service.impacts, service.deletions_after, hooks, stop)
+        )
     try:
         await stop.wait()
     finally:
