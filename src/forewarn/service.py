@@ -110,23 +110,24 @@ def _encoding(
 
 #: Distinct documents whose encodings are shared between the VMs shown them.
 _SHARED_ENCODINGS = 1024
-#: Those encodings by api-version, incarnation and the identities of the events shown: an
-#: event is one object in every document showing it, so equal documents of VMs shown the
-#: same events have equal keys, made without hashing the events field by field (which cost
-#: more than encoding a one-event document). An entry holds its document, so no identity in
-#: a kept key can be reused by another object. Emptied when full, at once rather than entry
-#: by entry: a campaign's documents, each shown to one VM, pass through it, and a shared
-#: document is encoded again at most once per so many.
+#: Those encodings by api-version, incarnation (as that version reads it) and the identities
+#: of the events shown: an event is one object in every document showing it, so equal
+#: documents of VMs shown the same events have equal keys, made without hashing the events
+#: field by field (which cost more than encoding a one-event document). An entry holds its
+#: document, so no identity in a kept key can be reused by another object. Emptied when full,
+#: at once rather than entry by entry: a campaign's documents, each shown to one VM, pass
+#: through it, and a shared document is encoded again at most once per so many.
 _shared: dict[tuple[str, int, tuple[int, ...]], EncodedDocument] = {}
 
 
 def _shared_encoding(document: Document, version: ApiVersion) -> EncodedDocument:
-    key = (version.name, document.incarnation, tuple(map(id, document.events)))
+    incarnation = document.incarnation_for(version.event_types)
+    key = (version.name, incarnation, tuple(map(id, document.events)))
     shared = _shared.get(key)
     if shared is None:
         if len(_shared) >= _SHARED_ENCODINGS:
             _shared.clear()
-        tag = str(document.incarnation)
+        tag = str(incarnation)
         shared = _shared[key] = EncodedDocument(
             encode_document(document, version), tag, b'"%s"' % tag.encode(), document
         )

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forewarn.domain.documents import Document
+from forewarn.domain.documents import Document, Seen, seen_by
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
@@ -196,8 +196,9 @@ class PlatformState:
         """``events`` join the documents of the VMs whose records are ``shown_to``, after
         those each already shows."""
         self.changed()
+        seen = seen_by({event.event_type for event in events})
         for record in shown_to:
-            record.document = record.document.with_events(record.document.events + events)
+            record.document = record.document.with_events(record.document.events + events, seen)
 
     def update(self, names: Iterable[str], event: Event) -> None:
         """The documents of ``names`` that show ``event`` show it as it is now; counted as a
@@ -212,6 +213,7 @@ class PlatformState:
         """The documents of ``names`` that show ``event_id`` show ``by`` in its place."""
         self.changed()
         records = self.records
+        seen: Seen | bool = False  # which narrow views see it: from the event, when found
         for name in names:
             record = records.get(name)  # None: a VM deleted since it was shown events
             if record is not None:
@@ -219,7 +221,11 @@ class PlatformState:
                 shown = document.events
                 index = _position(shown, event_id)
                 if index is not None:
-                    record.document = document.with_events(shown[:index] + by + shown[index + 1 :])
+                    if seen is False:
+                        seen = seen_by((shown[index].event_type,))
+                    record.document = document.with_events(
+                        shown[:index] + by + shown[index + 1 :], seen
+                    )
 
 
 def _position(events: tuple[Event, ...], event_id: str) -> int | None:
