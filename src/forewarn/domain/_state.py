@@ -213,7 +213,8 @@ class PlatformState:
         """The documents of ``names`` that show ``event_id`` show ``by`` in its place."""
         self.changed()
         records = self.records
-        seen: Seen | bool = False  # which narrow views see it: from the event, when found
+        # Which narrow views see it (documents.seen_by), from the event once it is found.
+        seen: list[Seen] = []
         for name in names:
             record = records.get(name)  # None: a VM deleted since it was shown events
             if record is not None:
@@ -221,10 +222,10 @@ class PlatformState:
                 shown = document.events
                 index = _position(shown, event_id)
                 if index is not None:
-                    if seen is False:
-                        seen = seen_by((shown[index].event_type,))
+                    if not seen:
+                        seen.append(seen_by((shown[index].event_type,)))
                     record.document = document.with_events(
-                        shown[:index] + by + shown[index + 1 :], seen
+                        shown[:index] + by + shown[index + 1 :], seen[0]
                     )
 
 
