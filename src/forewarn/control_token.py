@@ -46,7 +46,11 @@ def token_file(host: str, port: int) -> Path:
 
 
 def write_token(host: str, port: int, token: str) -> Path:
-    """Write ``token`` for ``host:port``, readable by this user only (0600)."""
+    """Write ``token`` for ``host:port``, readable by this user only (0600).
+
+    Only a server that holds ``host:port`` already may call it: then no other server listens
+    there, and the file it replaces is a stale one (``forewarn serve`` binds both planes
+    first)."""
     path = token_file(host, port)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -204,6 +204,10 @@ async def serve(
             raise OSError(
                 f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
             ) from None
+    control_socket = _listen(settings.control_host, settings.control_port, "the control API")
+    # Written only now that both planes listen: a serve that cannot start never replaces the
+    # token of the one running at this control address (which holds the port, so this one
+    # could not have bound it), and the CLI is never locked out of it.
     token = settings.token or new_token()
     token_path = write_token(settings.control_host, settings.control_port, token)
     guarded = ControlGuard(
@@ -215,7 +219,6 @@ async def serve(
         token=token,
         hosts=accepted_hosts(settings.control_host, settings.control_port),
     )
-    control_socket = _listen(settings.control_host, settings.control_port, "the control API")
     control = _ControlServer(
         uvicorn.Config(
             guarded,
