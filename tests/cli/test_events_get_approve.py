@@ -172,3 +172,27 @@ def test_a_malformed_endpoint_is_a_usage_error() -> None:
     result = run("events", "get", "--endpoint", "ftp://example")
     assert result.exit_code == 2
     assert "--endpoint" in result.output
+
+
+def test_without_an_endpoint_a_failure_says_how_to_reach_forewarn(
+    monkeypatch: pytest.MonkeyPatch, platform: ForewarnPlatform
+) -> None:
+    """Seen by a newcomer: ``events approve`` with no endpoint failed with the answer of
+    whatever was at 169.254.169.254 and no hint of ``--endpoint``. When discovery chose the
+    endpoint (the default, or a DHCP lease), the error names the way to forewarn serve;
+    when the user gave it, it does not second-guess them."""
+    from forewarn.client import _discovery
+
+    monkeypatch.setattr(_discovery, "IMDS_BASE_URL", "http://127.0.0.1:9")  # no one there
+    monkeypatch.setattr(_discovery, "DEFAULT_LEASE_PATHS", ())
+    monkeypatch.delenv("FOREWARN_IMDS_ENDPOINT", raising=False)
+    result = run("events", "approve", "F020BA2E-3BC0-4C40-A10B-86575A9EABD5", "--retries", "0")
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: http://127.0.0.1:9: ")
+    assert line.endswith(
+        "(no endpoint was given, so default chose this one; to reach forewarn serve pass "
+        "--endpoint http://127.0.0.1:16954 or set FOREWARN_IMDS_ENDPOINT)"
+    )
+    given = run("events", "get", "--endpoint", "127.0.0.1:9", "--retries", "0")
+    assert "--endpoint" not in given.output

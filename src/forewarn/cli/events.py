@@ -31,6 +31,7 @@ from forewarn.client import (
     RetryPolicy,
     ScheduledEvent,
 )
+from forewarn.defaults import DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.events import EventSource, EventType
 from forewarn.scenario.client import segment
 
@@ -170,6 +171,13 @@ def _imds_client(endpoint: str | None, api_version: str, retries: int) -> Iterat
             message = f"{client.endpoint.base_url}: {exc}"
             if isinstance(exc, InvalidApiVersionError) and exc.newest_versions:
                 message += f" (newest versions: {', '.join(exc.newest_versions)})"
+            if client.endpoint.source in ("dhcp", "default"):
+                # Found, not given: off Azure this is rarely the endpoint meant.
+                message += (
+                    f" (no endpoint was given, so {client.endpoint.source} chose this one; "
+                    f"to reach forewarn serve pass --endpoint http://{DEFAULT_HOST}:"
+                    f"{DEFAULT_PORT} or set {ENDPOINT_ENVIRONMENT_VARIABLE})"
+                )
             raise click.ClickException(message) from None
 
 
