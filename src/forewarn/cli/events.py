@@ -47,10 +47,10 @@ def events() -> None:
 @control_option
 @output_option
 def events_list(control: str, output: str) -> None:
-    """List live events with who sees and who approved them."""
+    """List live events with the VMs that approved them."""
     with control_api(control) as api:
         data = api.get("/events")
-    rows = [(*event_row(e), e["approvedBy"]) for e in data["events"]]
+    rows = [(*event_row(e), e["approvedByVms"]) for e in data["events"]]
     emit(data, output, rows, (*EVENT_HEADER, "APPROVED BY"))
 
 

@@ -19,7 +19,7 @@ from datetime import timedelta
 from forewarn.domain._campaigns import Campaigns
 from forewarn.domain._enablement import Enablement
 from forewarn.domain._impacts import Impacts
-from forewarn.domain._lifecycle import Deadline, Deadlines
+from forewarn.domain._lifecycle import REMOVES_VM, Deadline, Deadlines
 from forewarn.domain._registry import Registry
 from forewarn.domain._state import (
     Campaign,
@@ -110,6 +110,8 @@ class Jobs:
             live = events[event_id]
             if live.event.status is EventStatus.SCHEDULED:
                 live.approvals.add(record.tenant)
+                if vm_name not in live.approvers:
+                    live.approvers.append(vm_name)
                 self._start_job_if_approved(live.job)
 
     def cancel(self, event_id: str) -> Event:
@@ -139,6 +141,21 @@ class Jobs:
         for member in list(live.job.events):
             if member.event.status is EventStatus.SCHEDULED:
                 self._start(member)
+
+    def impact_over(self, event_id: str) -> None:
+        """The impact of ``event_id`` is over (:meth:`Impacts.end_due`). When it deleted its
+        VMs and no VM that could be shown it is left (a standalone Spot VM evicted, a whole
+        set's instances deleted), the event is over too: nobody could read it any more, so it
+        is not kept as a live event for its Started period."""
+        self._impacts.end_due(event_id)
+        state = self._state
+        live = state.events.get(event_id)
+        if (
+            live is not None
+            and live.event.event_type in REMOVES_VM
+            and not any(name in state.vms for name in live.audience)
+        ):
+            self._remove(live)
 
     def remove_due(self, event_id: str) -> None:
         """The Started period is over: the event disappears."""

@@ -83,7 +83,10 @@ class LiveEvent:
     audience: frozenset[str]
     parties: frozenset[str]
     job: Job
+    #: The tenants that approved: what the event waits for (one approval speaks for a tenant).
     approvals: set[str] = field(default_factory=set)
+    #: The VMs whose approval was taken, in order: who approved, as people read it.
+    approvers: list[str] = field(default_factory=list)
 
     def impacts(self, name: str) -> bool:
         return any(resource.name == name for resource in self.event.resources)

@@ -108,7 +108,7 @@ function renderEvents() {
     el("td", { class: e.EventStatus }, e.EventStatus),
     el("td", {}, e.Resources.join(", ")),
     el("td", { class: "countdown", "data-not-before": e.NotBefore }, countdown(e.NotBefore)),
-    el("td", {}, e.approvedBy.length ? e.approvedBy.join(", ") : "-"),
+    el("td", {}, e.approvedByVms.length ? e.approvedByVms.join(", ") : "-"),
     el("td", {}, e.jobId === null ? "-" : String(e.jobId)),
     el("td", {}, e.EventStatus === "Scheduled"
       ? el("button", { type: "button", onclick: () => act(() => call("DELETE", `/events/${e.EventId}`), `cancelled ${e.EventId}`) }, "Cancel")
