@@ -141,6 +141,19 @@ def test_an_unknown_event_id_is_a_one_line_error(platform: ForewarnPlatform) -> 
     assert platform.approvals() == []
 
 
+def test_an_unknown_event_id_is_named_as_it_was_given(platform: ForewarnPlatform) -> None:
+    """Seen by a newcomer: an unknown id was echoed upper-cased. GUIDs are "case insensitive
+    on input" (RFC 4122, section 3), so ids are compared in upper case, but an error names
+    the id as the user wrote it; a known id in lower case is approved (the documentation's
+    own "Start an event" example is lower case, scheduled-events-windows-2024.txt)."""
+    result = run("events", "approve", "not-an-event", "--endpoint", platform.url)
+    assert result.exit_code == 1
+    assert result.output.rstrip().endswith("400: Bad request. unknown event id(s): not-an-event")
+    (event,) = platform.restart("vm0")
+    ok("events", "approve", event.event_id.lower(), "--endpoint", platform.url)
+    platform.assert_approved(event, by="vm0")
+
+
 def test_an_invalid_api_version_is_reported_with_the_newest_ones(
     platform: ForewarnPlatform,
 ) -> None:

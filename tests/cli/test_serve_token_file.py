@@ -63,6 +63,19 @@ def test_a_serve_refused_its_control_port_keeps_the_running_server_s_token(
         )
         assert listed.returncode == 0, listed.stderr
         assert "vm0" in listed.stdout
+        # A wrong token is one clear line, not the answer's JSON.
+        refused = subprocess.run(
+            [sys.executable, "-m", "forewarn", "vm", "list", "--control", f"127.0.0.1:{control}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**env, "FOREWARN_TOKEN": "not-the-token"},
+        )
+        assert refused.returncode == 1
+        assert refused.stderr == (
+            "Error: 401: the control API needs its token: Authorization: Bearer <token>, "
+            "FOREWARN_TOKEN, or the file forewarn serve wrote (see its start-up lines)\n"
+        )
     finally:
         first.terminate()
         first.wait(10)

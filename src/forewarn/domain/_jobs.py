@@ -100,9 +100,13 @@ class Jobs:
         """Record ``vm_name``'s approval of each event; see :meth:`Platform.approve`."""
         state = self._state
         record = state.record(vm_name)
-        ids = dict.fromkeys(event_ids)
+        # EventIds are GUIDs, "case insensitive on input" (RFC 4122); documents show them in
+        # upper case, and an unknown one is named as it was given.
+        ids: dict[str, str] = {}
+        for given in event_ids:
+            ids.setdefault(given.upper(), given)
         shown = [event.event_id for event in record.document.events]
-        unknown = [event_id for event_id in ids if event_id not in shown]
+        unknown = [given for wanted, given in ids.items() if wanted not in shown]
         if unknown:
             raise UnknownEventError(tuple(unknown))
         events = state.events
