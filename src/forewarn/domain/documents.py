@@ -7,12 +7,13 @@ lives in one place, :meth:`Document.with_events`, so every path that changes eve
 Through an api-version that does not show every event type (Preempt arrived with 2017-11-01,
 Terminate with 2019-01-01), the incarnation is the one the VM's document had at the last change
 that version shows (:meth:`Document.incarnation_for`). The documentation defines it by what a
-client reads: "Integer that increases when the events array changes. Documents with the same
-incarnation contain the same event information" (scheduled-events-windows-fr.txt, "Event
-Properties", in the English page's words), it "provides an easy way to inspect if the Events
-payload has changed since the last query" (vmss-terminate-notification.md) and "is changing
-every time there's new information in Events" (scheduled-events-windows-2024.txt, "Example
-responses"). A change to an event a version hides is no new information in that version's
+client reads: "Entier qui augmente lorsque le tableau d'événements change. Les documents avec
+la même incarnation contiennent les mêmes informations d'événement" (an integer that increases
+when the events array changes, the same incarnation the same information:
+scheduled-events-windows-fr.txt, "Event properties"), it "provides an easy way to inspect if
+the Events payload has changed since the last query" (vmss-terminate-notification.md) and "is
+changing every time there's new information in Events" (scheduled-events-windows-2024.txt,
+"Example responses"). A change to an event a version hides is no new information in that version's
 Events, so it moves neither that version's incarnation nor its ETag (a conditional GET answers
 304); the next change it does show brings it to the VM's incarnation, by more than one
 ("It may jump by more than one", SPEC 2). Each incarnation still names one document of the VM,
