@@ -8,12 +8,11 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-from e2e_support import free_port
+from e2e_support import banner_printed, free_port
 
 from forewarn.commands import Approve
 from forewarn.storage import open_journal
@@ -43,11 +42,7 @@ def test_the_start_up_lines_name_every_vm_and_the_curl_line_works(tmp_path: Path
     with log.open("wb") as out:
         process = subprocess.Popen([*argv, "--control", f"127.0.0.1:{control}"], stdout=out)
     try:
-        deadline = time.monotonic() + 20
-        while "try: curl" not in log.read_text():
-            assert process.poll() is None
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        banner_printed(log, process, "try: curl")
         text = log.read_text()
         assert "VMs: WestNO_0 at 127.0.0.2, WestNO_1 at 127.0.0.3" in text
         match = re.search(r'try: curl -H Metadata:true "(\S+)"', text)
@@ -76,11 +71,7 @@ def test_a_port_alone_is_a_port_on_loopback(tmp_path: Path) -> None:
         process = subprocess.Popen(_serve("--bind", str(port), "--control", str(control)),
                                    stdout=out)  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
-        while "control: http" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        banner_printed(log, process, "control: http")
         text = log.read_text()
         assert f"at http://127.0.0.1:{port}/metadata/scheduledevents;" in text
         assert f"control API at http://127.0.0.1:{control}/api/v1" in text

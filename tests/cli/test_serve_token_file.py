@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from e2e_support import free_port
+from e2e_support import banner_printed, free_port
 
 LOOPBACK = ["127.0.0.1"]
 
@@ -37,39 +36,25 @@ def test_a_serve_refused_its_control_port_keeps_the_running_server_s_token(
     with log.open("wb") as out:
         first = subprocess.Popen([*serve, "--bind", f"127.0.0.1:{port}"], stdout=out, env=env)
     try:
-        deadline = time.monotonic() + 20
-        while "control: http" not in log.read_text():
-            assert first.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        banner_printed(log, first, "control: http")
         token_file = tmp_path / "runtime" / f"control-127.0.0.1-{control}.token"
         token = token_file.read_text()
-        second = subprocess.run(
-            [*serve, "--bind", f"127.0.0.1:{other_port}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=env,
-        )
+
+        def forewarn(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+            argv = [sys.executable, "-m", "forewarn", *args]
+            environ = {**env, **extra}
+            return subprocess.run(argv, capture_output=True, text=True, timeout=30, env=environ)
+
+        second = forewarn(*serve[3:], "--bind", f"127.0.0.1:{other_port}")
         assert second.returncode == 1, second.stderr
         assert f"the control API cannot listen on 127.0.0.1:{control}" in second.stderr
         assert token_file.read_text() == token, "the running server's token was replaced"
-        listed = subprocess.run(
-            [sys.executable, "-m", "forewarn", "vm", "list", "--control", f"127.0.0.1:{control}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=env,
-        )
+        listed = forewarn("vm", "list", "--control", f"127.0.0.1:{control}")
         assert listed.returncode == 0, listed.stderr
         assert "vm0" in listed.stdout
         # A wrong token is one clear line, not the answer's JSON.
-        refused = subprocess.run(
-            [sys.executable, "-m", "forewarn", "vm", "list", "--control", f"127.0.0.1:{control}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**env, "FOREWARN_TOKEN": "not-the-token"},
+        refused = forewarn(
+            "vm", "list", "--control", f"127.0.0.1:{control}", FOREWARN_TOKEN="not-the-token"
         )
         assert refused.returncode == 1
         assert refused.stderr == (

@@ -13,14 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from e2e_support import free_port
+from e2e_support import banner_printed, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -66,11 +65,7 @@ def serving(tmp_path: Path, fleet_text: str) -> Iterator[tuple[str, str, int]]:
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + 20
-        while "control: http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        banner_printed(log, process, "control: http://")
         match = re.search(r"control: (http://\S+/\?token=\S+)", log.read_text())
         assert match is not None
         yield match.group(1), f"http://127.0.0.1:{control}", port

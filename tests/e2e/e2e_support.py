@@ -197,6 +197,19 @@ class ServerProcess:
         return self.process.returncode
 
 
+def banner_printed(
+    log: Path, process: subprocess.Popen[bytes], line: str = "control: http", timeout: float = 20
+) -> str:
+    """The output of a ``forewarn serve`` started by hand into ``log``, once its start-up
+    lines (down to ``line``) are out; fails if it exits or takes longer than ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while line not in log.read_text():
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    return log.read_text()
+
+
 def wait_for(check: Callable[[], bool], *, what: str, server: ServerProcess | None = None) -> None:
     """Poll ``check`` with short waits until it holds, for at most START_TIMEOUT seconds."""
     deadline = time.monotonic() + START_TIMEOUT

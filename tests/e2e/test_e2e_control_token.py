@@ -9,12 +9,11 @@ import re
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import free_port, run
+from e2e_support import banner_printed, free_port, run
 
 pytestmark = pytest.mark.e2e
 
@@ -37,11 +36,7 @@ def test_the_cli_finds_the_token_serve_wrote_and_nobody_else_gets_in(tmp_path: P
             [*argv, "--control", control, "--clock", "manual"], stdout=out, stderr=out, env=env
         )
     try:
-        deadline = time.monotonic() + 20
-        while "control: http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        banner_printed(log, process, "control: http://")
         match = re.search(
             r"control: (http://\S+)/\?token=(\S+) \(the token is also in (\S+)\)", log.read_text()
         )
