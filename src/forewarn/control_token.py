@@ -63,7 +63,11 @@ class TokenFileError(ForewarnError):
 def write_token(host: str, port: int, token: str) -> Path:
     """Write ``token`` for ``host:port``, readable by this user only (0600), following no
     link: a new file (``O_CREAT | O_EXCL | O_NOFOLLOW``) in the directory opened with
-    ``O_NOFOLLOW``, renamed over the old one; a link at either path is refused."""
+    ``O_NOFOLLOW``, renamed over the old one; a link at either path is refused.
+
+    Only a server that holds ``host:port`` already may call it: then no other server listens
+    there, and the file it replaces is a stale one (``forewarn serve`` binds both planes
+    first)."""
     path = token_file(host, port)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:

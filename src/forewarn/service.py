@@ -47,7 +47,7 @@ from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
-from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
+from forewarn.domain.platform import CampaignView, Deletion, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.faults import ActiveFault, FaultPlan, FaultRule
 from forewarn.storage.errors import StoreUnavailableError
@@ -98,23 +98,24 @@ def _encoding(
 
 #: Distinct documents whose encodings are shared between the VMs shown them.
 _SHARED_ENCODINGS = 1024
-#: Those encodings by api-version, incarnation and the identities of the events shown: an
-#: event is one object in every document showing it, so equal documents of VMs shown the
-#: same events have equal keys, made without hashing the events field by field (which cost
-#: more than encoding a one-event document). An entry holds its document, so no identity in
-#: a kept key can be reused by another object. Emptied when full, at once rather than entry
-#: by entry: a campaign's documents, each shown to one VM, pass through it, and a shared
-#: document is encoded again at most once per so many.
+#: Those encodings by api-version, incarnation (as that version reads it) and the identities
+#: of the events shown: an event is one object in every document showing it, so equal
+#: documents of VMs shown the same events have equal keys, made without hashing the events
+#: field by field (which cost more than encoding a one-event document). An entry holds its
+#: document, so no identity in a kept key can be reused by another object. Emptied when full,
+#: at once rather than entry by entry: a campaign's documents, each shown to one VM, pass
+#: through it, and a shared document is encoded again at most once per so many.
 _shared: dict[tuple[str, int, tuple[int, ...]], EncodedDocument] = {}
 
 
 def _shared_encoding(document: Document, version: ApiVersion) -> EncodedDocument:
-    key = (version.name, document.incarnation, tuple(map(id, document.events)))
+    incarnation = document.incarnation_for(version.event_types)
+    key = (version.name, incarnation, tuple(map(id, document.events)))
     shared = _shared.get(key)
     if shared is None:
         if len(_shared) >= _SHARED_ENCODINGS:
             _shared.clear()
-        tag = str(document.incarnation)
+        tag = str(incarnation)
         shared = _shared[key] = EncodedDocument(
             encode_document(document, version), tag, b'"%s"' % tag.encode(), document
         )
@@ -347,13 +348,24 @@ class ScheduledEventsService:
         return self._requested(self._caught_up(), vm_name)
 
     def request_from(
-        self, local_address: str, peer_address: str, version: ApiVersion | None = None
+        self,
+        local_address: str,
+        peer_address: str,
+        version: ApiVersion | None = None,
+        *,
+        for_events: bool = True,
     ) -> Arrival | None:
         """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
         for every request: the calling VM, why it cannot be answered now if it cannot, the
         platform time it arrived at (the answer's Date) and, for a request of Scheduled
         Events answered now, the document as ``version`` shows it after this request; None
-        when no VM answers at those addresses.
+        when no VM answers at those addresses and none was deleted there. A request in the
+        name of a deleted VM arrives with a pause that never ends (:attr:`Pause.gone`),
+        naming the event that deleted it: nothing answers it.
+
+        ``for_events`` False is a request for instance metadata or the versions: it does not
+        count as a request for events (:meth:`Platform.arrive`), so it neither turns
+        Scheduled Events on nor keeps it on, and waits for no first-call delay.
 
         What a VM's request found is kept by the address it arrived at while the VM was
         answerable (:class:`_Known`): while the platform has not changed since
@@ -361,6 +373,12 @@ class ScheduledEventsService:
         same document, and only counts as a request. Most of a fleet's polls are those.
         """
         platform = self._caught_up()
+        if not for_events:  # rare beside the polls: looked up afresh, nothing kept
+            calling = _vm_calling(platform, local_address, peer_address)
+            if calling is None:
+                return _gone(platform, local_address, peer_address)
+            pause = self._requested(platform, calling.name, for_events=False)
+            return Arrival(calling, pause, platform.now, None)
         known = self._known.get(local_address)
         if known is not None and known.version is version:
             vm = known.vm
@@ -368,7 +386,7 @@ class ScheduledEventsService:
                 return Arrival(vm, None, platform.now, known.document, known.changes)
         calling = _vm_calling(platform, local_address, peer_address)
         if calling is None:
-            return None
+            return _gone(platform, local_address, peer_address)
         pause = self._requested(platform, calling.name)
         address = calling.address
         kept = pause is None and address == local_address and self._replica is None
@@ -419,23 +437,29 @@ class ScheduledEventsService:
         if self._writer is not None:
             self._writer.took(Touch(vm_name), platform.now)
 
-    def _requested(self, platform: Platform, vm_name: str) -> Pause | None:
+    def _requested(
+        self, platform: Platform, vm_name: str, *, for_events: bool = True
+    ) -> Pause | None:
         if self._replica is not None:
-            # Whether the request counts is the same rule (Pause.warming_up), but the
-            # replica journals the touch, as every front-end must apply it.
+            # Whether the request counts is the same rule (Pause.warming_up, and only a
+            # request for events), but the replica journals the touch, as every front-end
+            # must apply it.
             pause = platform.pause(vm_name)
             if pause is not None and not pause.warming_up:
                 return pause
+            if not for_events:
+                return None
             return self._replica.requested(vm_name) or platform.pause(vm_name)
         writer = self._writer
         if (
             writer is not None
+            and for_events
             and writer.refusing
             and writer.quiet()
             and _turns_on(platform, vm_name)
         ):
             raise writer.refusal()  # it would change state, which cannot be recorded now
-        pause, turned_on = platform.arrive(vm_name)
+        pause, turned_on = platform.arrive(vm_name, for_events=for_events)
         if turned_on:
             self._journal_touch(platform, vm_name)
         return pause
@@ -443,6 +467,11 @@ class ScheduledEventsService:
     def impacts(self) -> dict[str, Pause]:
         """The VMs under an impact now (for impact hooks)."""
         return self._caught_up().impacts()
+
+    def deletions_after(self, number: int) -> tuple[Deletion, ...]:
+        """The VMs deleted after the ``number``-th deletion and not added again, in order
+        (for impact hooks, which stop a deleted VM's software)."""
+        return self._caught_up().deletions_after(number)
 
     def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
         return self.encoded_document(vm_name, version).body
@@ -672,6 +701,17 @@ def _turns_on(platform: Platform, vm_name: str) -> bool:
     """Whether a request from ``vm_name`` now would turn Scheduled Events on
     (:meth:`Platform.arrive`'s rule, read without taking the request): off or idle, and up."""
     return not platform.receiving(vm_name) and platform.pause(vm_name) is None
+
+
+def _gone(platform: Platform, local_address: str, peer_address: str) -> Arrival | None:
+    """The arrival of a request in the name of a VM deleted since, or None when no VM ever
+    answered there (:meth:`Platform.deleted_calling`)."""
+    deletion = platform.deleted_calling(local_address, peer_address)
+    if deletion is None:
+        return None
+    event = deletion.event
+    pause = Pause(None) if event is None else Pause(None, event.event_type, event.event_id)
+    return Arrival(deletion.vm, pause, platform.now, None)
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:

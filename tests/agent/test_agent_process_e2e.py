@@ -184,3 +184,63 @@ def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
         code = stop(agent)
     assert code == 0
     assert [r["msg"] for r in logs()][-1] == "agent stopped"
+
+
+LOCAL_EXAMPLE = ROOT / "examples" / "agent-local.yaml"
+
+
+def test_the_local_example_is_safe_as_it_is() -> None:
+    """Seen by a newcomer: the example the README ran "beside forewarn serve" polled the real
+    169.254.169.254, needed port 9464 and /var/lib, and its hooks ran kubectl against the
+    current context and wrote under /run. The local one talks to the local serve only, keeps
+    its state beside itself, opens no port, and its hooks only print; the production one says
+    it is the production one."""
+    from forewarn.agent import load_config
+    from forewarn.defaults import DEFAULT_HOST, DEFAULT_PORT
+
+    config = load_config(LOCAL_EXAMPLE, environ={})
+    assert config.endpoint == f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+    assert config.state_dir.is_relative_to(LOCAL_EXAMPLE.parent)
+    assert config.metrics_address is None
+    moments = (config.hooks.prepare, config.hooks.started, config.hooks.recover)
+    commands = [hook.command for moment in moments for hook in moment]
+    assert commands
+    assert all(isinstance(c, str) and c.startswith("echo ") for c in commands), commands
+    production = EXAMPLE.read_text()
+    assert production.startswith("# PRODUCTION EXAMPLE: for a real Azure VM.")
+    assert "agent-local.yaml" in production
+
+
+def test_the_local_example_drains_and_approves_beside_serve(
+    serve: tuple[str, httpx.Client, ServerProcess], tmp_path: Path
+) -> None:
+    """The local example run as it is, a copy in a directory of its own (its state goes
+    beside it); only its endpoint is pointed at this test's serve, which is not on the
+    default port. A restart is prepared for (its hook prints) and approved."""
+    endpoint, control, _ = serve
+    config = tmp_path / "agent-local.yaml"
+    config.write_bytes(LOCAL_EXAMPLE.read_bytes())
+    log_path = tmp_path / "agent.log"
+    command = [sys.executable, "-m", "forewarn", "agent", "--config", str(config)]
+    with log_path.open("wb") as agent_log:
+        agent = subprocess.Popen(
+            [*command, "--endpoint", endpoint], stdout=subprocess.DEVNULL, stderr=agent_log
+        )
+
+    def logs() -> list[dict[str, object]]:
+        return [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+
+    try:
+        wait_for("its name", lambda: any(r["msg"] == "this VM" for r in logs()), agent)
+        reboot = control.post("/vms/vm0/restart").json()["events"][0]["EventId"]
+        wait_for(
+            "the approval",
+            lambda: any(r["msg"] == "approved" and r.get("event_id") == reboot for r in logs()),
+            agent,
+        )
+        prepared = [r for r in logs() if r["msg"] == "hook ran" and r.get("hook") == "prepare"]
+        assert f"prepare: would drain vm0 for Reboot {reboot}" in str(prepared[0]["output"])
+        assert (tmp_path / ".forewarn-agent-state").is_dir()
+    finally:
+        code = stop(agent)
+    assert code == 0

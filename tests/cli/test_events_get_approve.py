@@ -141,6 +141,19 @@ def test_an_unknown_event_id_is_a_one_line_error(platform: ForewarnPlatform) -> 
     assert platform.approvals() == []
 
 
+def test_an_unknown_event_id_is_named_as_it_was_given(platform: ForewarnPlatform) -> None:
+    """Seen by a newcomer: an unknown id was echoed upper-cased. GUIDs are "case insensitive
+    on input" (RFC 4122, section 3), so ids are compared in upper case, but an error names
+    the id as the user wrote it; a known id in lower case is approved (the documentation's
+    own "Start an event" example is lower case, scheduled-events-windows-2024.txt)."""
+    result = run("events", "approve", "not-an-event", "--endpoint", platform.url)
+    assert result.exit_code == 1
+    assert result.output.rstrip().endswith("400: Bad request. unknown event id(s): not-an-event")
+    (event,) = platform.restart("vm0")
+    ok("events", "approve", event.event_id.lower(), "--endpoint", platform.url)
+    platform.assert_approved(event, by="vm0")
+
+
 def test_an_invalid_api_version_is_reported_with_the_newest_ones(
     platform: ForewarnPlatform,
 ) -> None:
@@ -172,3 +185,27 @@ def test_a_malformed_endpoint_is_a_usage_error() -> None:
     result = run("events", "get", "--endpoint", "ftp://example")
     assert result.exit_code == 2
     assert "--endpoint" in result.output
+
+
+def test_without_an_endpoint_a_failure_says_how_to_reach_forewarn(
+    monkeypatch: pytest.MonkeyPatch, platform: ForewarnPlatform
+) -> None:
+    """Seen by a newcomer: ``events approve`` with no endpoint failed with the answer of
+    whatever was at 169.254.169.254 and no hint of ``--endpoint``. When discovery chose the
+    endpoint (the default, or a DHCP lease), the error names the way to forewarn serve;
+    when the user gave it, it does not second-guess them."""
+    from forewarn.client import _discovery
+
+    monkeypatch.setattr(_discovery, "IMDS_BASE_URL", "http://127.0.0.1:9")  # no one there
+    monkeypatch.setattr(_discovery, "DEFAULT_LEASE_PATHS", ())
+    monkeypatch.delenv("FOREWARN_IMDS_ENDPOINT", raising=False)
+    result = run("events", "approve", "F020BA2E-3BC0-4C40-A10B-86575A9EABD5", "--retries", "0")
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: http://127.0.0.1:9: ")
+    assert line.endswith(
+        "(no endpoint was given, so default chose this one; to reach forewarn serve pass "
+        "--endpoint http://127.0.0.1:16954 or set FOREWARN_IMDS_ENDPOINT)"
+    )
+    given = run("events", "get", "--endpoint", "127.0.0.1:9", "--retries", "0")
+    assert "--endpoint" not in given.output

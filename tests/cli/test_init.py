@@ -11,7 +11,13 @@ from click.testing import CliRunner
 from forewarn.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-WRITTEN = ["fleet.yaml", "agent.yaml", "hooks/k8s-drain.sh", "hooks/lb-remove.sh"]
+WRITTEN = [
+    "fleet.yaml",
+    "agent.yaml",
+    "agent-local.yaml",
+    "hooks/k8s-drain.sh",
+    "hooks/lb-remove.sh",
+]
 
 
 def test_init_writes_the_examples_files(tmp_path: Path) -> None:

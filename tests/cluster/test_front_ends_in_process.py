@@ -278,6 +278,29 @@ def test_a_first_request_is_journaled_at_once_and_its_delay_runs_the_same_everyw
             replica(state).journal.close()
 
 
+def test_a_request_for_instance_metadata_journals_nothing_and_waits_for_nothing(
+    shared_store: str, tmp_path: Path
+) -> None:
+    """SPEC 7 (scheduled-events-linux.txt, "Enabling and Disabling Scheduled Events": enabled
+    "the first time you make a request for events"): on a front-end sharing the journal, a
+    request for instance metadata is answered at once and journals no first request."""
+    fleet = tmp_path / "quiet.yaml"
+    fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
+    a = front_end(shared_store, fleet)
+    try:
+        arrival = a.service.request_from("127.0.0.9", "127.0.0.1", for_events=False)
+        assert arrival is not None
+        assert arrival.pause is None
+        assert [record["op"] for _, record in replica(a).journal.records()] == []
+        assert not a.service.vm_state("quiet").receiving
+        events = a.service.request_from("127.0.0.9", "127.0.0.1", CURRENT_VERSION)
+        assert events is not None
+        assert events.pause is not None, "the first request for events waits"
+        assert [record["op"] for _, record in replica(a).journal.records()] == ["touch"]
+    finally:
+        replica(a).journal.close()
+
+
 def test_a_front_end_that_cannot_rebuild_yet_refuses_everything_until_it_has(
     fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,6 +42,7 @@ def test_live_migration_matches_the_documented_example(http: httpx.Client) -> No
         "audience": ["WestNO_0", "WestNO_1"],
         "parties": [event["parties"][0]],
         "approvedBy": [],
+        "approvedByVms": [],
         "jobId": event["jobId"],
     }
 

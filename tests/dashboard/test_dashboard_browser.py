@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,12 +46,17 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
         yield served
 
 
+def _playwright() -> Any:
+    """Playwright's sync API, or a skip saying what is missing."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+
 def test_restart_from_the_page_and_watch_the_vm_approve(
     served: tuple[str, str, int], tmp_path: Path
 ) -> None:
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    sync_api = _playwright()
     link, control, port = served
     vm_url = f"http://127.0.0.2:{port}/metadata/scheduledevents?api-version=2020-07-01"
     with sync_api.sync_playwright() as playwright:
@@ -146,5 +152,60 @@ def test_the_page_needs_the_link_first(served: tuple[str, str, int]) -> None:
             page.locator("#clock", has_text="locked").wait_for()
             assert "?token=" in page.locator("#status").inner_text()
             assert page.locator("#fleet button").count() == 0
+        finally:
+            browser.close()
+
+
+#: Scale sets for every operation an instance-id field takes: Spot instances to evict, a set
+#: with terminate and OS image notifications to delete from and upgrade.
+EXAMPLES_FLEET = """\
+vms:
+  - {name: app0, address: 127.0.0.2}
+scaleSets:
+  - {name: web, capacity: 2, addressStart: 127.0.0.3, osImageNotification: true,
+     terminateNotification: {enabled: true, notBeforeTimeout: PT5M}}
+  - {name: spot, capacity: 1, addressStart: 127.0.0.5, priority: Spot}
+"""
+#: Which scale set each operation with instance ids is shown on.
+EXAMPLE_TARGETS = {
+    "simulate-eviction": "spot",
+    "delete-instances": "web",
+    "os-image-upgrade": "web",
+}
+
+
+def test_every_example_the_page_shows_is_accepted(tmp_path: Path) -> None:
+    """Seen by a newcomer: the scenario box suggested a step it then refused (``unknown step
+    'vm'``). Every example the page shows, submitted as shown, is accepted: the scenario box's
+    (run to its end) and each instance-id field's, on the scale set the form names."""
+    sync_api = _playwright()
+    with (
+        serve_with_its_link(tmp_path, fleet=EXAMPLES_FLEET) as (link, _, _),
+        sync_api.sync_playwright() as play,
+    ):
+        browser = play.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(link)
+            page.locator('button[data-vm="app0"]').wait_for()
+            scenario = page.locator("#scenario-text")
+            example = scenario.get_attribute("placeholder") or ""
+            assert example == "steps:\n  - restart: app0\n  - advance: 15m"
+            scenario.fill(example)
+            page.locator("#scenario button[type=submit]").click()
+            page.locator('#scenario-runs li[data-status="passed"]').wait_for()
+            fields = page.locator("#actions input[data-example=instance-ids]")
+            assert fields.count() == len(EXAMPLE_TARGETS)
+            for operation, scale_set in EXAMPLE_TARGETS.items():
+                form = page.locator(f"#op-scale-set-{operation}")
+                form.locator("select[name=target]").select_option(scale_set)
+                field = form.locator("input[data-example=instance-ids]")
+                shown = field.get_attribute("placeholder")
+                assert shown == "0", (operation, shown)
+                field.fill(shown)
+                form.locator("button[type=submit]").click()
+                status = page.locator("#status")
+                status.filter(has_text=f"scale-set {operation} {scale_set}").wait_for()
+                assert "refused" not in status.inner_text(), status.inner_text()
         finally:
             browser.close()

@@ -1,7 +1,8 @@
 """Every shell block of README.md and docs/*.md runs as written (README "Development").
 
-Each block runs in bash with ``set -e``, in a scratch directory that has the repository's
-``examples/`` and a ``.venv/bin`` holding this environment's ``forewarn``, as a reader who
+Each block runs in bash with ``set -e``, in a scratch directory that has a copy of the
+repository's ``examples/`` and a ``.venv/bin`` holding this environment's ``forewarn`` (also
+first on ``PATH``, as the quick start's activated environment has it), as a reader who
 followed the quick start would have. A ``forewarn serve`` or ``forewarn agent`` line is what
 the reader leaves running: it is started in the background (as its trailing ``&`` says, or as
 "in another terminal" means) and the block goes on once the server's start-up lines are out;
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -112,7 +114,8 @@ def test_the_block_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
         pytest.skip(f"{snippet.name}: {snippet.marker[1]}")
     if not _ports_free():
         pytest.skip("the documented ports 16954 and 16955 are taken on this machine")
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    # A copy: what a block writes beside an example (the local agent's state) stays here.
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     venv_bin = Path(sys.executable).parent
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "bin").symlink_to(venv_bin)

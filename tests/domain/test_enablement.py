@@ -303,6 +303,34 @@ def test_a_request_arriving_counts_unless_the_vm_is_down() -> None:
     assert platform.arrive("vm0") == (Pause(START + 2 * MIN + DAY + 2 * MIN), True)
 
 
+def test_only_a_request_for_events_counts() -> None:
+    """scheduled-events-linux.txt, "Enabling and Disabling Scheduled Events": "enabled for
+    your service the first time you make a request for events" and disabled "if it does not
+    make a request for 24 hours": a request for instance metadata (``for_events=False``)
+    turns nothing on, waits for no first-call delay and does not keep the VM enabled; only a
+    VM that is down makes it wait."""
+    platform = make_platform()
+    add(platform, "vm0", receiving=False, host="h1")
+    assert platform.arrive("vm0", for_events=False) == (None, False)
+    assert not platform.receiving("vm0")
+    first, turned_on = platform.arrive("vm0")
+    assert (first, turned_on) == (Pause(START + 2 * MIN), True)
+    assert platform.arrive("vm0", for_events=False) == (None, False), "not the events' wait"
+    platform.advance_to(START + 2 * MIN)
+    platform.advance_to(START + 2 * MIN + DAY - SECOND)
+    assert platform.arrive("vm0", for_events=False) == (None, False)
+    platform.advance_to(START + 2 * MIN + DAY)
+    assert not platform.receiving("vm0"), "instance metadata kept nothing on"
+    platform.arrive("vm0")
+    platform.advance_to(platform.now + 2 * MIN)
+    (event,) = operations.restart(platform, "vm0")
+    platform.approve("vm0", [event.event_id])
+    down, turned_on = platform.arrive("vm0", for_events=False)
+    assert down is not None
+    assert down.event_type is EventType.REBOOT
+    assert turned_on is False
+
+
 def test_a_request_in_an_unknown_vm_s_name_is_refused_by_name() -> None:
     """A VM that does not exist cannot be touched, and the error says which name."""
     with pytest.raises(UnknownVmError, match="'ghost'"):

@@ -94,11 +94,18 @@ def test_every_impact_is_held_unless_told_otherwise(event_type: EventType) -> No
     assert chosen.for_pause(Pause(START, others[0], "Y")) is ImpactPolicy.HOLD
 
 
-def test_a_warm_up_is_always_held_and_a_gone_vm_always_dropped() -> None:
+def test_a_warm_up_is_always_held_and_a_gone_vm_held_for_ever() -> None:
+    """A deleted VM gets no HTTP answer a real VM could get: on Azure its software is gone
+    with it and nothing answers at its address (scheduled-events-linux.txt, "Event
+    Properties": Preempt "The Spot Virtual Machine is being deleted", Terminate "The virtual
+    machine is scheduled to be deleted"). Held with no end, whatever the policies."""
     everything = ImpactPolicies.parse([f"{t.value}=refuse" for t in EventType])
     assert everything.for_pause(Pause(START)) is ImpactPolicy.HOLD
-    assert ImpactPolicies().for_pause(Pause(None)) is ImpactPolicy.DROP
-    assert everything.for_pause(Pause(None, EventType.PREEMPT, "Z")) is ImpactPolicy.DROP
+    assert ImpactPolicies().for_pause(Pause(None)) is ImpactPolicy.HOLD
+    gone = Pause(None, EventType.PREEMPT, "Z")
+    assert gone.gone
+    assert everything.for_pause(gone) is ImpactPolicy.HOLD
+    assert not Pause(START).gone
 
 
 def test_settings_are_type_equals_policy_in_any_case() -> None:
@@ -158,3 +165,32 @@ def test_the_impacts_list_names_every_paused_vm_with_its_event_and_end() -> None
     }
     platform.advance_to(end)
     assert platform.impacts() == {}
+
+
+@pytest.mark.parametrize("event_type", [EventType.PREEMPT, EventType.TERMINATE])
+def test_a_deleting_event_nobody_can_be_shown_is_over_with_its_impact(
+    event_type: EventType,
+) -> None:
+    """scheduled-events-linux.txt, "Event Properties": Preempt "is being deleted", Terminate
+    "is scheduled to be deleted". Once the impact deleted every VM that could be shown the
+    event, it is over (nobody could read it); in a set, the others still read it Started
+    until its Started period ends."""
+    alone = platform_with("a")
+    event_id = started(alone, event_type, "a")
+    alone.advance_to(START + DOCUMENTED.impact)
+    assert alone.events() == ()
+    assert [d.vm.name for d in alone.deletions_after(0)] == ["a"]
+    alone.advance_to(START + DOCUMENTED.started_period)  # its removal, due then, is harmless
+    assert alone.events() == ()
+
+    in_set = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(5))
+    for index in range(2):
+        in_set.add_vm(Vm(name=f"s{index}", vm_id=f"id-s{index}", host=f"h{index}",
+                         availability_set="as", platform_fault_domain=index))  # fmt: skip
+    event_id = started(in_set, event_type, "s0")
+    in_set.advance_to(START + DOCUMENTED.impact)
+    (view,) = in_set.events()
+    assert view.event.event_id == event_id
+    assert [e.event_id for e in in_set.document("s1").events] == [event_id]
+    in_set.advance_to(START + DOCUMENTED.started_period)
+    assert in_set.events() == ()

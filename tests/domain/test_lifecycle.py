@@ -411,7 +411,7 @@ class _Recorder:
             after, next_key = self.then.pop(key)
             self._deadlines.push(self._state.now + after, next_key, Deadline.ENABLE)
 
-    enable_due = start_due = end_due = remove_due = _note
+    enable_due = start_due = impact_over = remove_due = _note
 
 
 def test_deadlines_fire_by_instant_then_in_the_order_they_were_set() -> None:

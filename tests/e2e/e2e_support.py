@@ -655,11 +655,13 @@ def serve_with_its_link(
         process.wait(STOP_TIMEOUT)
 
 
-def start_up_lines(log: Path, process: subprocess.Popen[bytes]) -> str:
-    """What a ``forewarn serve`` writing to ``log`` printed, once its control line is out
-    (bounded in time; an early exit fails with its output)."""
+def start_up_lines(
+    log: Path, process: subprocess.Popen[bytes], line: str = "control: http://"
+) -> str:
+    """What a ``forewarn serve`` started by hand into ``log`` printed, once its start-up
+    lines down to ``line`` are out (bounded in time; an early exit fails with its output)."""
     deadline = time.monotonic() + START_TIMEOUT * 2
-    while "control: http://" not in (text := log.read_text()):
+    while line not in (text := log.read_text()):
         assert process.poll() is None, text
         assert time.monotonic() < deadline, text
         time.sleep(0.1)

@@ -68,3 +68,30 @@ def test_a_failing_or_hanging_hook_is_logged_and_the_platform_goes_on(tmp_path: 
         _eventually(lambda: "exited with status 3" in server.process.output(), "the failure")
         assert server.document()["Events"][0]["EventStatus"] == "Started"
         server.process.assert_healthy()
+
+
+def test_a_deleted_vm_s_hook_says_deleted_after_its_impact_ends(tmp_path: Path) -> None:
+    """A Preempt deletes its VM when its impact ends ("Preempt: The Spot Virtual Machine is
+    being deleted", scheduled-events-linux.txt, "Event Properties"): the hook is told the
+    start, the end and then ``deleted``, with the event, so a harness stops the software of
+    a VM that no longer exists; its address answers nothing from then on."""
+    log = tmp_path / "hook.log"
+    hook = f'echo "$FOREWARN_IMPACT $FOREWARN_VM $FOREWARN_EVENT_TYPE $FOREWARN_EVENT_ID" >> {log}'
+    fleet = f"vms:\n  - {{name: spot0, address: {PAIR_HOSTS[0]}, priority: Spot}}\n"
+    server = start_forewarn(
+        tmp_path, fleet=fleet, vm_hosts=PAIR_HOSTS[:1], extra=("--impact-hook", hook)
+    )
+    with stopped_at_exit(server):
+        response = server.control.post("/vms/spot0/simulate-eviction")
+        assert response.status_code in (200, 201), response.text
+        event_id = response.json()["events"][0]["EventId"]
+        server.advance(30)  # "Preempt: 30 seconds" (scheduled-events-linux.txt)
+        _eventually(lambda: log.exists() and "start" in log.read_text(), "the start hook")
+        server.advance(7)
+        _eventually(lambda: len(log.read_text().splitlines()) == 3, "the deleted hook")
+        assert [line.split() for line in log.read_text().splitlines()] == [
+            ["start", "spot0", "Preempt", event_id],
+            ["end", "spot0", "Preempt", event_id],
+            ["deleted", "spot0", "Preempt", event_id],
+        ]
+        server.process.assert_healthy()

@@ -82,15 +82,16 @@ class Imds:
 
     # -- the fleet -------------------------------------------------------------------------
 
-    def add_vm(self, name: str, **fields: Any) -> Vm:
-        """A VM answering on its own loopback address, as a fleet file gives each VM."""
+    def add_vm(self, name: str, *, receiving: bool = True, **fields: Any) -> Vm:
+        """A VM answering on its own loopback address, as a fleet file gives each VM;
+        ``receiving`` False starts it with Scheduled Events off (never asked)."""
         if "address" not in fields:
             fields["address"] = f"127.0.0.{self._next_address}"
             self._next_address += 1
         fields.setdefault("host", f"host-{name}")
         vm_id = f"00000000-0000-4000-8000-{len(self.addresses) + 1:012d}"
         vm = Vm(name=name, vm_id=vm_id, **fields)
-        self.platform.add_vm(vm)
+        self.platform.add_vm(vm, receiving=receiving)
         self.addresses[name] = fields["address"]
         return vm
 

@@ -9,6 +9,7 @@ DocumentIncarnation is changing every time there's new information in Events."
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -224,3 +225,94 @@ def test_incarnation_follows_the_events_over_any_history(
             assert response.status in (0, 400)
             expected = moved(set(), 0)
         history.read(imds, expected)
+
+
+# -- through an api-version that hides some event types ---------------------------------------
+
+#: Each a version's view: 2017-08-01 shows neither Preempt nor Terminate, 2017-11-01 shows
+#: Preempt, 2019-01-01 on show both (the release notes: scheduled-events-linux.txt, "Version
+#: and Region Availability").
+VIEWS = ("2017-08-01", "2017-11-01", "2020-07-01")
+
+
+def test_a_change_a_version_hides_moves_neither_its_incarnation_nor_its_etag(pair: Imds) -> None:
+    """The incarnation "increases when the events array changes. Documents with the same
+    incarnation contain the same event information" (scheduled-events-windows-fr.txt, "Event
+    Properties"), "is changing every time there's new information in Events"
+    (scheduled-events-windows-2024.txt, "Example responses") and "provides an easy way to
+    inspect if the Events payload has changed" (vmss-terminate-notification.md): what a version
+    hides is no new information in its Events, so its incarnation stays, a conditional GET
+    answers 304, and the next change it shows brings it to the VM's incarnation ("It may jump
+    by more than one", SPEC 2)."""
+    pair.schedule(EventType.FREEZE, "WestNO_0", notice=timedelta(days=1))
+    assert [incarnation(pair, "WestNO_1", v) for v in VIEWS] == [2, 2, 2]
+    bodies = {v: pair.get("WestNO_1", v).body for v in VIEWS}
+    pair.schedule(EventType.TERMINATE, "WestNO_0", notice=timedelta(days=1))
+    assert [incarnation(pair, "WestNO_1", v) for v in VIEWS] == [2, 2, 3]
+    for version in ("2017-03-01", "2017-08-01", "2017-11-01"):
+        assert incarnation(pair, "WestNO_1", version) == 2
+    for version in VIEWS[:2]:
+        assert pair.get("WestNO_1", version).body == bodies[version], "the same answer"
+        conditional = pair.request(
+            "GET",
+            "WestNO_1",
+            query=f"api-version={version}",
+            headers={"Metadata": "true", "If-None-Match": '"2"'},
+        )
+        assert (conditional.status, conditional.etag) == (304, b'"2"')
+    preempt = pair.schedule(EventType.PREEMPT, "WestNO_0", notice=timedelta(days=1))
+    assert [incarnation(pair, "WestNO_1", v) for v in VIEWS] == [2, 4, 4]
+    pair.cancel(preempt.event_id)
+    assert [incarnation(pair, "WestNO_1", v) for v in VIEWS] == [2, 5, 5]
+    freeze = next(e for e in pair.platform.events() if e.event.event_type is EventType.FREEZE)
+    pair.cancel(freeze.event.event_id)
+    assert [incarnation(pair, "WestNO_1", v) for v in VIEWS] == [6, 6, 6], "all shown: the VM's"
+    assert pair.document("WestNO_1", "2017-08-01") == {"DocumentIncarnation": 6, "Events": []}
+
+
+ALL_TYPES = tuple(EventType)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_each_version_s_incarnation_moves_exactly_when_its_events_do(
+    make_imds: type[Imds], data: st.DataObject
+) -> None:
+    """The rule above over any history of every event type, read through three versions
+    after every action: for each version, the incarnation never goes backwards, one
+    incarnation is one Events array, and it moves if and only if that version's Events
+    changed (SPEC 2; scheduled-events-windows-2024.txt, "Example responses")."""
+    imds = make_imds()
+    imds.add_vm("a", availability_set="s")
+    imds.add_vm("b", availability_set="s")  # the reader: every event impacts a, never b
+    last: dict[str, tuple[int, bytes]] = {}
+    by_incarnation: dict[tuple[str, int], bytes] = {}
+    ids: list[str] = []
+
+    def read() -> None:
+        for version in VIEWS:
+            document = imds.document("b", version)
+            now, events = document["DocumentIncarnation"], orjson.dumps(document["Events"])
+            assert by_incarnation.setdefault((version, now), events) == events, version
+            if version in last:
+                before, seen = last[version]
+                assert now >= before, (version, "went backwards")
+                assert (now != before) == (events != seen), (version, before, now)
+            last[version] = (now, events)
+
+    read()
+    for _ in range(data.draw(st.integers(min_value=1, max_value=20), label="steps")):
+        action = data.draw(st.sampled_from(["schedule", "cancel", "advance"]))
+        if action == "schedule" and "a" in {vm.name for vm in imds.platform.vms()}:
+            event = imds.schedule(
+                data.draw(st.sampled_from(ALL_TYPES)),
+                "a",
+                notice=timedelta(minutes=15, seconds=data.draw(st.integers(0, 900))),
+            )
+            ids.append(event.event_id)
+        elif action == "cancel" and ids:
+            with contextlib.suppress(DomainError):  # gone already, or Started
+                imds.cancel(data.draw(st.sampled_from(ids)))
+        else:
+            imds.advance(timedelta(seconds=data.draw(st.integers(0, 1500))))
+        read()

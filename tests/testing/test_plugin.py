@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,6 @@ import pytest
 pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "app_under_test"
-#: "The pytest example passes in seconds": generous for a loaded 2-core machine.
-EXAMPLE_BUDGET_SECONDS = 30.0
 
 
 def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
@@ -136,22 +133,31 @@ def test_the_plugin_can_be_turned_off(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*fixture 'forewarn_platform' not found*"])
 
 
-def test_the_worked_example_passes_in_seconds() -> None:
+def test_the_worked_example_passes_as_docs_testing_md_says() -> None:
     """The example application's own suite, with its own pytest settings (warnings are
-    errors there too), in a process of its own as its developers would run it."""
-    started = time.monotonic()
+    errors there too), in a process of its own as its developers would run it; and what
+    docs/testing.md says of a run: its 6 tests, all on the manual clock but the one whose
+    worker waits out its 2 s request timeout while its VM reboots."""
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q"],
+        [sys.executable, "-m", "pytest", "-q", "--durations=0", "--durations-min=0"],
         cwd=EXAMPLE,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    elapsed = time.monotonic() - started
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    summary = re.search(r"(\d+) passed", completed.stdout)
-    assert summary is not None, completed.stdout
-    assert int(summary.group(1)) >= 6
+    assert "6 passed" in completed.stdout, completed.stdout
     assert "failed" not in completed.stdout
-    assert elapsed < EXAMPLE_BUDGET_SECONDS, f"the example took {elapsed:.1f} s"
+    page = (EXAMPLE.parents[1] / "docs" / "testing.md").read_text()
+    assert "runs its 6 tests in a few seconds" in page
+    assert "waits out its 2 s request timeout" in page
+    worker = (EXAMPLE / "drainer" / "worker.py").read_text()
+    assert "    timeout: float = 2.0\n" in worker
+    found = re.findall(r"^([\d.]+)s call\s+(\S+)$", completed.stdout, re.M)
+    calls = {name: float(seconds) for seconds, name in found}
+    waited = [name for name, seconds in calls.items() if seconds >= 2.0]
+    restart = (
+        "tests/test_worker.py::test_a_restart_drains_approves_at_once_and_recovers_after_the_reboot"
+    )
+    assert restart in waited, calls

@@ -44,7 +44,7 @@ def clock_show(control: str, output: str) -> None:
 @control_option
 @output_option
 def clock_advance(duration: str, control: str, output: str) -> None:
-    """Move a manual clock forward, e.g. `forewarn clock advance 15m`."""
+    """Move a manual clock forward by DURATION (90, 90s, 15m, 1h30m, 7d)."""
     seconds = parse_duration(duration).total_seconds()
     with control_api(control) as api:
         _show(api.post("/clock/advance", {"seconds": seconds}), output)

@@ -31,8 +31,11 @@ class CliContext:
 
 
 def parse_address(text: str, default_port: int) -> tuple[str, int]:
-    """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``."""
-    if text.startswith("["):
+    """``HOST``, ``HOST:PORT``, ``[V6]:PORT``, or ``PORT`` alone (on 127.0.0.1): a host
+    name is never all digits."""
+    if text.isdigit():
+        host, port_text = DEFAULT_HOST, text
+    elif text.startswith("["):
         host, _, rest = text[1:].partition("]")
         port_text = rest.removeprefix(":")
     elif text.count(":") == 1:

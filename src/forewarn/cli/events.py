@@ -31,6 +31,7 @@ from forewarn.client import (
     RetryPolicy,
     ScheduledEvent,
 )
+from forewarn.defaults import DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.events import EventSource, EventType
 from forewarn.scenario.client import segment
 
@@ -46,10 +47,10 @@ def events() -> None:
 @control_option
 @output_option
 def events_list(control: str, output: str) -> None:
-    """List live events with who sees and who approved them."""
+    """List live events with the VMs that approved them."""
     with control_api(control) as api:
         data = api.get("/events")
-    rows = [(*event_row(e), e["approvedBy"]) for e in data["events"]]
+    rows = [(*event_row(e), e["approvedByVms"]) for e in data["events"]]
     emit(data, output, rows, (*EVENT_HEADER, "APPROVED BY"))
 
 
@@ -177,6 +178,13 @@ def _imds_client(endpoint: str | None, api_version: str, retries: int) -> Iterat
             message = f"{client.endpoint.base_url}: {exc}"
             if isinstance(exc, InvalidApiVersionError) and exc.newest_versions:
                 message += f" (newest versions: {', '.join(exc.newest_versions)})"
+            if client.endpoint.source in ("dhcp", "default"):
+                # Found, not given: off Azure this is rarely the endpoint meant.
+                message += (
+                    f" (no endpoint was given, so {client.endpoint.source} chose this one; "
+                    f"to reach forewarn serve pass --endpoint http://{DEFAULT_HOST}:"
+                    f"{DEFAULT_PORT} or set {ENDPOINT_ENVIRONMENT_VARIABLE})"
+                )
             raise click.ClickException(message) from None
 
 

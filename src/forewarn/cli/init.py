@@ -18,7 +18,7 @@ def _files() -> list[tuple[str, bytes, bool]]:
     """(relative path, content, executable) for every starter file."""
     root = resources.files("forewarn").joinpath("starter")
     found: list[tuple[str, bytes, bool]] = []
-    for name in ("fleet.yaml", "agent.yaml"):
+    for name in ("fleet.yaml", "agent.yaml", "agent-local.yaml"):
         found.append((name, root.joinpath(name).read_bytes(), False))
     for hook in sorted(root.joinpath("hooks").iterdir(), key=lambda item: item.name):
         if hook.name.endswith(".sh"):
@@ -30,8 +30,8 @@ def _files() -> list[tuple[str, bytes, bool]]:
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--force", is_flag=True, help="Overwrite files that exist already.")
 def init(directory: Path, force: bool) -> None:
-    """Write an example fleet (fleet.yaml), agent configuration (agent.yaml) and hooks
-    (hooks/*.sh) into DIRECTORY, to start from."""
+    """Write an example fleet (fleet.yaml), agent configurations (agent-local.yaml to try
+    beside forewarn serve, agent.yaml for a real VM) and hooks (hooks/*.sh) into DIRECTORY."""
     files = _files()
     existing = [name for name, _, _ in files if (directory / name).exists()]
     if existing and not force:
@@ -46,6 +46,7 @@ def init(directory: Path, force: bool) -> None:
             path.chmod(0o755)
         click.echo(f"wrote {path}")
     click.echo(
-        f"next: forewarn serve --fleet {directory / 'fleet.yaml'}  "
-        f"and, on a VM: forewarn agent --config {directory / 'agent.yaml'}"
+        f"next: forewarn serve --fleet {directory / 'fleet.yaml'}, then beside it: "
+        f"forewarn agent --config {directory / 'agent-local.yaml'}; "
+        f"on a real VM: forewarn agent --config {directory / 'agent.yaml'}"
     )

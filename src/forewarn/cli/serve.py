@@ -170,8 +170,9 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     "--impact-hook",
     default=None,
     metavar="COMMAND",
-    help="Shell command run when a VM's impact starts and ends, with FOREWARN_VM, "
-    "FOREWARN_EVENT_ID, FOREWARN_EVENT_TYPE and FOREWARN_IMPACT=start|end set.",
+    help="Shell command run when a VM's impact starts and ends and when it is deleted "
+    "(Terminate, Preempt: to stop its software), with FOREWARN_VM, "
+    "FOREWARN_EVENT_ID, FOREWARN_EVENT_TYPE and FOREWARN_IMPACT=start|end|deleted set.",
 )
 @click.option(
     "--impact-hook-timeout",

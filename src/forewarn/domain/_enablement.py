@@ -6,6 +6,11 @@ it turned off again (scheduled-events-linux.txt, "Enabling and disabling Schedul
 The first-call delay and the idle period come from the timing profile; the first-call delay
 is the ``ENABLE`` deadline of :data:`forewarn.domain._lifecycle.LIFECYCLE`.
 
+Only requests for events are counted here (:meth:`Platform.arrive`'s ``for_events``): the
+page ties both the first call and the 24 hours to them ("enabled for your service the first
+time you make a request for events"), so reading instance metadata neither turns Scheduled
+Events on nor keeps it on.
+
 A VM that is not receiving is not shown new events and not waited for by approvals; once
 enabled it is shown every live event of its scope at once.
 """

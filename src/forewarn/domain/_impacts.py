@@ -71,7 +71,7 @@ class Impacts:
                 del state.unreachable_until[resource.name]
                 del state.impact_of_vm[resource.name]
             if event_type in REMOVES_VM:
-                self._registry.delete(vm)
+                self._registry.delete(vm, live.event)
             elif event_type is EventType.REDEPLOY or vm.host in state.failed_hosts:
                 # "Azure will ... immediately begin the recovery process for affected virtual
                 # machines" (scheduled-events-windows-2024.txt): they come back elsewhere

@@ -33,6 +33,7 @@ from forewarn.domain.clock import LONGEST, check_duration
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
 from forewarn.domain.scope import audience
+from forewarn.domain.timing import REMOVES_VM
 from forewarn.domain.vms import Vm
 
 
@@ -102,9 +103,13 @@ class Jobs:
         """Record ``vm_name``'s approval of each event; see :meth:`Platform.approve`."""
         state = self._state
         record = state.record(vm_name)
-        ids = dict.fromkeys(event_ids)
+        # EventIds are GUIDs, "case insensitive on input" (RFC 4122); documents show them in
+        # upper case, and an unknown one is named as it was given.
+        ids: dict[str, str] = {}
+        for given in event_ids:
+            ids.setdefault(given.upper(), given)
         shown = [event.event_id for event in record.document.events]
-        unknown = [event_id for event_id in ids if event_id not in shown]
+        unknown = [given for wanted, given in ids.items() if wanted not in shown]
         if unknown:
             raise UnknownEventError(tuple(unknown))
         events = state.events
@@ -112,6 +117,8 @@ class Jobs:
             live = events[event_id]
             if live.event.status is EventStatus.SCHEDULED:
                 live.approvals.add(record.tenant)
+                if vm_name not in live.approvers:
+                    live.approvers.append(vm_name)
                 self._start_job_if_approved(live.job)
 
     def cancel(self, event_id: str) -> Event:
@@ -141,6 +148,21 @@ class Jobs:
         for member in list(live.job.events):
             if member.event.status is EventStatus.SCHEDULED:
                 self._start(member)
+
+    def impact_over(self, event_id: str) -> None:
+        """The impact of ``event_id`` is over (:meth:`Impacts.end_due`). When it deleted its
+        VMs and no VM that could be shown it is left (a standalone Spot VM evicted, a whole
+        set's instances deleted), the event is over too: nobody could read it any more, so it
+        is not kept as a live event for its Started period."""
+        self._impacts.end_due(event_id)
+        state = self._state
+        live = state.events.get(event_id)
+        if (
+            live is not None
+            and live.event.event_type in REMOVES_VM
+            and not any(name in state.vms for name in live.audience)
+        ):
+            self._remove(live)
 
     def remove_due(self, event_id: str) -> None:
         """The Started period is over: the event disappears."""

@@ -109,7 +109,7 @@ LIFECYCLE: Mapping[Deadline, Transition] = {
     Deadline.IMPACT_END: Transition(
         set_by="an event's start (Jobs._start)",
         due=_impact_over,  # DurationInSeconds later, or TimingProfile.impact
-        fire=lambda parts: parts.impacts.end_due,
+        fire=lambda parts: parts.jobs.impact_over,
     ),
     Deadline.REMOVE: Transition(
         set_by="an event's start (Jobs._start)",

@@ -3,7 +3,10 @@
 Adding a VM checks it against everything already there (name, address, placement) before any
 table changes, so a refused VM leaves no trace. Deleting one takes it out of every table of
 the :class:`~forewarn.domain._state.PlatformState` at once, the enablement and impact tables
-included: a deleted VM is simply gone.
+included: a deleted VM is simply gone. What is kept of it is a
+:class:`~forewarn.domain._state.Deletion`: its address answers nothing (as for a VM that no
+longer exists, whose software is gone with it), until a VM is added again under its name or
+address, which starts afresh.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from forewarn.domain._state import PlatformState, VmRecord
+from forewarn.domain._state import Deletion, PlatformState, VmRecord
 from forewarn.domain.documents import EMPTY_DOCUMENT
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError, UnknownVmError
+from forewarn.domain.events import Event
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.placement import new_host, placement_error
 from forewarn.domain.scope import ScopeGroup, ScopeKind, scope_group
@@ -63,6 +67,11 @@ class Registry:
             state.group_of[vm.name] = members
         if vm.address is not None:
             state.by_address[vm.address] = vm
+            state.deleted_at.pop(vm.address, None)  # a new VM there: afresh
+        state.deleted.pop(vm.name, None)
+        unaddressed = state.deleted_unaddressed
+        if unaddressed is not None and unaddressed.vm.name == vm.name:
+            state.deleted_unaddressed = None
         state.changed()
 
     def vm(self, name: str) -> Vm:
@@ -78,6 +87,24 @@ class Registry:
         """The VM whose endpoint answers at ``address``, if any."""
         return self._state.by_address.get(address)
 
+    def deleted_calling(self, local_address: str, peer_address: str) -> Deletion | None:
+        """The deleted VM a request arriving at ``local_address`` from ``peer_address`` is
+        in the name of, found as a live VM is (by either address; the zero-configuration VM,
+        which had none, once the fleet is empty), when no VM was added there since."""
+        state = self._state
+        found = state.deleted_at.get(local_address) or state.deleted_at.get(peer_address)
+        if found is None and not state.vms:
+            found = state.deleted_unaddressed
+        return found
+
+    def deletions_after(self, number: int) -> tuple[Deletion, ...]:
+        """The deletions after the ``number``-th, of VMs not added again, in order."""
+        state = self._state
+        if state.deletions <= number:  # nothing new: the case of every look but a few
+            return ()
+        found = [d for d in state.deleted.values() if d.number > number]
+        return tuple(sorted(found, key=lambda deletion: deletion.number))
+
     def scope_of(self, vm: Vm) -> ScopeGroup:
         """The delivery-scope group of ``vm`` (:func:`forewarn.domain.scope.scope_group`)."""
         return scope_group(vm, self._state.scale_sets)
@@ -89,8 +116,16 @@ class Registry:
         members = state.group_of.get(vm.name)
         return {vm.name: state.records[vm.name]} if members is None else members
 
-    def delete(self, vm: Vm) -> None:
+    def delete(self, vm: Vm, event: Event | None = None) -> None:
+        """``vm`` is gone, deleted by ``event`` (None: deleted with no event)."""
         state = self._state
+        state.deletions += 1
+        deletion = Deletion(vm, event, state.deletions)
+        state.deleted[vm.name] = deletion
+        if vm.address is None:
+            state.deleted_unaddressed = deletion
+        else:
+            state.deleted_at[vm.address] = deletion
         del state.vms[vm.name]
         state.placements.remove(vm)
         members = state.group_of.pop(vm.name, None)

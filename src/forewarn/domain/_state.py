@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from forewarn.domain.documents import Document
+from forewarn.domain.documents import Document, Seen, seen_by
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
@@ -64,6 +64,19 @@ class VmRecord:
     tenant: str
 
 
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """A VM deleted (a Terminate or Preempt at the end of its impact, or a deletion with no
+    event) and not added again: its address answers nothing from then on, and whoever runs
+    its software is told to stop it. ``number`` counts deletions in the order they happened,
+    so a reader can ask for those after the last it saw."""
+
+    vm: Vm
+    #: The event that deleted it; None for a deletion without terminate notification.
+    event: Event | None
+    number: int
+
+
 @dataclass(slots=True)
 class LiveEvent:
     """An event while it lives: who sees it, whose approval it waits for, its job."""
@@ -72,9 +85,12 @@ class LiveEvent:
     audience: frozenset[str]
     parties: frozenset[str]
     job: Job
+    #: The tenants that approved: what the event waits for (one approval speaks for a tenant).
     approvals: set[str] = field(default_factory=set)
     #: How long it stays Started, when not as the timing profile says (EventRequest's).
     started_for: timedelta | None = None
+    #: The VMs whose approval was taken, in order: who approved, as people read it.
+    approvers: list[str] = field(default_factory=list)
 
     def impacts(self, name: str) -> bool:
         return any(resource.name == name for resource in self.event.resources)
@@ -131,6 +147,14 @@ class PlatformState:
         # also see their VMs moved off when their impact ends
         self.avoided_hosts: set[str] = set()
         self.failed_hosts: set[str] = set()
+        # VMs deleted and not added again, by name and by the address they answered at
+        # (nothing answers there now), the last deleted VM that had no address of its own
+        # (the zero-configuration VM, answering on any address), and how many deletions
+        # there have been
+        self.deleted: dict[str, Deletion] = {}
+        self.deleted_at: dict[str, Deletion] = {}
+        self.deleted_unaddressed: Deletion | None = None
+        self.deletions = 0
         # -- what each VM is shown (its document, and only it) and its enablement
         self.records: dict[str, VmRecord] = {}
         # -- impacts
@@ -179,8 +203,9 @@ class PlatformState:
         """``events`` join the documents of the VMs whose records are ``shown_to``, after
         those each already shows."""
         self.changed()
+        seen = seen_by({event.event_type for event in events})
         for record in shown_to:
-            record.document = record.document.with_events(record.document.events + events)
+            record.document = record.document.with_events(record.document.events + events, seen)
 
     def update(self, names: Iterable[str], event: Event) -> None:
         """The documents of ``names`` that show ``event`` show it as it is now; counted as a
@@ -195,6 +220,8 @@ class PlatformState:
         """The documents of ``names`` that show ``event_id`` show ``by`` in its place."""
         self.changed()
         records = self.records
+        # Which narrow views see it (documents.seen_by), from the event once it is found.
+        seen: list[Seen] = []
         for name in names:
             record = records.get(name)  # None: a VM deleted since it was shown events
             if record is not None:
@@ -202,7 +229,11 @@ class PlatformState:
                 shown = document.events
                 index = _position(shown, event_id)
                 if index is not None:
-                    record.document = document.with_events(shown[:index] + by + shown[index + 1 :])
+                    if not seen:
+                        seen.append(seen_by((shown[index].event_type,)))
+                    record.document = document.with_events(
+                        shown[:index] + by + shown[index + 1 :], seen[0]
+                    )
 
 
 def _position(events: tuple[Event, ...], event_id: str) -> int | None:

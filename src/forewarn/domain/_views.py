@@ -16,13 +16,16 @@ from forewarn.domain.vms import Vm
 
 @dataclass(frozen=True, slots=True, init=False)
 class EventView:
-    """A live event with who sees it and who approved it, for the control plane."""
+    """A live event with who sees it and who approved it, for the control plane:
+    ``approvals`` the tenants (what it waits for), ``approvers`` the VMs that approved, in
+    order."""
 
     event: Event
     audience: frozenset[str]
     parties: frozenset[str]
     approvals: frozenset[str]
     job_id: int
+    approvers: tuple[str, ...]
 
     def __init__(
         self,
@@ -31,6 +34,7 @@ class EventView:
         parties: frozenset[str],
         approvals: frozenset[str],
         job_id: int,
+        approvers: tuple[str, ...] = (),
     ) -> None:
         # As an Event's (forewarn.domain._frozen): a listing of the events builds one each.
         _set_event(self, event)
@@ -38,10 +42,11 @@ class EventView:
         _set_parties(self, parties)
         _set_approvals(self, approvals)
         _set_job_id(self, job_id)
+        _set_approvers(self, approvers)
 
 
-_set_event, _set_audience, _set_parties, _set_approvals, _set_job_id = frozen_slot_setters(
-    EventView
+(_set_event, _set_audience, _set_parties, _set_approvals, _set_job_id, _set_approvers) = (
+    frozen_slot_setters(EventView)
 )
 
 
@@ -62,7 +67,12 @@ class CampaignView:
 
 def event_view(live: LiveEvent) -> EventView:
     return EventView(
-        live.event, live.audience, live.parties, frozenset(live.approvals), live.job.job_id
+        live.event,
+        live.audience,
+        live.parties,
+        frozenset(live.approvals),
+        live.job.job_id,
+        tuple(live.approvers),
     )
 
 

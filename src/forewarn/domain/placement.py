@@ -11,6 +11,7 @@ host) therefore keeps each set's fault domains on distinct hosts.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
@@ -129,6 +130,10 @@ def placement_error(
     )
 
 
+#: The suffix a host made by :func:`new_host` carries.
+_REDEPLOYED = re.compile(r"-redeployed(-\d+)?$")
+
+
 def new_host(
     vm: Vm, vms: Collection[Vm], avoid: Iterable[str], placements: Placements | None = None
 ) -> str:
@@ -144,7 +149,8 @@ def new_host(
     for host in sorted(taken - excluded):
         if conflict(vm, host, vms, placements) is None:
             return host
-    stem = f"{vm.host or 'host'}-redeployed"
+    # One suffix however often the VM moves: host-vm0-redeployed, -redeployed-2, ...
+    stem = _REDEPLOYED.sub("", vm.host or "host") + "-redeployed"
     candidate, n = stem, 1
     while candidate in taken or candidate in excluded:
         n += 1

@@ -32,7 +32,7 @@ from forewarn.domain._impacts import Impacts
 from forewarn.domain._jobs import Jobs
 from forewarn.domain._lifecycle import Deadlines, Parts
 from forewarn.domain._registry import Registry
-from forewarn.domain._state import EventRequest, PlatformState
+from forewarn.domain._state import Deletion, EventRequest, PlatformState
 from forewarn.domain._views import (
     CampaignView,
     EventView,
@@ -51,7 +51,7 @@ from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
 
-__all__ = ["CampaignView", "EventRequest", "EventView", "Platform", "VmState"]
+__all__ = ["CampaignView", "Deletion", "EventRequest", "EventView", "Platform", "VmState"]
 
 
 class Platform:
@@ -151,6 +151,17 @@ class Platform:
         """Remove a VM at once, with no event (deletion without terminate notification)."""
         self._registry.delete(self.vm(name))
 
+    def deleted_calling(self, local_address: str, peer_address: str) -> Deletion | None:
+        """The deleted VM a request arriving at these addresses is in the name of, when no
+        VM answers there (:meth:`vm_at`) and none was added there since: nothing answers
+        it, as nothing is left of a deleted VM to answer or to ask."""
+        return self._registry.deleted_calling(local_address, peer_address)
+
+    def deletions_after(self, number: int) -> tuple[Deletion, ...]:
+        """The deletions after the ``number``-th (:attr:`Deletion.number`) of VMs not
+        added again, in order: what harnesses stopping a deleted VM's software wait for."""
+        return self._registry.deletions_after(number)
+
     def vm_state(self, name: str) -> VmState:
         return VmState(self.vm(name), self.reachable(name), self.receiving(name))
 
@@ -196,10 +207,18 @@ class Platform:
         """
         return self._enablement.touch(vm_name, self._state.record(vm_name))
 
-    def arrive(self, vm_name: str) -> tuple[Pause | None, bool]:
-        """A request from ``vm_name`` arrived: it counts as a request (:meth:`touch`) unless
-        the VM is down (an impact under way, or gone), when nothing inside it could be
-        asking; a warming-up VM is up, only not answered yet, so its requests count.
+    def arrive(self, vm_name: str, *, for_events: bool = True) -> tuple[Pause | None, bool]:
+        """A request from ``vm_name`` arrived: a request for events (``for_events``) counts
+        as a request (:meth:`touch`) unless the VM is down (an impact under way, or gone),
+        when nothing inside it could be asking; a warming-up VM is up, only not answered
+        yet, so its requests count.
+
+        Only requests for events count: "Scheduled Events is enabled for your service the
+        first time you make a request for events", and disabled "if it does not make a
+        request for 24 hours" (scheduled-events-linux.txt, "Enabling and Disabling Scheduled
+        Events"). A request for instance metadata or the versions neither turns it on nor
+        keeps it on, and is answered at once during the first-call delay, which is the
+        events' own; only a VM that is down holds it.
 
         The pause the request meets (None: it is answered now), one reading of it unless
         this request turned Scheduled Events on, and whether it did (the only requests worth
@@ -210,6 +229,8 @@ class Platform:
         pause = impacts.pause(vm_name, record)
         if pause is not None and not pause.warming_up:
             return pause, False
+        if not for_events:
+            return None, False
         assert record is not None  # a VM without one is gone: paused, not warming up
         if not self._enablement.touch(vm_name, record):
             return pause, False

@@ -54,11 +54,9 @@ class ControlClient:
         except httpx.HTTPError as exc:
             raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
         if response.status_code >= 400:
-            try:
-                message = response.json()["error"]
-            except (ValueError, KeyError, TypeError):
-                message = response.text.strip() or response.reason_phrase
-            raise ControlError(f"{response.status_code}: {message}", response.status_code)
+            raise ControlError(
+                f"{response.status_code}: {_message(response)}", response.status_code
+            )
         if not response.content:
             return None
         try:
@@ -74,6 +72,22 @@ class ControlClient:
 
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
+
+
+def _message(response: httpx.Response) -> str:
+    """An error answer's message: the ``error`` of the control API's bodies, or the
+    ``detail`` text of its guard's and the framework's (a refused token, 401), else the body
+    as it came."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        for key in ("error", "detail"):
+            message = body.get(key)
+            if isinstance(message, str):
+                return message
+    return response.text.strip() or response.reason_phrase
 
 
 def control_url(host: str, port: int) -> str:

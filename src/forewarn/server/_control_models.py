@@ -122,6 +122,9 @@ class EventOut(_Out):
     audience: list[str] = Field(description="VMs whose document shows the event")
     parties: list[str] = Field(description="Tenants (subscriptions) that must approve")
     approved_by: list[str] = Field(alias="approvedBy", description="Tenants that approved")
+    approved_by_vms: list[str] = Field(
+        alias="approvedByVms", description="VMs whose approval was taken, in order"
+    )
     job_id: int | None = Field(alias="jobId", description="Events of one job start together")
 
 
@@ -230,6 +233,7 @@ def event_out(event: Event, view: EventView | None) -> EventOut:
             "audience": sorted(view.audience) if view else [],
             "parties": sorted(view.parties) if view else [],
             "approvedBy": sorted(view.approvals) if view else [],
+            "approvedByVms": list(view.approvers) if view else [],
             "jobId": view.job_id if view else None,
         }
     )

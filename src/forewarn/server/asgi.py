@@ -33,11 +33,14 @@ def unanswered_error(response: ImdsResponse, request: httpx.Request | None = Non
 
     Held (an impact or the first-call delay): in-process there is no other thread to answer
     later without deadlocking a single-threaded test, so the request fails at once as one whose
-    timeout is shorter than the pause ([ours], README "Faithfulness"). Reset and dropped: what
-    httpx raises when a real server does that.
+    timeout is shorter than the pause ([ours], README "Faithfulness"); a deleted VM's, never
+    answered, likewise. Reset and dropped: what httpx raises when a real server does that.
     """
     if response.held_until is not None:
         message = f"the VM is paused; its request is held until {response.held_until}"
+        return httpx.ReadTimeout(message, request=request)
+    if response.unanswered:  # held for ever: the same, sooner
+        message = "the VM is gone (deleted): nothing answers at its address"
         return httpx.ReadTimeout(message, request=request)
     if response.reset:
         return httpx.ReadError("[Errno 104] Connection reset by peer", request=request)

@@ -94,7 +94,8 @@ class ImdsRequest:
 class ImdsResponse:
     """What to answer. Status 0 is no answer now: the connection is closed, or reset when
     ``reset``, or, when ``held_until`` is set, the request waits until that platform time and
-    is then handled again (:mod:`forewarn.domain.impact`)."""
+    is then handled again (:mod:`forewarn.domain.impact`); when ``unanswered``, it is never
+    answered, the connection kept open until the client gives up (a VM that is gone)."""
 
     status: int
     body: bytes = b""
@@ -102,6 +103,7 @@ class ImdsResponse:
     etag: bytes | None = None
     held_until: datetime | None = None
     reset: bool = False
+    unanswered: bool = False
 
 
 class Checked(NamedTuple):
@@ -146,6 +148,9 @@ _APPROVED = ImdsResponse(200, b"", None)
 NO_ANSWER = ImdsResponse(0, b"", None)
 #: Status 0 with a reset: the connection is reset at once, as for a VM that is off.
 RESET = ImdsResponse(0, b"", None, reset=True)
+#: Status 0, never answered: a deleted VM's request waits until its client gives up, as
+#: nothing answers at the address of a VM that no longer exists.
+UNANSWERED = ImdsResponse(0, b"", None, unanswered=True)
 
 _ALLOWED_METHODS = {
     SCHEDULED_EVENTS_PATH: ("GET", "POST"),
@@ -278,7 +283,13 @@ class ImdsEndpoint:
             checked = request.checked = self._check(request)
         polled = checked.version if isinstance(checked, Checked) and method == "GET" else None
         try:
-            arrival = self.service.request_from(request.local_address, request.peer_address, polled)
+            # Only a request for events counts for enablement (Platform.arrive).
+            arrival = self.service.request_from(
+                request.local_address,
+                request.peer_address,
+                polled,
+                for_events=path == SCHEDULED_EVENTS_PATH,
+            )
         except StoreUnavailableError:
             # The request would change state (a first request turns Scheduled Events on)
             # and the store cannot record it, or the platform cannot be read back: refused
@@ -340,6 +351,8 @@ class ImdsEndpoint:
     def _paused(self, pause: Pause) -> ImdsResponse:
         policy = self.impact.for_pause(pause)
         if policy is ImpactPolicy.HOLD:
+            if pause.until is None:  # gone: held with no end
+                return UNANSWERED
             return ImdsResponse(0, held_until=pause.until)
         return RESET if policy is ImpactPolicy.REFUSE else NO_ANSWER
 
@@ -432,6 +445,7 @@ __all__ = [
     "SCHEDULED_EVENTS_PATH",
     "SERVER",
     "TEXT",
+    "UNANSWERED",
     "VERSIONS_PATH",
     "Answer",
     "Checked",

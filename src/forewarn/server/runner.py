@@ -236,6 +236,7 @@ async def serve(
             raise OSError(
                 f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
             ) from None
+    # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
     app = create_control_app(
         service,
@@ -253,23 +254,28 @@ async def serve(
     # process: out of the collector's sight (forewarn.server.heap).
     settle_heap()
 
-    endpoint_url = url_for(settings.host, settings.port)
-    vm_names = ", ".join(vm.name for vm in service.vms()[:5])
-    more = len(service.vms()) - 5
+    vms = service.vms()
+    addressed = [vm for vm in vms if vm.address is not None]
+    # Where a VM answers: the bind address is no VM's when the fleet gives VMs addresses of
+    # their own (nothing answers a request there), so the first of those.
+    first = next((vm for vm in addressed if vm.address == settings.host), None)
+    if first is None and addressed:
+        first = addressed[0]
+    endpoint_url = url_for(settings.host if first is None else str(first.address), settings.port)
+    vm_names = ", ".join(vm.name for vm in vms[:5])
+    more = len(vms) - 5
+    whose = "" if first is None else f" ({first.name}'s; each VM at its own address)"
     announce(
-        f"forewarn: Scheduled Events for {len(service.vms())} VM(s) ({vm_names}"
-        f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents; "
-        f"control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
+        f"forewarn: Scheduled Events for {len(vms)} VM(s) ({vm_names}"
+        f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents"
+        f"{whose}; control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
         f"clock {settings.clock}, timing profile {service.clock_status().profile}; "
         f"state in {describe_store(settings)}."
     )
-    addressed = [vm for vm in service.vms() if vm.address is not None]
     if addressed:
         shown = ", ".join(f"{vm.name} at {vm.address}" for vm in addressed[:_LISTED])
         rest = len(addressed) - _LISTED
         announce(f"  VMs: {shown}{f' and {rest} more' if rest > 0 else ''}")
-        # The bind address is no VM's: ask where the first VM answers.
-        endpoint_url = url_for(addressed[0].address or settings.host, settings.port)
     announce(
         f"  try: curl -H Metadata:true "
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
@@ -284,7 +290,9 @@ async def serve(
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
-        hooks_task = asyncio.create_task(watch_impacts(service.impacts, hooks, stop))
+        hooks_task = asyncio.create_task(
+            watch_impacts(service.impacts, service.deletions_after, hooks, stop)
+        )
     try:
         await stop.wait()
     finally:
@@ -315,10 +323,19 @@ class ControlPlane:
 
 async def start_control(app: ASGIApp, host: str, port: int, token: str) -> ControlPlane:
     """Serve ``app`` as a control API on ``host:port``, guarded by ``token`` (written where
-    the CLI finds it) once it listens; OSError, one line, when it cannot."""
-    token_path = write_token(host, port, token)
-    guarded = ControlGuard(app, token=token, hosts=accepted_hosts(host, port))
+    the CLI finds it) once it listens; OSError, one line, when it cannot.
+
+    The token is written only once the port is bound (and, in ``serve``, the VM-facing
+    listeners before it): a serve that cannot start never replaces the token of the one
+    running at this control address, which holds the port, and the CLI is never locked out
+    of it."""
     control_socket = _listen(host, port, "the control API")
+    try:
+        token_path = write_token(host, port, token)
+    except BaseException:
+        control_socket.close()
+        raise
+    guarded = ControlGuard(app, token=token, hosts=accepted_hosts(host, port))
     control = _ControlServer(
         uvicorn.Config(guarded, host=host, port=port, log_level="warning", lifespan="off")
     )

@@ -16,6 +16,8 @@ pytest as a context manager (``with ForewarnPlatform(vms=["a", "b"]) as platform
 
 from __future__ import annotations
 
+from forewarn.domain.impact import ImpactChange
+from forewarn.testing._impact_hook import ImpactHook
 from forewarn.testing._platform import (
     DEFAULT_WAIT,
     EventRef,
@@ -30,6 +32,8 @@ __all__ = [
     "Approval",
     "EventRef",
     "ForewarnPlatform",
+    "ImpactChange",
+    "ImpactHook",
     "MakePlatform",
     "RecordedRequest",
     "event_id_of",

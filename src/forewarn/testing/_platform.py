@@ -38,7 +38,7 @@ from forewarn.config.fleet import Fleet, load_fleet, parse_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock, seconds_to_duration
 from forewarn.domain.documents import Document
 from forewarn.domain.events import Event, EventSource, EventType
-from forewarn.domain.impact import ImpactPolicies
+from forewarn.domain.impact import ImpactChange, ImpactPolicies
 from forewarn.domain.platform import EventView, VmState
 from forewarn.domain.timing import PROFILES
 from forewarn.domain.vms import Vm
@@ -47,6 +47,7 @@ from forewarn.registry import by_plugin_method
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH
 from forewarn.service import ScheduledEventsService, service_for_fleet
 from forewarn.testing._control import control_client
+from forewarn.testing._impact_hook import ImpactHook, ImpactHookCaller
 from forewarn.testing._recording import Approval, RecordedRequest, Recorder, RecordingEndpoint
 from forewarn.testing._server import ServerThread
 from forewarn.testing._transport import endpoint_transport
@@ -129,7 +130,11 @@ class ForewarnPlatform:
     sockets a held request is answered once the clock passes the impact's end; in-process,
     where nothing else could answer it, it fails at once with ``httpx.ReadTimeout``.
     ``monotonic`` is the rate limit's clock, real time by default; a test of the limit itself
-    passes one it moves.
+    passes one it moves. ``impact_hook``, like ``serve --impact-hook``, is called with an
+    :class:`~forewarn.domain.impact.ImpactChange` each time a VM's impact starts or ends and
+    each time a VM is deleted (``phase`` ``"deleted"``, after its impact's end), in the
+    test's thread once the call on this handle that made it returns, so a harness can stop
+    the software of a VM that no longer exists.
 
     ``service`` (the use cases, for assertions on the platform's state), ``clock`` (the manual
     clock) and ``endpoint`` (the VM-facing endpoint as a function of one request) are public.
@@ -147,6 +152,7 @@ class ForewarnPlatform:
         rate_limit: float = 5.0,
         impact: Mapping[str, str] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        impact_hook: ImpactHook | None = None,
     ) -> None:
         policies = ImpactPolicies.parse(f"{k}={v}" for k, v in (impact or {}).items())
         try:
@@ -175,6 +181,7 @@ class ForewarnPlatform:
         self._server: ServerThread | None = None
         self._created: dict[str, datetime] = {}
         self._closed = False
+        self._impact_hook = None if impact_hook is None else ImpactHookCaller(impact_hook)
 
     # -- where the application finds the endpoint ------------------------------------------
 
@@ -611,9 +618,16 @@ class ForewarnPlatform:
 
     def _run(self, function: Callable[[], _T]) -> _T:
         server = self._server
-        if server is None:
-            return function()
-        return server.call(function)
+        hook = self._impact_hook
+        if hook is None:
+            return function() if server is None else server.call(function)
+
+        def then_look() -> tuple[_T, list[ImpactChange]]:
+            return function(), hook.look(self.service)
+
+        result, changes = then_look() if server is None else server.call(then_look)
+        hook.tell(changes)
+        return result
 
     def close(self) -> None:
         """Stop the socket server, if it was started, and close its connections."""

@@ -134,7 +134,8 @@ def approval_of(request: RecordedRequest) -> Approval | None:
         event_ids = parse_start_requests(request.body)
     except MalformedApprovalError:  # pragma: no cover - the endpoint answered 400 then
         return None
-    return Approval(event_ids, request.vm, request.at, request.headers, request)
+    upper = tuple(event_id.upper() for event_id in event_ids)  # as documents show them
+    return Approval(upper, request.vm, request.at, request.headers, request)
 
 
 class RecordingEndpoint(ImdsEndpoint):

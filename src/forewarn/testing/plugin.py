@@ -28,7 +28,8 @@ from forewarn.testing._platform import ForewarnPlatform
 MARKER = "forewarn"
 MARKER_HELP = (
     "forewarn(**options): options of the forewarn_platform fixture (vms, fleet, profile, "
-    "timing, seed, start, rate_limit), as forewarn.testing.ForewarnPlatform takes them"
+    "timing, seed, start, rate_limit, impact, impact_hook), as "
+    "forewarn.testing.ForewarnPlatform takes them"
 )
 
 MakePlatform = Callable[..., ForewarnPlatform]

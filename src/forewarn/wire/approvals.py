@@ -7,7 +7,8 @@ string, its PowerShell sample as a number): accepted and ignored. Anything else 
 EventIds are GUIDs, which RFC 4122 (section 3) declares "case insensitive on input"; the
 documentation's own samples approve lower-case ids (scheduled-events-windows-2024.txt, "Start
 an event": ``f020ba2e-3bc0-4c40-a10b-86575a9eabd5``) while documents show upper case, so ids
-are compared in upper case.
+are compared in upper case; they are kept as sent, so an error names an id as its client
+wrote it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class MalformedApprovalError(ForewarnError):
 
 
 def parse_start_requests(body: bytes) -> tuple[str, ...]:
-    """The EventIds a POST body asks to start, upper-cased, in order, without duplicates."""
+    """The EventIds a POST body asks to start, as sent, in order, without duplicates (in any
+    case: the first spelling is kept)."""
     try:
         payload: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -48,8 +50,11 @@ def parse_start_requests(body: bytes) -> tuple[str, ...]:
         event_id = request.get("EventId") if isinstance(request, dict) else None
         if not isinstance(event_id, str) or not event_id or len(event_id) > MAX_EVENT_ID_LENGTH:
             raise MalformedApprovalError("each StartRequest must carry an EventId string")
-        ids.append(event_id.upper())
-    return tuple(dict.fromkeys(ids))
+        ids.append(event_id)
+    first: dict[str, str] = {}
+    for event_id in ids:
+        first.setdefault(event_id.upper(), event_id)
+    return tuple(first.values())
 
 
 __all__ = [

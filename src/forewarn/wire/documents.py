@@ -43,8 +43,10 @@ def event_fields(event: Event, version: ApiVersion) -> dict[str, Any]:
 
 
 def document_fields(document: Document, version: ApiVersion) -> dict[str, Any]:
+    """The document as ``version`` shows it: the events of the types it knows, and the
+    incarnation of the last change to those (:meth:`Document.incarnation_for`)."""
     return {
-        "DocumentIncarnation": document.incarnation,
+        "DocumentIncarnation": document.incarnation_for(version.event_types),
         "Events": [
             event_fields(event, version)
             for event in document.events

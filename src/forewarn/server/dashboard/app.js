@@ -138,7 +138,7 @@ function renderEvents() {
     el("td", { class: e.EventStatus }, e.EventStatus),
     el("td", {}, e.Resources.join(", ")),
     el("td", { class: "countdown", "data-not-before": e.NotBefore }, countdown(e.NotBefore)),
-    el("td", {}, e.approvedBy.length ? e.approvedBy.join(", ") : "-"),
+    el("td", {}, e.approvedByVms.length ? e.approvedByVms.join(", ") : "-"),
     el("td", {}, e.jobId === null ? "-" : String(e.jobId)),
     el("td", {}, e.EventStatus === "Scheduled"
       ? el("button", { type: "button", onclick: () => act(() => call("DELETE", `/events/${e.EventId}`), `cancelled ${e.EventId}`) }, "Cancel")
@@ -200,9 +200,12 @@ function targetsOf(kind) {
 function operationForm(operation) {
   const id = `op-${operation.target}-${operation.name}`;
   const target = el("select", { id: `${id}-target`, name: "target", "data-kind": operation.target, "aria-label": `${operation.target} for ${operation.name}` });
+  // An instance-id field's placeholder is an id of the chosen scale set (exampleIds), so the
+  // example it shows is one the form accepts.
   const fields = operation.parameters.map(p => p.type === "boolean"
     ? el("label", {}, el("input", { type: "checkbox", name: p.name }), ` ${p.name}`)
-    : el("label", {}, `${p.name} `, el("input", { name: p.name, placeholder: "0 1 2", size: 8, required: p.required })));
+    : el("label", {}, `${p.name} `, el("input", { name: p.name, "data-example": "instance-ids", size: 8, required: p.required })));
+  target.addEventListener("change", () => fillExamples(form));
   const form = el("form", { id, "data-operation": operation.name, "data-target": operation.target },
     el("strong", {}, `${operation.target} ${operation.name}`), target, ...fields,
     el("button", { type: "submit" }, "Run"),
@@ -228,10 +231,30 @@ function fillTargets() {
   for (const select of document.querySelectorAll("#actions select[data-kind]")) {
     const wanted = targetsOf(select.dataset.kind);
     const current = [...select.options].map(o => o.value);
-    if (wanted.join("\n") === current.join("\n")) continue;
-    const value = select.value;
-    select.replaceChildren(...wanted.map(name => el("option", { value: name }, name)));
-    if (wanted.includes(value)) select.value = value;
+    if (wanted.join("\n") !== current.join("\n")) {
+      const value = select.value;
+      select.replaceChildren(...wanted.map(name => el("option", { value: name }, name)));
+      if (wanted.includes(value)) select.value = value;
+    }
+    fillExamples(select.form);
+  }
+  const first = state.vms.length ? state.vms[0].name : "vm0";
+  const scenario = document.getElementById("scenario-text");
+  const example = `steps:\n  - restart: ${first}\n  - advance: 15m`;
+  if (scenario.placeholder !== example) scenario.placeholder = example;
+}
+
+// The instance ids of a scale set: its VMs are named {set}_{id}.
+function instanceIdsOf(scaleSet) {
+  return state.vms.filter(v => v.scaleSet === scaleSet).map(v => v.name.slice(scaleSet.length + 1));
+}
+
+function fillExamples(form) {
+  const target = form.elements.target;
+  for (const input of form.querySelectorAll("input[data-example=instance-ids]")) {
+    const ids = state && target.value ? instanceIdsOf(target.value) : [];
+    const example = ids.length ? ids[0] : "";
+    if (input.placeholder !== example) input.placeholder = example;
   }
 }
 

@@ -44,6 +44,7 @@ class ImdsProtocol(_RequestParsing):
         "_refused",
         "_request",
         "_turns",
+        "_unanswered",
         "_writing_paused",
     )  # fmt: skip
 
@@ -59,6 +60,8 @@ class ImdsProtocol(_RequestParsing):
         self._parsed = shared.parsed
         self._request_ids = shared.request_ids
         self._held: list[_Parsed] | None = None
+        # Its request is never answered (a gone VM's): held with no end.
+        self._unanswered = False
         # The bytes of the last poll on this connection whose parse is known, and that parse.
         self._last_poll: tuple[bytes, _Parsed] | None = None
         # The last request made of a parse: a poller repeats the same bytes on a connection.
@@ -303,6 +306,8 @@ class ImdsProtocol(_RequestParsing):
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
             if response.held_until is not None:
                 self._hold(parsed, response.held_until, at)
+            elif response.unanswered:
+                self._keep_unanswered(parsed)
             elif response.reset:
                 self._reset()
             else:
@@ -338,11 +343,27 @@ class ImdsProtocol(_RequestParsing):
         if not parsed.keep_alive:
             self._end()
 
+    def _keep_unanswered(self, parsed: _Parsed) -> None:
+        """Never answer: the VM is gone. The request waits, unread behind it, until its
+        client gives up (it is then closed by the idle sweep, or to make room), as nothing
+        answers at the address of a VM that no longer exists; one more than the bound of
+        held requests is closed unanswered (:class:`_HeldRequests`)."""
+        if not self._shared.held.keep_unanswered(self, (self._local, self._peer)):
+            self._close()
+            return
+        self._held = [parsed]
+        self._unanswered = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+
     def client_left(self) -> bool:
         """The client has closed its side (seen from the socket's TCP state, since a held
-        connection is not read); False where the state cannot be asked."""
+        connection is not read), or the connection is closed already; False where the state
+        cannot be asked."""
         transport = self._transport
-        sock = None if transport is None else transport.get_extra_info("socket")
+        if transport is None or transport.is_closing():
+            return True
+        sock = transport.get_extra_info("socket")
         tcp_info = getattr(socket, "TCP_INFO", None)
         if sock is None or tcp_info is None:
             return False
@@ -419,7 +440,10 @@ class ImdsProtocol(_RequestParsing):
     def idle_since(self, now: float) -> float:
         """Seconds idle; a request stuck past REQUEST_TIMEOUT counts as idle for good, and a
         held one (its VM paused) not at all."""
-        if self._held is not None or self._turns is not None:
+        if self._held is not None:
+            # Held until its pause ends, or for ever (a gone VM's) until its client leaves.
+            return limits.IDLE_TIMEOUT if self._unanswered and self.client_left() else 0.0
+        if self._turns is not None:
             return 0.0
         started = self._request_started
         if started is not None and now - started >= limits.REQUEST_TIMEOUT:

@@ -1,5 +1,6 @@
 """Requests held while their VM is paused (an impact, the first-call delay), released in order
-of the pause's end, at most a burst of the rate limit per VM."""
+of the pause's end, at most a burst of the rate limit per VM; and those of a VM that is gone,
+never released, under the same bound."""
 
 from __future__ import annotations
 
@@ -52,6 +53,21 @@ class _HeldRequests:
     def hold(self, until: datetime, connection: ImdsProtocol, caller: _Caller) -> bool:
         """Hold ``connection`` until ``until``; False (not held) when ``caller`` already has
         ``limit`` connections held whose clients still wait."""
+        if not self._admit(connection, caller):
+            return False
+        heapq.heappush(self._heap, (until, id(connection), connection, caller))
+        if self._timer is None:
+            self._timer = self._loop.call_later(limits.HOLD_TICK, self._tick)
+        return True
+
+    def keep_unanswered(self, connection: ImdsProtocol, caller: _Caller) -> bool:
+        """Keep ``connection`` with no end: its VM is gone, and nothing will answer. Under
+        the same bound as held ones; False when ``caller`` has as many kept already."""
+        return self._admit(connection, caller)
+
+    def _admit(self, connection: ImdsProtocol, caller: _Caller) -> bool:
+        """Count ``connection`` for ``caller``, after closing those whose client has left
+        when the caller has ``limit`` already; False when there is still no room."""
         held = self._by_caller.get(caller)
         if held is None:
             held = self._by_caller[caller] = []
@@ -62,9 +78,6 @@ class _HeldRequests:
             if len(held) >= self._limit:
                 return False
         held.append(connection)
-        heapq.heappush(self._heap, (until, id(connection), connection, caller))
-        if self._timer is None:
-            self._timer = self._loop.call_later(limits.HOLD_TICK, self._tick)
         return True
 
     def __len__(self) -> int:

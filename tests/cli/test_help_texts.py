@@ -1,0 +1,45 @@
+"""What ``--help`` lists is whole sentences (README "Driving the platform": the CLI's verbs).
+
+Seen by a newcomer: ``forewarn clock --help`` listed ``advance  Move a manual clock forward,
+e.g.``: click cuts a command's one-line help at its first full stop, and "e.g." is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from forewarn.cli import main
+
+
+def _commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, f"{path} {name}")
+    yield path, command
+
+
+COMMANDS = dict(_commands(main, "forewarn"))
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS))
+def test_the_listed_help_is_cut_only_at_the_end_of_a_sentence(path: str) -> None:
+    command = COMMANDS[path]
+    listed = command.get_short_help_str(limit=10_000)
+    first = " ".join((command.help or "").split("\n\n")[0].split())
+    assert first.startswith(listed.removesuffix("...")), (listed, first)
+    rest = first[len(listed) :]
+    # Whatever follows the listed part starts a new sentence.
+    assert not rest or (rest.startswith(" ") and rest[1:2].isupper()), (path, listed, rest)
+
+
+def test_clock_help_lists_advance_whole() -> None:
+    output = CliRunner().invoke(main, ["clock", "--help"], terminal_width=200).output
+    (line,) = [line for line in output.splitlines() if line.strip().startswith("advance")]
+    assert (
+        line.split(None, 1)[1]
+        == "Move a manual clock forward by DURATION (90, 90s, 15m, 1h30m, 7d)."
+    )
