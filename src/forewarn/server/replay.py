@@ -160,10 +160,10 @@ class ReplayEndpoint(ImdsEndpoint):
         """200 for events the recorded document shows now, as Azure answers; nothing moves."""
         now = self.service.now()
         shown = {str(event.get("EventId", "")).upper() for event in self.shown_at(now).events}
-        unknown = tuple(event_id for event_id in event_ids if event_id not in shown)
+        unknown = tuple(event_id for event_id in event_ids if event_id.upper() not in shown)
         if unknown:
-            raise UnknownEventError(unknown)
-        self.approvals.append((now, event_ids))
+            raise UnknownEventError(unknown)  # echoed as sent
+        self.approvals.append((now, tuple(event_id.upper() for event_id in event_ids)))
 
     def status(self) -> dict[str, Any]:
         """Where the replay is: ``GET /api/v1/replay``."""
