@@ -17,6 +17,7 @@ from forewarn.domain import operations
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 
 Result = tuple[Event, ...]
 
@@ -122,6 +123,47 @@ def _named_action(
             f"unknown {target} action {name!r}; known: {', '.join(actions)}"
         )
     return action
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SetPolicy(Command):
+    """A VM's, scale set's or availability set's new ``scheduledEventsPolicy``
+    (:mod:`forewarn.domain.policy`), journaled field by field."""
+
+    op: ClassVar[str] = "policy"
+    target: str
+    name: str
+    auto_approve_reboot: bool = False
+    auto_approve_redeploy: bool = False
+    auto_approve_all_instances_down: bool = True
+    publish: bool = False
+    published_api_version: str = "2020-07-01"
+
+    @classmethod
+    def of(cls, target: str, name: str, policy: ScheduledEventsPolicy) -> SetPolicy:
+        return cls(
+            target,
+            name,
+            policy.auto_approve_reboot,
+            policy.auto_approve_redeploy,
+            policy.auto_approve_all_instances_down,
+            policy.publish,
+            policy.published_api_version,
+        )
+
+    @property
+    def policy(self) -> ScheduledEventsPolicy:
+        return ScheduledEventsPolicy(
+            bool(self.auto_approve_reboot),
+            bool(self.auto_approve_redeploy),
+            bool(self.auto_approve_all_instances_down),
+            bool(self.publish),
+            str(self.published_api_version),
+        )
+
+    def apply(self, platform: Platform) -> Result:
+        platform.set_policy(self.target, self.name, self.policy)
+        return ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -254,8 +296,8 @@ class Seen(Command):
 COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
-                HostOperation, VmOperation, StartCampaign, ScheduleEvent, CancelEvent, Approve,
-                Touch, ClockMoved, Tick, Seen)
+                HostOperation, VmOperation, SetPolicy, StartCampaign, ScheduleEvent, CancelEvent,
+                Approve, Touch, ClockMoved, Tick, Seen)
 }  # fmt: skip
 
 
@@ -290,6 +332,7 @@ __all__ = [
     "Restart",
     "Result",
     "ScheduleEvent",
+    "SetPolicy",
     "SimulateEviction",
     "StartCampaign",
     "Touch",

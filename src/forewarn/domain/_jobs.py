@@ -91,8 +91,11 @@ class Jobs:
             for live, receiving in created:
                 self._start(live, shown_first_to=receiving)
         else:
-            for live, _ in created:  # one each, so cancelling one event keeps the job's deadline
+            for (live, _), vms in zip(created, impacted, strict=True):
+                # one each, so cancelling one event keeps the job's deadline
                 self._deadlines.set(Deadline.START, live.event.event_id)
+                if self._all_instances_down(vms):
+                    live.approvals.update(live.parties)
             self._start_job_if_approved(job)
         return tuple([live.event for live, _ in created])
 
@@ -145,6 +148,15 @@ class Jobs:
         live = self._state.events.get(event_id)
         if live is not None:
             self._remove(live)
+
+    def _all_instances_down(self, vms: list[Vm]) -> bool:
+        """``allInstancesDown.automaticallyApprove`` (default true): "Scheduled Events should
+        be auto-approved when all instances are down" (ARM schema, :mod:`forewarn.domain.
+        policy`): every VM the event impacts is down now, and each one's policy says so."""
+        reachable = self._impacts.reachable
+        return all(
+            vm.policy.auto_approve_all_instances_down and not reachable(vm.name) for vm in vms
+        )
 
     def _impacted_vms(self, request: EventRequest) -> list[Vm]:
         """The VMs ``request`` impacts, once it is checked: every request of a job is, before

@@ -46,6 +46,7 @@ from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventTy
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
@@ -139,6 +140,12 @@ class Platform:
     def host_failed(self, host: str) -> None:
         """No VM is moved to ``host`` any more, and its VMs leave it when their impact ends."""
         self._registry.host_failed(host)
+
+    def set_policy(self, kind: str, name: str, policy: ScheduledEventsPolicy) -> None:
+        """A new ``scheduledEventsPolicy`` for a VM, a scale set or an availability set
+        (:meth:`forewarn.domain._registry.Registry.set_policy`); events created from now on
+        follow it."""
+        self._registry.set_policy(kind, name, policy)
 
     def delete_vm(self, name: str) -> None:
         """Remove a VM at once, with no event (deletion without terminate notification)."""

@@ -71,6 +71,7 @@ from forewarn.server._control_models import (
     clock_out,
     created_out,
     event_out,
+    operation_arguments,
     request_model,
     vm_out,
 )
@@ -312,7 +313,12 @@ def create_control_app(
     return app
 
 
-_TAGS = {"vm": "vms", "scale-set": "scale sets", "host": "hosts"}
+_TAGS = {
+    "vm": "vms",
+    "scale-set": "scale sets",
+    "availability-set": "availability sets",
+    "host": "hosts",
+}
 
 
 def _add_operation_route(
@@ -324,8 +330,7 @@ def _add_operation_route(
     model = request_model(operation)
 
     async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
-        arguments = body.model_dump() if body is not None else {}
-        created = service.operate(operation, name, arguments)
+        created = service.operate(operation, name, operation_arguments(body))
         return EventsOut(events=[created_out(c) for c in created])
 
     parameters = [

@@ -164,6 +164,7 @@ function targetsOf(kind) {
   if (kind === "vm") return state.vms.map(v => v.name);
   if (kind === "host") return [...new Set(state.vms.map(v => v.host))].sort();
   if (kind === "scale-set") return [...new Set(state.vms.map(v => v.scaleSet).filter(Boolean))].sort();
+  if (kind === "availability-set") return [...new Set(state.vms.map(v => v.availabilitySet).filter(Boolean))].sort();
   return [];
 }
 
@@ -172,7 +173,9 @@ function operationForm(operation) {
   const target = el("select", { id: `${id}-target`, name: "target", "data-kind": operation.target, "aria-label": `${operation.target} for ${operation.name}` });
   const fields = operation.parameters.map(p => p.type === "boolean"
     ? el("label", {}, el("input", { type: "checkbox", name: p.name }), ` ${p.name}`)
-    : el("label", {}, `${p.name} `, el("input", { name: p.name, placeholder: "0 1 2", size: 8, required: p.required })));
+    : p.type === "object"
+      ? el("label", {}, `${p.name} `, el("textarea", { name: p.name, rows: 2, cols: 40, required: p.required, spellcheck: "false", placeholder: '{"userInitiatedReboot": {"automaticallyApprove": true}}' }))
+      : el("label", {}, `${p.name} `, el("input", { name: p.name, placeholder: "0 1 2", size: 8, required: p.required })));
   const form = el("form", { id, "data-operation": operation.name, "data-target": operation.target },
     el("strong", {}, `${operation.target} ${operation.name}`), target, ...fields,
     el("button", { type: "submit" }, "Run"),
@@ -182,7 +185,11 @@ function operationForm(operation) {
     const body = {};
     for (const p of operation.parameters) {
       const input = form.elements[p.name];
-      body[p.name] = p.type === "boolean" ? input.checked : input.value.split(/[\s,]+/).filter(Boolean);
+      if (p.type === "object") {
+        try { body[p.name] = JSON.parse(input.value || "{}"); } catch (error) { say(`${p.name}: not JSON (${error.message})`); return; }
+      } else {
+        body[p.name] = p.type === "boolean" ? input.checked : input.value.split(/[\s,]+/).filter(Boolean);
+      }
     }
     const path = operation.path.replace("/api/v1", "").replace("{name}", encodeURIComponent(target.value));
     act(async () => {
