@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from forewarn.domain import operations
-from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain import arm, operations
+from forewarn.domain.errors import InvalidEventError, InvalidOperationError
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import Platform
 from forewarn.domain.policy import ScheduledEventsPolicy
@@ -242,6 +242,22 @@ class Approve(Command):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Acknowledge(Command):
+    """The Maintenance resource provider's acknowledgement of the scheduled event whose ARM id
+    is ``resource_id`` (:meth:`forewarn.domain.platform.Platform.acknowledge`)."""
+
+    op: ClassVar[str] = "acknowledge"
+    resource_id: str
+
+    def apply(self, platform: Platform) -> Result:
+        ref = arm.parse_scheduled_event_id(self.resource_id)
+        if ref is None:
+            raise InvalidEventError(f"{self.resource_id!r} is no scheduled event's ARM id")
+        platform.acknowledge(ref)
+        return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Touch(Command):
     """A VM's request that turned Scheduled Events on for it (only those are journaled)."""
 
@@ -297,7 +313,7 @@ COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
                 HostOperation, VmOperation, SetPolicy, StartCampaign, ScheduleEvent, CancelEvent,
-                Approve, Touch, ClockMoved, Tick, Seen)
+                Approve, Acknowledge, Touch, ClockMoved, Tick, Seen)
 }  # fmt: skip
 
 
@@ -321,6 +337,7 @@ def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
 
 __all__ = [
     "COMMANDS",
+    "Acknowledge",
     "Approve",
     "CancelEvent",
     "ClockMoved",

@@ -44,6 +44,7 @@ from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
+from forewarn.domain.history import EventHistory, Listener
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
@@ -222,6 +223,8 @@ class ScheduledEventsService:
         self._encoded: dict[str, dict[str, EncodedDocument]] = {}
         # The address a request arrived at -> what it found there (request_from)
         self._known: dict[str, _Known] = {}
+        # Told of every change of a published event (on_published), on every platform served
+        self._listeners: list[Listener] = []
         #: Set when front-ends share the journal (forewarn.cluster): the platform is then
         #: the replica's, moved by journal records alone.
         self._replica = replica
@@ -251,6 +254,8 @@ class ScheduledEventsService:
         self._platform = platform
         self._encoded.clear()
         self._known.clear()
+        for listener in self._listeners:
+            platform.history.listen(listener)
 
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""
@@ -482,6 +487,18 @@ class ScheduledEventsService:
             ids = tuple(event_ids)
         self.execute(Approve(vm_name, ids))
         return ids
+
+    # -- beyond IMDS: Event Grid and Resource Graph -----------------------------------------
+
+    def published(self) -> EventHistory:
+        """What published events went through, up to the clock (Resource Graph's table)."""
+        return self._caught_up().history
+
+    def on_published(self, listener: Listener) -> None:
+        """Tell ``listener`` of every change of a published event from now on: register it
+        before :meth:`replay`, which makes the journal's changes again, numbered alike."""
+        self._listeners.append(listener)
+        self._platform.history.listen(listener)
 
     # -- the control plane -----------------------------------------------------------------
 

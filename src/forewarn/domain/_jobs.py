@@ -29,8 +29,10 @@ from forewarn.domain._state import (
     PlatformState,
     VmRecord,
 )
+from forewarn.domain.arm import ScheduledEventRef, names
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
+from forewarn.domain.history import Phase, publication
 from forewarn.domain.scope import audience
 from forewarn.domain.vms import Vm
 
@@ -115,6 +117,22 @@ class Jobs:
                 live.approvals.add(record.tenant)
                 self._start_job_if_approved(live.job)
 
+    def acknowledge(self, ref: ScheduledEventRef) -> None:
+        """The Maintenance resource provider's acknowledgement of the event ``ref`` names, at
+        the VM or scale set it is filed under or one of the VMs it impacts: the approval of
+        that resource's subscription, as a POST from one of its VMs would give ("Azure treats
+        an approval request from either endpoint as meaning that the event can start",
+        "Scheduled Events overview", "Acknowledging Scheduled Events")."""
+        state = self._state
+        live = state.live(ref.event_id)
+        vms = [state.vms.get(resource.name) for resource in live.event.resources]
+        named = [vm for vm in vms if vm is not None and names(ref, vm)]
+        if not named:
+            raise UnknownEventError((ref.event_id,))
+        if live.event.status is EventStatus.SCHEDULED:
+            live.approvals.add(named[0].tenant)
+            self._start_job_if_approved(live.job)
+
     def cancel(self, event_id: str) -> Event:
         """The platform calls off a Scheduled event: it vanishes from every document."""
         live = self._state.live(event_id)
@@ -122,6 +140,7 @@ class Jobs:
             raise InvalidOperationError(
                 f"event {event_id} has Started; only a Scheduled event can be cancelled"
             )
+        self._published(live, Phase.CANCELED)
         live.job.events.remove(live)
         self._remove(live)
         self._start_job_if_approved(live.job)
@@ -147,7 +166,15 @@ class Jobs:
         """The Started period is over: the event disappears."""
         live = self._state.events.get(event_id)
         if live is not None:
+            self._published(live, Phase.COMPLETED)
             self._remove(live)
+
+    def _published(self, live: LiveEvent, phase: Phase) -> None:
+        """``live`` reached ``phase``: a fact of its history when it is published."""
+        where = live.where
+        if where is not None:
+            state = self._state
+            state.history.record(state.now, phase, live.event, where)
 
     def _all_instances_down(self, vms: list[Vm]) -> bool:
         """``allInstancesDown.automaticallyApprove`` (default true): "Scheduled Events should
@@ -199,6 +226,7 @@ class Jobs:
             frozenset(members),
             frozenset([record.tenant for record in receiving.values()]),
             job,
+            where=publication(vms),
         )
         job.events.append(live)
         state.events[event_id] = live
@@ -206,6 +234,7 @@ class Jobs:
             job.campaign.current.add(event_id)
         if show:
             state.show(receiving.values(), (event,))
+            self._published(live, Phase.SCHEDULED)
         return live, receiving
 
     def _start_job_if_approved(self, job: Job) -> None:
@@ -228,6 +257,7 @@ class Jobs:
         if job.join_key is not None and state.open_jobs.get(job.join_key) is job:
             del state.open_jobs[job.join_key]
         event = live.event = live.event.started()
+        self._published(live, Phase.STARTED)
         event_id = event.event_id
         deadlines = self._deadlines
         self._impacts.begin(event, deadlines.set(Deadline.IMPACT_END, event_id))

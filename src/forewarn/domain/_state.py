@@ -25,6 +25,7 @@ from forewarn.domain.documents import Document
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.history import EventHistory, Publication
 from forewarn.domain.ids import NewEventId
 from forewarn.domain.placement import Placements
 from forewarn.domain.scope import ScopeGroup
@@ -71,6 +72,8 @@ class LiveEvent:
     parties: frozenset[str]
     job: Job
     approvals: set[str] = field(default_factory=set)
+    #: Where it is published beyond IMDS (:mod:`forewarn.domain.history`); None: nowhere.
+    where: Publication | None = None
 
     def impacts(self, name: str) -> bool:
         return any(resource.name == name for resource in self.event.resources)
@@ -141,6 +144,8 @@ class PlatformState:
         self.job_ids = itertools.count(1)
         self.campaigns: dict[int, Campaign] = {}
         self.campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
+        # -- what published events went through (Event Grid, Resource Graph)
+        self.history = EventHistory()
 
     def changed(self) -> None:
         """Something a VM's request meets changed (:attr:`changes`): its VM came, went or

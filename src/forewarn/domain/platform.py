@@ -40,10 +40,12 @@ from forewarn.domain._views import (
     campaign_view,
     event_view,
 )
+from forewarn.domain.arm import ScheduledEventRef
 from forewarn.domain.clock import ensure_utc
 from forewarn.domain.documents import Document
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.history import EventHistory
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.policy import ScheduledEventsPolicy
@@ -270,6 +272,16 @@ class Platform:
             already_started=already_started,
             join_key=join_key,
         )
+
+    def acknowledge(self, ref: ScheduledEventRef) -> None:
+        """The Maintenance resource provider's acknowledgement of an event
+        (:meth:`forewarn.domain._jobs.Jobs.acknowledge`)."""
+        self._jobs.acknowledge(ref)
+
+    @property
+    def history(self) -> EventHistory:
+        """What published events went through (:mod:`forewarn.domain.history`)."""
+        return self._state.history
 
     def cancel(self, event_id: str) -> Event:
         """The platform calls off a Scheduled event: it vanishes from every document."""

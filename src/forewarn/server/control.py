@@ -75,6 +75,7 @@ from forewarn.server._control_models import (
     request_model,
     vm_out,
 )
+from forewarn.server.azure.maintenance import maintenance_router
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
@@ -301,6 +302,7 @@ def create_control_app(
 
     app.include_router(router)
     app.include_router(fault_router(service))
+    app.include_router(maintenance_router(service))
     add_dashboard(
         app,
         service,
