@@ -174,6 +174,26 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     help="Seconds before an impact hook is killed.",
 )
 @click.option(
+    "--control-tls",
+    "control_tls",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the control API over TLS here, for the Azure SDKs (which send bearer "
+    "tokens over HTTPS only); needs --tls-cert.",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate (chain) for --control-tls.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM private key for --control-tls, unless the certificate file holds it.",
+)
+@click.option(
     "--token",
     default=None,
     envvar="FOREWARN_TOKEN",
@@ -197,6 +217,9 @@ def serve(
     impact_hook: str | None,
     impact_hook_timeout: float,
     token: str | None,
+    control_tls: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
     print_config: bool,
     log_level: str,
     log_format: str,
@@ -205,7 +228,7 @@ def serve(
     # The server stack is imported here, by the one command that runs it, so the client
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
-    from forewarn.server.runner import ExposureError, ServeSettings, run
+    from forewarn.server.runner import ExposureError, ServeSettings, TlsSettingsError, run
     from forewarn.server.state import StateMismatchError
     from forewarn.service import ReplayError
     from forewarn.storage.errors import StorageError
@@ -236,6 +259,11 @@ def serve(
         token=token or None,
         log_level=log_level,
         log_format=log_format,
+        control_tls=None
+        if control_tls is None
+        else parse_address(control_tls, DEFAULT_CONTROL_PORT + 1),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     if print_config:
         _print_config(click.get_current_context())
@@ -244,7 +272,14 @@ def serve(
         raise click.UsageError("choose one of --data-dir and --store")
     try:
         run(settings, announce=lambda line: click.echo(line, err=False))
-    except (FleetFileError, StateMismatchError, StorageError, ExposureError, ReplayError) as exc:
+    except (
+        FleetFileError,
+        StateMismatchError,
+        StorageError,
+        ExposureError,
+        ReplayError,
+        TlsSettingsError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(

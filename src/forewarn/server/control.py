@@ -76,6 +76,7 @@ from forewarn.server._control_models import (
     vm_out,
 )
 from forewarn.server.azure.maintenance import maintenance_router
+from forewarn.server.azure.resourcegraph import resource_graph_router
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
@@ -303,6 +304,7 @@ def create_control_app(
     app.include_router(router)
     app.include_router(fault_router(service))
     app.include_router(maintenance_router(service))
+    app.include_router(resource_graph_router(service))
     add_dashboard(
         app,
         service,

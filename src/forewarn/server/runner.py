@@ -7,10 +7,12 @@ import contextlib
 import ipaddress
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -57,6 +59,11 @@ class ServeSettings:
     token: str | None = None
     log_level: str = "info"
     log_format: str = "text"
+    #: Where the control API is also served over TLS (the Azure SDKs send bearer tokens only
+    #: over HTTPS), with this certificate and key; None: nowhere.
+    control_tls: tuple[str, int] | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -90,6 +97,25 @@ class _ControlServer(uvicorn.Server):
 
 #: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
 _LISTED = 8
+
+
+def _tls_control_server(
+    settings: ServeSettings, where: tuple[str, int], app: Any, token: str
+) -> _ControlServer:
+    """The control API again, over TLS: the ARM SDKs (azure-mgmt-resourcegraph...) refuse to
+    send a bearer token over plain HTTP."""
+    host, port = where
+    return _ControlServer(
+        uvicorn.Config(
+            ControlGuard(app, token=token, hosts=accepted_hosts(host, port)),
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            ssl_certfile=str(settings.tls_cert),
+            ssl_keyfile=None if settings.tls_key is None else str(settings.tls_key),
+        )
+    )
 
 
 def _control_client(settings: ServeSettings, token: str) -> httpx.Client:
@@ -147,6 +173,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def check_tls(settings: ServeSettings) -> None:
+    """Refuse TLS settings that cannot work before anything listens: one clear line."""
+    if settings.control_tls is None:
+        return
+    if settings.tls_cert is None:
+        raise TlsSettingsError(
+            "--control-tls needs --tls-cert (and --tls-key unless the "
+            "certificate file holds the key)"
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsSettingsError(
+            f"cannot use the TLS certificate {settings.tls_cert}: {exc}"
+        ) from None
+
+
+class TlsSettingsError(ForewarnError):
+    """The control API's TLS certificate or key cannot be used."""
+
+
 def check_control_exposure(settings: ServeSettings) -> None:
     """Refuse to offer the control API beyond this machine under a token nobody chose."""
     if settings.token is None and not _is_loopback(settings.control_host):
@@ -173,6 +221,7 @@ async def serve(
 ) -> None:
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     check_control_exposure(settings)
+    check_tls(settings)
     configure_logging(settings.log_level, settings.log_format)
     state: OpenedState = open_state(settings)
     service = state.service
@@ -206,16 +255,23 @@ async def serve(
             ) from None
     token = settings.token or new_token()
     token_path = write_token(settings.control_host, settings.control_port, token)
+    control_app = create_control_app(
+        service,
+        activity=activity,
+        runs=ScenarioRuns(lambda: _control_client(settings, token)),
+    )
     guarded = ControlGuard(
-        create_control_app(
-            service,
-            activity=activity,
-            runs=ScenarioRuns(lambda: _control_client(settings, token)),
-        ),
+        control_app,
         token=token,
         hosts=accepted_hosts(settings.control_host, settings.control_port),
     )
     control_socket = _listen(settings.control_host, settings.control_port, "the control API")
+    tls_task = None
+    if settings.control_tls is not None:
+        tls_server = _tls_control_server(settings, settings.control_tls, control_app, token)
+        tls_host, tls_port = settings.control_tls
+        tls_socket = _listen(tls_host, tls_port, "the control API over TLS")
+        tls_task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
     control = _ControlServer(
         uvicorn.Config(
             guarded,
@@ -262,6 +318,9 @@ async def serve(
     )
     control_url = url_for(settings.control_host, settings.control_port)
     announce(f"  control: {control_url}/?token={token} (the token is also in {token_path})")
+    if settings.control_tls is not None:
+        tls_url = url_for(*settings.control_tls).replace("http://", "https://", 1)
+        announce(f"  control over TLS (for the Azure SDKs): {tls_url}")
     events_task = asyncio.create_task(watch_events(service.events, stop))
     front_end_task = None
     if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
@@ -281,6 +340,11 @@ async def serve(
         if hooks_task is not None:
             await hooks_task
         control.should_exit = True
+        if tls_task is not None:
+            tls_server.should_exit = True
+            # keep-alive connections of SDK clients are not waited for
+            tls_server.force_exit = True
+            await tls_task
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
         await control_task
@@ -300,6 +364,7 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
 __all__ = [
     "ExposureError",
     "ServeSettings",
+    "TlsSettingsError",
     "accepted_hosts",
     "build_service",
     "check_control_exposure",
