@@ -53,6 +53,10 @@ ROUTES = {
     ("POST", "/api/v1/faults"),
     ("DELETE", "/api/v1/faults"),
     ("DELETE", "/api/v1/faults/{fault_id}"),
+    ("GET", "/api/v1/eventgrid/subscriptions"),
+    ("POST", "/api/v1/eventgrid/subscriptions"),
+    ("DELETE", "/api/v1/eventgrid/subscriptions/{name}"),
+    ("POST", "/api/v1/eventgrid/subscriptions/{name}/faults"),
 }
 
 

@@ -194,6 +194,20 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     help="PEM private key for --control-tls, unless the certificate file holds it.",
 )
 @click.option(
+    "--dead-letter-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where Event Grid writes the events it gives up on (default: DATA_DIR/dead-letters "
+    "with --data-dir, else they are dropped).",
+)
+@click.option(
+    "--eventgrid-timeout",
+    type=click.FloatRange(min=0.1, max=300),
+    default=30.0,
+    show_default=True,
+    help="Seconds an Event Grid receiver has to answer a delivery (Event Grid waits 30).",
+)
+@click.option(
     "--token",
     default=None,
     envvar="FOREWARN_TOKEN",
@@ -220,6 +234,8 @@ def serve(
     control_tls: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    dead_letter_dir: Path | None,
+    eventgrid_timeout: float,
     print_config: bool,
     log_level: str,
     log_format: str,
@@ -264,6 +280,8 @@ def serve(
         else parse_address(control_tls, DEFAULT_CONTROL_PORT + 1),
         tls_cert=tls_cert,
         tls_key=tls_key,
+        dead_letter_dir=dead_letter_dir,
+        eventgrid_timeout=eventgrid_timeout,
     )
     if print_config:
         _print_config(click.get_current_context())

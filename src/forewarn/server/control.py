@@ -43,6 +43,7 @@ from forewarn.domain.errors import (
     UnknownVmError,
 )
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.delivery import EventGrid
 from forewarn.registry import OPERATIONS, Operation, describe
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_router
@@ -75,6 +76,7 @@ from forewarn.server._control_models import (
     request_model,
     vm_out,
 )
+from forewarn.server.azure.eventgrid import eventgrid_router
 from forewarn.server.azure.maintenance import maintenance_router
 from forewarn.server.azure.resourcegraph import resource_graph_router
 from forewarn.server.dashboard import add_dashboard
@@ -178,9 +180,11 @@ def create_control_app(
     *,
     activity: Activity | None = None,
     runs: ScenarioRuns | None = None,
+    eventgrid: EventGrid | None = None,
 ) -> FastAPI:
     """The control API around ``service``, and the dashboard; ``activity`` is what the VMs'
-    endpoint records for the dashboard's timelines."""
+    endpoint records for the dashboard's timelines, ``eventgrid`` the system topic's
+    subscriptions and deliveries (``forewarn serve`` only)."""
     app = FastAPI(
         title="forewarn control API",
         version=__version__,
@@ -305,12 +309,14 @@ def create_control_app(
     app.include_router(fault_router(service))
     app.include_router(maintenance_router(service))
     app.include_router(resource_graph_router(service))
+    app.include_router(eventgrid_router(eventgrid, ERROR_RESPONSES))
     add_dashboard(
         app,
         service,
         activity or Activity(),
         responses=ERROR_RESPONSES,
         runs=runs,
+        eventgrid=eventgrid,
     )
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)

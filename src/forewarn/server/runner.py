@@ -22,6 +22,9 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
+from forewarn.eventgrid.delivery import EventGrid
+from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT
+from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, watch_events
@@ -30,7 +33,7 @@ from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import start_imds_server
-from forewarn.server.state import OpenedState, describe_store, open_state
+from forewarn.server.state import OpenedState, describe_store, is_shared, open_state, store_url
 from forewarn.service import ScheduledEventsService
 
 
@@ -64,6 +67,11 @@ class ServeSettings:
     control_tls: tuple[str, int] | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    #: Where Event Grid writes the events it gives up on; default ``DATA_DIR/dead-letters``
+    #: with a data directory, else nowhere (dropped, as Event Grid drops them without one).
+    dead_letter_dir: Path | None = None
+    #: How long an Event Grid receiver has to answer, in real seconds.
+    eventgrid_timeout: float = RESPONSE_TIMEOUT
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -97,6 +105,36 @@ class _ControlServer(uvicorn.Server):
 
 #: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
 _LISTED = 8
+
+
+def _event_grid(
+    settings: ServeSettings, service: Callable[[], ScheduledEventsService]
+) -> EventGrid | None:
+    """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), or
+    in memory; None with a shared PostgreSQL store, where it is not offered yet."""
+    url = store_url(settings)
+    if url is not None and is_shared(url):
+        return None
+    path: Path | None = None
+    dead_letters = settings.dead_letter_dir
+    if settings.data_dir is not None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path = settings.data_dir / EVENT_GRID_FILE
+        dead_letters = dead_letters or settings.data_dir / "dead-letters"
+    elif url is not None:
+        path = Path(url.removeprefix("sqlite:///") + "." + EVENT_GRID_FILE)
+    return EventGrid(
+        lambda: service().now(),
+        lambda: service().published().sequence,
+        DeliveryStore(path),
+        validation_base=url_for(settings.control_host, settings.control_port),
+        dead_letters=dead_letters,
+        response_timeout=settings.eventgrid_timeout,
+    )
+
+
+#: Event Grid's state file in a data directory.
+EVENT_GRID_FILE = "eventgrid.sqlite3"
 
 
 def _tls_control_server(
@@ -223,7 +261,13 @@ async def serve(
     check_control_exposure(settings)
     check_tls(settings)
     configure_logging(settings.log_level, settings.log_format)
-    state: OpenedState = open_state(settings)
+    grid = _event_grid(settings, lambda: service)
+    try:
+        state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
+    except BaseException:
+        if grid is not None:
+            grid.store.close()
+        raise
     service = state.service
     if state.replica is not None:
         try:  # before listening: from its first answer on, writers wait for this front-end
@@ -259,6 +303,7 @@ async def serve(
         service,
         activity=activity,
         runs=ScenarioRuns(lambda: _control_client(settings, token)),
+        eventgrid=grid,
     )
     guarded = ControlGuard(
         control_app,
@@ -327,6 +372,9 @@ async def serve(
         from forewarn.cluster.tasks import run_front_end
 
         front_end_task = asyncio.create_task(run_front_end(state.replica, stop))
+    grid_task = None
+    if grid is not None:
+        grid_task = asyncio.create_task(grid.run(stop))
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
@@ -335,6 +383,9 @@ async def serve(
         await stop.wait()
     finally:
         await events_task
+        if grid_task is not None:
+            await grid_task
+            grid.store.close()  # type: ignore[union-attr]
         if front_end_task is not None:
             await front_end_task
         if hooks_task is not None:

@@ -26,11 +26,13 @@ from pydantic import BaseModel, Field
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.delivery import EventGrid
 from forewarn.faults import FaultKind
 from forewarn.scenario.schema import MAX_SCENARIO_BYTES, ScenarioFileError
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_out
 from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
+from forewarn.server.azure.eventgrid import subscription_out
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 
@@ -58,7 +60,10 @@ def _asset(name: str) -> bytes:
 
 
 def snapshot(
-    service: ScheduledEventsService, activity: Activity, runs: ScenarioRuns | None = None
+    service: ScheduledEventsService,
+    activity: Activity,
+    runs: ScenarioRuns | None = None,
+    eventgrid: EventGrid | None = None,
 ) -> dict[str, Any]:
     """Everything the page shows but the timelines, as one JSON-ready value."""
     moment = time.monotonic()  # faults count real time: clients retry in real time
@@ -84,6 +89,12 @@ def snapshot(
         "scenarios": [] if runs is None else runs.views(),
         "faultKinds": [kind.value for kind in FaultKind],
         "faults": [fault_out(fault, moment).model_dump(mode="json") for fault in overview.faults],
+        "eventGrid": []
+        if eventgrid is None
+        else [
+            subscription_out(view).model_dump(by_alias=True, mode="json")
+            for view in eventgrid.views
+        ],
     }
 
 
@@ -94,6 +105,7 @@ def add_dashboard(
     *,
     responses: dict[int | str, dict[str, Any]] | None = None,
     runs: ScenarioRuns | None = None,
+    eventgrid: EventGrid | None = None,
 ) -> None:
     """The page, its assets, its stream and the timelines, on ``app``; ``responses`` are the
     control API's documented error answers."""
@@ -142,7 +154,7 @@ def add_dashboard(
             last = ""
             quiet = 0.0
             while not await request.is_disconnected():
-                shown = snapshot(service, activity, scenario_runs)
+                shown = snapshot(service, activity, scenario_runs, eventgrid)
                 data = json.dumps(shown, separators=(",", ":"))
                 if data != last:
                     last, quiet = data, 0.0

@@ -261,8 +261,17 @@ function renderFaults() {
   document.getElementById("faults").replaceChildren(...items);
 }
 
+function renderEventGrid() {
+  const rows = (state.eventGrid || []).map(s => el("tr", { "data-subscription": s.name },
+    el("td", {}, s.name), el("td", {}, s.schema), el("td", {}, s.provisioningState),
+    el("td", {}, String(s.delivered)), el("td", {}, String(s.failed)),
+    el("td", {}, String(s.deadLettered)), el("td", {}, String(s.pending)), el("td", {}, s.lastError || "")));
+  document.querySelector("#eventgrid tbody").replaceChildren(...rows);
+}
+
 function render() {
   renderClock();
+  renderEventGrid();
   renderFaults();
   renderFleet();
   renderEvents();
