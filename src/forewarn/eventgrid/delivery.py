@@ -3,8 +3,9 @@
 Delivery never holds up a VM's poll: the platform's history tells :meth:`EventGrid.on_change`
 of each change as it is made (an append to a queue, nothing more); everything else runs in
 :meth:`EventGrid.run`, a task of its own on the event loop, whose database work goes to a
-worker thread and whose HTTP calls are asynchronous, at most :data:`CONCURRENCY` at once, each
-bounded by the response timeout and a cap on what is read of the answer. Changes are turned
+worker thread and whose HTTP exchanges (:mod:`forewarn.eventgrid._http`) are asynchronous,
+at most :data:`CONCURRENCY` at once, each bounded by the response timeout and a cap on what is
+read of the answer. Changes are turned
 into deliveries in the store (:mod:`forewarn.eventgrid.store`) in batches, so what waits for a
 slow receiver waits on disk.
 
@@ -17,7 +18,6 @@ restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
 from forewarn.domain.history import EventChange
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid._http import Answer, ExchangeError, exchange
 from forewarn.eventgrid.payloads import (
     DATA_VERSION,
     METADATA_VERSION,
@@ -55,8 +54,15 @@ _LOG = logging.getLogger("forewarn.eventgrid")
 CONCURRENCY = 16
 #: How often, in real seconds, the dashboard's view of the subscriptions is refreshed.
 VIEWS_EVERY = 0.5
-#: Changes turned into deliveries per store transaction.
-BATCH = 5000
+#: Changes turned into deliveries per round (one store transaction), and while the loop is
+#: busy with VMs' requests.
+BATCH = 1000
+BUSY_BATCH = 50
+#: A loop that takes longer than this to come back to a task that gave way is busy.
+BUSY_LAG = 0.0005
+#: Deliveries started per second at most while the loop is busy, and the burst allowed.
+BUSY_RATE = 200.0
+BUSY_BURST = 16.0
 #: The most of a receiver's answer read (a validation response is a few dozen bytes).
 MAX_ANSWER_BYTES = 64 * 1024
 #: "The provided URL is valid for 10 minutes" (webhook-event-delivery, asynchronous handshake).
@@ -108,7 +114,6 @@ class EventGrid:
         validation_base: str,
         dead_letters: Path | None = None,
         response_timeout: float = RESPONSE_TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None,
         poll: float = 0.05,
     ) -> None:
         self._now = now
@@ -117,13 +122,17 @@ class EventGrid:
         self._validation_base = validation_base.rstrip("/")
         self.dead_letters = dead_letters
         self._timeout = response_timeout
-        self._transport = transport
         self._poll = poll
         self._cursor = store.cursor()
         self._incoming: deque[EventChange] = deque()
         self._busy: set[int] = set()
+        #: Deliveries answered with success, not yet recorded (see :meth:`_commit`).
+        self._succeeded: list[Delivery] = []
+        #: Set when there is work: a change queued, a delivery finished.
+        self._kick = asyncio.Event()
+        self._tokens = BUSY_BURST
+        self._refilled = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._client: httpx.AsyncClient | None = None
         #: What the dashboard shows, refreshed by the delivery loop (never read from disk on
         #: the page's behalf).
         self.views: list[SubscriptionView] = []
@@ -136,19 +145,9 @@ class EventGrid:
         before (a replay makes the journal's changes again)."""
         if change.sequence > self._cursor:
             self._incoming.append(change)
+            self._kick.set()
 
     # -- subscriptions ----------------------------------------------------------------------
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                transport=self._transport,
-                timeout=self._timeout,
-                follow_redirects=False,
-                trust_env=False,
-                headers={"User-Agent": "forewarn-eventgrid"},
-            )
-        return self._client
 
     async def subscribe(self, name: str, endpoint: str, schema: Schema) -> SubscriptionView:
         """Create a subscription and run its validation handshake: Succeeded, awaiting the
@@ -185,21 +184,20 @@ class EventGrid:
         )
 
     async def _handshake(self, subscription: Subscription, now: datetime) -> tuple[bool, str]:
-        client = self._http()
         try:
             if subscription.schema == "cloudevents":
-                async with client.stream(
+                answer = await self._exchange(
                     "OPTIONS",
                     subscription.endpoint,
                     headers={"WebHook-Request-Origin": ORIGIN, "WebHook-Request-Rate": "120"},
-                ) as response:
-                    allowed = response.headers.get("WebHook-Allowed-Origin", "")
-                    if response.status_code == 200 and allowed.strip() in (ORIGIN, "*"):
-                        return True, ""
-                    return False, (
-                        f"abuse protection handshake answered {response.status_code} without "
-                        f"WebHook-Allowed-Origin: {ORIGIN}"
-                    )
+                )
+                allowed = answer.headers.get("webhook-allowed-origin", "").strip()
+                if answer.status == 200 and allowed in (ORIGIN, "*"):
+                    return True, ""
+                return False, (
+                    f"abuse protection handshake answered {answer.status} without "
+                    f"WebHook-Allowed-Origin: {ORIGIN}"
+                )
             body = json.dumps(
                 validation_event(
                     f"/subscriptions/{subscription.name}",
@@ -208,29 +206,35 @@ class EventGrid:
                     now,
                 )
             )
-            async with client.stream(
+            answer = await self._exchange(
                 "POST",
                 subscription.endpoint,
-                content=body.encode(),
+                body=body.encode(),
                 headers={
                     "Content-Type": "application/json; charset=utf-8",
                     "aeg-event-type": "SubscriptionValidation",
                     "aeg-subscription-name": subscription.name.upper(),
                 },
-            ) as response:
-                answer = await _bounded(response)
-                if response.status_code == 200:
-                    try:
-                        given = json.loads(answer).get("validationResponse")
-                    except (ValueError, AttributeError):
-                        given = None
-                    if isinstance(given, str) and hmac.compare_digest(
-                        given, subscription.validation_code
-                    ):
-                        return True, ""
-                return False, f"validation answered {response.status_code} without the code"
-        except httpx.HTTPError as exc:
-            return False, f"validation failed: {type(exc).__name__}: {exc}"[:500]
+            )
+        except ExchangeError as exc:
+            return False, f"validation failed: {exc.outcome}"[:500]
+        if answer.status == 200:
+            try:
+                given = json.loads(answer.body).get("validationResponse")
+            except (ValueError, AttributeError):
+                given = None
+            if isinstance(given, str) and hmac.compare_digest(
+                given.encode(), subscription.validation_code.encode()
+            ):
+                return True, ""
+        return False, f"validation answered {answer.status} without the code"
+
+    async def _exchange(
+        self, method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
+    ) -> Answer:
+        return await exchange(
+            method, url, body=body, headers=headers, timeout=self._timeout, limit=MAX_ANSWER_BYTES
+        )
 
     async def validate(self, name: str, code: str) -> SubscriptionView:
         """The GET of a validation URL: the asynchronous handshake."""
@@ -280,29 +284,69 @@ class EventGrid:
     # -- delivery -------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Turn changes into deliveries and send what is due, until ``stop`` is set."""
+        """Turn changes into deliveries and send what is due, until ``stop`` is set: woken by
+        a change or a finished delivery, and at least every ``poll`` seconds, since what falls
+        due moves with the platform's clock."""
+        stopping: asyncio.Task[Any] = asyncio.create_task(stop.wait())
         try:
             while not stop.is_set():
-                await self.step()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self._poll)
+                busy = await self._loop_busy()
+                await self.step(busy)
+                # a busy loop is given back for a whole poll; a quiet one is left at once for
+                # whatever comes next (a change queued, a delivery finished)
+                waited: set[asyncio.Task[Any]] = {stopping}
+                if not busy:
+                    waited.add(asyncio.create_task(self._kick.wait()))
+                await asyncio.wait(waited, timeout=self._poll, return_when=asyncio.FIRST_COMPLETED)
+                for task in waited - {stopping}:
+                    task.cancel()
+                self._kick.clear()
         finally:
+            stopping.cancel()
             for task in list(self._tasks):
                 task.cancel()
-            if self._client is not None:
-                await self._client.aclose()
+            await self._commit()
 
-    async def step(self) -> None:
-        """One round: queue what changed, start what is due, refresh the views."""
-        await self._pump()
-        free = CONCURRENCY - len(self._busy)
+    async def _loop_busy(self) -> bool:
+        """Whether the event loop has other work waiting (the VMs' requests): how long it
+        takes to come back to this task after giving way once."""
+        began = time.perf_counter()
+        await asyncio.sleep(0)
+        return time.perf_counter() - began > BUSY_LAG
+
+    def _allowed(self, busy: bool) -> int:
+        """How many deliveries may start now: while the loop is busy, :data:`BUSY_RATE` a
+        second at most, so a campaign's thousands of events wait for a quiet moment rather
+        than take the loop from the VMs' requests; at once otherwise."""
+        now = time.monotonic()
+        self._tokens = min(BUSY_BURST, self._tokens + (now - self._refilled) * BUSY_RATE)
+        self._refilled = now
+        if not busy:
+            return CONCURRENCY
+        return int(self._tokens)
+
+    async def step(self, busy: bool = False) -> None:
+        """One round: commit what was delivered, queue what changed (a bounded batch, smaller
+        while the loop is busy), start what is due and allowed, refresh the views."""
+        await self._commit()
+        await self._pump(BUSY_BATCH if busy else BATCH)
+        free = min(CONCURRENCY - len(self._busy), self._allowed(busy))
         if free > 0:
             due = await asyncio.to_thread(self.store.due, self._now(), free, tuple(self._busy))
-            for delivery in due:
-                self._busy.add(delivery.id)
-                task = asyncio.create_task(self._send(delivery))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            if due:
+                subscriptions = {
+                    s.name: s for s in await asyncio.to_thread(self.store.subscriptions)
+                }
+                for delivery in due:
+                    subscription = subscriptions.get(delivery.subscription)
+                    if subscription is None:
+                        continue
+                    self._busy.add(delivery.id)
+                    if busy:
+                        self._tokens -= 1
+                    task = asyncio.create_task(self._send(subscription, delivery))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
         if time.monotonic() >= self._views_due:
             self._views_due = time.monotonic() + VIEWS_EVERY
             self.views = await self.list()
@@ -312,28 +356,43 @@ class EventGrid:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _pump(self) -> None:
-        while self._incoming:
-            batch = [self._incoming.popleft() for _ in range(min(BATCH, len(self._incoming)))]
-            schemas = {s.schema for s in await asyncio.to_thread(self.store.subscriptions)}
-            rows = await asyncio.to_thread(_rows, batch, schemas)
-            cursor = batch[-1].sequence
-            await asyncio.to_thread(self.store.enqueue, rows, cursor)
-            self._cursor = cursor
+    async def _commit(self) -> None:
+        """Record the deliveries answered with success since the last round, in one
+        transaction: until then a crash sends them again (at least once)."""
+        if self._succeeded:
+            done, self._succeeded = self._succeeded, []
+            await asyncio.to_thread(self.store.delivered_all, done)
+            for delivery in done:
+                self._busy.discard(delivery.id)
 
-    async def _send(self, delivery: Delivery) -> None:
+    async def _pump(self, most: int) -> None:
+        if not self._incoming:
+            return
+        batch = [self._incoming.popleft() for _ in range(min(most, len(self._incoming)))]
+        schemas = {s.schema for s in await asyncio.to_thread(self.store.subscriptions)}
+        # built here rather than in a worker thread, whose Python would take the interpreter
+        # lock from the VMs' requests unseen: here it is within the round's bounded batch
+        rows = _rows(batch, schemas)
+        cursor = batch[-1].sequence
+        await asyncio.to_thread(self.store.enqueue, rows, cursor)
+        self._cursor = cursor
+        if self._incoming:
+            self._kick.set()  # more to come: the next round at once
+
+    async def _send(self, subscription: Subscription, delivery: Delivery) -> None:
+        committed_later = False
         try:
-            subscription = await asyncio.to_thread(self.store.get, delivery.subscription)
-            if subscription is None:
-                return
-            twice = await asyncio.to_thread(self.store.take_duplicate, subscription.name)
+            twice = subscription.duplicates > 0 and await asyncio.to_thread(
+                self.store.take_duplicate, subscription.name
+            )
             for _ in range(2 if twice else 1):
                 status, outcome = await self._post(subscription, delivery)
                 if status not in SUCCESS:
                     break
             at = self._now()
             if status in SUCCESS:
-                await asyncio.to_thread(self.store.delivered, delivery)
+                self._succeeded.append(delivery)  # committed with the next round's batch
+                committed_later = True
                 return
             again, reason = after_failure(delivery.attempts + 1, delivery.published, at, status)
             if again is None:
@@ -344,7 +403,9 @@ class EventGrid:
         except Exception:  # a store failure: the delivery stays, and is tried again
             _LOG.exception("delivering %s to %s", delivery.grid_id, delivery.subscription)
         finally:
-            self._busy.discard(delivery.id)
+            if not committed_later:
+                self._busy.discard(delivery.id)
+            self._kick.set()
 
     async def _post(self, subscription: Subscription, delivery: Delivery) -> tuple[int | None, str]:
         if subscription.schema == "cloudevents":
@@ -361,15 +422,10 @@ class EventGrid:
                 "aeg-metadata-version": METADATA_VERSION,
             }
         try:
-            async with self._http().stream(
-                "POST", subscription.endpoint, content=body, headers=headers
-            ) as response:
-                await _bounded(response)
-                return response.status_code, f"{response.status_code} {response.reason_phrase}"
-        except httpx.TimeoutException:
-            return None, "TimedOut"
-        except httpx.HTTPError as exc:
-            return None, f"{type(exc).__name__}: {exc}"[:500]
+            answer = await self._exchange("POST", subscription.endpoint, body=body, headers=headers)
+        except ExchangeError as exc:
+            return None, exc.outcome
+        return answer.status, f"{answer.status} {answer.reason}".strip()
 
     async def _dead_letter(
         self,
@@ -437,17 +493,6 @@ def _rows(
         )
         for change in changes
     ]
-
-
-async def _bounded(response: httpx.Response) -> bytes:
-    """At most :data:`MAX_ANSWER_BYTES` of an answer: a receiver answering a huge body
-    costs what the cap allows, then the connection is dropped."""
-    body = bytearray()
-    async for chunk in response.aiter_raw():
-        body += chunk
-        if len(body) > MAX_ANSWER_BYTES:
-            break
-    return bytes(body[:MAX_ANSWER_BYTES])
 
 
 __all__ = [

@@ -92,7 +92,9 @@ class DeliveryStore:
         self._lock = threading.Lock()
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            # WAL with NORMAL: a commit survives the process's death (kill -9), which is what a
+            # pending delivery must survive; the journal keeps FULL for the platform itself.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             for statement in _SCHEMA:
                 self._db.execute(statement)
 
@@ -229,16 +231,18 @@ class DeliveryStore:
         rows = self._rows("SELECT MIN(due) FROM deliveries")
         return unstamp(rows[0][0]) if rows and rows[0][0] else None
 
-    def delivered(self, delivery: Delivery) -> None:
-        self._transaction(
-            [
-                ("DELETE FROM deliveries WHERE id = ?", (delivery.id,)),
-                (
-                    "UPDATE subscriptions SET delivered = delivered + 1 WHERE name = ?",
-                    (delivery.subscription,),
-                ),
-            ]
-        )
+    def delivered_all(self, deliveries: Sequence[Delivery]) -> None:
+        """Deliveries answered with success, recorded in one transaction."""
+        counts: dict[str, int] = {}
+        statements: list[tuple[str, Sequence[Any]]] = []
+        for delivery in deliveries:
+            statements.append(("DELETE FROM deliveries WHERE id = ?", (delivery.id,)))
+            counts[delivery.subscription] = counts.get(delivery.subscription, 0) + 1
+        for name, count in counts.items():
+            statements.append(
+                ("UPDATE subscriptions SET delivered = delivered + ? WHERE name = ?", (count, name))
+            )
+        self._transaction(statements)
 
     def failed(
         self,
