@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,7 +27,10 @@ from forewarn.cli.common import CliContext
 from forewarn.config.fleet import FleetFileError, parse_fleet
 from forewarn.domain.events import EventStatus
 from forewarn.domain.policy import ScheduledEventsPolicy
-from forewarn.scenario.schema import parse_scenario
+from forewarn.registry import VM, find
+from forewarn.scenario.schema import ScenarioFileError, parse_scenario
+from forewarn.server.runner import ServeSettings
+from forewarn.server.state import open_service
 from forewarn.testing import ForewarnPlatform, MakePlatform
 
 FLEET = """
@@ -196,3 +200,31 @@ steps:
     result = platform.run_scenario(scenario)
     assert result.passed, result.failure
     platform.advance(timedelta(minutes=20))
+
+
+def test_a_policy_changed_at_run_time_survives_a_restart(tmp_path: Path) -> None:
+    """Journaled as any operation, replayed through the same command."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    settings = ServeSettings(fleet=fleet, clock="manual", data_dir=tmp_path / "data", seed=3)
+    first = open_service(settings)
+    first.perform(
+        find(VM, "set-scheduled-events-policy"),
+        "solo",
+        {"policy": ScheduledEventsPolicy(auto_approve_redeploy=True, publish=True)},
+    )
+    assert first.journal is not None
+    first.journal.close()
+    second = open_service(settings)
+    assert second.vm("solo").policy == ScheduledEventsPolicy(
+        auto_approve_redeploy=True, publish=True
+    )
+    assert second.journal is not None
+    second.journal.close()
+
+
+def test_a_policy_step_names_one_target() -> None:
+    with pytest.raises(ScenarioFileError, match="exactly one of vm, scaleSet, availabilitySet"):
+        parse_scenario(
+            "steps:\n  - set-scheduled-events-policy: {vm: a, scaleSet: b, scheduledEventsPolicy: {}}\n"
+        )
