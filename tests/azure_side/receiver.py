@@ -12,15 +12,42 @@ GETs the validation URL instead of echoing the code.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from azure.eventgrid import EventGridEvent
 from cloudevents.core.bindings.http import HTTPMessage, from_http_event
+
+
+def _example() -> Any:
+    """examples/eventgrid_receiver.py, the receiver the documentation shows."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "eventgrid_receiver.py"
+    spec = importlib.util.spec_from_file_location("eventgrid_receiver", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Replying(BaseHTTPRequestHandler):
+    """The example's handler as the type checker sees it: ``reply`` is the example's."""
+
+    def reply(
+        self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> None: ...
+
+
+if TYPE_CHECKING:
+    Webhook = _Replying
+else:
+    Webhook = _example().Webhook
 
 
 def main() -> None:
@@ -46,26 +73,16 @@ def main() -> None:
         with lock, open(options.log, "a", encoding="utf-8") as log:
             log.write(json.dumps(entry) + "\n")
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Webhook):  # the example's, for its way of replying
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _answer(
-            self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
-        ) -> None:
-            self.send_response(status)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_OPTIONS(self) -> None:  # CloudEvents abuse protection
+        def do_OPTIONS(self) -> None:  # noqa: N802 (http.server names it); CloudEvents
             origin = self.headers.get("WebHook-Request-Origin", "")
             record({"handshake": "options", "origin": origin})
-            self._answer(200, headers={"WebHook-Allowed-Origin": origin, "Allow": "POST"})
+            self.reply(200, headers={"WebHook-Allowed-Origin": origin, "Allow": "POST"})
 
-        def do_POST(self) -> None:
+        def do_POST(self) -> None:  # noqa: N802 (http.server names it)
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("aeg-event-type") == "SubscriptionValidation":
                 (event,) = [EventGridEvent.from_dict(item) for item in json.loads(body)]
@@ -73,10 +90,10 @@ def main() -> None:
                 if options.manual:
                     url = event.data["validationUrl"]
                     threading.Thread(target=validate_later, args=(url,)).start()
-                    self._answer(200, b"{}")
+                    self.reply(200, b"{}")
                     return
                 reply = json.dumps({"validationResponse": event.data["validationCode"]})
-                self._answer(200, reply.encode(), {"Content-Type": "application/json"})
+                self.reply(200, reply.encode(), {"Content-Type": "application/json"})
                 return
             if options.schema == "eventgrid":
                 events = [EventGridEvent.from_dict(item) for item in json.loads(body)]
@@ -132,9 +149,9 @@ def main() -> None:
             if options.hang:
                 time.sleep(3600)
             if options.huge:
-                self._answer(500, b"x" * (20 * 1024 * 1024))
+                self.reply(500, b"x" * (20 * 1024 * 1024))
                 return
-            self._answer(status)
+            self.reply(status)
 
     ThreadingHTTPServer.request_queue_size = 128  # every concurrent delivery is let in
     server = ThreadingHTTPServer(("127.0.0.1", options.port), Handler)

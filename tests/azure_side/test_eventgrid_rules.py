@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from forewarn.errors import InvalidInputError
-from forewarn.eventgrid.delivery import check_endpoint
+from forewarn.eventgrid.handshake import check_endpoint
 from forewarn.eventgrid.schedule import after_failure, retry_delay
 from forewarn.eventgrid.store import DeliveryStore, Subscription
 

@@ -21,7 +21,6 @@ import asyncio
 import hmac
 import json
 import logging
-import re
 import secrets
 import time
 from collections import deque
@@ -30,12 +29,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
 from forewarn.domain.history import EventChange
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid._http import Answer, ExchangeError, exchange
+from forewarn.eventgrid.deadletter import dead_letter
+from forewarn.eventgrid.handshake import NAME, check_endpoint, handshake
 from forewarn.eventgrid.payloads import (
     DATA_VERSION,
     METADATA_VERSION,
@@ -43,7 +44,6 @@ from forewarn.eventgrid.payloads import (
     Schema,
     grid_id,
     payload,
-    validation_event,
 )
 from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT, SUCCESS, after_failure
 from forewarn.eventgrid.store import Delivery, DeliveryStore, Subscription
@@ -67,13 +67,6 @@ BUSY_BURST = 16.0
 MAX_ANSWER_BYTES = 64 * 1024
 #: "The provided URL is valid for 10 minutes" (webhook-event-delivery, asynchronous handshake).
 VALIDATION_WINDOW = timedelta(minutes=10)
-MAX_ENDPOINT_CHARS = 2048
-#: "Event subscription names ... 3-64 characters ... letters, numbers, and hyphens" [doc: ARM
-#: naming rules for Microsoft.EventGrid eventSubscriptions].
-NAME = re.compile(r"^[A-Za-z0-9-]{3,64}$")
-#: What Event Grid's CloudEvents handshake sends as ``WebHook-Request-Origin`` (CloudEvents
-#: "HTTP 1.1 Web Hooks for Event Delivery", section 4, abuse protection).
-ORIGIN = "eventgrid.azure.net"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,24 +75,6 @@ class SubscriptionView:
 
     subscription: Subscription
     pending: int
-
-
-def check_endpoint(endpoint: str) -> str:
-    """``endpoint`` when it is an absolute http(s) URL with a host; else a clear refusal."""
-    if len(endpoint) > MAX_ENDPOINT_CHARS:
-        raise InvalidInputError(f"the endpoint is longer than {MAX_ENDPOINT_CHARS} characters")
-    if any(ord(char) < 33 or ord(char) == 127 for char in endpoint):
-        raise InvalidInputError("the endpoint holds spaces or control characters")
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidInputError(f"the endpoint is not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInputError("the endpoint must be an http:// or https:// URL with a host")
-    if port == 0:
-        raise InvalidInputError("the endpoint's port must be 1 to 65535")
-    return endpoint
 
 
 class EventGrid:
@@ -184,50 +159,7 @@ class EventGrid:
         )
 
     async def _handshake(self, subscription: Subscription, now: datetime) -> tuple[bool, str]:
-        try:
-            if subscription.schema == "cloudevents":
-                answer = await self._exchange(
-                    "OPTIONS",
-                    subscription.endpoint,
-                    headers={"WebHook-Request-Origin": ORIGIN, "WebHook-Request-Rate": "120"},
-                )
-                allowed = answer.headers.get("webhook-allowed-origin", "").strip()
-                if answer.status == 200 and allowed in (ORIGIN, "*"):
-                    return True, ""
-                return False, (
-                    f"abuse protection handshake answered {answer.status} without "
-                    f"WebHook-Allowed-Origin: {ORIGIN}"
-                )
-            body = json.dumps(
-                validation_event(
-                    f"/subscriptions/{subscription.name}",
-                    subscription.validation_code,
-                    self.validation_url(subscription),
-                    now,
-                )
-            )
-            answer = await self._exchange(
-                "POST",
-                subscription.endpoint,
-                body=body.encode(),
-                headers={
-                    "Content-Type": "application/json; charset=utf-8",
-                    "aeg-event-type": "SubscriptionValidation",
-                    "aeg-subscription-name": subscription.name.upper(),
-                },
-            )
-        except ExchangeError as exc:
-            return False, f"validation failed: {exc.outcome}"[:500]
-        if answer.status == 200:
-            try:
-                given = json.loads(answer.body).get("validationResponse")
-            except (ValueError, AttributeError):
-                given = None
-            if isinstance(given, str) and hmac.compare_digest(
-                given.encode(), subscription.validation_code.encode()
-            ):
-                return True, ""
-        return False, f"validation answered {answer.status} without the code"
+        return await handshake(subscription, self.validation_url(subscription), now, self._exchange)
 
     async def _exchange(
         self, method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
@@ -396,7 +328,18 @@ class EventGrid:
                 return
             again, reason = after_failure(delivery.attempts + 1, delivery.published, at, status)
             if again is None:
-                await self._dead_letter(subscription, delivery, at, status, outcome, reason)
+                _LOG.warning(
+                    "dead-lettered %s for %s: %s (%s)",
+                    delivery.grid_id,
+                    subscription.name,
+                    reason,
+                    outcome,
+                )
+                if self.dead_letters is not None:
+                    await asyncio.to_thread(
+                        dead_letter, self.dead_letters, subscription, delivery,
+                        at=at, status=status, outcome=outcome, reason=reason,
+                    )  # fmt: skip
             await asyncio.to_thread(
                 self.store.failed, delivery, at=at, status=status, outcome=outcome, again=again
             )
@@ -427,55 +370,6 @@ class EventGrid:
             return None, exc.outcome
         return answer.status, f"{answer.status} {answer.reason}".strip()
 
-    async def _dead_letter(
-        self,
-        subscription: Subscription,
-        delivery: Delivery,
-        at: datetime,
-        status: int | None,
-        outcome: str,
-        reason: str | None,
-    ) -> None:
-        """Write the event where undeliverable events go, as Event Grid writes a dead-letter
-        blob: under the subscription's name in upper case and ``YYYY/M/D/H`` (UTC, not zero
-        padded), a JSON array holding the event and why it was given up ("Set dead-letter
-        location and retry policy", manage-event-delivery). Without a directory it is
-        dropped, as "If dead-letter isn't configured ... events will be dropped"."""
-        _LOG.warning(
-            "dead-lettered %s for %s: %s (%s)",
-            delivery.grid_id,
-            subscription.name,
-            reason,
-            outcome,
-        )
-        if self.dead_letters is None:
-            return
-        record: dict[str, Any] = json.loads(delivery.payload)
-        record.update(
-            {
-                "deadLetterReason": reason,
-                "deliveryAttempts": delivery.attempts + 1,
-                "lastDeliveryOutcome": outcome,
-                "lastHttpStatusCode": status,
-                "publishTime": delivery.published.isoformat(),
-                "lastDeliveryAttemptTime": at.isoformat(),
-            }
-        )
-        folder = (
-            self.dead_letters
-            / subscription.name.upper()
-            / f"{at.year}/{at.month}/{at.day}/{at.hour}"
-        )
-        target = folder / f"{delivery.grid_id}.json"
-        await asyncio.to_thread(_write, target, json.dumps([record], indent=2))
-
-
-def _write(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_suffix(".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(target)
-
 
 def _rows(
     changes: list[EventChange], schemas: set[Schema]
@@ -499,9 +393,7 @@ __all__ = [
     "BATCH",
     "CONCURRENCY",
     "MAX_ANSWER_BYTES",
-    "ORIGIN",
     "VALIDATION_WINDOW",
     "EventGrid",
     "SubscriptionView",
-    "check_endpoint",
 ]
