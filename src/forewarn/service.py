@@ -225,6 +225,7 @@ class ScheduledEventsService:
         self._known: dict[str, _Known] = {}
         # Told of every change of a published event (on_published), on every platform served
         self._listeners: list[Listener] = []
+        self._listened: EventHistory | None = None
         #: Set when front-ends share the journal (forewarn.cluster): the platform is then
         #: the replica's, moved by journal records alone.
         self._replica = replica
@@ -254,8 +255,10 @@ class ScheduledEventsService:
         self._platform = platform
         self._encoded.clear()
         self._known.clear()
-        for listener in self._listeners:
-            platform.history.listen(listener)
+        if platform.history is not self._listened:  # a replica's rebuild may adopt it again
+            self._listened = platform.history
+            for listener in self._listeners:
+                platform.history.listen(listener)
 
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""
@@ -499,6 +502,7 @@ class ScheduledEventsService:
         before :meth:`replay`, which makes the journal's changes again, numbered alike."""
         self._listeners.append(listener)
         self._platform.history.listen(listener)
+        self._listened = self._platform.history
 
     # -- the control plane -----------------------------------------------------------------
 

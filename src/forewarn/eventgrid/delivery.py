@@ -89,6 +89,7 @@ class EventGrid:
         validation_base: str,
         dead_letters: Path | None = None,
         response_timeout: float = RESPONSE_TIMEOUT,
+        active: Callable[[], bool] | None = None,
         poll: float = 0.05,
     ) -> None:
         self._now = now
@@ -97,6 +98,8 @@ class EventGrid:
         self._validation_base = validation_base.rstrip("/")
         self.dead_letters = dead_letters
         self._timeout = response_timeout
+        #: Whether this front-end delivers: the fleet's leader when several share a journal.
+        self._active = active
         self._poll = poll
         self._cursor = store.cursor()
         self._incoming: deque[EventChange] = deque()
@@ -222,8 +225,12 @@ class EventGrid:
         stopping: asyncio.Task[Any] = asyncio.create_task(stop.wait())
         try:
             while not stop.is_set():
-                busy = await self._loop_busy()
-                await self.step(busy)
+                if self._active is not None and not self._active():
+                    await self._follow()
+                    busy = True  # nothing to hurry for
+                else:
+                    busy = await self._loop_busy()
+                    await self.step(busy)
                 # a busy loop is given back for a whole poll; a quiet one is left at once for
                 # whatever comes next (a change queued, a delivery finished)
                 waited: set[asyncio.Task[Any]] = {stopping}
@@ -238,6 +245,20 @@ class EventGrid:
             for task in list(self._tasks):
                 task.cancel()
             await self._commit()
+
+    async def _follow(self) -> None:
+        """Not the leader: forget the changes the leader has turned into deliveries (the
+        shared cursor), keeping those it has not, should this front-end lead next."""
+        cursor = await asyncio.to_thread(self.store.cursor)
+        while self._incoming and self._incoming[0].sequence <= cursor:
+            self._incoming.popleft()
+        self._cursor = max(self._cursor, cursor)
+        await self._refresh_views()
+
+    async def _refresh_views(self) -> None:
+        if time.monotonic() >= self._views_due:
+            self._views_due = time.monotonic() + VIEWS_EVERY
+            self.views = await self.list()
 
     async def _loop_busy(self) -> bool:
         """Whether the event loop has other work waiting (the VMs' requests): how long it
@@ -279,9 +300,7 @@ class EventGrid:
                     task = asyncio.create_task(self._send(subscription, delivery))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-        if time.monotonic() >= self._views_due:
-            self._views_due = time.monotonic() + VIEWS_EVERY
-            self.views = await self.list()
+        await self._refresh_views()
 
     async def settle(self) -> None:
         """Wait for the deliveries in flight (tests, and shutting down)."""

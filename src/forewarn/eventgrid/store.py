@@ -117,6 +117,11 @@ class DeliveryStore:
         with self._lock:
             return list(self._db.execute(sql, values))
 
+    def _count(self, sql: str, values: Sequence[Any]) -> int:
+        """Run one change; how many rows it changed."""
+        with self._lock:
+            return int(self._db.execute(sql, values).rowcount)
+
     # -- subscriptions ------------------------------------------------------------------
 
     def add(self, subscription: Subscription) -> None:
@@ -155,13 +160,14 @@ class DeliveryStore:
 
     def take_duplicate(self, name: str) -> bool:
         """Whether this delivery is one the ``eventgrid-duplicate`` fault sends twice."""
-        with self._lock:
-            cursor = self._db.execute(
+        return (
+            self._count(
                 "UPDATE subscriptions SET duplicates = duplicates - 1"
                 " WHERE name = ? AND duplicates > 0",
                 (name,),
             )
-            return cursor.rowcount > 0
+            > 0
+        )
 
     def remove(self, name: str) -> bool:
         found = self.get(name) is not None
@@ -213,7 +219,11 @@ class DeliveryStore:
                     )  # fmt: skip
         made = len(statements)
         statements.append(
-            ("INSERT OR REPLACE INTO meta (key, value) VALUES ('cursor', ?)", (str(cursor),))
+            (
+                "INSERT INTO meta (key, value) VALUES ('cursor', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(cursor),),
+            )
         )
         self._transaction(statements)
         return made

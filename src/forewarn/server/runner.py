@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvicorn
@@ -34,6 +34,9 @@ from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import start_imds_server
 from forewarn.server.state import OpenedState, describe_store, is_shared, open_state, store_url
+
+if TYPE_CHECKING:
+    from forewarn.cluster.replica import Replica
 from forewarn.service import ScheduledEventsService
 
 
@@ -108,13 +111,29 @@ _LISTED = 8
 
 
 def _event_grid(
-    settings: ServeSettings, service: Callable[[], ScheduledEventsService]
+    settings: ServeSettings,
+    service: Callable[[], ScheduledEventsService],
+    replica: Callable[[], Replica | None],
 ) -> EventGrid | None:
-    """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), or
-    in memory; None with a shared PostgreSQL store, where it is not offered yet."""
+    """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), in
+    memory, or in the shared PostgreSQL database, where only the leader delivers."""
     url = store_url(settings)
     if url is not None and is_shared(url):
-        return None
+        from forewarn.eventgrid.postgres import PostgresDeliveryStore
+
+        def leading() -> bool:
+            shared = replica()
+            return shared is not None and shared.leading
+
+        return EventGrid(
+            lambda: service().now(),
+            lambda: service().published().sequence,
+            PostgresDeliveryStore(url),
+            validation_base=url_for(settings.control_host, settings.control_port),
+            dead_letters=settings.dead_letter_dir,
+            response_timeout=settings.eventgrid_timeout,
+            active=leading,
+        )
     path: Path | None = None
     dead_letters = settings.dead_letter_dir
     if settings.data_dir is not None:
@@ -261,7 +280,7 @@ async def serve(
     check_control_exposure(settings)
     check_tls(settings)
     configure_logging(settings.log_level, settings.log_format)
-    grid = _event_grid(settings, lambda: service)
+    grid = _event_grid(settings, lambda: service, lambda: state.replica)
     try:
         state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
     except BaseException:

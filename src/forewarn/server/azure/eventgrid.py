@@ -20,10 +20,7 @@ from forewarn.defaults import CONTROL_API
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
 
-_UNAVAILABLE = (
-    "Event Grid runs under forewarn serve with one front-end (state in memory or --data-dir); "
-    "not in process, and not yet with a shared PostgreSQL store"
-)
+_UNAVAILABLE = "Event Grid runs under forewarn serve, not in process"
 
 
 class SubscribeRequest(BaseModel):
