@@ -34,6 +34,7 @@ from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import start_imds_server
 from forewarn.server.state import OpenedState, describe_store, is_shared, open_state, store_url
+from forewarn.storage.urls import sqlite_path
 
 if TYPE_CHECKING:
     from forewarn.cluster.replica import Replica
@@ -141,7 +142,7 @@ def _event_grid(
         path = settings.data_dir / EVENT_GRID_FILE
         dead_letters = dead_letters or settings.data_dir / "dead-letters"
     elif url is not None:
-        path = Path(url.removeprefix("sqlite:///") + "." + EVENT_GRID_FILE)
+        path = Path(sqlite_path(url) + "." + EVENT_GRID_FILE)
     return EventGrid(
         lambda: service().now(),
         lambda: service().published().sequence,

@@ -16,6 +16,7 @@ asked, :data:`MAX_TOP` at most), the rest fetched with the ``$skipToken`` the pa
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -25,7 +26,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from forewarn.resourcegraph.kql import QueryError, parse_query
+from forewarn.domain.history import EventChange
+from forewarn.resourcegraph.kql import Query, QueryError, parse_query
 from forewarn.resourcegraph.query import column_type, run
 from forewarn.server.azure._arm import api_version_error, arm_error
 from forewarn.service import ScheduledEventsService
@@ -124,13 +126,12 @@ def resource_graph_router(service: ScheduledEventsService) -> APIRouter:
                 },
             )
         wanted = {s.lower() for s in body.subscriptions} if body.subscriptions else None
-        rows = (
-            arg_row(change)
-            for change in service.published().latest()
-            if wanted is None or change.where.subscription_id.lower() in wanted
-        )
+        # The table read at one instant on the loop (references to immutable changes), its
+        # rows built and the query run in a worker thread: a query over a large table does
+        # not hold the VMs' requests up for its whole length.
+        changes = list(service.published().latest())
         try:
-            selected = run(query, rows)
+            selected = await asyncio.to_thread(_selected, query, changes, wanted)
         except QueryError as exc:
             return _bad_request(
                 f"{_INVALID} {exc}",
@@ -163,6 +164,15 @@ def resource_graph_router(service: ScheduledEventsService) -> APIRouter:
     for path in (PATH, PATH.lower()):
         router.add_api_route(path, resources, methods=["POST"])
     return router
+
+
+def _selected(query: Query, changes: list[EventChange], wanted: set[str] | None) -> list[Any]:
+    rows = (
+        arg_row(change)
+        for change in changes
+        if wanted is None or change.where.subscription_id.lower() in wanted
+    )
+    return run(query, rows)
 
 
 def _formatted(rows: list[dict[str, Any]], result_format: str) -> Any:
