@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
 from forewarn.eventgrid.handshake import check_endpoint
 from forewarn.eventgrid.schedule import after_failure, retry_delay
 from forewarn.eventgrid.store import DeliveryStore, Subscription
+from forewarn.server._activity import Activity
+from forewarn.server.dashboard import snapshot
+from forewarn.testing import ForewarnPlatform
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -115,3 +119,31 @@ def test_the_store_keeps_deliveries_and_its_cursor_across_a_reopening(tmp_path: 
     assert again.remove("one")
     assert again.due(T0 + timedelta(days=1), 10) == []
     again.close()
+
+
+def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> None:
+    """The snapshot's ``eventGrid``, what the page's Event Grid table lists."""
+    with ForewarnPlatform(vms=["vm0"]) as platform:
+        store = DeliveryStore(None)
+        grid = EventGrid(platform.service.now, lambda: 0, store, validation_base="http://x")
+        shown = Subscription(
+            "ops",
+            "http://127.0.0.1:9/",
+            "cloudevents",
+            "Succeeded",
+            "c",
+            T0,
+            0,
+            7,
+            2,
+            1,
+            "503 Service Unavailable",
+        )
+        grid.views = [SubscriptionView(shown, 3)]
+        (row,) = snapshot(platform.service, Activity(), None, grid)["eventGrid"]
+        store.close()
+    assert row == {
+        "name": "ops", "endpoint": "http://127.0.0.1:9/", "schema": "cloudevents",
+        "provisioningState": "Succeeded", "delivered": 7, "failed": 2, "deadLettered": 1,
+        "pending": 3, "duplicates": 0, "lastError": "503 Service Unavailable",
+    }  # fmt: skip
