@@ -31,7 +31,7 @@ from forewarn.domain._state import (
 )
 from forewarn.domain.arm import ScheduledEventRef, names
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
-from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
+from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, EventType, Resource
 from forewarn.domain.history import Phase, publication
 from forewarn.domain.scope import audience
 from forewarn.domain.vms import Vm
@@ -96,7 +96,7 @@ class Jobs:
             for (live, _), vms in zip(created, impacted, strict=True):
                 # one each, so cancelling one event keeps the job's deadline
                 self._deadlines.set(Deadline.START, live.event.event_id)
-                if self._all_instances_down(vms):
+                if self._all_instances_down(vms, live):
                     live.approvals.update(live.parties)
             self._start_job_if_approved(job)
         return tuple([live.event for live, _ in created])
@@ -176,14 +176,25 @@ class Jobs:
             state = self._state
             state.history.record(state.now, phase, live.event, where)
 
-    def _all_instances_down(self, vms: list[Vm]) -> bool:
+    def _all_instances_down(self, vms: list[Vm], live: LiveEvent) -> bool:
         """``allInstancesDown.automaticallyApprove`` (default true): "Scheduled Events should
         be auto-approved when all instances are down" (ARM schema, :mod:`forewarn.domain.
-        policy`): every VM the event impacts is down now, and each one's policy says so."""
+        policy`). [ours] "All instances" are those of the event's scope (the VM alone, or its
+        whole availability set, scale-set placement group or cloud service: everyone who could
+        approve it), and "down" is not running: gone, or under an impact that stops the VM
+        (a Reboot, Redeploy, Preempt or Terminate; a Freeze only pauses it). Then nobody can
+        approve and the event starts at once, when the impacted VMs' policies say so."""
+        if not all(vm.policy.auto_approve_all_instances_down for vm in vms):
+            return False
+        impact_of = self._state.impact_of_vm
         reachable = self._impacts.reachable
-        return all(
-            vm.policy.auto_approve_all_instances_down and not reachable(vm.name) for vm in vms
-        )
+        for name in live.audience:
+            if reachable(name):
+                return False
+            during = impact_of.get(name)
+            if during is not None and during.event_type is EventType.FREEZE:
+                return False
+        return True
 
     def _impacted_vms(self, request: EventRequest) -> list[Vm]:
         """The VMs ``request`` impacts, once it is checked: every request of a job is, before

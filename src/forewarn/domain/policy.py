@@ -10,8 +10,8 @@ Initiated Scheduled Events"; the Compute REST reference, ``ScheduledEventsPolicy
 - ``allInstancesDown.automaticallyApprove``: "Specifies if Scheduled Events should be
   auto-approved when all instances are down. Its default value is true." (the ARM schema's
   ``AllInstancesDown``, azure-rest-api-specs ``ComputeRP``, as azure-mgmt-compute carries it):
-  an event whose every impacted VM is down (its impact under way, or gone) when it is created
-  starts at once instead of waiting for approvals nobody inside those VMs can give;
+  an event created while every VM of its scope is down starts at once instead of waiting for
+  approvals nobody can give (what "down" is here: ``Jobs._all_instances_down``);
 - ``scheduledEventsAdditionalPublishingTargets.eventGridAndResourceGraph`` ``.enable`` and
   ``.scheduledEventsApiVersion``: "By default, scheduled events aren't delivered to Event Grid";
   only the events of VMs that enable it reach Event Grid and Resource Graph, with that

@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from forewarn.errors import ForewarnError
 
-class ExchangeError(Exception):
+
+class ExchangeError(ForewarnError):
     """No answer: ``outcome`` says why (``TimedOut``, a refused connection, a bad answer)."""
 
     def __init__(self, outcome: str) -> None:
