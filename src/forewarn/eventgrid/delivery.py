@@ -60,6 +60,8 @@ BATCH = 1000
 BUSY_BATCH = 50
 #: A loop that takes longer than this to come back to a task that gave way is busy.
 BUSY_LAG = 0.0005
+#: How often, in real seconds, the loop's business is measured again.
+MEASURE_EVERY = 0.25
 #: Deliveries started per second at most while the loop is busy, and the burst allowed.
 BUSY_RATE = 200.0
 BUSY_BURST = 16.0
@@ -109,6 +111,9 @@ class EventGrid:
         #: Set when there is work: a change queued, a delivery finished.
         self._kick = asyncio.Event()
         self._tokens = BUSY_BURST
+        self._was_busy = False
+        self._measuring = False
+        self._measure_due = 0.0
         self._refilled = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
         #: What the dashboard shows, refreshed by the delivery loop (never read from disk on
@@ -262,10 +267,21 @@ class EventGrid:
 
     async def _loop_busy(self) -> bool:
         """Whether the event loop has other work waiting (the VMs' requests): how long it
-        takes to come back to this task after giving way once."""
+        takes to come back to this task after giving way once. Measured at most every
+        :data:`MEASURE_EVERY` and only with none of this task's own deliveries in flight,
+        whose callbacks would make a quiet loop look busy: until they are done, no new one
+        starts (:attr:`_measuring`) and the last measure holds."""
+        if time.monotonic() < self._measure_due:
+            return self._was_busy
+        if self._busy:
+            self._measuring = True
+            return self._was_busy
         began = time.perf_counter()
         await asyncio.sleep(0)
-        return time.perf_counter() - began > BUSY_LAG
+        self._was_busy = time.perf_counter() - began > BUSY_LAG
+        self._measuring = False
+        self._measure_due = time.monotonic() + MEASURE_EVERY
+        return self._was_busy
 
     def _allowed(self, busy: bool) -> int:
         """How many deliveries may start now: while the loop is busy, :data:`BUSY_RATE` a
@@ -283,7 +299,7 @@ class EventGrid:
         while the loop is busy), start what is due and allowed, refresh the views."""
         await self._commit()
         await self._pump(BUSY_BATCH if busy else BATCH)
-        free = min(CONCURRENCY - len(self._busy), self._allowed(busy))
+        free = 0 if self._measuring else min(CONCURRENCY - len(self._busy), self._allowed(busy))
         if free > 0:
             due = await asyncio.to_thread(self.store.due, self._now(), free, tuple(self._busy))
             if due:
