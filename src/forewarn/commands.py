@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from forewarn.domain import operations
+from forewarn.domain import arm, operations
 from forewarn.domain.clock import check_time, seconds_to_duration
-from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.errors import InvalidEventError, InvalidOperationError
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 
 Result = tuple[Event, ...]
 
@@ -128,6 +129,47 @@ def _named_action(
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SetPolicy(Command):
+    """A VM's, scale set's or availability set's new ``scheduledEventsPolicy``
+    (:mod:`forewarn.domain.policy`), journaled field by field."""
+
+    op: ClassVar[str] = "policy"
+    target: str
+    name: str
+    auto_approve_reboot: bool = False
+    auto_approve_redeploy: bool = False
+    auto_approve_all_instances_down: bool = True
+    publish: bool = False
+    published_api_version: str = "2020-07-01"
+
+    @classmethod
+    def of(cls, target: str, name: str, policy: ScheduledEventsPolicy) -> SetPolicy:
+        return cls(
+            target,
+            name,
+            policy.auto_approve_reboot,
+            policy.auto_approve_redeploy,
+            policy.auto_approve_all_instances_down,
+            policy.publish,
+            policy.published_api_version,
+        )
+
+    @property
+    def policy(self) -> ScheduledEventsPolicy:
+        return ScheduledEventsPolicy(
+            bool(self.auto_approve_reboot),
+            bool(self.auto_approve_redeploy),
+            bool(self.auto_approve_all_instances_down),
+            bool(self.publish),
+            str(self.published_api_version),
+        )
+
+    def apply(self, platform: Platform) -> Result:
+        platform.set_policy(self.target, self.name, self.policy)
+        return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StartCampaign(Command):
     op: ClassVar[str] = "campaign"
     vms: tuple[str, ...] | None = None
@@ -215,6 +257,22 @@ class Approve(Command):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Acknowledge(Command):
+    """The Maintenance resource provider's acknowledgement of the scheduled event whose ARM id
+    is ``resource_id`` (:meth:`forewarn.domain.platform.Platform.acknowledge`)."""
+
+    op: ClassVar[str] = "acknowledge"
+    resource_id: str
+
+    def apply(self, platform: Platform) -> Result:
+        ref = arm.parse_scheduled_event_id(self.resource_id)
+        if ref is None:
+            raise InvalidEventError(f"{self.resource_id!r} is no scheduled event's ARM id")
+        platform.acknowledge(ref)
+        return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Touch(Command):
     """A VM's request that turned Scheduled Events on for it (only those are journaled)."""
 
@@ -269,8 +327,8 @@ class Seen(Command):
 COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
-                HostOperation, VmOperation, StartCampaign, ScheduleEvent, CancelEvent, Approve,
-                Touch, ClockMoved, Tick, Seen)
+                HostOperation, VmOperation, SetPolicy, StartCampaign, ScheduleEvent, CancelEvent,
+                Approve, Acknowledge, Touch, ClockMoved, Tick, Seen)
 }  # fmt: skip
 
 
@@ -402,6 +460,7 @@ _FIELD_CHECKS = {cls: _checks_of(cls) for cls in COMMANDS.values()}
 __all__ = [
     "COMMANDS",
     "MAX_AT_CHARS",
+    "Acknowledge",
     "Approve",
     "CancelEvent",
     "ClockMoved",
@@ -413,6 +472,7 @@ __all__ = [
     "Restart",
     "Result",
     "ScheduleEvent",
+    "SetPolicy",
     "SimulateEviction",
     "StartCampaign",
     "Touch",

@@ -27,6 +27,8 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── StateMismatchError                forewarn.server.state: a store of another fleet
     ├── ReplayError                       forewarn.replay: a journal record that cannot apply
     ├── ExposureError                     forewarn.server.runner: control API open, no token
+    ├── QueryError                        forewarn.resourcegraph.kql: a query it cannot run
+    ├── ExchangeError                     forewarn.eventgrid._http: a webhook gave no answer
     ├── ImdsError                         forewarn.client (its own tree below it)
     ├── AgentConfigError                  forewarn.agent.config
     └── AgentStateError                   forewarn.agent.store: a state file it cannot use

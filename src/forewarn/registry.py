@@ -4,7 +4,8 @@ Each :class:`Operation` says what it is called, what it targets, which parameter
 (typed, with help), the one-line summary people read, and which journaled
 :class:`~forewarn.commands.Command` it becomes. Every adapter is built from this table:
 
-- the control API route ``POST /api/v1/{vms|scale-sets|hosts}/{name}/{operation}`` and its
+- the control API route ``POST /api/v1/{vms|scale-sets|availability-sets|hosts}/{name}/
+  {operation}`` and its
   request model (:mod:`forewarn.server.control`), and ``GET /api/v1/operations``, which
   returns :func:`describe` so a dashboard builds its buttons and forms from it;
 - the CLI command ``forewarn {vm|vmss|host} OPERATION --name ...`` (:mod:`forewarn.cli`);
@@ -34,18 +35,20 @@ from forewarn.commands import (
     OsImageUpgrade,
     Redeploy,
     Restart,
+    SetPolicy,
     SimulateEviction,
     VmOperation,
 )
 from forewarn.domain.operations import instance_names
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 
 
 @dataclass(frozen=True)
 class Target:
     """What an operation names: its route collection, CLI group and name option's help."""
 
-    kind: Literal["vm", "scale-set", "host"]
+    kind: Literal["vm", "scale-set", "availability-set", "host"]
     collection: str
     cli_group: str
     name_help: str
@@ -54,6 +57,9 @@ class Target:
 VM = Target("vm", "vms", "vm", "The VM's name.")
 SCALE_SET = Target("scale-set", "scale-sets", "vmss", "The scale set's name.")
 HOST = Target("host", "hosts", "host", "The host's name (see `host list`).")
+AVAILABILITY_SET = Target(
+    "availability-set", "availability-sets", "vm availability-set", "The availability set's name."
+)
 
 
 @dataclass(frozen=True)
@@ -62,18 +68,35 @@ class Param:
 
     ``kind`` fixes its type everywhere: ``instance-ids`` is a non-empty list of numeric
     instance ids (``--instance-ids 0 1 2`` on the command line), ``flag`` a boolean that
-    defaults to false (``--autoscale``). ``name`` is the Python keyword, ``wire`` the JSON key.
+    defaults to false (``--autoscale``), ``policy`` a ``scheduledEventsPolicy`` in ARM's JSON
+    (``--policy '{...}'``; the adapters hand the operation a
+    :class:`~forewarn.domain.policy.ScheduledEventsPolicy`). ``name`` is the Python keyword,
+    ``wire`` the JSON key.
     """
 
     name: str
     wire: str
-    kind: Literal["instance-ids", "flag"]
+    kind: Literal["instance-ids", "flag", "policy"]
     help: str
 
 
 INSTANCE_IDS = Param(
     "instance_ids", "instanceIds", "instance-ids", "Instance ids, as az takes them: 0 1 2."
 )
+POLICY = Param(
+    "policy",
+    "scheduledEventsPolicy",
+    "policy",
+    "The scheduledEventsPolicy as ARM JSON: userInitiatedReboot, userInitiatedRedeploy, "
+    "allInstancesDown ({automaticallyApprove: bool}) and scheduledEventsAdditionalPublishing"
+    "Targets.eventGridAndResourceGraph ({enable: bool, scheduledEventsApiVersion}); what it "
+    "leaves out takes ARM's default.",
+)
+_PARAM_TYPES = {
+    "instance-ids": "array of instance ids",
+    "flag": "boolean",
+    "policy": "object",
+}
 
 
 @dataclass(frozen=True)
@@ -108,12 +131,15 @@ class Operation:
         """The JSON body of the route for ``arguments`` (by :attr:`Param.name`), or None."""
         if not self.params:
             return None
-        return {
-            param.wire: list(arguments[param.name])
-            if param.kind == "instance-ids"
-            else bool(arguments.get(param.name, False))
-            for param in self.params
-        }
+        body: dict[str, Any] = {}
+        for param in self.params:
+            if param.kind == "instance-ids":
+                body[param.wire] = list(arguments[param.name])
+            elif param.kind == "policy":
+                body[param.wire] = dict(arguments[param.name])
+            else:
+                body[param.wire] = bool(arguments.get(param.name, False))
+        return body
 
     def describe(self) -> dict[str, Any]:
         """The operation as ``GET /api/v1/operations`` lists it."""
@@ -127,8 +153,8 @@ class Operation:
             "parameters": [
                 {
                     "name": param.wire,
-                    "type": "array of instance ids" if param.kind == "instance-ids" else "boolean",
-                    "required": param.kind == "instance-ids",
+                    "type": _PARAM_TYPES[param.kind],
+                    "required": param.kind != "flag",
                     "help": param.help,
                 }
                 for param in self.params
@@ -145,6 +171,27 @@ def _vm_action(action: str) -> Callable[[str], Command]:
         return VmOperation(vm, action)
 
     return command
+
+
+def _set_policy(target: Target) -> Callable[..., Command]:
+    def command(name: str, policy: ScheduledEventsPolicy) -> Command:
+        return SetPolicy.of(target.kind, name, policy)
+
+    return command
+
+
+def _policy_operation(target: Target, plugin_method: str, who: str) -> Operation:
+    """``set-scheduled-events-policy`` on ``target``: changed at run time as ``az ... update
+    --set scheduledEventsPolicy=...`` changes it."""
+    return Operation(
+        "set-scheduled-events-policy",
+        target,
+        f"Set {who} scheduledEventsPolicy: auto-approval of user reboots and redeploys, "
+        "of events whose VMs are all down, and publishing to Event Grid and Resource Graph.",
+        _set_policy(target),
+        plugin_method,
+        params=(POLICY,),
+    )
 
 
 def _host_action(action: str) -> Callable[[str], Command]:
@@ -222,6 +269,9 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(INSTANCE_IDS,),
         cli_aliases=("reimage",),
     ),
+    _policy_operation(VM, "set_vm_policy", "a standalone VM's"),
+    _policy_operation(SCALE_SET, "set_scale_set_policy", "every instance's"),
+    _policy_operation(AVAILABILITY_SET, "set_availability_set_policy", "every member's"),
     Operation(
         "live-migrate",
         HOST,
@@ -283,8 +333,10 @@ def describe() -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "AVAILABILITY_SET",
     "HOST",
     "OPERATIONS",
+    "POLICY",
     "SCALE_SET",
     "VM",
     "Operation",

@@ -45,6 +45,7 @@ from forewarn.domain.clock import Clock, ManualClock, check_time, ensure_utc
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
+from forewarn.domain.history import EventHistory, Listener
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import CampaignView, Deletion, EventView, Platform, VmState
@@ -215,6 +216,9 @@ class ScheduledEventsService:
         #: Set when this process alone writes a journal (forewarn.writer): the platform is
         #: then the writer's, rebuilt from the journal when a change cannot be recorded.
         self._writer = writer
+        # Told of every change of a published event (on_published), on every platform served
+        self._listeners: list[Listener] = []
+        self._listened: EventHistory | None = None
         #: Set when front-ends share the journal (forewarn.cluster): the platform is then
         #: the replica's, moved by journal records alone.
         self._replica = replica
@@ -256,6 +260,10 @@ class ScheduledEventsService:
         self._platform = platform
         self._encoded.clear()
         self._known.clear()
+        if platform.history is not self._listened:  # a replica's rebuild may adopt it again
+            self._listened = platform.history
+            for listener in self._listeners:
+                platform.history.listen(listener)
 
     def check_store(self) -> None:
         """Raise :class:`~forewarn.storage.errors.StoreUnavailableError` unless the journal can
@@ -512,6 +520,19 @@ class ScheduledEventsService:
             ids = tuple(event_ids)
         self.execute(Approve(vm_name, ids))
         return ids
+
+    # -- beyond IMDS: Event Grid and Resource Graph -----------------------------------------
+
+    def published(self) -> EventHistory:
+        """What published events went through, up to the clock (Resource Graph's table)."""
+        return self._caught_up().history
+
+    def on_published(self, listener: Listener) -> None:
+        """Tell ``listener`` of every change of a published event from now on: register it
+        before :meth:`replay`, which makes the journal's changes again, numbered alike."""
+        self._listeners.append(listener)
+        self._platform.history.listen(listener)
+        self._listened = self._platform.history
 
     # -- the control plane -----------------------------------------------------------------
 

@@ -111,8 +111,9 @@ def test_the_service_has_no_public_platform_or_clock(vm0: ForewarnPlatform) -> N
 def test_only_the_catch_up_reaches_the_platform_inside_the_service() -> None:
     """Every public method gets the platform from ``_caught_up`` (which catches up first,
     and refuses while the platform may hold a change its journal does not): only
-    construction, the catch-up itself and adopting the platform a journal's writer or a
-    shared journal's replica rebuilt touch ``self._platform``."""
+    construction, the catch-up itself, adopting the platform a journal's writer or a shared
+    journal's replica rebuilt, and registering a listener of published events (it only adds
+    the listener to the platform's history) touch ``self._platform``."""
     tree = ast.parse((SRC / "service.py").read_text())
     (service,) = [
         node
@@ -129,7 +130,7 @@ def test_only_the_catch_up_reaches_the_platform_inside_the_service() -> None:
         and isinstance(node.value, ast.Name)
         and node.value.id == "self"
     }
-    assert reading == {"__init__", "_caught_up", "_adopt"}
+    assert reading == {"__init__", "_caught_up", "_adopt", "on_published"}
 
 
 # -- each public read catches up by itself ------------------------------------------------------

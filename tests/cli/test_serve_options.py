@@ -10,7 +10,8 @@ from forewarn.cli import main
 def test_serve_options_are_the_documented_ones() -> None:
     """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
     --start, --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
-    --impact-hook-timeout, --token, --config, --print-config, --log-level, --log-format, with
+    --impact-hook-timeout, --control-tls, --tls-cert, --tls-key, --dead-letter-dir,
+    --eventgrid-timeout, --token, --config, --print-config, --log-level, --log-format, with
     their documented
     defaults (no --profile means documented, or what the data directory was created with)."""
     serve = main.commands["serve"]
@@ -41,6 +42,11 @@ def test_serve_options_are_the_documented_ones() -> None:
         "--impact": None,
         "--impact-hook": None,
         "--impact-hook-timeout": 30.0,
+        "--control-tls": None,
+        "--tls-cert": None,
+        "--tls-key": None,
+        "--dead-letter-dir": None,
+        "--eventgrid-timeout": 30.0,
         "--token": None,
     }
 

@@ -112,8 +112,8 @@ vms:
     )
     (vm,) = fleet.vms
     assert vm.priority is Priority.SPOT
-    assert vm.auto_approve_reboot
-    assert not vm.auto_approve_redeploy
+    assert vm.policy.auto_approve_reboot
+    assert not vm.policy.auto_approve_redeploy
     assert fleet.not_receiving == {"a"}
 
 

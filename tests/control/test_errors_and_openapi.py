@@ -31,6 +31,9 @@ ROUTES = {
     ("POST", "/api/v1/scale-sets/{name}/delete-instances"),
     ("POST", "/api/v1/scale-sets/{name}/simulate-eviction"),
     ("POST", "/api/v1/scale-sets/{name}/os-image-upgrade"),
+    ("POST", "/api/v1/vms/{name}/set-scheduled-events-policy"),
+    ("POST", "/api/v1/scale-sets/{name}/set-scheduled-events-policy"),
+    ("POST", "/api/v1/availability-sets/{name}/set-scheduled-events-policy"),
     ("GET", "/api/v1/hosts"),
     ("GET", "/api/v1/operations"),
     ("POST", "/api/v1/hosts/{name}/live-migrate"),
@@ -51,6 +54,10 @@ ROUTES = {
     ("POST", "/api/v1/faults"),
     ("DELETE", "/api/v1/faults"),
     ("DELETE", "/api/v1/faults/{fault_id}"),
+    ("GET", "/api/v1/eventgrid/subscriptions"),
+    ("POST", "/api/v1/eventgrid/subscriptions"),
+    ("DELETE", "/api/v1/eventgrid/subscriptions/{name}"),
+    ("POST", "/api/v1/eventgrid/subscriptions/{name}/faults"),
 }
 
 

@@ -19,6 +19,7 @@ from forewarn.domain.events import Event, EventSource, EventStatus, EventType, R
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Priority, Vm
 
@@ -210,7 +211,7 @@ def test_eviction_only_for_spot_and_deletes(platform: Platform, add: Callable[..
 
 def test_auto_approval_shows_only_started(platform: Platform, add: Callable[..., Vm]) -> None:
     """SPEC 4 [doc: overview]: with automaticallyApprove no Scheduled event is shown."""
-    add("vm0", auto_approve_reboot=True)
+    add("vm0", policy=ScheduledEventsPolicy(auto_approve_reboot=True))
     operations.restart(platform, "vm0")
     assert statuses(platform, "vm0") == [("Reboot", "Started")]
     assert platform.document("vm0").incarnation == 2

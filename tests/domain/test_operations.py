@@ -17,6 +17,7 @@ from forewarn.domain.events import Event, EventStatus, EventType
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.timing import DOCUMENTED, FAST, TimingProfile
 from forewarn.domain.vms import Priority, Vm
 
@@ -340,6 +341,11 @@ def test_hardware_failure_is_a_started_reboot_for_every_impacted_vm(platform: Pl
 
 # -- auto-approval policies ------------------------------------------------------------------
 
+_ONE_POLICY = {
+    "auto_approve_reboot": ScheduledEventsPolicy(auto_approve_reboot=True),
+    "auto_approve_redeploy": ScheduledEventsPolicy(auto_approve_redeploy=True),
+}
+
 
 @pytest.mark.parametrize(
     ("policy", "operation", "auto"),
@@ -359,7 +365,7 @@ def test_auto_approval_shows_only_started(
     """SPEC 4 [doc: overview]: "Auto-approval policy on a VM (userInitiatedReboot /
     userInitiatedRedeploy automaticallyApprove): no Scheduled event is shown, only Started."
     Each policy covers its own operation only."""
-    add(platform, "vm0", **{policy: True})
+    add(platform, "vm0", policy=_ONE_POLICY[policy])
     (event,) = operation(platform, "vm0")
     document = platform.document("vm0")
     assert document.events == (event,)
@@ -376,7 +382,12 @@ def test_auto_approval_shows_only_started(
 def test_auto_approval_is_for_user_initiated_operations_only(platform: Platform) -> None:
     """SPEC 4 [doc: overview]: the policies are ``userInitiatedReboot`` and
     ``userInitiatedRedeploy``; platform maintenance still gives notice."""
-    add(platform, "vm0", host="h1", auto_approve_reboot=True, auto_approve_redeploy=True)
+    add(
+        platform,
+        "vm0",
+        host="h1",
+        policy=ScheduledEventsPolicy(auto_approve_reboot=True, auto_approve_redeploy=True),
+    )
     events = (
         *operations.maintain_host(platform, "h1"),
         *operations.predict_failure(platform, "h1"),

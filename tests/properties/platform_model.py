@@ -30,6 +30,7 @@ from forewarn.domain.events import Event, EventStatus
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.timing import DOCUMENTED, FAST, TimingProfile
 from forewarn.domain.vms import Priority, Vm
 from forewarn.wire.documents import encode_document
@@ -81,9 +82,9 @@ class Fleet:
             ]
             if vm.placement_group:
                 flags.append(f"pg={vm.placement_group}")
-            if vm.auto_approve_reboot:
+            if vm.policy.auto_approve_reboot:
                 flags.append("auto-reboot")
-            if vm.auto_approve_redeploy:
+            if vm.policy.auto_approve_redeploy:
                 flags.append("auto-redeploy")
             if vm.name in self.not_receiving:
                 flags.append("not-receiving")
@@ -121,8 +122,10 @@ def fleets(draw: st.DrawFn) -> Fleet:
                 host=draw(host),
                 zone=draw(st.sampled_from(ZONES)),
                 priority=draw(st.sampled_from(Priority)),
-                auto_approve_reboot=draw(st.booleans()),
-                auto_approve_redeploy=draw(st.booleans()),
+                policy=ScheduledEventsPolicy(
+                    auto_approve_reboot=draw(st.booleans()),
+                    auto_approve_redeploy=draw(st.booleans()),
+                ),
             )
         )
     for s in range(draw(st.integers(0, 2))):
@@ -389,7 +392,12 @@ def encoded_documents(platform: Platform) -> bytes:
 #: A fixed fleet with every group kind, for replays outside Hypothesis.
 REPLAY_FLEET = Fleet(
     vms=(
-        _vm("solo0", subscription_id="tenant-a", host="host-0", auto_approve_reboot=True),
+        _vm(
+            "solo0",
+            subscription_id="tenant-a",
+            host="host-0",
+            policy=ScheduledEventsPolicy(auto_approve_reboot=True),
+        ),
         _vm("solo1", subscription_id="tenant-b", host="host-0", zone="1"),
         _vm("spot0", subscription_id="tenant-b", host="host-1", priority=Priority.SPOT),
         *(

@@ -150,7 +150,9 @@ class PlatformProperties(RuleBasedStateMachine):
             event_type=EventType.REBOOT,
             source=EventSource.USER,
             description=descriptions.USER_RESTART,
-            notice=None if vm.auto_approve_reboot else self.timing.notice_for(EventType.REBOOT),
+            notice=None
+            if vm.policy.auto_approve_reboot
+            else self.timing.notice_for(EventType.REBOOT),
         )
         self.observe()
 
@@ -162,7 +164,7 @@ class PlatformProperties(RuleBasedStateMachine):
         vm = self.platform.vm(name)
         events = operations.redeploy(self.platform, name)
         assert [[r.name for r in e.resources] for e in events] == [[name]]
-        auto = vm.auto_approve_redeploy
+        auto = vm.policy.auto_approve_redeploy
         self.expect_events(
             events,
             event_type=EventType.REDEPLOY,

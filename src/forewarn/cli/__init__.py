@@ -12,6 +12,7 @@ from forewarn import __version__
 from forewarn.agent.cli import agent
 from forewarn.cli.clock import clock
 from forewarn.cli.common import CliContext, parse_address, parse_duration
+from forewarn.cli.eventgrid import eventgrid
 from forewarn.cli.events import events
 from forewarn.cli.faults import fault
 from forewarn.cli.health import health
@@ -32,8 +33,8 @@ def main() -> None:
 
 
 for _command in (
-    serve, init, vm, vmss, host, maintenance, events, clock, fault, scenario, store, record,
-    replay,
+    serve, init, vm, vmss, host, maintenance, events, eventgrid, clock, fault, scenario, store,
+    record, replay,
 ):  # fmt: skip
     main.add_command(_command)
 main.add_command(health)

@@ -17,6 +17,7 @@ import click
 import httpx
 
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST
+from forewarn.registry import Operation
 from forewarn.scenario.client import ControlClient, ControlError, connect
 from forewarn.scenario.durations import parse_duration as _parse_duration
 
@@ -104,6 +105,40 @@ def output_option(function: F) -> F:
     return option(function)
 
 
+def parse_json_object(text: str, hint: str) -> dict[str, Any]:
+    """``text`` as a JSON object, or a one-line usage error naming ``hint``."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=hint) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("a JSON object {...} is needed", param_hint=hint)
+    return value
+
+
+def operation_options(operation: Operation, function: F) -> F:
+    """The options of ``operation``'s parameters beyond its target and instance ids: each
+    flag (``--autoscale``), and ``--policy JSON`` for a ``scheduledEventsPolicy``."""
+    for param in reversed(operation.params):
+        if param.kind == "flag":
+            flag = "--" + param.name.replace("_", "-")
+            function = click.option(flag, param.name, is_flag=True, help=param.help)(function)
+        elif param.kind == "policy":
+            function = click.option(
+                "--policy", param.name, required=True, metavar="JSON", help=param.help
+            )(function)
+    return function
+
+
+def operation_body(operation: Operation, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The route's body for ``arguments`` as the command line gave them (a policy as text)."""
+    given = dict(arguments)
+    for param in operation.params:
+        if param.kind == "policy":
+            given[param.name] = parse_json_object(given[param.name], "--policy")
+    return operation.body(given)
+
+
 def cell(value: object) -> str:
     if value is None or value == "" or value == []:
         return "-"
@@ -158,8 +193,11 @@ __all__ = [
     "emit",
     "emit_events",
     "event_row",
+    "operation_body",
+    "operation_options",
     "output_option",
     "parse_address",
     "parse_duration",
+    "parse_json_object",
     "parse_moment",
 ]

@@ -136,6 +136,31 @@ def events_cancel(event_id: str, control: str) -> None:
     click.echo(f"cancelled {event_id}")
 
 
+#: The Maintenance provider's api-version the acknowledge call is sent with (its SDK's default).
+ACKNOWLEDGE_API_VERSION = "2023-10-01-preview"
+
+
+@events.command("acknowledge")
+@click.option(
+    "--ids",
+    "ids",
+    multiple=True,
+    required=True,
+    help="A scheduled event's ARM id, as az maintenance scheduledevent acknowledge --ids takes "
+    "it: /subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/virtualMachines/"
+    "{vm}/providers/microsoft.maintenance/scheduledevents/{EventId} (repeatable).",
+)
+@control_option
+def events_acknowledge(ids: tuple[str, ...], control: str) -> None:
+    """Acknowledge events from outside their VMs, through the Maintenance provider's route."""
+    with control_api(control) as api:
+        for resource_id in ids:
+            if not resource_id.startswith("/subscriptions/"):
+                raise click.BadParameter(f"{resource_id!r} is no ARM id", param_hint="--ids")
+            api.arm("POST", f"{resource_id}/acknowledge", ACKNOWLEDGE_API_VERSION)
+            click.echo(f"acknowledged {resource_id}")
+
+
 # -- as the VM sees them: the VM-facing endpoint -------------------------------------------
 
 
@@ -235,7 +260,9 @@ def events_approve(
 
 
 __all__ = [
+    "ACKNOWLEDGE_API_VERSION",
     "events",
+    "events_acknowledge",
     "events_approve",
     "events_cancel",
     "events_create",

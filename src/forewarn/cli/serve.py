@@ -182,6 +182,40 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     help="Seconds before an impact hook is killed.",
 )
 @click.option(
+    "--control-tls",
+    "control_tls",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the control API over TLS here, for the Azure SDKs (which send bearer "
+    "tokens over HTTPS only); needs --tls-cert.",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate (chain) for --control-tls.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM private key for --control-tls, unless the certificate file holds it.",
+)
+@click.option(
+    "--dead-letter-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where Event Grid writes the events it gives up on (default: DATA_DIR/dead-letters "
+    "with --data-dir, else they are dropped).",
+)
+@click.option(
+    "--eventgrid-timeout",
+    type=click.FloatRange(min=0.1, max=300),
+    default=30.0,
+    show_default=True,
+    help="Seconds an Event Grid receiver has to answer a delivery (Event Grid waits 30).",
+)
+@click.option(
     "--token",
     default=None,
     envvar="FOREWARN_TOKEN",
@@ -206,6 +240,11 @@ def serve(
     impact_hook: str | None,
     impact_hook_timeout: float,
     token: str | None,
+    control_tls: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    dead_letter_dir: Path | None,
+    eventgrid_timeout: float,
     print_config: bool,
     log_level: str,
     log_format: str,
@@ -216,7 +255,7 @@ def serve(
     from forewarn.config.fleet import FleetFileError
     from forewarn.control_token import TokenFileError
     from forewarn.replay import ReplayError
-    from forewarn.server.runner import ExposureError, ServeSettings, run
+    from forewarn.server.runner import ExposureError, ServeSettings, TlsSettingsError, run
     from forewarn.server.state import StateMismatchError
     from forewarn.storage.errors import StorageError
 
@@ -247,6 +286,13 @@ def serve(
         token=token or None,
         log_level=log_level,
         log_format=log_format,
+        control_tls=None
+        if control_tls is None
+        else parse_address(control_tls, DEFAULT_CONTROL_PORT + 1),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        dead_letter_dir=dead_letter_dir,
+        eventgrid_timeout=eventgrid_timeout,
     )
     if print_config:
         _print_config(click.get_current_context())
@@ -262,6 +308,7 @@ def serve(
         ExposureError,
         ReplayError,
         TokenFileError,
+        TlsSettingsError,
     ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:

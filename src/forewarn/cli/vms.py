@@ -12,9 +12,11 @@ from forewarn.cli.common import (
     control_option,
     emit,
     emit_events,
+    operation_body,
+    operation_options,
     output_option,
 )
-from forewarn.registry import SCALE_SET, VM, Operation, for_target
+from forewarn.registry import AVAILABILITY_SET, INSTANCE_IDS, SCALE_SET, VM, Operation, for_target
 from forewarn.scenario.client import segment
 
 VM_HEADER = ("NAME", "ADDRESS", "HOST", "REACHABLE", "RECEIVING", "GROUP")
@@ -79,21 +81,31 @@ def vm_show(name: str, control: str, output: str) -> None:
     emit(data, output, [(key, data.get(key)) for key in keys], ("FIELD", "VALUE"))
 
 
-def _vm_operation(operation: Operation) -> click.Command:
-    @click.command(operation.name, help=operation.summary)
-    @name_option
-    @control_option
-    @output_option
-    def command(name: str, control: str, output: str) -> None:
+def _named_operation(operation: Operation) -> click.Command:
+    """``OPERATION --name NAME`` (and the operation's options) for a registry operation on a
+    named VM or set."""
+
+    def command(name: str, control: str, output: str, **arguments: Any) -> None:
         with control_api(control) as api:
-            data = api.post(operation.path(name))
+            data = api.post(operation.path(name), operation_body(operation, arguments))
         emit_events(data, output, f"{operation.name} {name}: done, with no event")
 
-    return command
+    decorated = output_option(control_option(operation_options(operation, command)))
+    named = click.option("--name", "-n", required=True, help=operation.target.name_help)
+    return click.command(operation.name, help=operation.summary)(named(decorated))
 
 
 for _operation in for_target(VM):
-    vm.add_command(_vm_operation(_operation))
+    vm.add_command(_named_operation(_operation))
+
+
+@vm.group("availability-set")
+def availability_set() -> None:
+    """Change what applies to every VM of an availability set."""
+
+
+for _operation in for_target(AVAILABILITY_SET):
+    availability_set.add_command(_named_operation(_operation))
 
 
 @vm.command("approve")
@@ -152,6 +164,8 @@ def _instances(function: F) -> F:
 
 def _scale_set_operation(operation: Operation) -> click.Command:
     """``vmss OPERATION --name SET --instance-ids 0 1 [--flag]`` for a registry operation."""
+    if INSTANCE_IDS not in operation.params:
+        return _named_operation(operation)
 
     def command(
         name: str,
@@ -164,14 +178,12 @@ def _scale_set_operation(operation: Operation) -> click.Command:
         ids = (*instance_ids, *more_ids)
         if not ids:
             raise click.UsageError("name at least one instance: --instance-ids 0 1 ...")
+        body = operation_body(operation, {"instance_ids": ids, **flags})
         with control_api(control) as api:
-            data = api.post(operation.path(name), operation.body({"instance_ids": ids, **flags}))
+            data = api.post(operation.path(name), body)
         emit_events(data, output, f"{operation.name} {name} {' '.join(ids)}: done, with no event")
 
-    for param in reversed(operation.params):
-        if param.kind == "flag":
-            flag = "--" + param.name.replace("_", "-")
-            command = click.option(flag, param.name, is_flag=True, help=param.help)(command)
+    command = operation_options(operation, command)
     return click.command(operation.name, help=operation.summary)(_instances(command))
 
 
@@ -183,6 +195,7 @@ for _operation in for_target(SCALE_SET):
 
 __all__ = [
     "VM_HEADER",
+    "availability_set",
     "name_option",
     "vm",
     "vm_approve",

@@ -103,6 +103,9 @@ class Replica:
         self.front_end = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(3)}"
         #: Whether it is in that list: writers then wait for it, and it for them.
         self.registered = False
+        #: Whether it holds the leader lock now (:func:`forewarn.cluster.tasks.lead`): the one
+        #: front-end that journals the time and delivers Event Grid's events.
+        self.leading = False
 
     @property
     def platform(self) -> Platform:

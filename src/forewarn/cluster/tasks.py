@@ -88,7 +88,7 @@ async def lead(replica: Replica, leadership: Leadership, stop: asyncio.Event) ->
                 if now_leading != leading:
                     state = "is now" if now_leading else "is no longer"
                     _LOG.info("this front-end %s the leader", state)
-                    leading = now_leading
+                    leading = replica.leading = now_leading
             wait = POLL_SECONDS
             if leading:
                 wait = _tick_if_due(replica)
@@ -101,6 +101,7 @@ async def lead(replica: Replica, leadership: Leadership, stop: asyncio.Event) ->
             for task in pending:
                 task.cancel()
     finally:
+        replica.leading = False
         await asyncio.to_thread(leadership.release)
 
 

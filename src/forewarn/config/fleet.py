@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from forewarn.config.policy import PolicyIn
 from forewarn.domain.errors import DomainError
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN, AvailabilitySet, ScaleSet
 from forewarn.domain.operations import instance_name
@@ -38,6 +39,8 @@ MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024
 #: cloud-service role instances together, counted before any VM is built.
 MAX_VMS = 1_000_000
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+#: The Microsoft Entra tenant of every subscription unless the file names one (``tenantId``).
+DEFAULT_TENANT = "00000000-0000-0000-0000-000000000000"
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 #: Up to 6 digits a part: notBeforeTimeout is PT5M to PT15M, and a longer count only costs.
@@ -58,17 +61,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class _Approve(_Strict):
-    automatically_approve: bool = Field(default=False, alias="automaticallyApprove")
-
-
-class _Policy(_Strict):
-    user_initiated_reboot: _Approve = Field(default_factory=_Approve, alias="userInitiatedReboot")
-    user_initiated_redeploy: _Approve = Field(
-        default_factory=_Approve, alias="userInitiatedRedeploy"
-    )
-
-
 class _ImageSpec(_Strict):
     publisher: str = Field(min_length=1, max_length=128)
     offer: str = Field(min_length=1, max_length=128)
@@ -85,6 +77,7 @@ class _Defaults(_Strict):
     )
     resource_group: str = Field(default="forewarn", alias="resourceGroup", max_length=90)
     location: str = Field(default="westeurope", max_length=64)
+    tenant_id: str = Field(default=DEFAULT_TENANT, alias="tenantId", max_length=64)
     size: str = Field(default="Standard_D2s_v3", max_length=64)
     os_type: Literal["Linux", "Windows"] = Field(default="Linux", alias="osType")
     image: _ImageSpec | None = None
@@ -107,7 +100,8 @@ class _VmSpec(_Strict):
     tags: dict[str, str] = Field(default_factory=dict, max_length=50)
     availability_set: str | None = Field(default=None, alias="availabilitySet", max_length=80)
     priority: Literal["Regular", "Spot"] = "Regular"
-    scheduled_events_policy: _Policy = Field(default_factory=_Policy, alias="scheduledEventsPolicy")
+    #: None: ARM's defaults, or its availability set's policy.
+    scheduled_events_policy: PolicyIn | None = Field(default=None, alias="scheduledEventsPolicy")
     scheduled_events_enabled: bool = Field(default=True, alias="scheduledEventsEnabled")
 
     _address = field_validator("address")(_check_address)
@@ -117,6 +111,11 @@ class _AvailabilitySetSpec(_Strict):
     name: Annotated[str, Field(min_length=1, max_length=80)]
     fault_domains: int = Field(default=2, alias="faultDomains", ge=1, le=3)
     update_domains: int = Field(default=5, alias="updateDomains", ge=1, le=20)
+    #: Every member's policy: "All VMs in the same ... availability set are required to have
+    #: the same scheduled events policy" (scheduled-events-event-grid.md).
+    scheduled_events_policy: PolicyIn = Field(
+        default_factory=PolicyIn, alias="scheduledEventsPolicy"
+    )
 
 
 class _TerminateSpec(_Strict):
@@ -148,6 +147,8 @@ class _ScaleSetSpec(_Strict):
     hosts: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
     zones: list[Annotated[str, Field(max_length=8)]] = Field(default_factory=list)
     subscription_id: str | None = Field(default=None, alias="subscriptionId", max_length=64)
+    resource_group: str | None = Field(default=None, alias="resourceGroup", max_length=90)
+    location: str | None = Field(default=None, max_length=64)
     size: str | None = Field(default=None, max_length=64)
     priority: Literal["Regular", "Spot"] = "Regular"
     platform_fault_domain_count: int = Field(
@@ -161,7 +162,9 @@ class _ScaleSetSpec(_Strict):
         default=None, alias="terminateNotification"
     )
     os_image_notification: bool = Field(default=False, alias="osImageNotification")
-    scheduled_events_policy: _Policy = Field(default_factory=_Policy, alias="scheduledEventsPolicy")
+    scheduled_events_policy: PolicyIn = Field(
+        default_factory=PolicyIn, alias="scheduledEventsPolicy"
+    )
 
     _address = field_validator("address_start")(_check_address)
 
@@ -257,6 +260,7 @@ class _Builder:
     def _standalone(self, index: int, spec: _VmSpec, members: dict[str, int]) -> None:
         defaults = self.defaults
         fault, update = spec.fault_domain or 0, spec.update_domain or 0
+        policy = spec.scheduled_events_policy or PolicyIn()
         if spec.availability_set is not None:
             group = self.sets.get(spec.availability_set)
             if group is None:
@@ -264,6 +268,14 @@ class _Builder:
                     f"vms.{index}.availabilitySet",
                     f"no availability set named {spec.availability_set!r}",
                 )
+            if spec.scheduled_events_policy is not None:
+                raise _FleetProblemError(
+                    f"vms.{index}.scheduledEventsPolicy",
+                    f"a VM of availability set {group.name!r} has the set's policy: "
+                    "all VMs of a set are required to have the same scheduled events policy; "
+                    "set scheduledEventsPolicy on the set",
+                )
+            policy = group.scheduled_events_policy
             position = members.get(group.name, 0)
             members[group.name] = position + 1
             fault = (
@@ -280,7 +292,6 @@ class _Builder:
                 raise _FleetProblemError(
                     f"vms.{index}", f"fault/update domain outside set {group.name!r}"
                 )
-        policy = spec.scheduled_events_policy
         self.vms.append(
             Vm(
                 name=spec.name,
@@ -299,8 +310,8 @@ class _Builder:
                 address=spec.address,
                 host=spec.host or f"host-{spec.name}",
                 priority=Priority(spec.priority),
-                auto_approve_reboot=policy.user_initiated_reboot.automatically_approve,
-                auto_approve_redeploy=policy.user_initiated_redeploy.automatically_approve,
+                policy=policy.policy(),
+                tenant_id=defaults.tenant_id,
             )
         )
         if not spec.scheduled_events_enabled:
@@ -339,7 +350,7 @@ class _Builder:
                     f"{instance.id!r}: a Uniform scale set's instance ids are numbers",
                 )
         addresses = _Addresses(spec.address_start)
-        policy = spec.scheduled_events_policy
+        policy = spec.scheduled_events_policy.policy()
         fd_count = spec.platform_fault_domain_count
         for position, instance in enumerate(instances):
             hosts = spec.hosts or [f"host-{spec.name}-{i}" for i in range(fd_count)]
@@ -350,8 +361,9 @@ class _Builder:
                     name=name,
                     vm_id=_vm_id(name),
                     subscription_id=spec.subscription_id or self.defaults.subscription_id,
-                    resource_group=self.defaults.resource_group,
-                    location=self.defaults.location,
+                    resource_group=spec.resource_group or self.defaults.resource_group,
+                    location=spec.location or self.defaults.location,
+                    tenant_id=self.defaults.tenant_id,
                     zone=instance.zone
                     if instance.zone is not None
                     else zones[position % len(zones)],
@@ -370,8 +382,7 @@ class _Builder:
                     image=self._image(None),
                     flexible=flexible,
                     priority=Priority(spec.priority),
-                    auto_approve_reboot=policy.user_initiated_reboot.automatically_approve,
-                    auto_approve_redeploy=policy.user_initiated_redeploy.automatically_approve,
+                    policy=policy,
                 )
             )
 
@@ -390,6 +401,7 @@ class _Builder:
                         subscription_id=spec.subscription_id or self.defaults.subscription_id,
                         resource_group=self.defaults.resource_group,
                         location=self.defaults.location,
+                        tenant_id=self.defaults.tenant_id,
                         platform_fault_domain=n % _CLASSIC_FAULT_DOMAINS,
                         platform_update_domain=n % spec.update_domains,
                         vm_size=self.defaults.size,

@@ -29,9 +29,11 @@ from forewarn.domain._state import (
     PlatformState,
     VmRecord,
 )
+from forewarn.domain.arm import ScheduledEventRef, names
 from forewarn.domain.clock import LONGEST, check_duration
 from forewarn.domain.errors import InvalidEventError, InvalidOperationError, UnknownEventError
-from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, Resource
+from forewarn.domain.events import DURATION_UNKNOWN, Event, EventStatus, EventType, Resource
+from forewarn.domain.history import Phase, publication
 from forewarn.domain.scope import audience
 from forewarn.domain.timing import REMOVES_VM
 from forewarn.domain.vms import Vm
@@ -94,8 +96,11 @@ class Jobs:
             for live, receiving in created:
                 self._start(live, shown_first_to=receiving)
         else:
-            for live, _ in created:  # one each, so cancelling one event keeps the job's deadline
+            for (live, _), vms in zip(created, impacted, strict=True):
+                # one each, so cancelling one event keeps the job's deadline
                 self._deadlines.set(Deadline.START, live.event.event_id)
+                if self._all_instances_down(vms, live):
+                    live.approvals.update(live.parties)
             self._start_job_if_approved(job)
         return tuple([live.event for live, _ in created])
 
@@ -121,6 +126,22 @@ class Jobs:
                     live.approvers.append(vm_name)
                 self._start_job_if_approved(live.job)
 
+    def acknowledge(self, ref: ScheduledEventRef) -> None:
+        """The Maintenance resource provider's acknowledgement of the event ``ref`` names, at
+        the VM or scale set it is filed under or one of the VMs it impacts: the approval of
+        that resource's subscription, as a POST from one of its VMs would give ("Azure treats
+        an approval request from either endpoint as meaning that the event can start",
+        "Scheduled Events overview", "Acknowledging Scheduled Events")."""
+        state = self._state
+        live = state.live(ref.event_id)
+        vms = [state.vms.get(resource.name) for resource in live.event.resources]
+        named = [vm for vm in vms if vm is not None and names(ref, vm)]
+        if not named:
+            raise UnknownEventError((ref.event_id,))
+        if live.event.status is EventStatus.SCHEDULED:
+            live.approvals.add(named[0].tenant)
+            self._start_job_if_approved(live.job)
+
     def cancel(self, event_id: str) -> Event:
         """The platform calls off a Scheduled event: it vanishes from every document."""
         live = self._state.live(event_id)
@@ -128,6 +149,7 @@ class Jobs:
             raise InvalidOperationError(
                 f"event {event_id} has Started; only a Scheduled event can be cancelled"
             )
+        self._published(live, Phase.CANCELED)
         live.job.events.remove(live)
         self._remove(live)
         self._start_job_if_approved(live.job)
@@ -168,7 +190,35 @@ class Jobs:
         """The Started period is over: the event disappears."""
         live = self._state.events.get(event_id)
         if live is not None:
+            self._published(live, Phase.COMPLETED)
             self._remove(live)
+
+    def _published(self, live: LiveEvent, phase: Phase) -> None:
+        """``live`` reached ``phase``: a fact of its history when it is published."""
+        where = live.where
+        if where is not None:
+            state = self._state
+            state.history.record(state.now, phase, live.event, where)
+
+    def _all_instances_down(self, vms: list[Vm], live: LiveEvent) -> bool:
+        """``allInstancesDown.automaticallyApprove`` (default true): "Scheduled Events should
+        be auto-approved when all instances are down" (ARM schema, :mod:`forewarn.domain.
+        policy`). [ours] "All instances" are those of the event's scope (the VM alone, or its
+        whole availability set, scale-set placement group or cloud service: everyone who could
+        approve it), and "down" is not running: gone, or under an impact that stops the VM
+        (a Reboot, Redeploy, Preempt or Terminate; a Freeze only pauses it). Then nobody can
+        approve and the event starts at once, when the impacted VMs' policies say so."""
+        if not all(vm.policy.auto_approve_all_instances_down for vm in vms):
+            return False
+        impact_of = self._state.impact_of_vm
+        reachable = self._impacts.reachable
+        for name in live.audience:
+            if reachable(name):
+                return False
+            during = impact_of.get(name)
+            if during is not None and during.event_type is EventType.FREEZE:
+                return False
+        return True
 
     def _impacted_vms(self, request: EventRequest) -> list[Vm]:
         """The VMs ``request`` impacts, once it is checked: every request of a job is, before
@@ -215,6 +265,7 @@ class Jobs:
             frozenset([record.tenant for record in receiving.values()]),
             job,
             started_for=request.started_for,
+            where=publication(vms),
         )
         job.events.append(live)
         state.events[event_id] = live
@@ -222,6 +273,7 @@ class Jobs:
             job.campaign.current.add(event_id)
         if show:
             state.show(receiving.values(), (event,))
+            self._published(live, Phase.SCHEDULED)
         return live, receiving
 
     def _start_job_if_approved(self, job: Job) -> None:
@@ -244,6 +296,7 @@ class Jobs:
         if job.join_key is not None and state.open_jobs.get(job.join_key) is job:
             del state.open_jobs[job.join_key]
         event = live.event = live.event.started()
+        self._published(live, Phase.STARTED)
         event_id = event.event_id
         deadlines = self._deadlines
         self._impacts.begin(event, deadlines.set(Deadline.IMPACT_END, event_id))

@@ -20,6 +20,7 @@ from forewarn.domain.errors import InvalidOperationError, UnknownGroupError, Unk
 from forewarn.domain.events import Event
 from forewarn.domain.fleet import ScaleSet
 from forewarn.domain.placement import new_host, placement_error
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.scope import ScopeGroup, ScopeKind, scope_group
 from forewarn.domain.vms import Vm
 
@@ -155,3 +156,43 @@ class Registry:
         state.changed()
         state.placements.remove(vm)
         state.placements.add(moved)
+
+    def set_policy(self, kind: str, name: str, policy: ScheduledEventsPolicy) -> tuple[Vm, ...]:
+        """Give the VM ``name``, or every VM of the scale set or availability set ``name``
+        (``kind`` ``vm``, ``scale-set``, ``availability-set``), ``policy``; the VMs changed.
+
+        A VM of a set takes its set's: "If your VM is part of an availability set or a Virtual
+        Machine Scale Set then you can't set the schedule events profile for each VM
+        individually" (scheduled-events-event-grid.md)."""
+        state = self._state
+        if kind == "vm":
+            vm = self.vm(name)
+            group = (
+                f"scale set {vm.vm_scale_set_name!r}"
+                if vm.vm_scale_set_name
+                else f"availability set {vm.availability_set!r}"
+                if vm.availability_set
+                else None
+            )
+            if group is not None:
+                raise InvalidOperationError(
+                    f"{name!r} is in {group}: all VMs of a set are required to have the same "
+                    "scheduled events policy; set it on the set"
+                )
+            members = [vm]
+        elif kind == "scale-set":
+            self.scale_set(name)
+            members = [vm for vm in state.vms.values() if vm.vm_scale_set_name == name]
+        elif kind == "availability-set":
+            members = [vm for vm in state.vms.values() if vm.availability_set == name]
+            if not members:
+                raise UnknownGroupError("availability set", name)
+        else:
+            raise InvalidOperationError(f"no policy can be set on a {kind}")
+        changed = tuple(replace(vm, policy=policy) for vm in members)
+        for vm in changed:
+            state.vms[vm.name] = vm
+            if vm.address is not None:
+                state.by_address[vm.address] = vm
+        state.changed()
+        return changed

@@ -25,6 +25,7 @@ from forewarn.domain.documents import Document, Seen, seen_by
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.history import EventHistory, Publication
 from forewarn.domain.ids import NewEventId
 from forewarn.domain.placement import Placements
 from forewarn.domain.scope import ScopeGroup
@@ -91,6 +92,8 @@ class LiveEvent:
     started_for: timedelta | None = None
     #: The VMs whose approval was taken, in order: who approved, as people read it.
     approvers: list[str] = field(default_factory=list)
+    #: Where it is published beyond IMDS (:mod:`forewarn.domain.history`); None: nowhere.
+    where: Publication | None = None
 
     def impacts(self, name: str) -> bool:
         return any(resource.name == name for resource in self.event.resources)
@@ -169,6 +172,8 @@ class PlatformState:
         self.job_ids = itertools.count(1)
         self.campaigns: dict[int, Campaign] = {}
         self.campaign_ids = itertools.count(1)  # numbered as users read them: 1, 2, ...
+        # -- what published events went through (Event Grid, Resource Graph)
+        self.history = EventHistory()
 
     def changed(self) -> None:
         """Something a VM's request meets changed (:attr:`changes`): its VM came, went or

@@ -48,7 +48,7 @@ def restart(platform: Platform, vm_name: str) -> tuple[Event, ...]:
         vm_name,
         EventType.REBOOT,
         descriptions.USER_RESTART,
-        auto_approved=vm.auto_approve_reboot,
+        auto_approved=vm.policy.auto_approve_reboot,
     )
 
 
@@ -60,7 +60,7 @@ def redeploy(platform: Platform, vm_name: str) -> tuple[Event, ...]:
         vm_name,
         EventType.REDEPLOY,
         descriptions.USER_REDEPLOY,
-        auto_approved=vm.auto_approve_redeploy,
+        auto_approved=vm.policy.auto_approve_redeploy,
     )
 
 

@@ -40,13 +40,16 @@ from forewarn.domain._views import (
     campaign_view,
     event_view,
 )
+from forewarn.domain.arm import ScheduledEventRef
 from forewarn.domain.clock import ensure_utc
 from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidEventError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.history import EventHistory
 from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.impact import Pause
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.scope import ScopeGroup
 from forewarn.domain.timing import DOCUMENTED, TimingProfile
 from forewarn.domain.vms import Vm
@@ -146,6 +149,12 @@ class Platform:
     def host_failed(self, host: str) -> None:
         """No VM is moved to ``host`` any more, and its VMs leave it when their impact ends."""
         self._registry.host_failed(host)
+
+    def set_policy(self, kind: str, name: str, policy: ScheduledEventsPolicy) -> None:
+        """A new ``scheduledEventsPolicy`` for a VM, a scale set or an availability set
+        (:meth:`forewarn.domain._registry.Registry.set_policy`); events created from now on
+        follow it."""
+        self._registry.set_policy(kind, name, policy)
 
     def delete_vm(self, name: str) -> None:
         """Remove a VM at once, with no event (deletion without terminate notification)."""
@@ -307,6 +316,16 @@ class Platform:
             already_started=already_started,
             join_key=join_key,
         )
+
+    def acknowledge(self, ref: ScheduledEventRef) -> None:
+        """The Maintenance resource provider's acknowledgement of an event
+        (:meth:`forewarn.domain._jobs.Jobs.acknowledge`)."""
+        self._jobs.acknowledge(ref)
+
+    @property
+    def history(self) -> EventHistory:
+        """What published events went through (:mod:`forewarn.domain.history`)."""
+        return self._state.history
 
     def cancel(self, event_id: str) -> Event:
         """The platform calls off a Scheduled event: it vanishes from every document."""

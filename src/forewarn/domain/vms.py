@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from forewarn.domain.policy import DEFAULT_POLICY, ScheduledEventsPolicy
+
 
 class Priority(enum.Enum):
     REGULAR = "Regular"
@@ -69,12 +71,15 @@ class Vm:
     placement_group: str | None = None
     cloud_service: str | None = None
     priority: Priority = Priority.REGULAR
-    auto_approve_reboot: bool = False
-    auto_approve_redeploy: bool = False
+    #: Its ``scheduledEventsPolicy`` (:mod:`forewarn.domain.policy`), its set's when in one.
+    policy: ScheduledEventsPolicy = DEFAULT_POLICY
     image: ImageReference | None = None
     #: Member of a scale set in Flexible orchestration (named and reached like a standalone
     #: VM; its compute metadata carries ``virtualMachineScaleSet.id``).
     flexible: bool = False
+    #: The Microsoft Entra (AAD) tenant its subscription belongs to: Resource Graph's
+    #: ``tenantId`` column. Not :attr:`tenant`, which is who approves (the subscription).
+    tenant_id: str = "00000000-0000-0000-0000-000000000000"
 
     @property
     def scale_set_placement_group(self) -> str:

@@ -64,6 +64,26 @@ class ControlClient:
         except ValueError:
             raise ControlError(f"{self.base}{path} did not answer JSON; is it forewarn?") from None
 
+    def arm(
+        self, method: str, path: str, api_version: str, payload: Mapping[str, Any] | None = None
+    ) -> Any:
+        """One of the Azure Resource Manager routes the control port also serves (outside
+        ``/api/v1``); their errors are ARM's envelope, ``{"error": {"code", "message"}}``."""
+        try:
+            response = self.http.request(
+                method, quote(path, safe="/"), params={"api-version": api_version}, json=payload
+            )
+        except httpx.HTTPError as exc:
+            raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
+        if response.status_code >= 400:
+            try:
+                error = response.json()["error"]
+                message = f"{error['code']}: {error['message']}"
+            except (ValueError, KeyError, TypeError):
+                message = response.text.strip() or response.reason_phrase
+            raise ControlError(f"{response.status_code}: {message}", response.status_code)
+        return response.json() if response.content else None
+
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return self.request("GET", path, params=params)
 

@@ -30,6 +30,7 @@ from forewarn.scenario.schema import (
     Expectation,
     FaultStep,
     MaintenanceStep,
+    PolicyStep,
     ScaleSetInstances,
     Scenario,
     SelectEvents,
@@ -139,7 +140,10 @@ def _operation(kind: str) -> Callable[[_Run, Any], None]:
     (``host``) one host action; the request is the one the operation's route takes."""
 
     def perform(run: _Run, value: Any) -> None:
-        if isinstance(value, str):
+        if isinstance(value, PolicyStep):
+            operation, target = value.target
+            arguments = {"policy": value.scheduled_events_policy.model_dump(by_alias=True)}
+        elif isinstance(value, str):
             operation, target, arguments = find(VM, kind), value, {}
         elif isinstance(value, ScaleSetInstances):
             operation, target = find(SCALE_SET, kind), value.scale_set

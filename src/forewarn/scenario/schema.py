@@ -43,6 +43,7 @@ from pydantic import (
     model_validator,
 )
 
+from forewarn.config.policy import PolicyIn
 from forewarn.domain.api_versions import CURRENT_VERSION, find_version
 from forewarn.domain.clock import check_time, seconds_to_duration
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN
@@ -51,7 +52,7 @@ from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.limits import MAX_DESCRIPTION, MAX_NAME_LENGTH, MAX_NAMES, MAX_SECONDS
-from forewarn.registry import HOST, SCALE_SET, VM, Operation, for_target
+from forewarn.registry import AVAILABILITY_SET, HOST, SCALE_SET, VM, Operation, find, for_target
 from forewarn.scenario.durations import parse_duration
 from forewarn.yaml_files import YamlInputError, dotted, load_yaml
 
@@ -149,6 +150,34 @@ def _scale_set_step(operation: Operation) -> type[ScaleSetInstances]:
         return ScaleSetInstances
     name = "".join(part.title() for part in operation.name.split("-")) + "Step"
     return create_model(name, __base__=ScaleSetInstances, **flags)
+
+
+class PolicyStep(_Strict):
+    """``{vm: NAME, scheduledEventsPolicy: {...}}`` (or ``scaleSet:``, ``availabilitySet:``):
+    exactly one target and the policy, as ARM JSON."""
+
+    vm: VmName | None = None
+    scale_set: VmName | None = Field(default=None, alias="scaleSet")
+    availability_set: VmName | None = Field(default=None, alias="availabilitySet")
+    scheduled_events_policy: PolicyIn = Field(alias="scheduledEventsPolicy")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> PolicyStep:
+        if sum(name is not None for name in (self.vm, self.scale_set, self.availability_set)) != 1:
+            raise ValueError("name exactly one of vm, scaleSet, availabilitySet")
+        return self
+
+    @property
+    def target(self) -> tuple[Operation, str]:
+        """The operation on the named target, and its name."""
+        for target, name in (
+            (VM, self.vm),
+            (SCALE_SET, self.scale_set),
+            (AVAILABILITY_SET, self.availability_set),
+        ):
+            if name is not None:
+                return find(target, "set-scheduled-events-policy"), name
+        raise AssertionError("validated to name one target")
 
 
 class _OneHostAction(_Strict):
@@ -280,6 +309,9 @@ def _operation_steps() -> dict[str, Any]:
     ``host`` holding one host action; a name used for both (simulate-eviction) takes either."""
     types: dict[str, list[Any]] = {}
     for operation in (*for_target(VM), *for_target(SCALE_SET)):
+        if any(param.kind == "policy" for param in operation.params):
+            types[operation.name] = [PolicyStep]  # one step, naming any kind of target
+            continue
         step = VmName if operation.target is VM else _scale_set_step(operation)
         types.setdefault(operation.name, []).append(step)
     steps: dict[str, Any] = {key: Union[tuple(kinds)] for key, kinds in types.items()}  # noqa: UP007
@@ -450,6 +482,7 @@ __all__ = [
     "InstanceId",
     "InstanceIds",
     "MaintenanceStep",
+    "PolicyStep",
     "ScaleSetInstances",
     "Scenario",
     "ScenarioFileError",

@@ -17,6 +17,7 @@ from pydantic import (
     create_model,
 )
 
+from forewarn.config.policy import PolicyIn
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType
@@ -60,10 +61,20 @@ class CreateEventRequest(_Body):
 
 
 def _field(param: Param) -> tuple[Any, Any]:
+    if param.kind == "policy":
+        return PolicyIn, Field(alias=param.wire, description=param.help)
     if param.kind == "instance-ids":
         ids = Field(alias=param.wire, min_length=1, max_length=MAX_NAMES, description=param.help)
         return list[InstanceId], ids
     return StrictBool, Field(default=False, alias=param.wire, description=param.help)
+
+
+def operation_arguments(body: BaseModel | None) -> dict[str, Any]:
+    """The arguments of an operation's request ``body``, by parameter name: a policy as the
+    domain's :class:`~forewarn.domain.policy.ScheduledEventsPolicy`."""
+    if body is None:
+        return {}
+    return {name: value.policy() if isinstance(value, PolicyIn) else value for name, value in body}
 
 
 def request_model(operation: Operation) -> type[BaseModel] | None:
@@ -202,7 +213,7 @@ class ParameterOut(_Out):
 
 class OperationOut(_Out):
     name: str
-    target: Literal["vm", "scale-set", "host"]
+    target: Literal["vm", "scale-set", "availability-set", "host"]
     method: str
     path: str
     summary: str

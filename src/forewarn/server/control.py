@@ -45,6 +45,7 @@ from forewarn.domain.errors import (
     UnknownVmError,
 )
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.delivery import EventGrid
 from forewarn.registry import OPERATIONS, Operation, describe
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_router
@@ -73,9 +74,13 @@ from forewarn.server._control_models import (
     clock_out,
     created_out,
     event_out,
+    operation_arguments,
     request_model,
     vm_out,
 )
+from forewarn.server.azure.eventgrid import eventgrid_router
+from forewarn.server.azure.maintenance import maintenance_router
+from forewarn.server.azure.resourcegraph import resource_graph_router
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health, health_router
@@ -183,10 +188,12 @@ def create_control_app(
     activity: Activity | None = None,
     runs: ScenarioRuns | None = None,
     health: Health | None = None,
+    eventgrid: EventGrid | None = None,
 ) -> FastAPI:
     """The control API around ``service``, and the dashboard; ``activity`` is what the VMs'
     endpoint records for the dashboard's timelines, ``health`` what ``/healthz`` answers
-    (by default: the service's store alone)."""
+    (by default: the service's store alone), ``eventgrid`` the system topic's subscriptions
+    and deliveries (``forewarn serve`` only)."""
     app = FastAPI(
         title="forewarn control API",
         version=__version__,
@@ -297,12 +304,16 @@ def create_control_app(
     app.include_router(router)
     app.include_router(fault_router(service))
     app.include_router(health_router(health or Health(service.check_store)))
+    app.include_router(maintenance_router(service))
+    app.include_router(resource_graph_router(service))
+    app.include_router(eventgrid_router(eventgrid, ERROR_RESPONSES))
     add_dashboard(
         app,
         service,
         activity or Activity(),
         responses=ERROR_RESPONSES,
         runs=runs,
+        eventgrid=eventgrid,
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
@@ -326,7 +337,12 @@ def add_clock_routes(router: APIRouter, service: ScheduledEventsService) -> None
         return clock_out(service.set_clock(body.now))
 
 
-_TAGS = {"vm": "vms", "scale-set": "scale sets", "host": "hosts"}
+_TAGS = {
+    "vm": "vms",
+    "scale-set": "scale sets",
+    "availability-set": "availability sets",
+    "host": "hosts",
+}
 
 
 def _add_operation_route(
@@ -338,8 +354,7 @@ def _add_operation_route(
     model = request_model(operation)
 
     async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
-        arguments = body.model_dump() if body is not None else {}
-        created = service.operate(operation, name, arguments)
+        created = service.operate(operation, name, operation_arguments(body))
         return EventsOut(events=[created_out(c) for c in created])
 
     parameters = [

@@ -10,8 +10,11 @@ covered. It refuses, in order:
   (the form encodings a page may send without asking first);
 - a call without the token, as ``Authorization: Bearer <token>``; only the dashboard's page
   and its assets (``GET /``, ``GET /dashboard/...``: no data, no secret) are served without it,
-  and ``GET /healthz`` (probes carry no token; it tells only whether the server is ready), which
-  still needs the Host.
+  ``GET /healthz`` (probes carry no token; it tells only whether the server is ready), which
+  still needs the Host, and the GET of an Event Grid subscription's validation URL, which
+  carries a secret of its own. The Azure Resource Manager routes (Resource Graph, the
+  Maintenance provider) take the token as their bearer credential, where Azure takes a
+  Microsoft Entra token.
 
 No cookie carries the token: a browser sends a cookie for ``127.0.0.1`` to every server on
 ``127.0.0.1``, whatever its port (cookies ignore ports), so the token would reach any other
@@ -30,7 +33,7 @@ from typing import Any
 
 from forewarn.defaults import HEALTH_PATH
 
-__all__ = ["ControlGuard"]
+__all__ = ["VALIDATION_PATH", "ControlGuard"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -38,6 +41,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+#: The one route reached without the token (it carries a secret of its own).
+VALIDATION_PATH = "/api/v1/eventgrid/validate"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SAME_SITE = frozenset({"same-origin", "none"})
 #: The dashboard's page and its assets: the same bytes for everyone, and the page asks for
@@ -72,6 +77,11 @@ class ControlGuard:
             await self.app(scope, receive, send)
             return
         if method in ("GET", "HEAD") and _is_page(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if method == "GET" and scope["path"] == VALIDATION_PATH:
+            # An Event Grid subscription's validation URL: its own secret in its query, for a
+            # receiver that holds no token (forewarn.server.azure.eventgrid).
             await self.app(scope, receive, send)
             return
         if not self._authorised(headers):

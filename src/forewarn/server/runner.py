@@ -8,10 +8,12 @@ import ipaddress
 import logging
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvicorn
@@ -22,6 +24,9 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
+from forewarn.eventgrid.delivery import EventGrid
+from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT
+from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, log, watch_events
@@ -31,7 +36,11 @@ from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
-from forewarn.server.state import OpenedState, describe_store, open_state
+from forewarn.server.state import OpenedState, describe_store, is_shared, open_state, store_url
+from forewarn.storage.urls import sqlite_path
+
+if TYPE_CHECKING:
+    from forewarn.cluster.replica import Replica
 from forewarn.service import ScheduledEventsService
 
 
@@ -62,6 +71,16 @@ class ServeSettings:
     token: str | None = None
     log_level: str = "info"
     log_format: str = "text"
+    #: Where the control API is also served over TLS (the Azure SDKs send bearer tokens only
+    #: over HTTPS), with this certificate and key; None: nowhere.
+    control_tls: tuple[str, int] | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    #: Where Event Grid writes the events it gives up on; default ``DATA_DIR/dead-letters``
+    #: with a data directory, else nowhere (dropped, as Event Grid drops them without one).
+    dead_letter_dir: Path | None = None
+    #: How long an Event Grid receiver has to answer, in real seconds.
+    eventgrid_timeout: float = RESPONSE_TIMEOUT
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -95,6 +114,71 @@ class _ControlServer(uvicorn.Server):
 
 #: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
 _LISTED = 8
+
+
+def _event_grid(
+    settings: ServeSettings,
+    service: Callable[[], ScheduledEventsService],
+    replica: Callable[[], Replica | None],
+) -> EventGrid | None:
+    """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), in
+    memory, or in the shared PostgreSQL database, where only the leader delivers."""
+    url = store_url(settings)
+    if url is not None and is_shared(url):
+        from forewarn.eventgrid.postgres import PostgresDeliveryStore
+
+        def leading() -> bool:
+            shared = replica()
+            return shared is not None and shared.leading
+
+        return EventGrid(
+            lambda: service().now(),
+            lambda: service().published().sequence,
+            PostgresDeliveryStore(url),
+            validation_base=url_for(settings.control_host, settings.control_port),
+            dead_letters=settings.dead_letter_dir,
+            response_timeout=settings.eventgrid_timeout,
+            active=leading,
+        )
+    path: Path | None = None
+    dead_letters = settings.dead_letter_dir
+    if settings.data_dir is not None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path = settings.data_dir / EVENT_GRID_FILE
+        dead_letters = dead_letters or settings.data_dir / "dead-letters"
+    elif url is not None:
+        path = Path(sqlite_path(url) + "." + EVENT_GRID_FILE)
+    return EventGrid(
+        lambda: service().now(),
+        lambda: service().published().sequence,
+        DeliveryStore(path),
+        validation_base=url_for(settings.control_host, settings.control_port),
+        dead_letters=dead_letters,
+        response_timeout=settings.eventgrid_timeout,
+    )
+
+
+#: Event Grid's state file in a data directory.
+EVENT_GRID_FILE = "eventgrid.sqlite3"
+
+
+def _tls_control_server(
+    settings: ServeSettings, where: tuple[str, int], app: Any, token: str
+) -> _ControlServer:
+    """The control API again, over TLS: the ARM SDKs (azure-mgmt-resourcegraph...) refuse to
+    send a bearer token over plain HTTP."""
+    host, port = where
+    return _ControlServer(
+        uvicorn.Config(
+            ControlGuard(app, token=token, hosts=accepted_hosts(host, port)),
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            ssl_certfile=str(settings.tls_cert),
+            ssl_keyfile=None if settings.tls_key is None else str(settings.tls_key),
+        )
+    )
 
 
 def _control_client(settings: ServeSettings, token: str) -> httpx.Client:
@@ -152,6 +236,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def check_tls(settings: ServeSettings) -> None:
+    """Refuse TLS settings that cannot work before anything listens: one clear line."""
+    if settings.control_tls is None:
+        return
+    if settings.tls_cert is None:
+        raise TlsSettingsError(
+            "--control-tls needs --tls-cert (and --tls-key unless the "
+            "certificate file holds the key)"
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsSettingsError(
+            f"cannot use the TLS certificate {settings.tls_cert}: {exc}"
+        ) from None
+
+
+class TlsSettingsError(ForewarnError):
+    """The control API's TLS certificate or key cannot be used."""
+
+
 def check_control_exposure(settings: ServeSettings) -> None:
     """Refuse to offer the control API beyond this machine under a token nobody chose."""
     if settings.token is None and not _is_loopback(settings.control_host):
@@ -204,9 +310,16 @@ async def serve(
 ) -> None:
     """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
     check_control_exposure(settings)
+    check_tls(settings)
     configure_logging(settings.log_level, settings.log_format)
     _raise_descriptor_limit()
-    state: OpenedState = open_state(settings)
+    grid = _event_grid(settings, lambda: service, lambda: state.replica)
+    try:
+        state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
+    except BaseException:
+        if grid is not None:
+            grid.store.abandon()
+        raise
     service = state.service
     if state.replica is not None:
         try:  # before listening: from its first answer on, writers wait for this front-end
@@ -238,7 +351,7 @@ async def serve(
             ) from None
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
-    app = create_control_app(
+    control_app = create_control_app(
         service,
         activity=activity,
         runs=ScenarioRuns(lambda: _control_client(settings, token)),
@@ -247,8 +360,15 @@ async def serve(
             listening=lambda: all(server.is_serving() for server in servers),
             stopping=stop.is_set,
         ),
+        eventgrid=grid,
     )
-    control = await start_control(app, settings.control_host, settings.control_port, token)
+    control = await start_control(control_app, settings.control_host, settings.control_port, token)
+    tls_server = tls_task = None
+    if settings.control_tls is not None:
+        tls_server = _tls_control_server(settings, settings.control_tls, control_app, token)
+        tls_host, tls_port = settings.control_tls
+        tls_socket = _listen(tls_host, tls_port, "the control API over TLS")
+        tls_task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
     # process: out of the collector's sight (forewarn.server.heap).
@@ -281,12 +401,18 @@ async def serve(
         f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
     )
     announce(control_line(settings, token, control.token_path))
+    if settings.control_tls is not None:
+        tls_url = url_for(*settings.control_tls).replace("http://", "https://", 1)
+        announce(f"  control over TLS (for the Azure SDKs): {tls_url}")
     events_task = asyncio.create_task(watch_events(service.events, stop))
     front_end_task = None
     if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
         from forewarn.cluster.tasks import run_front_end
 
         front_end_task = asyncio.create_task(run_front_end(state.replica, stop))
+    grid_task = None
+    if grid is not None:
+        grid_task = asyncio.create_task(grid.run(stop))
     hooks_task = None
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
@@ -297,10 +423,18 @@ async def serve(
         await stop.wait()
     finally:
         await events_task
+        if grid_task is not None:
+            await grid_task
+            grid.store.close()  # type: ignore[union-attr]
         if front_end_task is not None:
             await front_end_task
         if hooks_task is not None:
             await hooks_task
+        if tls_server is not None and tls_task is not None:
+            tls_server.should_exit = True
+            # keep-alive connections of SDK clients are not waited for
+            tls_server.force_exit = True
+            await tls_task
         for server in servers:
             server.close()  # stop listening; open keep-alive connections end with the process
         await control.stop()
@@ -362,6 +496,7 @@ __all__ = [
     "ControlPlane",
     "ExposureError",
     "ServeSettings",
+    "TlsSettingsError",
     "accepted_hosts",
     "build_service",
     "check_control_exposure",

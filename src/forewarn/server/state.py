@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from forewarn.clocks import make_clock
 from forewarn.commands import MAX_AT_CHARS
 from forewarn.config.fleet import Fleet, default_fleet, parse_fleet, read_fleet_text
+from forewarn.domain.history import Listener
 from forewarn.domain.ids import EventIdFactory, JournalEventIds, NewEventId
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES, TimingProfile
@@ -200,8 +201,9 @@ def open_service(settings: ServeSettings) -> ScheduledEventsService:
     return open_state(settings).service
 
 
-def open_state(settings: ServeSettings) -> OpenedState:
-    """Build the service (and its replica, on a PostgreSQL store), replaying the journal."""
+def open_state(settings: ServeSettings, on_published: Listener | None = None) -> OpenedState:
+    """Build the service (and its replica, on a PostgreSQL store), replaying the journal;
+    ``on_published`` is told of every change of a published event, the replayed ones too."""
     journal: Journal | None = None
     url = store_url(settings)
     if url is not None:
@@ -212,8 +214,8 @@ def open_state(settings: ServeSettings) -> OpenedState:
         journal = open_journal(url)
     try:
         if url is not None and is_shared(url):
-            return _build_shared(settings, journal)
-        return OpenedState(_build(settings, journal), None)
+            return _build_shared(settings, journal, on_published)
+        return OpenedState(_build(settings, journal, on_published), None)
     except BaseException:
         if journal is not None:
             journal.close()  # refused or broken: free the store for the next attempt
@@ -266,7 +268,9 @@ def _metadata(pinned: _Pinned, created_at: datetime) -> dict[str, str]:
     }
 
 
-def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsService:
+def _build(
+    settings: ServeSettings, journal: Journal | None, on_published: Listener | None = None
+) -> ScheduledEventsService:
     where = _shown_url(store_url(settings) or "memory")
     pinned = _pin(settings, journal.metadata() if journal is not None else {}, where)
     if pinned.created_at is None and pinned.event_ids == EVENT_IDS_BY_JOURNAL:
@@ -278,17 +282,24 @@ def _build(settings: ServeSettings, journal: Journal | None) -> ScheduledEventsS
     new_platform = _platform_factory(pinned, created_at)
     if journal is None:
         platform, _ = new_platform()
-        return ScheduledEventsService(platform, clock)
+        in_memory = ScheduledEventsService(platform, clock)
+        if on_published is not None:
+            in_memory.on_published(on_published)
+        return in_memory
     if pinned.created_at is None:
         for key, value in _metadata(pinned, created_at).items():
             journal.set_metadata(key, value)
     writer = JournalWriter(journal, clock, new_platform)
     service = ScheduledEventsService(writer.platform, clock, writer=writer)
+    if on_published is not None:
+        service.on_published(on_published)
     service.replay()
     return service
 
 
-def _build_shared(settings: ServeSettings, journal: Journal | None) -> OpenedState:
+def _build_shared(
+    settings: ServeSettings, journal: Journal | None, on_published: Listener | None = None
+) -> OpenedState:
     """A front-end of a fleet whose PostgreSQL journal others may share: the store's
     metadata is read, or written by the first front-end, under the namespace's lock."""
     from forewarn.cluster.replica import Replica
@@ -308,6 +319,8 @@ def _build_shared(settings: ServeSettings, journal: Journal | None) -> OpenedSta
     every = touch_interval(_timing_of(pinned))
     replica = Replica(journal, clock, new_platform, touch_every=every)
     service = ScheduledEventsService(replica.platform, clock, replica=replica)
+    if on_published is not None:
+        service.on_published(on_published)
     service.replay()
     return OpenedState(service, replica)
 

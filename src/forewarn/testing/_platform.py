@@ -35,6 +35,7 @@ from forewarn.commands import (
     StartCampaign,
 )
 from forewarn.config.fleet import Fleet, load_fleet, parse_fleet
+from forewarn.config.policy import PolicyIn
 from forewarn.domain.clock import DEFAULT_START, ManualClock, seconds_to_duration
 from forewarn.domain.documents import Document
 from forewarn.domain.events import Event, EventSource, EventType
@@ -299,13 +300,15 @@ class ForewarnPlatform:
         return self._created_by(lambda: self.service.execute(command))
 
     def perform(
-        self, operation: str, target: str, *instance_ids: str, **flags: bool
+        self, operation: str, target: str, *instance_ids: str, **flags: Any
     ) -> tuple[Event, ...]:
         """Run the :mod:`forewarn.registry` operation whose plugin method is ``operation``
         (``"live_migrate"``...) on the VM, scale set or host ``target``; the events it created.
 
         Every registered operation is also a method of its own name: ``platform.maintain_host
-        ("h1")`` is ``platform.perform("maintain_host", "h1")``.
+        ("h1")`` is ``platform.perform("maintain_host", "h1")``. A policy is given as ARM JSON:
+        ``platform.set_vm_policy("vm0", policy={"userInitiatedReboot": {"automaticallyApprove":
+        True}})``.
         """
         try:
             found = by_plugin_method()[operation]
@@ -313,6 +316,8 @@ class ForewarnPlatform:
             known = ", ".join(by_plugin_method())
             raise ValueError(f"no operation {operation!r}; known: {known}") from None
         arguments: dict[str, Any] = dict(flags)
+        if "policy" in arguments:
+            arguments["policy"] = PolicyIn.model_validate(arguments["policy"]).policy()
         if any(param.kind == "instance-ids" for param in found.params):
             arguments["instance_ids"] = instance_ids
         elif instance_ids:
@@ -323,7 +328,7 @@ class ForewarnPlatform:
         if name.startswith("_") or name not in by_plugin_method():
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-        def operation(target: str, *instance_ids: str, **flags: bool) -> tuple[Event, ...]:
+        def operation(target: str, *instance_ids: str, **flags: Any) -> tuple[Event, ...]:
             return self.perform(name, target, *instance_ids, **flags)
 
         operation.__doc__ = by_plugin_method()[name].summary

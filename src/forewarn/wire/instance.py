@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from forewarn.domain import arm
 from forewarn.domain.vms import Priority, Vm
 
 #: The general IMDS api-versions; unlike Scheduled Events, instance metadata accepts these.
@@ -54,18 +55,7 @@ _FIRST_INSTANCE_VERSION = "2017-04-02"
 
 
 def _resource_group_path(vm: Vm) -> str:
-    return f"/subscriptions/{vm.subscription_id}/resourceGroups/{vm.resource_group}/providers"
-
-
-def _resource_id(vm: Vm) -> str:
-    group = _resource_group_path(vm)
-    if vm.vm_scale_set_name and not vm.flexible:
-        instance = vm.name.rsplit("_", 1)[-1]
-        return (
-            f"{group}/Microsoft.Compute/virtualMachineScaleSets/{vm.vm_scale_set_name}"
-            f"/virtualMachines/{instance}"
-        )
-    return f"{group}/Microsoft.Compute/virtualMachines/{vm.name}"
+    return f"{arm.group_id(vm.subscription_id, vm.resource_group)}/providers"
 
 
 def _computer_name(vm: Vm) -> str:
@@ -117,7 +107,7 @@ def _all_compute_fields(vm: Vm) -> dict[str, Any]:
         "publicKeys": [],
         "publisher": image.publisher,
         "resourceGroupName": vm.resource_group,
-        "resourceId": _resource_id(vm),
+        "resourceId": arm.vm_id(vm),
         "securityProfile": {
             "secureBootEnabled": "false",
             "virtualTpmEnabled": "false",
@@ -158,10 +148,7 @@ def _all_compute_fields(vm: Vm) -> dict[str, Any]:
         "zone": vm.zone,
     }
     if vm.flexible:  # "This field isn't available for ... uniform orchestration"
-        fields["virtualMachineScaleSet"] = {
-            "id": f"{_resource_group_path(vm)}/Microsoft.Compute/virtualMachineScaleSets/"
-            f"{vm.vm_scale_set_name}"
-        }
+        fields["virtualMachineScaleSet"] = {"id": arm.scale_set_id(vm)}
     return fields
 
 

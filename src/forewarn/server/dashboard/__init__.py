@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from forewarn.defaults import CONTROL_API
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.delivery import EventGrid
 from forewarn.faults import FaultKind
 from forewarn.scenario.flows import FLOWS, Candidate, FlowError, choose_target, find_flow
 from forewarn.scenario.runner import MANUAL_CLOCK
@@ -34,6 +35,7 @@ from forewarn.scenario.schema import MAX_SCENARIO_BYTES, Scenario, ScenarioFileE
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_out
 from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out
+from forewarn.server.azure.eventgrid import subscription_out
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
@@ -85,7 +87,10 @@ def _asset(name: str) -> bytes:
 
 
 def snapshot(
-    service: ScheduledEventsService, activity: Activity, runs: ScenarioRuns | None = None
+    service: ScheduledEventsService,
+    activity: Activity,
+    runs: ScenarioRuns | None = None,
+    eventgrid: EventGrid | None = None,
 ) -> dict[str, Any]:
     """Everything the page shows but the timelines, as one JSON-ready value."""
     moment = time.monotonic()  # faults count real time: clients retry in real time
@@ -111,6 +116,12 @@ def snapshot(
         "scenarios": [] if runs is None else runs.views(),
         "faultKinds": [kind.value for kind in FaultKind],
         "faults": [fault_out(fault, moment).model_dump(mode="json") for fault in overview.faults],
+        "eventGrid": []
+        if eventgrid is None
+        else [
+            subscription_out(view).model_dump(by_alias=True, mode="json")
+            for view in eventgrid.views
+        ],
     }
 
 
@@ -134,6 +145,7 @@ def add_dashboard(
     *,
     responses: dict[int | str, dict[str, Any]] | None = None,
     runs: ScenarioRuns | None = None,
+    eventgrid: EventGrid | None = None,
 ) -> None:
     """The page, its assets, its stream and the timelines, on ``app``; ``responses`` are the
     control API's documented error answers."""
@@ -193,7 +205,7 @@ def add_dashboard(
             quiet = 0.0
             while not await request.is_disconnected():
                 try:
-                    shown = snapshot(service, activity, scenario_runs)
+                    shown = snapshot(service, activity, scenario_runs, eventgrid)
                 except StoreUnavailableError:  # being rebuilt from its journal: the last stays
                     data = last
                 else:

@@ -194,6 +194,7 @@ function targetsOf(kind) {
   if (kind === "vm") return state.vms.map(v => v.name);
   if (kind === "host") return [...new Set(state.vms.map(v => v.host))].sort();
   if (kind === "scale-set") return [...new Set(state.vms.map(v => v.scaleSet).filter(Boolean))].sort();
+  if (kind === "availability-set") return [...new Set(state.vms.map(v => v.availabilitySet).filter(Boolean))].sort();
   return [];
 }
 
@@ -204,7 +205,9 @@ function operationForm(operation) {
   // example it shows is one the form accepts.
   const fields = operation.parameters.map(p => p.type === "boolean"
     ? el("label", {}, el("input", { type: "checkbox", name: p.name }), ` ${p.name}`)
-    : el("label", {}, `${p.name} `, el("input", { name: p.name, "data-example": "instance-ids", size: 8, required: p.required })));
+    : p.type === "object"
+      ? el("label", {}, `${p.name} `, el("textarea", { name: p.name, rows: 2, cols: 40, required: p.required, spellcheck: "false", "data-example": "policy", placeholder: '{"userInitiatedReboot": {"automaticallyApprove": true}}' }))
+      : el("label", {}, `${p.name} `, el("input", { name: p.name, "data-example": "instance-ids", size: 8, required: p.required })));
   target.addEventListener("change", () => fillExamples(form));
   const form = el("form", { id, "data-operation": operation.name, "data-target": operation.target },
     el("strong", {}, `${operation.target} ${operation.name}`), target, ...fields,
@@ -215,7 +218,11 @@ function operationForm(operation) {
     const body = {};
     for (const p of operation.parameters) {
       const input = form.elements[p.name];
-      body[p.name] = p.type === "boolean" ? input.checked : input.value.split(/[\s,]+/).filter(Boolean);
+      if (p.type === "object") {
+        try { body[p.name] = JSON.parse(input.value || "{}"); } catch (error) { say(`${p.name}: not JSON (${error.message})`); return; }
+      } else {
+        body[p.name] = p.type === "boolean" ? input.checked : input.value.split(/[\s,]+/).filter(Boolean);
+      }
     }
     const path = operation.path.replace("/api/v1", "").replace("{name}", encodeURIComponent(target.value));
     act(async () => {
@@ -324,8 +331,17 @@ function renderFaults() {
   document.getElementById("faults").replaceChildren(...items);
 }
 
+function renderEventGrid() {
+  const rows = (state.eventGrid || []).map(s => el("tr", { "data-subscription": s.name },
+    el("td", {}, s.name), el("td", {}, s.schema), el("td", {}, s.provisioningState),
+    el("td", {}, String(s.delivered)), el("td", {}, String(s.failed)),
+    el("td", {}, String(s.deadLettered)), el("td", {}, String(s.pending)), el("td", {}, s.lastError || "")));
+  document.querySelector("#eventgrid tbody").replaceChildren(...rows);
+}
+
 function render() {
   renderClock();
+  renderEventGrid();
   renderFaults();
   renderFleet();
   renderEvents();

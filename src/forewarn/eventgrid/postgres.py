@@ -1,0 +1,115 @@
+"""Event Grid's state in PostgreSQL, for front-ends sharing a fleet (``--store postgresql://``).
+
+The same tables and statements as :class:`~forewarn.eventgrid.store.DeliveryStore`, in a schema
+of the namespace's own (``forewarn_eventgrid_`` and a digest of the journal's schema and
+namespace), so every front-end sees the subscriptions any of them created, and whichever is
+the fleet's leader delivers from the one list of pending deliveries and one cursor: only the
+leader delivers (:mod:`forewarn.cluster.tasks`), and a new leader goes on where the last one's
+committed work ends, so a delivery is made twice at most across a change of leader, as at
+least once allows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from forewarn.eventgrid.store import DeliveryStore
+from forewarn.storage.errors import StoreUnavailableError
+from forewarn.storage.urls import postgres_target
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS subscriptions (name text PRIMARY KEY, endpoint text NOT NULL,"
+    " schema text NOT NULL, state text NOT NULL, validation_code text NOT NULL,"
+    " expires text NOT NULL, after_sequence bigint NOT NULL, delivered bigint DEFAULT 0,"
+    " failed bigint DEFAULT 0, dead_lettered bigint DEFAULT 0, last_error text DEFAULT '',"
+    " duplicates bigint DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS deliveries (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " subscription text NOT NULL, grid_id text NOT NULL, payload text NOT NULL,"
+    " published text NOT NULL, due text NOT NULL, attempts integer DEFAULT 0,"
+    " last_status integer, last_outcome text DEFAULT '', last_attempt text DEFAULT '')",
+    "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (due, id)",
+)
+
+
+def _statement(text: str) -> sql.SQL:
+    """The shared statements' ``?`` placeholders as psycopg's."""
+    return sql.SQL(text.replace("?", "%s"))
+
+
+class PostgresDeliveryStore(DeliveryStore):
+    """:class:`DeliveryStore` on the PostgreSQL database of the journal at ``url``."""
+
+    def __init__(self, url: str) -> None:
+        conninfo, namespace, schema = postgres_target(url)
+        scope = f"{schema or 'public'}\x00{namespace or 'default'}"
+        name = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+        self.path = None
+        self.made_file = False
+        self._lock = threading.Lock()
+        self._conninfo = conninfo
+        self._schema_name = name
+        with self._lock:
+            self._pg = self._connect()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A connection on the namespace's schema (made if missing); StoreUnavailableError
+        when the server cannot be reached."""
+        name = self._schema_name
+        try:
+            connection = psycopg.connect(self._conninfo, autocommit=True)
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
+                connection.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(name))
+                )
+                connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(name)))
+                for statement in _SCHEMA:
+                    connection.execute(_statement(statement))
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
+        return connection
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The connection, made again when the last one was lost (a server restarted or
+        cut): a delivery store outlives any one connection."""
+        if self._pg.closed or self._pg.broken:
+            self._pg = self._connect()
+        return self._pg
+
+    def close(self) -> None:
+        with self._lock:
+            self._pg.close()
+
+    def _transaction(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> None:
+        with self._lock:
+            try:
+                connection = self._connection()
+                with connection.transaction():
+                    for text, values in statements:
+                        connection.execute(_statement(text), values)
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
+
+    def _rows(self, text: str, values: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return list(self._connection().execute(_statement(text), values).fetchall())
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
+
+    def _count(self, text: str, values: Sequence[Any]) -> int:
+        with self._lock:
+            try:
+                return int(self._connection().execute(_statement(text), values).rowcount)
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
+
+
+__all__ = ["PostgresDeliveryStore"]

@@ -1,0 +1,376 @@
+"""Event Grid delivery to receivers built on the official SDKs, as real processes.
+
+Sources: learn.microsoft.com, "Scheduled Events in Event Grid" (the sample event, "Double
+notifications"); "Scheduled Events overview" (the states; auto-approval: "only events with
+EventStatus:Started and EventStatus:Completed are created"); Event Grid's "Webhook event
+delivery" (the validation handshake of the Event Grid schema, the CloudEvents abuse-protection
+OPTIONS exchange) and "Event Grid message delivery and retry" (at least once, the retry schedule
+10 s, 30 s, 1 min, 5 min..., 30 attempts, 1,440 minutes to live, dead-lettering).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from e2e_support import ForewarnServer, clean_environment, start_forewarn, wait_for
+
+from .azure_support import FLEET, SUBSCRIPTION
+from .eventgrid_support import Receiver, receiver, subscribe, subscription
+
+pytestmark = pytest.mark.e2e
+
+VM_HOSTS = ("127.0.60.1", "127.0.60.2", "127.0.60.3", "127.0.60.4", "127.0.61.1", "127.0.61.2")
+GRID_TYPE = "Microsoft.ResourceNotifications.MaintenanceResources.ScheduledEventEmitted"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ForewarnServer]:
+    server = start_forewarn(
+        tmp_path,
+        fleet=FLEET,
+        vm_hosts=VM_HOSTS,
+        extra=("--eventgrid-timeout", "1", "--data-dir", str(tmp_path / "data")),
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
+        server.process.assert_healthy()
+
+
+def restart(server: ForewarnServer, vm: str) -> str:
+    answer = server.control.post(f"/vms/{vm}/restart")
+    assert answer.status_code == 200, answer.text
+    event_id: str = answer.json()["events"][0]["EventId"]
+    return event_id
+
+
+#: "Event Grid doesn't guarantee order for event delivery, so subscribers may receive them out
+#: of order" (delivery-and-retry): what arrived is compared in the lifecycle's order.
+LIFECYCLE = ("Scheduled", "Started", "Completed", "Canceled")
+
+
+def await_statuses(
+    server: ForewarnServer, sink: Receiver, event_id: str, wanted: list[str]
+) -> None:
+    def arrived() -> bool:
+        return sorted(sink.statuses(event_id), key=LIFECYCLE.index) == wanted
+
+    wait_for(arrived, what=f"{wanted} at {sink.url}", server=server.process)
+
+
+def test_both_schemas_get_every_state_parsed_by_the_sdks(
+    server: ForewarnServer, tmp_path: Path
+) -> None:
+    with receiver(tmp_path, "eventgrid") as grid, receiver(tmp_path, "cloudevents") as cloud:
+        assert subscribe(server.control, "grid-one", grid.url)["provisioningState"] == "Succeeded"
+        created = subscribe(server.control, "cloud-one", cloud.url, "cloudevents")
+        assert created["provisioningState"] == "Succeeded"
+        assert [e["handshake"] for e in grid.entries()] == [
+            "Microsoft.EventGrid.SubscriptionValidationEvent"
+        ]
+        assert cloud.entries()[0] == {"handshake": "options", "origin": "eventgrid.azure.net"}
+
+        began = datetime.fromisoformat(server.clock())
+        reboot = restart(server, "db0")  # Scheduled, then Started, then Completed
+        cancelled = restart(server, "web_0")  # Scheduled, then Canceled
+        server.cancel(cancelled)
+        auto = restart(server, "solo")  # auto-approved: Started, Completed only
+        for sink in (grid, cloud):
+            await_statuses(server, sink, cancelled, ["Scheduled", "Canceled"])
+            await_statuses(server, sink, reboot, ["Scheduled"])
+        server.advance(60)  # solo's reboot (its impact) is over; its event is still Started
+        solo_document = server.document("127.0.60.3")
+        assert [e["EventStatus"] for e in solo_document["Events"]] == ["Started"]
+        server.advance(14 * 60)
+        for sink in (grid, cloud):
+            await_statuses(server, sink, reboot, ["Scheduled", "Started"])
+            await_statuses(server, sink, auto, ["Started", "Completed"])
+        server.advance(10 * 60)
+        for sink in (grid, cloud):
+            await_statuses(server, sink, reboot, ["Scheduled", "Started", "Completed"])
+
+        first = next(e for e in grid.events() if e["eventId"] == reboot)
+        assert first["type"] == GRID_TYPE
+        assert first["apiVersion"] == "2024-07-01"
+        assert first["version"] == "3.0"
+        assert first["subject"].endswith(
+            f"/virtualMachines/db0/providers/microsoft.maintenance/scheduledevents/{reboot}"
+        )
+        assert datetime.fromisoformat(first["time"]) == began
+        assert first["id"] != reboot  # "This ID is different than the scheduled event ID"
+        assert first["contentType"] == "application/json; charset=utf-8"
+        cloud_first = next(e for e in cloud.events() if e["eventId"] == reboot)
+        assert cloud_first["contentType"] == "application/cloudevents+json; charset=utf-8"
+        assert cloud_first["id"] == first["id"]
+        assert cloud_first["version"] == "1.0"
+        ids = [e["id"] for e in grid.events()]
+        assert len(ids) == len(set(ids))
+        wait_for(
+            lambda: subscription(server.control, "grid-one")["delivered"] == 7,
+            what="the last delivery's answer",
+            server=server.process,
+        )
+        states = subscription(server.control, "grid-one")
+        assert (states["failed"], states["pending"], states["deadLettered"]) == (0, 0, 0)
+
+
+def test_a_receiver_failing_three_times_gets_the_event_on_the_documented_retries(
+    server: ForewarnServer, tmp_path: Path
+) -> None:
+    """Retries 10 s, 30 s, then 1 minute after each failure, on the platform's clock."""
+    with receiver(tmp_path, "eventgrid", "--fail", "3") as sink:
+        subscribe(server.control, "flaky", sink.url)
+        event_id = restart(server, "db1")
+        for attempt, wait in enumerate((10, 30, 60), start=1):
+            wait_for(
+                lambda attempt=attempt: len(sink.events()) == attempt,  # type: ignore[misc]
+                what=f"attempt {attempt}",
+                server=server.process,
+            )
+            server.advance(wait - 1)
+            time.sleep(0.3)  # nothing is due a second early
+            assert len(sink.events()) == attempt
+            server.advance(1)
+        wait_for(lambda: len(sink.events()) == 4, what="attempt 4", server=server.process)
+        answered = [e["answered"] for e in sink.events()]
+        assert answered == [500, 500, 500, 200]
+        wait_for(
+            lambda: subscription(server.control, "flaky")["delivered"] == 1,
+            what="the delivery's answer",
+            server=server.process,
+        )
+        assert [e["attempt"] for e in sink.events()] == ["0", "1", "2", "3"]
+        assert {e["id"] for e in sink.events()} == {sink.events()[0]["id"]}
+        assert sink.statuses(event_id) == ["Scheduled"] * 4
+        state = subscription(server.control, "flaky")
+        assert (state["delivered"], state["failed"], state["pending"]) == (1, 3, 0)
+
+
+def test_a_receiver_down_past_the_time_to_live_ends_in_the_dead_letter_directory(
+    server: ForewarnServer, tmp_path: Path
+) -> None:
+    with receiver(tmp_path, "eventgrid", "--status", "503") as sink:
+        subscribe(server.control, "gone", sink.url)
+        published = datetime.fromisoformat(server.clock())
+        # a predicted hardware failure: Scheduled days ahead, so one change in 24 hours
+        assert server.control.post("/hosts/h2/predict-failure").status_code == 200
+        waits = [10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600]
+        for attempt, wait in enumerate(waits, start=1):
+            wait_for(
+                lambda attempt=attempt: len(sink.events()) == attempt,  # type: ignore[misc]
+                what=f"attempt {attempt}",
+                server=server.process,
+            )
+            server.advance(wait)
+        # the 11th attempt (22 h 46 min 40 s after publication) fails, and the next would be
+        # past the 24 h to live: dead-lettered
+        wait_for(
+            lambda: subscription(server.control, "gone")["deadLettered"] == 1,
+            what="dead-lettering",
+            server=server.process,
+        )
+    assert len(sink.events()) == 11
+    letters = list((tmp_path / "data" / "dead-letters" / "GONE").rglob("*.json"))
+    assert len(letters) == 1
+    (letter,) = json.loads(letters[0].read_text())
+    assert letter["deadLetterReason"] == "TimeToLiveExceeded"
+    assert letter["deliveryAttempts"] == 11
+    assert letter["lastHttpStatusCode"] == 503
+    assert letter["id"] == sink.events()[0]["id"]
+    last = published + timedelta(hours=22, minutes=46, seconds=40)
+    folder = letters[0].parent.relative_to(tmp_path / "data" / "dead-letters" / "GONE")
+    assert folder.parts == (str(last.year), str(last.month), str(last.day), str(last.hour))
+    assert datetime.fromisoformat(letter["lastDeliveryAttemptTime"]) == last
+
+
+def test_a_400_is_never_retried(server: ForewarnServer, tmp_path: Path) -> None:
+    with receiver(tmp_path, "eventgrid", "--status", "400") as sink:
+        subscribe(server.control, "refuses", sink.url)
+        assert server.control.post("/hosts/h2/predict-failure").status_code == 200
+        wait_for(
+            lambda: subscription(server.control, "refuses")["deadLettered"] == 1,
+            what="dead-lettering",
+            server=server.process,
+        )
+        server.advance(3600)
+        time.sleep(0.3)
+    assert len(sink.events()) == 1
+
+
+def test_the_duplicate_fault_sends_the_same_id_twice(
+    server: ForewarnServer, tmp_path: Path
+) -> None:
+    with receiver(tmp_path, "eventgrid") as sink:
+        subscribe(server.control, "twice", sink.url)
+        answer = server.control.post(
+            "/eventgrid/subscriptions/twice/faults",
+            json={"kind": "eventgrid-duplicate", "count": 1},
+        )
+        assert answer.json()["duplicates"] == 1
+        event_id = restart(server, "db1")
+        await_statuses(server, sink, event_id, ["Scheduled", "Scheduled"])
+        first, second = sink.events()
+        assert first == second
+
+
+def test_manual_validation_and_bad_subscriptions(server: ForewarnServer, tmp_path: Path) -> None:
+    with receiver(tmp_path, "eventgrid", "--manual") as sink:
+        created = subscribe(server.control, "manual", sink.url)
+        assert created["provisioningState"] in ("AwaitingManualAction", "Succeeded")
+        wait_for(
+            lambda: subscription(server.control, "manual")["provisioningState"] == "Succeeded",
+            what="manual validation",
+            server=server.process,
+        )
+    for endpoint in (
+        "ftp://127.0.0.1/x",
+        "not a url",
+        "http://",
+        "http://127.0.0.1:0/",
+        "http://h/" + "x" * 5000,
+        "javascript:alert(1)",
+    ):
+        answer = server.control.post(
+            "/eventgrid/subscriptions", json={"name": "bad-one", "endpoint": endpoint}
+        )
+        assert answer.status_code == 422, (endpoint, answer.text)
+    nobody = server.control.post(
+        "/eventgrid/subscriptions",
+        json={"name": "nobody", "endpoint": "http://127.0.0.1:9/"},
+        timeout=40,
+    )
+    assert nobody.json()["provisioningState"] == "AwaitingManualAction"
+    server.advance(10 * 60 + 1)
+    assert subscription(server.control, "nobody")["provisioningState"] == "Failed"
+    assert (
+        server.control.post(
+            "/eventgrid/subscriptions", json={"name": "x", "endpoint": "http://127.0.0.1/"}
+        ).status_code
+        == 422
+    )
+    assert server.control.delete("/eventgrid/subscriptions/ghost").status_code == 404
+    unauthenticated = httpx.get(server.control_url + "/eventgrid/subscriptions")
+    assert unauthenticated.status_code == 401
+
+
+def test_a_hanging_receiver_never_slows_a_vms_poll(server: ForewarnServer, tmp_path: Path) -> None:
+    with (
+        receiver(tmp_path, "eventgrid", "--hang") as sink,
+        receiver(tmp_path, "eventgrid", "--huge", name="huge") as huge,
+    ):
+        subscribe(server.control, "hangs", sink.url)
+        subscribe(server.control, "huge", huge.url)
+        restart(server, "db1")
+        wait_for(
+            lambda: len(sink.events()) == 1 and len(huge.events()) == 1,
+            what="the deliveries",
+            server=server.process,
+        )
+        slowest = 0.0
+        with httpx.Client(headers={"Metadata": "true"}) as vm:
+            for _ in range(10):
+                began = time.monotonic()
+                assert vm.get(server.url(host="127.0.60.4")).status_code == 200
+                slowest = max(slowest, time.monotonic() - began)
+                time.sleep(0.25)
+        assert slowest < 0.5  # the receiver hangs for its whole 1 s timeout meanwhile
+        wait_for(
+            lambda: subscription(server.control, "hangs")["failed"] == 1,
+            what="the timeout",
+            server=server.process,
+        )
+        assert subscription(server.control, "hangs")["lastError"] == "TimedOut"
+        assert subscription(server.control, "huge")["lastError"].startswith("500")
+
+
+def test_a_restart_mid_retry_loses_nothing(tmp_path: Path) -> None:
+    """A receiver fails once; forewarn is killed (SIGKILL) before the retry; after the restart
+    the pending delivery is made at its time, and nothing is sent twice that was delivered."""
+    data = tmp_path / "data"
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    extra = ("--data-dir", str(data))
+    with receiver(tmp_path, "eventgrid", "--fail", "1") as sink:
+        first = start_forewarn(first_dir, fleet=FLEET, vm_hosts=VM_HOSTS, extra=extra)
+        try:
+            subscribe(first.control, "survives", sink.url)
+            event_id = restart(first, "db1")
+            wait_for(
+                lambda: len(sink.events()) == 1, what="the failed attempt", server=first.process
+            )
+        finally:
+            first.process.process.kill()  # no goodbye
+            first.process.process.wait(10)
+            first.stop()  # closes its log and client
+        second = start_forewarn(second_dir, fleet=FLEET, vm_hosts=VM_HOSTS, extra=extra)
+        try:
+            time.sleep(0.3)
+            assert len(sink.events()) == 1  # not due before 10 s of platform time
+            second.advance(10)
+            await_statuses(second, sink, event_id, ["Scheduled", "Scheduled"])
+            wait_for(
+                lambda: subscription(second.control, "survives")["pending"] == 0,
+                what="the delivery's answer",
+                server=second.process,
+            )
+            assert subscription(second.control, "survives")["provisioningState"] == "Succeeded"
+        finally:
+            second.stop()
+        second.process.assert_healthy()
+
+
+def test_acknowledged_outside_the_vm_every_door_shows_it_started(
+    server: ForewarnServer, tmp_path: Path
+) -> None:
+    """ "It's possible to receive the event from the IMDS endpoint and approve via the MRP REST
+    endpoint" (overview, "Acknowledging Scheduled Events"); "the content of the payload is the
+    same regardless of which one you choose"."""
+    with receiver(tmp_path, "eventgrid") as sink:
+        run = subprocess.run(
+            [sys.executable, "-m", "forewarn", "eventgrid", "subscribe", "--name", "doors",
+             "--endpoint", sink.url, "--control", server.control_address, "-o", "json"],
+            capture_output=True, text=True, timeout=60, env=clean_environment(), check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["provisioningState"] == "Succeeded"
+        restart(server, "db0")
+        (seen,) = server.document("127.0.60.2")["Events"]  # db1 sees it: one availability set
+        event_id = seen["EventId"]
+        arm_id = (
+            f"/subscriptions/{SUBSCRIPTION}/resourcegroups/ops-rg/providers/microsoft.compute/"
+            f"virtualMachines/db0/providers/microsoft.maintenance/scheduledevents/{event_id}"
+        )
+        run = subprocess.run(
+            [sys.executable, "-m", "forewarn", "events", "acknowledge", "--ids", arm_id,
+             "--control", server.control_address],
+            capture_output=True, text=True, timeout=60, env=clean_environment(), check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        # db1's poller sees it Started at once; db0, rebooting, once its impact is over
+        assert server.document("127.0.60.2")["Events"][0]["EventStatus"] == "Started"
+        server.advance(60)
+        assert server.document("127.0.60.1")["Events"][0]["EventStatus"] == "Started"
+        await_statuses(server, sink, event_id, ["Scheduled", "Started"])
+        answer = httpx.post(
+            server.control_url.removesuffix("/api/v1")
+            + "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01",
+            json={"query": f"maintenanceresources | where name == '{event_id}'"},
+            headers=server.control.headers,
+        )
+        (row,) = answer.json()["data"]
+        delivered = next(
+            e for e in sink.events() if e["eventId"] == event_id and e["status"] == "Started"
+        )
+        assert row["properties"]["EventStatus"] == "Started"
+        assert row["id"] == delivered["subject"]
+        assert row["properties"]["Resources"] == delivered["resources"] == seen["Resources"]

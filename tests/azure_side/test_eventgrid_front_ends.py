@@ -1,0 +1,117 @@
+"""Event Grid with three front-ends on one PostgreSQL namespace: only the leader delivers.
+
+[ours] (docs/azure-side.md, docs/scale-out.md): the subscriptions and pending deliveries are
+the fleet's, in its database, whatever front-end was asked; deliveries are made by the one
+front-end holding the leader lock, not by every front-end ("at least once", learn.microsoft.com
+"Event Grid message delivery and retry", allows a second delivery across a change of leader,
+not one per front-end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from e2e_support import ForewarnServer, start_forewarn, wait_for
+from postgres_support import require_postgres
+
+from forewarn.storage.urls import postgres_target
+
+from .eventgrid_support import receiver, subscribe, subscription
+
+pytestmark = pytest.mark.e2e
+
+PUBLISHING = """
+availabilitySets:
+  - name: west
+    faultDomains: 2
+    scheduledEventsPolicy:
+      scheduledEventsAdditionalPublishingTargets: {eventGridAndResourceGraph: {enable: true}}
+vms:
+  - {name: WestNO_0, address: 127.0.0.2, availabilitySet: west, faultDomain: 0, host: h1}
+  - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, host: h2}
+"""
+
+
+@pytest.fixture
+def store() -> Iterator[str]:
+    url = f"{require_postgres()}?namespace=eventgrid_{uuid.uuid4().hex[:12]}"
+    try:
+        yield url
+    finally:
+        conninfo, namespace, schema = postgres_target(url)
+        scope = f"{schema or 'public'}\x00{namespace or 'default'}"
+        name = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
+
+
+@pytest.fixture
+def front_ends(store: str, tmp_path: Path) -> Iterator[list[ForewarnServer]]:
+    started: list[ForewarnServer] = []
+    try:
+        for index in range(3):
+            workdir = tmp_path / f"front-end-{index}"
+            workdir.mkdir()
+            started.append(
+                start_forewarn(
+                    workdir,
+                    fleet=PUBLISHING,
+                    vm_hosts=("127.0.0.2", "127.0.0.3"),
+                    extra=("--store", store),
+                )
+            )
+        yield started
+    finally:
+        for server in started:
+            server.stop()
+        for server in started:
+            server.process.assert_healthy()
+
+
+def test_each_change_is_delivered_once_not_once_per_front_end(
+    front_ends: list[ForewarnServer], tmp_path: Path
+) -> None:
+    a, b, c = front_ends
+    with receiver(tmp_path, "eventgrid") as sink:
+        assert subscribe(a.control, "fleet", sink.url)["provisioningState"] == "Succeeded"
+        for front_end in front_ends:  # the fleet's subscription, whoever is asked
+            assert subscription(front_end.control, "fleet")["provisioningState"] == "Succeeded"
+        answer = b.control.post("/vms/WestNO_1/restart")
+        event_id = answer.json()["events"][0]["EventId"]
+        c.advance(15 * 60)
+        wait_for(lambda: len(sink.statuses(event_id)) >= 2, what="Scheduled and Started")
+        c.advance(10 * 60)
+        wait_for(lambda: len(sink.statuses(event_id)) >= 3, what="Completed")
+        time.sleep(1.0)  # had every front-end delivered, the copies would have come by now
+        assert sorted(sink.statuses(event_id)) == ["Completed", "Scheduled", "Started"]
+        wait_for(
+            lambda: subscription(a.control, "fleet")["delivered"] == 3,
+            what="the deliveries recorded",
+        )
+
+
+def test_the_delivery_store_outlives_a_lost_connection(store: str) -> None:
+    """[ours] A PostgreSQL server restarted or cut under a front-end: the Event Grid store says
+    its state cannot be reached (StoreUnavailableError, which the delivery loop waits out)
+    instead of failing for good, and connects again at its next use."""
+    from forewarn.eventgrid.postgres import PostgresDeliveryStore
+    from forewarn.storage.errors import StoreUnavailableError
+
+    deliveries = PostgresDeliveryStore(store)
+    try:
+        before = deliveries.cursor()
+        conninfo, _, _ = postgres_target(store)
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [deliveries._pg.info.backend_pid])
+        with pytest.raises(StoreUnavailableError, match="Event Grid's state in PostgreSQL"):
+            deliveries.cursor()
+        assert deliveries.cursor() == before
+    finally:
+        deliveries.close()

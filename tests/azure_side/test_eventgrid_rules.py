@@ -1,0 +1,149 @@
+"""Event Grid's delivery rules as data, and the store that keeps deliveries until they are done.
+
+Source: learn.microsoft.com, "Event Grid message delivery and retry": the retry schedule "10
+seconds, 30 seconds, 1 minute, 5 minutes, 10 minutes, 30 minutes, 1 hour, 3 hours, 6 hours,
+Every 12 hours up to 24 hours"; "maximum number of delivery attempts (default is 30) and the
+event time-to-live (default is 1440 minutes)"; webhook errors for which "retry doesn't happen":
+400, 413, 401, 403.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
+from forewarn.eventgrid.handshake import check_endpoint
+from forewarn.eventgrid.schedule import after_failure, retry_delay
+from forewarn.eventgrid.store import DeliveryStore, Subscription
+from forewarn.server._activity import Activity
+from forewarn.server.dashboard import snapshot
+from forewarn.testing import ForewarnPlatform
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def test_the_documented_retry_schedule() -> None:
+    waits = [retry_delay(n).total_seconds() for n in range(1, 13)]
+    assert waits == [
+        10,
+        30,
+        60,
+        300,
+        600,
+        1800,
+        3600,
+        3 * 3600,
+        6 * 3600,
+        12 * 3600,
+        12 * 3600,
+        12 * 3600,
+    ]
+
+
+def test_each_failure_is_retried_until_the_time_to_live_runs_out() -> None:
+    at, attempts = T0, 0
+    times = [at]
+    while True:
+        attempts += 1
+        again, reason = after_failure(attempts, T0, at, 503)
+        if again is None:
+            break
+        at = again
+        times.append(at)
+    assert reason == "TimeToLiveExceeded"
+    assert attempts == 11
+    assert times[-1] - T0 == timedelta(hours=22, minutes=46, seconds=40)
+
+
+def test_the_attempt_limit_and_what_is_never_retried() -> None:
+    assert after_failure(3, T0, T0, 500, max_attempts=3) == (None, "MaxDeliveryAttemptsExceeded")
+    for status in (400, 401, 403, 413):
+        assert after_failure(1, T0, T0, status) == (None, "NonRetryableError")
+    assert after_failure(1, T0, T0, None) == (T0 + timedelta(seconds=10), None)  # no answer
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "ftp://h/x",
+        "http://",
+        "http//h",
+        "http://h:0/",
+        "http://h:99999/",
+        "http://h/ x",
+        "http://h/\x00",
+    ],
+)
+def test_bad_endpoints_are_refused(endpoint: str) -> None:
+    with pytest.raises(InvalidInputError):
+        check_endpoint(endpoint)
+
+
+def subscription(name: str, state: str = "Succeeded", after: int = 0) -> Subscription:
+    return Subscription(name, "http://127.0.0.1:9/", "eventgrid", state, "code", T0, after)
+
+
+def test_the_store_keeps_deliveries_and_its_cursor_across_a_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "eventgrid.sqlite3"
+    store = DeliveryStore(path)
+    store.add(subscription("one"))
+    store.add(subscription("late", after=1))
+    store.add(subscription("waiting", state="AwaitingManualAction"))
+    made = store.enqueue(
+        [(1, T0, "id-1", {"eventgrid": "{}"}), (2, T0, "id-2", {"eventgrid": "{}"})], cursor=2
+    )
+    assert made == 3  # "late" gets change 2 only; "waiting" is not validated yet
+    store.close()
+    again = DeliveryStore(path)
+    assert again.cursor() == 2
+    due = again.due(T0, 10)
+    assert [(d.subscription, d.grid_id) for d in due] == [
+        ("one", "id-1"),
+        ("late", "id-2"),
+        ("one", "id-2"),
+    ]
+    again.failed(due[0], at=T0, status=500, outcome="500", again=T0 + timedelta(seconds=10))
+    again.delivered_all(due[1:])
+    assert again.due(T0, 10) == []
+    (retry,) = again.due(T0 + timedelta(seconds=10), 10)
+    assert (retry.attempts, retry.last_status) == (1, 500)
+    assert again.get("one") is not None
+    assert (again.get("one").delivered, again.get("one").failed) == (1, 1)  # type: ignore[union-attr]
+    again.add_duplicates("one", 1)
+    assert again.take_duplicate("one")
+    assert not again.take_duplicate("one")
+    assert again.remove("one")
+    assert again.due(T0 + timedelta(days=1), 10) == []
+    again.close()
+
+
+def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> None:
+    """The snapshot's ``eventGrid``, what the page's Event Grid table lists."""
+    with ForewarnPlatform(vms=["vm0"]) as platform:
+        store = DeliveryStore(None)
+        grid = EventGrid(platform.service.now, lambda: 0, store, validation_base="http://x")
+        shown = Subscription(
+            "ops",
+            "http://127.0.0.1:9/",
+            "cloudevents",
+            "Succeeded",
+            "c",
+            T0,
+            0,
+            7,
+            2,
+            1,
+            "503 Service Unavailable",
+        )
+        grid.views = [SubscriptionView(shown, 3)]
+        (row,) = snapshot(platform.service, Activity(), None, grid)["eventGrid"]
+        store.close()
+    assert row == {
+        "name": "ops", "endpoint": "http://127.0.0.1:9/", "schema": "cloudevents",
+        "provisioningState": "Succeeded", "delivered": 7, "failed": 2, "deadLettered": 1,
+        "pending": 3, "duplicates": 0, "lastError": "503 Service Unavailable",
+    }  # fmt: skip

@@ -1,0 +1,138 @@
+"""The official ``azure-mgmt-resourcegraph`` client runs the page's two queries against a real
+``forewarn serve``, over TLS with a certificate from a local CA (``trustme``): the client
+refuses to send a bearer token over plain HTTP ("Bearer token authentication is not permitted
+for non-TLS protected (non-https) URLs.").
+
+Sources: learn.microsoft.com, "Scheduled Events in Azure Resource Graph" (the two queries);
+the control token is the bearer credential, as ARM takes an AAD token.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+from azure.mgmt.resourcegraph import ResourceGraphClient
+from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
+from e2e_support import ForewarnServer, free_port, start_forewarn, wait_for
+
+from .azure_support import FLEET
+from .test_resource_graph import FIRST_QUERY, SECOND_QUERY
+
+pytestmark = pytest.mark.e2e
+
+
+class StaticToken:
+    """A ``TokenCredential`` handing out forewarn's control token: what an ARM client needs
+    where it would take ``DefaultAzureCredential()`` on Azure."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ForewarnServer, str, Path]]:
+    workdir = tmp_path_factory.mktemp("arg-tls")
+    authority = trustme.CA()
+    certificate = authority.issue_cert("127.0.0.1", "localhost")
+    cert = workdir / "server.pem"
+    certificate.private_key_and_cert_chain_pem.write_to_path(str(cert))
+    ca = workdir / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca))
+    port = free_port(["127.0.0.1"])
+    server = start_forewarn(
+        workdir,
+        fleet=FLEET,
+        vm_hosts=(
+            "127.0.60.1",
+            "127.0.60.2",
+            "127.0.60.3",
+            "127.0.60.4",
+            "127.0.61.1",
+            "127.0.61.2",
+        ),
+        extra=("--control-tls", f"127.0.0.1:{port}", "--tls-cert", str(cert)),
+    )
+    base = f"https://127.0.0.1:{port}"
+    context = ssl.create_default_context(cafile=str(ca))
+    wait_for(
+        lambda: httpx.get(base + "/", verify=context).status_code in (200, 401),
+        what="the control API over TLS",
+        server=server.process,
+    )
+    try:
+        for vm in ("solo", "db0", "web_0"):
+            assert server.control.post(f"/vms/{vm}/restart").status_code == 200
+        server.advance(11 * 60)  # solo's auto-approved reboot is over: Completed
+        yield server, base, ca
+    finally:
+        server.stop()
+        server.process.assert_healthy()
+
+
+def client(base: str, ca: Path, token: str) -> ResourceGraphClient:
+    return ResourceGraphClient(StaticToken(token), base_url=base, connection_verify=str(ca))
+
+
+def test_the_sdk_runs_the_pages_first_query(tls: tuple[ForewarnServer, str, Path]) -> None:
+    _, base, ca = tls
+    with client(base, ca, os.environ["FOREWARN_TOKEN"]) as graph:
+        answer = graph.resources(QueryRequest(query=FIRST_QUERY))
+    assert answer.total_records == 3
+    assert answer.result_truncated == "false"
+    data: list[dict[str, Any]] = answer.data  # type: ignore[assignment]
+    statuses = sorted(row["properties"]["EventStatus"] for row in data)
+    assert statuses == ["Completed", "Scheduled", "Scheduled"]
+
+
+def test_the_sdk_runs_the_pages_second_query_and_pages(
+    tls: tuple[ForewarnServer, str, Path],
+) -> None:
+    _, base, ca = tls
+    with client(base, ca, os.environ["FOREWARN_TOKEN"]) as graph:
+        first = graph.resources(
+            QueryRequest(query=SECOND_QUERY, options=QueryRequestOptions(top=2))
+        )
+        assert (first.total_records, first.count) == (3, 2)
+        rest = graph.resources(
+            QueryRequest(
+                query=SECOND_QUERY, options=QueryRequestOptions(top=2, skip_token=first.skip_token)
+            )
+        )
+    rows: list[dict[str, Any]] = [*first.data, *rest.data]  # type: ignore[list-item]
+    assert [row["properties_EventStatus"] for row in rows] == [
+        "Scheduled",
+        "Scheduled",
+        "Completed",
+    ]
+    ids = [row["properties_EventId"] for row in rows[:2]]
+    assert ids == sorted(ids)
+
+
+def test_the_sdk_reads_arms_error_envelope(tls: tuple[ForewarnServer, str, Path]) -> None:
+    _, base, ca = tls
+    graph = client(base, ca, os.environ["FOREWARN_TOKEN"])
+    with graph, pytest.raises(HttpResponseError) as raised:
+        graph.resources(QueryRequest(query="maintenanceresources | summarize count()"))
+    assert raised.value.status_code == 400
+    assert raised.value.error is not None
+    assert raised.value.error.code == "BadRequest"
+    assert "summarize" in str(raised.value)
+
+
+def test_a_wrong_bearer_token_is_refused(tls: tuple[ForewarnServer, str, Path]) -> None:
+    _, base, ca = tls
+    with client(base, ca, "not-the-token") as graph, pytest.raises(ClientAuthenticationError):
+        graph.resources(QueryRequest(query=FIRST_QUERY))
