@@ -207,5 +207,18 @@ def test_every_example_the_page_shows_is_accepted(tmp_path: Path) -> None:
                 status = page.locator("#status")
                 status.filter(has_text=f"scale-set {operation} {scale_set}").wait_for()
                 assert "refused" not in status.inner_text(), status.inner_text()
+            # The policy forms show a scheduledEventsPolicy in ARM's JSON as their example.
+            policies = page.locator("#actions textarea[data-example=policy]")
+            assert policies.count() >= 1
+            form = page.locator("#op-vm-set-scheduled-events-policy")
+            form.locator("select[name=target]").select_option("app0")
+            field = form.locator("textarea[data-example=policy]")
+            shown = field.get_attribute("placeholder") or ""
+            assert "automaticallyApprove" in shown
+            field.fill(shown)
+            form.locator("button[type=submit]").click()
+            status = page.locator("#status")
+            status.filter(has_text="vm set-scheduled-events-policy app0").wait_for()
+            assert "refused" not in status.inner_text(), status.inner_text()
         finally:
             browser.close()
