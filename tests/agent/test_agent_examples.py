@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from machine_support import require_tool
 
 from forewarn.agent import Policy, load_config
 from forewarn.client import parse_document
@@ -119,8 +119,8 @@ def webhook() -> Iterator[tuple[str, list[bytes]]]:
         thread.join(timeout=5)
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="the webhook hook posts with curl")
 def test_notify_webhook_posts_the_event(tmp_path: Path, webhook: tuple[str, list[bytes]]) -> None:
+    require_tool("curl", "the webhook hook posts with it")
     url, received = webhook
     assert run("notify-webhook.sh", "prepare", tmp_path).returncode == 0  # no URL: nothing sent
     assert received == []

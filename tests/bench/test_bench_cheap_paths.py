@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from machine_support import require_tool
 
 from bench.cheap_paths import (
     cheap_path_lines,
@@ -19,14 +20,10 @@ from bench.cheap_paths import (
     run_not_modified,
 )
 from bench.held_requests import run_held
-from bench.tools import which
 
 
 def _wrk() -> str:
-    found = which("wrk")
-    if found is None:
-        pytest.skip("wrk is not installed (apt-get install -y wrk)")
-    return found
+    return require_tool("wrk", "the benchmarks' load generator")
 
 
 def test_held_requests_are_measured_and_all_answered_at_the_impacts_end() -> None:

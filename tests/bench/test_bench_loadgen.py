@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_support import require
 
 from bench.loadgen.poller import Pollers, build_poller, compiler_problem, merge_runs, write_targets
 from bench.stats import histogram_percentile_ms
@@ -27,9 +28,7 @@ DOCUMENT = b'{"DocumentIncarnation":1,"Events":[]}'
 
 @pytest.fixture(scope="module")
 def poller(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    problem = compiler_problem()
-    if problem is not None:
-        pytest.skip(problem)
+    require(compiler_problem())
     return build_poller(tmp_path_factory.mktemp("poller"))
 
 

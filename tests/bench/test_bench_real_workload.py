@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_support import unavailable
 
 from bench.realworkload import (
     EVENT_EVERY,
@@ -112,7 +113,7 @@ def test_the_namespace_is_removed_with_its_processes_even_on_failure() -> None:
             sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "60"])
             raise RealWorkloadError("a failure inside")
     except UnavailableError as reason:
-        pytest.skip(str(reason))
+        unavailable(str(reason))
     except RealWorkloadError:
         pass
     assert sleeper.wait(timeout=10) != 0  # killed with the namespace
@@ -130,7 +131,7 @@ def test_smoke_run_answers_every_poll_of_both_servers_in_both_modes(tmp_path: Pa
     try:
         results = run_real_workload(tmp_path, nginx=which("nginx"), vms=200, rounds=1, seconds=1)
     except UnavailableError as reason:
-        pytest.skip(str(reason))
+        unavailable(str(reason))
     assert (results["vms"], results["keep_alive_vms"]) == (200, 200)
     assert results["vms_with_events"] == 200 // EVENT_EVERY
     assert results["document_bytes"]["min"] < results["document_bytes"]["max"]
@@ -175,7 +176,7 @@ def test_entry_command_runs_the_real_workload_as_a_scenario(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text(encoding="utf-8"))
     if "real-workload" in results["skipped"]:
-        pytest.skip(results["skipped"]["real-workload"])
+        unavailable(results["skipped"]["real-workload"])
     assert results["real_workload"]["errors"] == 0
     assert "Real workload, VMs polling once every 1 s at their own addresses" in done.stdout
     names = [target["name"] for target in results["targets"]]

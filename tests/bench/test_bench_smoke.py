@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_support import require_tool
 
 from bench.scale import (
     CAMPAIGN_PHASES,
@@ -25,7 +26,6 @@ from bench.scale import (
     run_campaign,
 )
 from bench.throughput import run_throughput
-from bench.tools import find_tools
 from forewarn.domain.platform import Platform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,12 +77,9 @@ def test_throughput_beside_nginx(tmp_path: Path) -> None:
     """SPEC.md section 1 [doc]: "Header `Metadata: true` is required on every request";
     both servers are checked to refuse a request without it, and to serve the same bytes,
     before wrk measures either."""
-    tools = find_tools(install=False)
-    if tools.wrk is None or tools.nginx is None:
-        pytest.skip("wrk and nginx are not installed (apt-get install -y wrk nginx-light)")
-    results = run_throughput(
-        tmp_path, wrk=tools.wrk, nginx=tools.nginx, duration=1, rounds=1, connections=8
-    )
+    wrk = require_tool("wrk", "the load generator")
+    nginx = require_tool("nginx", "the server measured beside", package="nginx-light")
+    results = run_throughput(tmp_path, wrk=wrk, nginx=nginx, duration=1, rounds=1, connections=8)
     assert 300 < results["document_bytes"] < 600
     modes = {mode["mode"]: mode for mode in results["modes"]}
     assert set(modes) == {"keep-alive", "new connection per request"}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_support import require_module
 
 from forewarn.storage import (
     NewerSchemaError,
@@ -223,7 +224,7 @@ def test_an_unreachable_server_is_reported_without_its_password() -> None:
     "query", ["namespace=", "schema=bad-name", "schema=a;drop", "namespace=a&namespace=b"]
 )
 def test_bad_namespaces_and_schemas_are_refused_before_connecting(query: str) -> None:
-    pytest.importorskip("psycopg")
+    require_module("psycopg")
     with pytest.raises(StoreUrlError):
         open_journal(f"postgresql://postgres@127.0.0.1:1/test?{query}")
 
