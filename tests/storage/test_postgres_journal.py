@@ -330,21 +330,35 @@ def test_conditional_appenders_in_several_processes_leave_no_gap_and_no_duplicat
 ) -> None:
     """Front-ends are processes: three of them appending at once, each on what it read,
     leave every record once, numbered without a gap, each right after what its writer read;
-    the conflicts they met were reported to them, not merged."""
+    the conflicts they met were reported to them, not merged. Their first appends are made
+    on the same read of an empty journal: exactly one is taken, the other two are refused
+    with a conflict."""
     writers, per_writer = 3, 60
     child = Path(__file__).with_name("append_conditionally.py")
     processes = [
         subprocess.Popen(
             [sys.executable, str(child), fleet.url, str(writer), str(per_writer)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for writer in range(writers)
     ]
+    for process in processes:  # each has read the end of the journal: empty
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+    for process in processes:  # then all append at once
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    outcomes = []
     for process in processes:
         output, _ = process.communicate(timeout=90)
         assert process.returncode == 0
-        assert int(output) >= 0  # the conflicts it met, each a refused append it retried
+        first_conflicted, conflicts = map(int, output.split())
+        outcomes.append(first_conflicted)
+        assert conflicts >= first_conflicted  # each one a refused append it read again for
+    assert sorted(outcomes) == [0, 1, 1]
     records = list(fleet.open().records())
     assert [sequence for sequence, _ in records] == list(range(1, writers * per_writer + 1))
     written = sorted((record["writer"], record["n"]) for _, record in records)
