@@ -122,8 +122,8 @@ class Setting:
 
     def rewrite(self, text: str) -> str:
         """The block as run here: the documented ports and paths replaced by this run's."""
-        for role, documented in DOCUMENTED_PORTS.items():
-            text = re.sub(rf"\b{documented}\b", str(self.ports[role]), text)
+        for role, port in DOCUMENTED_PORTS.items():
+            text = re.sub(rf"\b{port}\b", str(self.ports[role]), text)
         for documented, actual in self.paths.items():
             text = text.replace(documented, actual)
         return text
@@ -134,8 +134,8 @@ class Setting:
         for documented, actual in self.paths.items():
             output = output.replace(actual, documented)
         output = output.replace(str(self.work), "~")
-        for role, documented in DOCUMENTED_PORTS.items():
-            output = re.sub(rf"\b{self.ports[role]}\b", str(documented), output)
+        for role, port in DOCUMENTED_PORTS.items():
+            output = re.sub(rf"\b{self.ports[role]}\b", str(port), output)
         return output
 
     def environment(self) -> dict[str, str]:
