@@ -380,3 +380,12 @@ def test_a_start_up_that_differs_from_the_page_fails(tmp_path: Path) -> None:
     shown = "forewarn: Scheduled Events for 2 VM(s) (vm0) at http://127.0.0.1:16954/metadata/scheduledevents\n"
     with pytest.raises(AssertionError, match=r"\+forewarn: Scheduled Events for 1 VM"):
         run_snippet(_block(shown, ("output", "forewarn serve")), tmp_path)
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """README "Quick start": the second command is the whole test run, and `.ci/run` runs it."""
+    quick_start = [s for s in SNIPPETS if s.marker == ("skip", "this is the test run itself")]
+    (command,) = [s.text.strip() for s in quick_start]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[-1] == command
+    assert "-n auto" in command

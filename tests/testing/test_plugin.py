@@ -13,7 +13,6 @@ import pytest
 pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "app_under_test"
-#: "The pytest example passes in seconds": generous for a loaded 2-core machine.
 
 
 def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
@@ -51,7 +50,7 @@ def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
             assert forewarn_platform.vm_names == ("m",)
         """
     )
-    result = pytester.runpytest_subprocess("--strict-markers", "-W", "error")
+    result = pytester.runpytest_inprocess("--strict-markers", "-W", "error")
     result.assert_outcomes(passed=3)
 
 
@@ -79,7 +78,7 @@ def test_the_factory_makes_several_platforms_and_closes_each(pytester: pytest.Py
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
         """
     )
-    result = pytester.runpytest_subprocess("-W", "error")
+    result = pytester.runpytest_inprocess("-W", "error")
     result.assert_outcomes(passed=2)
 
 
@@ -99,7 +98,7 @@ def test_a_test_that_does_not_approve_fails_with_what_was_seen(pytester: pytest.
             forewarn_platform.assert_approved(event)
         """
     )
-    result = pytester.runpytest_subprocess("-W", "error")
+    result = pytester.runpytest_inprocess("-W", "error")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*was not approved; no approvals at all (1 GET request(s) seen)*"])
 
@@ -116,9 +115,9 @@ def test_the_marker_is_registered_and_refuses_positional_arguments(
             pass
         """
     )
-    markers = pytester.runpytest_subprocess("--markers")
+    markers = pytester.runpytest_inprocess("--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.forewarn(**options):*"])
-    result = pytester.runpytest_subprocess("--strict-markers")
+    result = pytester.runpytest_inprocess("--strict-markers")
     result.stdout.fnmatch_lines(["*the forewarn marker takes keyword arguments only*"])
     assert result.ret != 0
 
@@ -130,7 +129,7 @@ def test_the_plugin_can_be_turned_off(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:forewarn")
+    result = pytester.runpytest_inprocess("-p", "no:forewarn")
     result.stdout.fnmatch_lines(["*fixture 'forewarn_platform' not found*"])
 
 
