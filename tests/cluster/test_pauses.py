@@ -1,0 +1,94 @@
+"""The pauses of a front-end's background work (``cluster.tasks``): after a store failure it
+waits before trying again, and a stop request ends the wait at once, so ``forewarn serve``
+shuts down promptly even in the middle of a backoff. Driven by events; the asyncio timers are
+watched rather than waited out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from forewarn.cluster import tasks
+
+T = TypeVar("T")
+
+
+def _timeouts(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """The timeouts the pauses ask asyncio for."""
+    asked: list[float | None] = []
+    wait_for = asyncio.wait_for
+
+    async def watched(awaitable: Awaitable[T], timeout: float | None) -> T:
+        asked.append(timeout)
+        return await wait_for(awaitable, timeout)
+
+    monkeypatch.setattr(asyncio, "wait_for", watched)
+    return asked
+
+
+def _run(make: Callable[[asyncio.Event], Awaitable[Any]], *, stopped: bool) -> bool:
+    """Run what ``make`` returns with a stop event (set first when ``stopped``); whether the
+    event was set at the end. The bound is only a guard against a pause that never ends."""
+
+    async def main() -> bool:
+        stop = asyncio.Event()
+        if stopped:
+            stop.set()
+        await asyncio.wait_for(make(stop), 30)
+        return stop.is_set()
+
+    return asyncio.run(main())
+
+
+def test_a_pause_waits_as_long_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _timeouts(monkeypatch)
+    assert _run(lambda stop: tasks._pause(stop, 0.01), stopped=False) is False
+    assert asked[-1] == 0.01  # waited out, and no error: a pause that ends is no failure
+
+
+def test_a_negative_pause_is_none_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _timeouts(monkeypatch)
+    _run(lambda stop: tasks._pause(stop, -5), stopped=False)
+    assert asked[-1] == 0.0
+
+
+def test_a_stop_ends_a_pause_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _timeouts(monkeypatch)
+    assert _run(lambda stop: tasks._pause(stop, 3600), stopped=True) is True
+    assert asked[-1] == 3600
+
+    async def stopped_meanwhile(stop: asyncio.Event) -> None:
+        pause = asyncio.create_task(tasks._pause(stop, 3600))
+        await asyncio.sleep(0)  # the pause is waiting now
+        assert not pause.done()
+        stop.set()
+        await pause
+
+    assert _run(stopped_meanwhile, stopped=False) is True
+
+
+def test_a_front_end_that_cannot_open_its_follower_retries_with_doubling_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run_front_end`` after failed connects: 0.2 s, 0.4 s, 0.8 s ... up to 5 s
+    (BACKOFF_SECONDS), and it stops trying once asked to stop."""
+    pauses: list[float] = []
+
+    async def pause(stop: asyncio.Event, seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 7:
+            stop.set()
+
+    class Journal:
+        def another(self) -> Any:
+            raise tasks.StorageError("the server is down")
+
+    class Replica:
+        journal = Journal()
+
+    monkeypatch.setattr(tasks, "_pause", pause)
+    _run(lambda stop: tasks.run_front_end(Replica(), stop), stopped=False)  # type: ignore[arg-type]
+    assert pauses == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
