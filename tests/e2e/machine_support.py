@@ -99,11 +99,19 @@ def require_namespaces() -> None:
 
 @functools.cache
 def postgres_problem() -> str | None:
-    """Why PostgreSQL cannot be used here, or None when it can (asked once a run): the
-    benchmarks' own check."""
-    from bench.propagation import postgres_problem as problem
-
-    return problem(POSTGRES_URL)
+    """Why PostgreSQL cannot be used here, or None when it can (asked once a run). The
+    benchmarks have a check of their own (``bench.propagation``): ``bench`` is not importable
+    from every test folder (tests/bench/conftest.py loads it by path)."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[dev]')"
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"PostgreSQL at {POSTGRES_URL} is unreachable: {' '.join(str(exc).split())}"
+    return None
 
 
 def require_postgres() -> str:

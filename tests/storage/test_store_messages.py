@@ -1,0 +1,72 @@
+"""What a store's refusals say: the operator reads them in a log or a CLI error, so each
+names the store, what it expected and what it found.
+
+All [ours] (``forewarn.storage.errors``); run against every backend."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from forewarn.storage import (
+    AppendConflictError,
+    Journal,
+    NewerSchemaError,
+    SqliteJournal,
+    ValueTooLargeError,
+)
+from forewarn.storage.journal import MAX_RECORD_BYTES
+from forewarn.storage.urls import directory_journal_path
+
+from .conftest import Store
+
+#: How each backend names itself in a message.
+NAMES = {
+    "memory": "memory journal",
+    "sqlite": "SQLite journal /",
+    "postgres": "PostgreSQL journal 'test_",
+}
+
+
+def test_a_conflict_names_the_store_and_both_ends(store: Store) -> None:
+    journal: Journal = store.open()
+    journal.append_many([{"n": 0}, {"n": 1}])
+    with pytest.raises(AppendConflictError) as raised:
+        journal.append_if(1, [{"n": "late"}])
+    message = str(raised.value)
+    assert message.startswith(NAMES[store.backend]), message
+    assert message.endswith(" ends at record 2, not 1: another writer appended first")
+
+
+def test_an_oversized_record_says_what_it_was_and_the_bound(journal: Journal) -> None:
+    with pytest.raises(ValueTooLargeError) as raised:
+        journal.append({"pad": "x" * MAX_RECORD_BYTES})
+    size = MAX_RECORD_BYTES + len('{"pad":""}')
+    assert (
+        str(raised.value) == f"record is {size} bytes, over the limit of {MAX_RECORD_BYTES} bytes"
+    )
+    assert (raised.value.size, raised.value.limit) == (size, MAX_RECORD_BYTES)
+
+
+def test_a_newer_schema_says_where_what_it_found_and_what_is_supported(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+    with pytest.raises(NewerSchemaError) as raised:
+        SqliteJournal(path, schema_version=0)
+    error = raised.value
+    assert (error.where, error.found, error.supported) == (f"SQLite journal {path}", 1, 0)
+    assert str(error) == (
+        f"SQLite journal {path} has journal schema version 1, but this forewarn supports up to "
+        "version 0: upgrade forewarn to open it"
+    )
+
+
+def test_a_data_directory_is_made_once_and_found_again(tmp_path: Path) -> None:
+    """``--data-dir DIR``: made with its parents at the first start, used as it is after."""
+    data = tmp_path / "a" / "b"
+    assert directory_journal_path(data) == data / "forewarn.sqlite3"
+    assert data.is_dir()
+    assert directory_journal_path(data) == data / "forewarn.sqlite3"  # there already
+    assert re.fullmatch(r".*forewarn\.sqlite3", str(directory_journal_path(str(data))))
