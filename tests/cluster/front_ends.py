@@ -132,6 +132,18 @@ def silence(store: str, front_end: str, seconds: float) -> None:
         assert updated.rowcount == 1, f"not one front-end {front_end} in {namespace}"
 
 
+def front_end_rows(store: str) -> dict[str, int]:
+    """The namespace's list of front-ends: each one's name and the record it applied last."""
+    url = urlsplit(store)
+    (namespace,) = parse_qs(url.query)["namespace"]
+    with psycopg.connect(url._replace(query="").geturl(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT front_end, applied FROM public.forewarn_front_ends WHERE namespace = %s",
+            [namespace],
+        ).fetchall()
+    return {str(name): int(applied) for name, applied in rows}
+
+
 def agreed(front_ends: list[FrontEnd], timeout: float = 10.0) -> dict[str, bytes]:
     """Every VM's document, once all front-ends serve the same bytes (they follow each other
     within milliseconds; the loop allows for a busy machine)."""

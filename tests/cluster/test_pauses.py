@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from forewarn.cluster import tasks
+from forewarn.storage.errors import StoreUnavailableError
 
 T = TypeVar("T")
 
@@ -84,7 +85,7 @@ def test_a_front_end_that_cannot_open_its_follower_retries_with_doubling_waits(
 
     class Journal:
         def another(self) -> Any:
-            raise tasks.StorageError("the server is down")
+            raise StoreUnavailableError("the server is down")
 
     class Replica:
         journal = Journal()

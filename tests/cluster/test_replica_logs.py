@@ -1,5 +1,6 @@
-"""What a front-end logs when a write's commit is lost (docs/scale-out.md, "When PostgreSQL
-fails"): the operator reads why its copy is rebuilt, and that a rebuild had to wait."""
+"""A front-end joining the namespace, and what it logs when a write's commit is lost
+(docs/scale-out.md, "How front-ends stay one fleet"): the operator reads why its copy is
+rebuilt, and that a rebuild had to wait."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from forewarn.cluster import ReplicaError
+from forewarn.cluster.replica import FORGET_SECONDS
 from forewarn.commands import Restart
 from forewarn.server.state import OpenedState
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.postgres import ExclusiveWrite
 
+from .front_ends import front_end_rows, silence
 from .test_front_ends_in_process import front_end, replica
 
 
@@ -69,3 +72,23 @@ def test_a_rebuild_that_cannot_read_the_journal_is_logged_as_postponed(
         "rebuild postponed: the server went away during the commit",
     ]
     assert replica(a).diverged
+
+
+def test_joining_forgets_front_ends_long_silent_and_reports_what_was_applied_since(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """docs/scale-out.md: a front-end joins the namespace's list, removing those silent for
+    FORGET_SECONDS, then reads what was appended since its start-up replay and reports it, so
+    writers wait for it from then on, and never for one that is gone."""
+    first = front_end(shared_store, fleet_file)
+    second = front_end(shared_store, fleet_file)  # replayed the journal: empty then
+    try:
+        replica(first).register()
+        first.service.execute(Restart("WestNO_0"))  # after the second's replay
+        silence(shared_store, replica(first).front_end, FORGET_SECONDS + 1)
+        replica(second).register()
+        assert replica(second).head == replica(first).head == 1
+        assert front_end_rows(shared_store) == {replica(second).front_end: 1}
+    finally:
+        for state in (first, second):
+            replica(state).journal.close()

@@ -58,6 +58,9 @@ class Behind:
         if scope["type"] == "http":
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b"reached"})
+        else:  # the lifespan protocol: a message in, its answer out
+            assert (await receive())["type"] == "http.request"
+            await send({"type": "lifespan.startup.complete"})
 
 
 def call(
@@ -65,19 +68,20 @@ def call(
     path: str = "/api/v1/vms",
     headers: Iterable[tuple[str, str]] = (),
     *,
-    query: str = "",
+    query: str | None = "",
     hosts: Iterable[str] | None = (HOST, "localhost:16955"),
     kind: str = "http",
 ) -> Answer:
     behind = Behind()
     guard = ControlGuard(behind, token=TOKEN, hosts=hosts)
-    scope = {
+    scope: dict[str, Any] = {
         "type": kind,
         "method": method,
         "path": path,
-        "query_string": query.encode(),
         "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
     }
+    if query is not None:  # an ASGI server may leave out an empty query string
+        scope["query_string"] = query.encode()
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -87,7 +91,7 @@ def call(
         sent.append(message)
 
     asyncio.run(guard(scope, receive, send))
-    if not sent:
+    if sent == [{"type": "lifespan.startup.complete"}]:
         return Answer(0, [], b"", bool(behind.scopes))
     start, body = sent
     assert body["type"] == "http.response.body"
@@ -328,6 +332,7 @@ def test_the_cookie_the_link_set_opens_every_route(cookie: str) -> None:
         f"other={TOKEN}",
         f"{COOKIE.upper()}={TOKEN}",
         f"{COOKIE}={TOKEN}\x00; x",  # malformed: no credential, and no error
+        f"{COOKIE}={TOKEN};$x=1",  # one the cookie parser refuses outright
         '=";;;',
         "",
     ],
@@ -381,6 +386,12 @@ def test_the_link_from_another_host_is_refused_before_it_sets_anything() -> None
     answer = call("GET", "/", [("Host", "rebound.example:16955")], query=f"token={TOKEN}")
     assert answer.status == 421
     assert answer.header(b"set-cookie") is None
+
+
+def test_a_request_with_no_query_string_at_all_is_no_link() -> None:
+    landing = call("GET", "/", [("Host", HOST)], query=None)
+    assert (landing.status, landing.reached) == (401, False)
+    assert call("GET", "/", [("Host", HOST), ("Authorization", BEARER)], query=None).reached
 
 
 def test_with_the_token_the_root_is_the_dashboard_not_the_landing_page() -> None:

@@ -13,8 +13,11 @@ import pytest
 from forewarn.storage import (
     AppendConflictError,
     Journal,
+    JournalClosedError,
     NewerSchemaError,
     SqliteJournal,
+    StoreBusyError,
+    StoreUnavailableError,
     ValueTooLargeError,
 )
 from forewarn.storage.journal import MAX_RECORD_BYTES
@@ -70,3 +73,24 @@ def test_a_data_directory_is_made_once_and_found_again(tmp_path: Path) -> None:
     assert data.is_dir()
     assert directory_journal_path(data) == data / "forewarn.sqlite3"  # there already
     assert re.fullmatch(r".*forewarn\.sqlite3", str(directory_journal_path(str(data))))
+
+
+def test_a_closed_journal_says_which_it_is(store: Store) -> None:
+    journal = store.open()
+    journal.close()
+    with pytest.raises(JournalClosedError) as raised:
+        journal.append({"n": 1})
+    message = str(raised.value)
+    assert message.startswith(NAMES[store.backend]), message
+    assert message.endswith(" is closed")
+
+
+def test_a_place_that_cannot_hold_the_file_is_unavailable_not_busy(tmp_path: Path) -> None:
+    """Busy (another writer holds it: retry later) and unavailable (this place cannot be
+    used: fix the path) are told apart, and the message says which store and why."""
+    (tmp_path / "a-file").write_text("x")
+    path = tmp_path / "a-file" / "journal.sqlite3"
+    with pytest.raises(StoreUnavailableError) as raised:
+        SqliteJournal(path)
+    assert not isinstance(raised.value, StoreBusyError)
+    assert str(raised.value) == f"cannot use SQLite journal {path}: unable to open database file"
