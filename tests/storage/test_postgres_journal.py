@@ -393,3 +393,31 @@ def test_a_writer_waits_for_the_front_ends_behind_it_and_no_longer_than_told(
     assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ("o",)
     other.forget_front_end("o")
     assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ()
+
+
+def test_a_waiting_writer_is_woken_by_the_report_it_waits_for(
+    fleet: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[ours] (docs/scale-out.md, "How front-ends stay one fleet"): the writer LISTENs for
+    the front-ends' reports, so one that comes while it waits ends the wait at once. Its own
+    look at the table is made rare here, so only the notification can end the wait before a
+    third front-end joins, 10 s later, behind: a writer still waiting then would name it."""
+    from forewarn.storage import postgres
+
+    monkeypatch.setattr(postgres, "_APPLIED_LOOK_SECONDS", 60.0)
+    writer, other = fleet.open(), fleet.open()
+    assert isinstance(writer, PostgresJournal)
+    assert isinstance(other, PostgresJournal)
+    writer.report_applied("w", 0)
+    other.report_applied("o", 0)
+    writer.append({"n": 1})
+    report = threading.Timer(0.5, other.report_applied, ("o", 1))
+    joins = threading.Timer(10, other.report_applied, ("late", 0))
+    report.start()
+    joins.start()
+    try:
+        assert writer.wait_applied("w", 1, timeout=30, live_within=60) == ()
+    finally:
+        joins.cancel()
+        report.join()
+        joins.join()
