@@ -6,7 +6,9 @@ All [ours] (``forewarn.storage.errors``); run against every backend."""
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from forewarn.storage import (
     AppendConflictError,
     Journal,
     JournalClosedError,
+    MemoryJournal,
     NewerSchemaError,
     SqliteJournal,
     StoreBusyError,
@@ -94,3 +97,50 @@ def test_a_place_that_cannot_hold_the_file_is_unavailable_not_busy(tmp_path: Pat
         SqliteJournal(path)
     assert not isinstance(raised.value, StoreBusyError)
     assert str(raised.value) == f"cannot use SQLite journal {path}: unable to open database file"
+
+
+class _WatchedCondition:
+    """A journal's condition variable whose waits are recorded (and not slept: the caller
+    looks again at once, as after a spurious wake-up)."""
+
+    def __init__(self, condition: threading.Condition) -> None:
+        self._condition = condition
+        self.waits: list[float] = []
+
+    def __enter__(self) -> bool:
+        return self._condition.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._condition.__exit__(*exc_info)
+
+    def wait(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        return False
+
+    def notify_all(self) -> None:
+        self._condition.notify_all()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_waiting_for_an_append_waits_as_long_as_asked_and_no_longer(
+    backend: str, tmp_path: Path
+) -> None:
+    """A follower's poll (``timeout=0``) never waits; a wait is as long as asked, not a
+    moment less: only what is already there is returned early."""
+    journal: Any = (
+        MemoryJournal() if backend == "memory" else SqliteJournal(tmp_path / "journal.sqlite3")
+    )
+    try:
+        watched = _WatchedCondition(journal._changed)
+        journal._changed = watched
+        assert journal.wait_for_append(after=0, timeout=0) == 0
+        assert watched.waits == []
+        assert journal.wait_for_append(after=0, timeout=-1) == 0
+        assert watched.waits == []
+        assert journal.wait_for_append(after=0, timeout=0.3) == 0
+        assert 0 < watched.waits[0] <= 0.3  # then looked again until the time was up
+        journal._changed = watched._condition
+        journal.append({"n": 1})
+        assert journal.wait_for_append(after=0, timeout=0) == 1
+    finally:
+        journal.close()
