@@ -110,7 +110,7 @@ class _WatchedCondition:
     def __enter__(self) -> bool:
         return self._condition.__enter__()
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         self._condition.__exit__(*exc_info)
 
     def wait(self, timeout: float) -> bool:
