@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,82 @@ def test_joining_forgets_front_ends_long_silent_and_reports_what_was_applied_sin
     finally:
         for state in (first, second):
             replica(state).journal.close()
+
+
+@pytest.fixture
+def quiet(shared_store: str, tmp_path: Path) -> Iterator[OpenedState]:
+    """A front-end whose one VM has not asked yet: its first request turns Scheduled Events
+    on (SPEC 7), and is journaled as it happens."""
+    fleet = tmp_path / "quiet.yaml"
+    fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
+    state = front_end(shared_store, fleet)
+    yield state
+    replica(state).journal.close()
+
+
+def test_a_held_request_of_a_diverged_copy_is_looked_at_again_at_once(
+    a: OpenedState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held as in a warm-up until now: the server looks at it again on its next round."""
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", _lost)
+        patched.setattr(replica(a).journal, "records", _lost)
+        with pytest.raises(ReplicaError):
+            a.service.execute(Restart("WestNO_1"))
+        held = replica(a).requested("WestNO_2")
+    assert held is not None
+    assert (held.until, held.event_type) == (a.service.now(), None)
+
+
+def test_a_first_request_is_journaled_without_waiting_for_other_front_ends(
+    quiet: OpenedState, shared_store: str, tmp_path: Path
+) -> None:
+    """A VM's request is answered from the event loop: its journaled touch never waits for
+    other front-ends to apply it (only operations and approvals do)."""
+    replica(quiet).register()
+    silent = front_end(shared_store, tmp_path / "quiet.yaml")  # registered, never applies
+    try:
+        replica(silent).register()
+        waits = _lagging_waits(quiet)
+        assert quiet.service.vm_request("quiet") is not None  # the first call's delay
+        assert [record["op"] for _, record in replica(quiet).journal.records()] == ["touch"]
+        assert waits == []
+    finally:
+        replica(silent).journal.close()
+
+
+def test_a_first_request_the_store_cannot_take_is_logged_and_answered(
+    quiet: OpenedState, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING):
+        patched.setattr(replica(quiet).journal, "exclusive", _lost)
+        assert replica(quiet).requested("quiet") is None  # answered as things stand
+    (warning,) = _warnings(caplog)
+    assert warning.startswith("cannot journal quiet's first request: cannot write now: ")
+    assert warning.endswith("the server went away during the commit")
+
+
+def test_requests_within_the_interval_leave_nothing_to_journal(a: OpenedState) -> None:
+    """A VM's requests are journaled once per interval (``touch_every``): before it has
+    passed since the last, there is nothing to write; after, one Seen record."""
+    a.service.vm_request("WestNO_0")
+    assert not replica(a).flush_seen()
+    a.service.advance_clock(replica(a).touch_every)
+    a.service.vm_request("WestNO_0")
+    assert replica(a).flush_seen()
+    seen = [r["vms"] for _, r in replica(a).journal.records() if r["op"] == "seen"]
+    assert seen == [["WestNO_0"]]
+
+
+def _lagging_waits(state: OpenedState) -> list[object]:
+    """Every wait ``state``'s writes make for the other front-ends, from now on."""
+    waits: list[object] = []
+    journal = replica(state).journal
+    wait_applied = journal.wait_applied
+
+    def recorded(*args: Any, **kwargs: Any) -> tuple[str, ...]:
+        waits.append(args)
+        return wait_applied(*args, **kwargs)
+
+    journal.wait_applied = recorded  # type: ignore[method-assign]
+    return waits
