@@ -6,6 +6,7 @@ All [ours] (``forewarn.storage.errors``); run against every backend."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from forewarn.storage import (
     AppendConflictError,
+    CorruptStoreError,
     Journal,
     JournalClosedError,
     MemoryJournal,
@@ -21,10 +23,11 @@ from forewarn.storage import (
     SqliteJournal,
     StoreBusyError,
     StoreUnavailableError,
+    StoreUrlError,
     ValueTooLargeError,
 )
 from forewarn.storage.journal import MAX_RECORD_BYTES
-from forewarn.storage.urls import directory_journal_path
+from forewarn.storage.urls import directory_journal_path, sqlite_path
 
 from .conftest import Store
 
@@ -144,3 +147,67 @@ def test_waiting_for_an_append_waits_as_long_as_asked_and_no_longer(
         assert journal.wait_for_append(after=0, timeout=0) == 1
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "sqlite://host/journal.db",
+            "'sqlite://host/journal.db': SQLite URLs have no host; write "
+            "sqlite:///absolute/path.db or sqlite:relative/path.db",
+        ),
+        ("sqlite:", "'sqlite:' names no file"),
+        ("sqlite:////", "'sqlite:////' names no file"),
+    ],
+)
+def test_a_sqlite_url_without_a_file_says_how_to_write_one(url: str, said: str) -> None:
+    with pytest.raises(StoreUrlError) as raised:
+        sqlite_path(url)
+    assert str(raised.value) == said
+
+
+def test_only_the_slashes_before_an_absolute_path_are_taken_off() -> None:
+    assert sqlite_path("sqlite:////XYZ/journal.db") == "/XYZ/journal.db"
+    assert sqlite_path("sqlite:///X/journal.db") == "/X/journal.db"
+
+
+def test_another_applications_database_is_named_with_its_tables(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE orders (n)")
+    conn.execute("CREATE TABLE customers (name)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"{path} is an SQLite database but not a forewarn journal (it has tables customers, orders)"
+    )
+
+
+@pytest.mark.parametrize("version", [0, -1, "x", 1.5])
+def test_a_schema_version_that_is_not_a_positive_number_is_damage(
+    tmp_path: Path, version: object
+) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE forewarn_schema SET version = ?", (version,))
+    conn.close()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"SQLite journal {path} has a damaged schema version table: [({version!r},)]"
+    )
+
+
+def test_a_file_of_another_application_id_is_no_journal(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA application_id = 7")
+    conn.close()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == f"{path} is not a forewarn journal (application id)"
