@@ -211,3 +211,13 @@ def test_a_file_of_another_application_id_is_no_journal(tmp_path: Path) -> None:
     with pytest.raises(CorruptStoreError) as raised:
         SqliteJournal(path)
     assert str(raised.value) == f"{path} is not a forewarn journal (application id)"
+
+
+def test_a_file_that_is_not_sqlite_is_named_as_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    path.write_bytes(b"vms:\n  - {name: vm0}\n" * 100)
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"SQLite journal {path} is not a readable forewarn journal: file is not a database"
+    )
