@@ -93,3 +93,45 @@ def test_a_front_end_that_cannot_open_its_follower_retries_with_doubling_waits(
     monkeypatch.setattr(tasks, "_pause", pause)
     _run(lambda stop: tasks.run_front_end(Replica(), stop), stopped=False)  # type: ignore[arg-type]
     assert pauses == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+
+
+def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_once_it_reads(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``follow`` after failed reads: waits of 0.2 s, then 0.4 s, each logged with its cause;
+    a read that works sets the wait back to 0.2 s for the next failure."""
+    script = ["fail", "fail", "read", "fail"]
+    pauses: list[float] = []
+
+    class Reader:
+        def wait_for_append(self, after: int, timeout: float) -> int:
+            step = script.pop(0)
+            if step == "fail":
+                raise StoreUnavailableError("the server is down")
+            return after
+
+        def records(self, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+            return []
+
+    class Replica:
+        head = 0
+        diverged = registered = False
+
+        def take(self, records: object) -> int:
+            return 0
+
+        def flush_seen(self) -> bool:
+            return False
+
+    async def pause(stop: asyncio.Event, seconds: float) -> None:
+        pauses.append(seconds)
+        if not script:
+            stop.set()
+
+    monkeypatch.setattr(tasks, "_pause", pause)
+    with caplog.at_level("WARNING", logger="forewarn.cluster"):
+        _run(lambda stop: tasks.follow(Replica(), Reader(), stop), stopped=False)  # type: ignore[arg-type]
+    assert pauses == [0.2, 0.4, 0.2]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"following the journal: the server is down; again in {seconds:.1f} s" for seconds in pauses
+    ]

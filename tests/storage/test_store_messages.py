@@ -221,3 +221,17 @@ def test_a_file_that_is_not_sqlite_is_named_as_unreadable(tmp_path: Path) -> Non
     assert str(raised.value) == (
         f"SQLite journal {path} is not a readable forewarn journal: file is not a database"
     )
+
+
+def test_a_migration_the_database_refuses_is_reported_as_the_store_being_unusable(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+
+    def refused(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with pytest.raises(StoreUnavailableError) as raised:
+        SqliteJournal(path, schema_version=2, migrations={1: refused})
+    assert str(raised.value) == f"cannot use SQLite journal {path}: disk I/O error"
