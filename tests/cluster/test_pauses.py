@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from forewarn.cluster import tasks
+from forewarn.errors import ForewarnError
 from forewarn.storage.errors import StoreUnavailableError
 
 T = TypeVar("T")
@@ -135,3 +136,38 @@ def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_onc
     assert [record.getMessage() for record in caplog.records] == [
         f"following the journal: the server is down; again in {seconds:.1f} s" for seconds in pauses
     ]
+
+
+def test_a_record_this_version_cannot_apply_marks_the_copy_diverged_and_waits_longest(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record the follower cannot apply (written by a newer forewarn): its copy is marked
+    diverged (rebuilt before it writes or serves a change again), the cause logged as an
+    error, and it waits the longest backoff, 5 s, before reading again."""
+    pauses: list[float] = []
+
+    class Reader:
+        def wait_for_append(self, after: int, timeout: float) -> int:
+            return after
+
+        def records(self, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+            return [(1, {"op": "from-the-future"})]
+
+    class Replica:
+        head = 0
+        diverged = registered = False
+
+        def take(self, records: object) -> int:
+            raise ForewarnError("record 1 cannot be applied")
+
+    async def pause(stop: asyncio.Event, seconds: float) -> None:
+        pauses.append(seconds)
+        stop.set()
+
+    replica = Replica()
+    monkeypatch.setattr(tasks, "_pause", pause)
+    with caplog.at_level("ERROR", logger="forewarn.cluster"):
+        _run(lambda stop: tasks.follow(replica, Reader(), stop), stopped=False)  # type: ignore[arg-type]
+    assert replica.diverged is True
+    assert pauses == [5.0]
+    assert [record.getMessage() for record in caplog.records] == ["record 1 cannot be applied"]
