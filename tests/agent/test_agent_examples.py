@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import http_server_in_thread
+from machine_support import require_tool
 
 from forewarn.agent import Policy, load_config
 from forewarn.client import parse_document
@@ -112,8 +112,8 @@ def webhook() -> Iterator[tuple[str, list[bytes]]]:
         yield f"{url}/hook", received
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="the webhook hook posts with curl")
 def test_notify_webhook_posts_the_event(tmp_path: Path, webhook: tuple[str, list[bytes]]) -> None:
+    require_tool("curl", "the webhook hook posts with it")
     url, received = webhook
     assert run("notify-webhook.sh", "prepare", tmp_path).returncode == 0  # no URL: nothing sent
     assert received == []

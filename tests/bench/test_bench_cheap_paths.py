@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from machine_support import require_tool
 
 from bench.cheap_paths import (
     cheap_path_lines,
@@ -19,15 +20,11 @@ from bench.cheap_paths import (
 )
 from bench.flood import FLOOD_MODES, run_flood, run_hoard
 from bench.held_requests import run_held
-from bench.tools import which
 from forewarn.server.http import limits
 
 
 def _wrk() -> str:
-    found = which("wrk")
-    if found is None:
-        pytest.skip("wrk is not installed (apt-get install -y wrk)")
-    return found
+    return require_tool("wrk", "the benchmarks' load generator")
 
 
 def test_held_requests_are_measured_and_all_answered_at_the_impacts_end() -> None:
@@ -81,8 +78,7 @@ def test_connections_held_by_one_vm_and_by_many_are_measured(tmp_path: Path) -> 
     """README, "Security": under a descriptor limit of 1,024, one VM holding 1,100 idle
     connections keeps at most its cap, a crowd of VMs stays within the VMs' share, and the
     other VMs' polls and the control API are answered meanwhile."""
-    if which("prlimit") is None:
-        pytest.skip("prlimit (util-linux) is not installed")
+    require_tool("prlimit", "sets the server's descriptor limit", package="util-linux")
     hoard = run_hoard(tmp_path, seconds=1, rounds=1)
     one, crowd = hoard["one_vm"], hoard["crowd"]
     assert (one["connections"], one["kept"]) == (1100, limits.CONNECTIONS_PER_VM)

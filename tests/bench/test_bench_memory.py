@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_support import require, unavailable
 
 from bench.memory import (
     NamespaceUnavailableError,
@@ -27,9 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _needs_namespaces() -> None:
-    problem = namespace_problem()
-    if problem is not None:
-        pytest.skip(problem)
+    require(namespace_problem())
 
 
 def _namespaces() -> list[str]:
@@ -75,7 +74,7 @@ def test_every_vm_polls_one_wildcard_listener_and_its_memory_is_read(tmp_path: P
     try:
         result = run_memory(tmp_path, 300)
     except NamespaceUnavailableError as exc:
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     assert (result.one.vms, result.one.polled_ok) == (1, 1)
     assert (result.fleet.vms, result.fleet.polled_ok) == (300, 300)
     for served in (result.one, result.fleet):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from machine_support import require_py_spy, unavailable
 
 from bench.profile import EVENT_LOOP, SYSTEM_CALLS, layer_of, parse_raw, summarise
 from bench.realworkload import find_py_spy
@@ -101,13 +102,11 @@ def test_the_table_gives_each_layer_its_share_of_the_measured_cpu_per_poll() -> 
     assert profile_table({"profiles": None}) == []
 
 
-@pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed (pip install py-spy)")
 def test_py_spy_profiles_a_running_python_process_into_layers(tmp_path: Path) -> None:
     """The tool itself, on a real process: a loop in a file named like forewarn's service
     module, calling into the C library, is found in the service's layer and the system
     calls'. py-spy reads another process's memory, which needs ptrace rights."""
-    py_spy = find_py_spy()
-    assert py_spy is not None
+    py_spy = require_py_spy()
     module = tmp_path / "forewarn" / "service.py"
     module.parent.mkdir()
     (module.parent / "__init__.py").write_text("", encoding="utf-8")
@@ -130,7 +129,7 @@ def test_py_spy_profiles_a_running_python_process_into_layers(tmp_path: Path) ->
         argv += ["--native", "--format", "raw", "--output", str(out)]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0 and "ermission" in done.stderr:
-            pytest.skip(f"py-spy may not read other processes here: {done.stderr.strip()}")
+            unavailable(f"py-spy may not read other processes here: {done.stderr.strip()}")
         assert done.returncode == 0, done.stderr
         with out.open(encoding="utf-8") as lines:
             summary = summarise(parse_raw(lines))

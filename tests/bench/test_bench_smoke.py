@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_support import require_tool
 
 from bench.scale import (
     CAMPAIGN_PHASES,
@@ -24,8 +25,8 @@ from bench.scale import (
     measure_idle_memory,
     run_campaign,
 )
-from bench.throughput import run_throughput
-from bench.tools import find_tools
+from bench.throughput import ModeResult, Run, run_throughput
+from bench.wrk import WrkResult
 from forewarn.domain.platform import Platform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,19 +78,51 @@ def test_throughput_beside_nginx(tmp_path: Path) -> None:
     """SPEC.md section 1 [doc]: "Header `Metadata: true` is required on every request";
     both servers are checked to refuse a request without it, and to serve the same bytes,
     before wrk measures either."""
-    tools = find_tools(install=False)
-    if tools.wrk is None or tools.nginx is None:
-        pytest.skip("wrk and nginx are not installed (apt-get install -y wrk nginx-light)")
-    results = run_throughput(
-        tmp_path, wrk=tools.wrk, nginx=tools.nginx, duration=1, rounds=1, connections=8
-    )
+    wrk = require_tool("wrk", "the load generator")
+    nginx = require_tool("nginx", "the server measured beside", package="nginx-light")
+    results = run_throughput(tmp_path, wrk=wrk, nginx=nginx, duration=1, rounds=1, connections=8)
     assert 300 < results["document_bytes"] < 600
     modes = {mode["mode"]: mode for mode in results["modes"]}
     assert set(modes) == {"keep-alive", "new connection per request"}
     for mode in modes.values():
-        assert mode["forewarn_rps"] > 0
-        assert mode["nginx_rps"] > 0
-        assert mode["ratio"] == pytest.approx(mode["forewarn_rps"] / mode["nginx_rps"])
+        (ours,), (theirs,) = mode["rounds"]["forewarn"], mode["rounds"]["nginx"]
+        assert ours["wrk"]["requests_per_second"] == mode["forewarn_rps"] > 0
+        assert theirs["wrk"]["requests_per_second"] == mode["nginx_rps"] > 0
+        assert mode["ratios"] == [pytest.approx(mode["forewarn_rps"] / mode["nginx_rps"])]
+        # Each server's CPU while wrk ran, per request it answered: never nothing.
+        assert ours["server_cpu_us_per_request"] == mode["forewarn_cpu_us"] > 0
+        assert theirs["server_cpu_us_per_request"] == mode["nginx_cpu_us"] > 0
+        assert mode["cpu_ratio"] == pytest.approx(mode["nginx_cpu_us"] / mode["forewarn_cpu_us"])
+
+
+def test_each_figure_is_the_median_of_its_rounds_and_the_ratio_that_of_each_rounds() -> None:
+    """Three rounds side by side (README "Benchmarks": "3 interleaved rounds ..., the median
+    with its spread; only ratios count"): the ratio is taken within each round, then the
+    median across rounds, which is not the ratio of the medians."""
+    rounds = [(100.0, 200.0, 10.0, 5.0), (300.0, 310.0, 20.0, 6.0), (90.0, 100.0, 8.0, 7.0)]
+    ours = [Run(_wrk(rps), cpu) for rps, _, cpu, _ in rounds]
+    theirs = [Run(_wrk(rps), cpu) for _, rps, _, cpu in rounds]
+    summary = ModeResult("keep-alive", ours, theirs).summary()
+    assert summary["ratios"] == pytest.approx([0.5, 300 / 310, 0.9])
+    assert summary["ratio"] == pytest.approx(0.9)  # the median of the rounds' ratios
+    assert summary["forewarn_rps"] / summary["nginx_rps"] != pytest.approx(summary["ratio"])
+    assert (summary["forewarn_rps"], summary["nginx_rps"]) == (100.0, 200.0)
+    assert (summary["forewarn_cpu_us"], summary["nginx_cpu_us"]) == (10.0, 6.0)
+    assert summary["cpu_ratio"] == pytest.approx(0.5)  # of 0.5, 0.3 and 0.875
+
+
+def _wrk(requests_per_second: float) -> WrkResult:
+    return WrkResult(
+        requests=int(requests_per_second),
+        seconds=1.0,
+        requests_per_second=requests_per_second,
+        errors=0,
+        status_errors=0,
+        p50_ms=1.0,
+        p90_ms=1.5,
+        p99_ms=2.0,
+        max_ms=3.0,
+    )
 
 
 def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:

@@ -7,12 +7,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import psycopg
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -40,6 +43,9 @@ class FrontEnd:
     process: subprocess.Popen[bytes] | None = None
     #: How many times it was started, so a failure can say which process answered.
     starts: int = 0
+    #: What its stopped processes logged (warnings and worse), and the running one's file.
+    _logged: str = ""
+    _log: IO[bytes] | None = None
 
     @property
     def control(self) -> str:
@@ -52,7 +58,8 @@ class FrontEnd:
             "--bind", f"127.0.0.1:{self.port}", "--control", f"127.0.0.1:{self.control_port}",
             "--log-level", "warning", *self.extra,
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop, kept till then)
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self._log)
         self.starts += 1
         deadline = time.monotonic() + 30
         while True:
@@ -61,8 +68,7 @@ class FrontEnd:
                 return
             except httpx.TransportError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    error = self.process.stderr.read().decode() if self.process.stderr else ""
-                    raise AssertionError(f"forewarn serve did not come up: {error}") from None
+                    raise AssertionError(f"forewarn serve did not come up: {self.log()}") from None
                 time.sleep(0.05)
 
     def kill(self) -> None:
@@ -75,9 +81,18 @@ class FrontEnd:
             if self.process.poll() is None:
                 self.process.terminate()
             self.process.wait(15)
-            if self.process.stderr is not None:
-                self.process.stderr.close()
             self.process = None
+        if self._log is not None:
+            self._logged = self.log()
+            self._log.close()
+            self._log = None
+
+    def log(self) -> str:
+        """Everything its processes have logged so far."""
+        if self._log is None:
+            return self._logged
+        self._log.seek(0)
+        return self._logged + self._log.read().decode(errors="replace")
 
     @property
     def alive(self) -> bool:
@@ -100,6 +115,33 @@ class FrontEnd:
 
     def post(self, path: str, body: object = None) -> httpx.Response:
         return httpx.post(f"{self.control}{path}", headers=AUTH, json=body or {}, timeout=10)
+
+
+def silence(store: str, front_end: str, seconds: float) -> None:
+    """Make the last report of ``front_end`` (a LIKE pattern naming exactly one) ``seconds``
+    old, as if it had been silent that long: its heartbeat is what the others judge it by."""
+    url = urlsplit(store)
+    (namespace,) = parse_qs(url.query)["namespace"]
+    with psycopg.connect(url._replace(query="").geturl(), autocommit=True) as conn:
+        updated = conn.execute(
+            "UPDATE public.forewarn_front_ends "
+            "SET heartbeat = clock_timestamp() - make_interval(secs => %s) "
+            "WHERE namespace = %s AND front_end LIKE %s",
+            [seconds, namespace, front_end],
+        )
+        assert updated.rowcount == 1, f"not one front-end {front_end} in {namespace}"
+
+
+def front_end_rows(store: str) -> dict[str, int]:
+    """The namespace's list of front-ends: each one's name and the record it applied last."""
+    url = urlsplit(store)
+    (namespace,) = parse_qs(url.query)["namespace"]
+    with psycopg.connect(url._replace(query="").geturl(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT front_end, applied FROM public.forewarn_front_ends WHERE namespace = %s",
+            [namespace],
+        ).fetchall()
+    return {str(name): int(applied) for name, applied in rows}
 
 
 def agreed(front_ends: list[FrontEnd], timeout: float = 10.0) -> dict[str, bytes]:

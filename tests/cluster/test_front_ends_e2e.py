@@ -109,13 +109,14 @@ def test_front_ends_killed_at_random_lose_nothing_acknowledged(
     # (front-end's port, VM) -> the last incarnation, body and start it was served by
     incarnations: dict[tuple[int, str], tuple[int, bytes, int]] = {}
     campaigns = kills = rounds = 0
-    # at least 10 s of it, and three kills and two campaigns, however slow the machine;
-    # never more than 50 s
-    started, deadline = time.monotonic(), time.monotonic() + 50
-    while time.monotonic() < deadline:
+    # at least 10 s of it, and three kills, two campaigns and an approval, however slow the
+    # machine; the bound only stops a run that cannot get there
+    started, deadline = time.monotonic(), time.monotonic() + 300
+    while True:
         enough = kills >= 3 and campaigns >= 2 and time.monotonic() - started > 10
         if enough and acknowledged:
             break
+        assert time.monotonic() < deadline, f"{kills} kills, {campaigns} campaigns in 300 s"
         rounds += 1
         up = [front_end for front_end in fleet if front_end.alive]
         if len(up) == len(fleet) and rounds % 6 == 0:  # a victim every few rounds

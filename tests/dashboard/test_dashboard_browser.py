@@ -2,13 +2,13 @@
 link ``forewarn serve`` printed, sees the fleet, restarts a VM from the page, and watches the
 VM's own approval arrive on its timeline (README "Dashboard").
 
-Skipped with the reason where chromium or Playwright is missing; CI installs both.
+Skipped with the reason where chromium or Playwright is missing, and failed under CI, which
+installs both (tests/e2e/machine_support.py).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 from e2e_support import serve_with_its_link
+from machine_support import require_chromium
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLEET = """\
 availabilitySets:
   - name: west
@@ -46,21 +46,23 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
         yield served
 
 
-def _playwright() -> Any:
-    """Playwright's sync API, or a skip saying what is missing."""
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    return pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+def _playwright() -> tuple[Any, str]:
+    """Playwright's sync API and Debian's chromium (a skip saying what is missing, or a
+    failure under CI: tests/e2e/machine_support.py)."""
+    chromium = require_chromium()
+    from playwright import sync_api
+
+    return sync_api, chromium
 
 
 def test_restart_from_the_page_and_watch_the_vm_approve(
     served: tuple[str, str, int], tmp_path: Path
 ) -> None:
-    sync_api = _playwright()
+    sync_api, chromium = _playwright()
     link, control, port = served
     vm_url = f"http://127.0.0.2:{port}/metadata/scheduledevents?api-version=2020-07-01"
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1366, "height": 900})
             page.goto(link)  # the banner's link: sets the cookie, lands on the dashboard
@@ -139,13 +141,11 @@ def test_restart_from_the_page_and_watch_the_vm_approve(
 def test_the_page_needs_the_link_first(served: tuple[str, str, int]) -> None:
     """Without the token the page shows how to get in, and nothing else: the page's bytes
     are the same for everyone, and every call it would make needs the token."""
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    sync_api, chromium = _playwright()
     _, control, _ = served
     assert httpx.get(f"{control}/api/v1/stream").status_code == 401
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page()
             page.goto(f"{control}/")
@@ -178,12 +178,12 @@ def test_every_example_the_page_shows_is_accepted(tmp_path: Path) -> None:
     """Seen by a newcomer: the scenario box suggested a step it then refused (``unknown step
     'vm'``). Every example the page shows, submitted as shown, is accepted: the scenario box's
     (run to its end) and each instance-id field's, on the scale set the form names."""
-    sync_api = _playwright()
+    sync_api, chromium = _playwright()
     with (
         serve_with_its_link(tmp_path, fleet=EXAMPLES_FLEET) as (link, _, _),
         sync_api.sync_playwright() as play,
     ):
-        browser = play.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = play.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page()
             page.goto(link)

@@ -13,7 +13,6 @@ Skipped with the reason where chromium or Playwright is missing; CI installs bot
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
@@ -24,10 +23,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from e2e_support import http_server_in_thread, serve_with_its_link
+from machine_support import require_chromium
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Long enough for a loaded machine, short enough to fail soon when the page is locked out.
 WAIT_MS = 20_000
 
@@ -69,9 +68,9 @@ def _clock(control: str, token: str) -> str:
 def test_the_token_reaches_no_other_server_and_two_serves_share_one_browser(
     tmp_path: Path,
 ) -> None:
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    chromium = require_chromium()
+    from playwright import sync_api
+
     with (
         serve_with_its_link(tmp_path / "a") as (link_a, control_a, _),
         serve_with_its_link(tmp_path / "b") as (link_b, control_b, _),
@@ -80,7 +79,7 @@ def test_the_token_reaches_no_other_server_and_two_serves_share_one_browser(
         tokens = {_token(link_a), _token(link_b)}
         assert len(tokens) == 2
         with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             try:
                 context = browser.new_context()
                 page_a = context.new_page()

@@ -21,7 +21,6 @@ import os
 import re
 import resource
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+from machine_support import require_namespaces, unavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The public documents the behaviour comes from; beside the repository in development.
@@ -573,7 +572,7 @@ def stopped_at_exit(server: ForewarnServer) -> Iterator[ForewarnServer]:
 
 # -- a private network namespace: loopback up and 169.254.169.254 on it ---------------------
 # Deleted (with anything still running in it) however the test ends. Needs root and
-# iproute2; the test is skipped with the reason otherwise.
+# iproute2; the test is skipped with the reason otherwise (a failure under CI).
 
 
 @dataclass(frozen=True)
@@ -586,13 +585,9 @@ class Namespace:
 
 
 def skip_unless_namespaces_work() -> None:
-    """Skip, saying why, where no network namespace can be made."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip(f"network namespaces are Linux-only (this is {sys.platform})")
-    if os.geteuid() != 0:
-        pytest.skip(f"creating a network namespace needs root (running as uid {os.geteuid()})")
-    if shutil.which("ip") is None:
-        pytest.skip("iproute2's `ip` is not installed")
+    """Go on where a network namespace can be made; otherwise skip saying why (fail under CI,
+    which runs as root with iproute2: :mod:`machine_support`)."""
+    require_namespaces()
 
 
 def _kill_everything_in(namespace: str) -> None:
@@ -609,7 +604,7 @@ def namespace_for_test() -> Iterator[Namespace]:
     name = f"forewarn-e2e-{os.getpid()}-{secrets.token_hex(3)}"
     added = run(["ip", "netns", "add", name], timeout=10)
     if added.returncode != 0:
-        pytest.skip(f"`ip netns add {name}` failed: {added.stderr.strip()}")
+        unavailable(f"`ip netns add {name}` failed: {added.stderr.strip()}")
     namespace = Namespace(name)
     try:
         for argv in (

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from email.utils import parsedate_to_datetime
@@ -41,6 +40,7 @@ from e2e_support import (
     clean_environment,
     run,
 )
+from machine_support import require_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -48,10 +48,7 @@ PAIR = PAIR_HOSTS
 
 
 def _curl() -> str:
-    curl = shutil.which("curl")
-    if curl is None:
-        pytest.skip("curl is not installed: the documented commands are curl command lines")
-    return curl
+    return require_tool("curl", "the documented commands are curl command lines")
 
 
 def _cli(server: ForewarnServer, *args: str) -> str:

@@ -189,12 +189,14 @@ def test_oversized_requests_are_refused_quickly(
     target: Target, request_bytes: bytes, reason: str
 ) -> None:
     """SPEC.md section 1, "Request limits": bounded lengths, rejected with 400; the client,
-    still sending, gets the answer rather than a reset, and fast (limits protect the one
-    event loop every VM shares)."""
-    reply = target.send(request_bytes)
+    still sending, gets the answer rather than a reset, and without waiting for more: the
+    answer names the limit, where a server still reading would end on its request timeout
+    (30 s), long after this read gives up (limits protect the one event loop every VM
+    shares). That the server half-closes as it answers is pinned in process
+    (test_http_limits_in_process.py)."""
+    reply = target.send(request_bytes, read_timeout=10.0)
     response = _only_error(reply)
     assert reason in response.json()["error"], response.json()
-    assert reply.seconds < 2.0
 
 
 def test_declared_huge_body_is_refused_before_it_is_sent(target: Target) -> None:

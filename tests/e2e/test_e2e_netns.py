@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -43,6 +42,7 @@ from e2e_support import (
     run,
     serve_argv,
 )
+from machine_support import require_tool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 
@@ -212,8 +212,7 @@ def test_unmodified_curl_inside_the_namespace(inside: NamespacedServer) -> None:
     """scheduled-events-windows-2024.txt, "Query for events" and "Start an event", exactly as
     printed (the POST with the event's id in place of the example's); the event is put there
     with ``forewarn events create``, as the README shows."""
-    if shutil.which("curl") is None:
-        pytest.skip("curl is not installed: the documented commands are curl command lines")
+    require_tool("curl", "the documented commands are curl command lines")
     namespace = inside.namespace
     created = run(
         namespace.argv(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
 import sys
 import time
@@ -36,6 +35,7 @@ from e2e_support import (
     run,
     skip_unless_namespaces_work,
 )
+from machine_support import require_tool, unavailable
 from postgres_support import POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,8 +128,7 @@ def _eventually(what: str, check: Callable[[], Any]) -> Any:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     skip_unless_namespaces_work()
-    if shutil.which("curl") is None:
-        pytest.skip("curl is not installed: the example's VMs call with curl")
+    require_tool("curl", "the example's VMs call with it")
     suffix = secrets.token_hex(3)
     store_namespace = f"test_scale_out_{suffix}"
     run_dir = tmp_path_factory.mktemp("scale-out") / "run"
@@ -145,9 +144,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     env.pop("FOREWARN_TOKEN", None)
     started = run(["bash", str(RUN_SH), "start"], env=env, timeout=120)
     if "no PostgreSQL answers" in started.stderr:  # run.sh checks before it makes anything
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has PostgreSQL, but: {started.stderr.strip()}")
-        pytest.skip(started.stderr.strip())
+        unavailable(started.stderr.strip())
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         yield Deployment(
@@ -219,9 +216,8 @@ def test_start_refuses_in_one_line_without_root() -> None:
     """Without root nothing is made, and the one line says what to do."""
     argv = ["bash", str(RUN_SH), "start"]
     if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root, and no setpriv to drop to another user")
-        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        setpriv = require_tool("setpriv", "to drop root to another user", package="util-linux")
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
     done = run(argv)
     assert done.returncode == 1
     assert done.stdout == ""

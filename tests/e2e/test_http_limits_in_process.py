@@ -140,16 +140,23 @@ def test_a_refused_client_still_sending_is_read_then_cut_off(
     """After a refusal the server half-closes and drops what the client still sends, so that
     the client reads the 400 rather than a reset; after the linger time (shortened here) the
     connection is closed for good, and what the client sends then is refused (RST)."""
-    monkeypatch.setattr(limits, "LINGER_TIMEOUT", 1.0)
+    refused = get(extra=b"X-Long: " + b"v" * 5000 + b"\r\n")
+    monkeypatch.setattr(limits, "LINGER_TIMEOUT", 60.0)  # lingering all through this part
     with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
-        sock.sendall(get(extra=b"X-Long: " + b"v" * 5000 + b"\r\n"))
+        sock.sendall(refused)
         data = b""
         while chunk := sock.recv(65536):  # the 400, then the server's half-close
             data += chunk
         assert _only(data)[0] == 400
         assert not _cut_off(sock)  # what still comes is dropped: the server still reads
-        time.sleep(1.2)
-        assert _cut_off(sock)
+    monkeypatch.setattr(limits, "LINGER_TIMEOUT", 0.2)
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+        sock.sendall(refused)
+        while sock.recv(65536):
+            pass
+        deadline = time.monotonic() + 30  # a bound on the wait, not the verdict
+        while not _cut_off(sock):
+            assert time.monotonic() < deadline, "never closed after the linger"
     answered = exchange("127.0.0.1", port, get(extra=CLOSE))
     assert parse_responses(answered.data)[0].status == 200
 
@@ -284,14 +291,21 @@ def test_a_burst_of_connections_waits_for_a_busy_server_rather_than_being_droppe
     (4096 deep) instead of being dropped after the default hundred."""
     with ForewarnPlatform(rate_limit=1000) as platform:
         server = platform.serve()
-        busy = threading.Thread(target=lambda: server.call(lambda: time.sleep(0.5)))
+        in_the_loop, burst_done = threading.Event(), threading.Event()
+
+        def hold_the_loop() -> None:  # runs on the server's loop: nothing is accepted meanwhile
+            in_the_loop.set()
+            burst_done.wait(30)
+
+        busy = threading.Thread(target=lambda: server.call(hold_the_loop))
         busy.start()
-        time.sleep(0.1)  # the server's loop is in the sleep now
+        assert in_the_loop.wait(30)
         opened: list[socket.socket] = []
         try:
             for _ in range(300):
-                opened.append(socket.create_connection(("127.0.0.1", platform.port), timeout=0.5))
+                opened.append(socket.create_connection(("127.0.0.1", platform.port), timeout=10))
         finally:
+            burst_done.set()
             busy.join()
             for sock in opened:
                 sock.close()

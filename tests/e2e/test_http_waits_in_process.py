@@ -9,10 +9,12 @@ server would otherwise pass unseen.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import pytest
 from e2e_support import exchange, parse_responses, responses_complete
@@ -26,6 +28,7 @@ from http_wire_support import (
     post,
 )
 
+from forewarn.server.http import _connection
 from forewarn.testing import ForewarnPlatform
 
 READ_TIMEOUT = 3.0
@@ -318,19 +321,44 @@ def test_a_truncate_fault_during_an_impact_closes_without_a_byte(
 
 
 def test_a_latency_of_zero_answers_at_once_and_spends_one_use(
-    platform: ForewarnPlatform, connect: Callable[[], Connection]
+    platform: ForewarnPlatform, connect: Callable[[], Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/faults.md, ``latency``: "the real answer, ``delay`` seconds late"; a delay of 0
-    is allowed, and each request it strikes counts once towards ``count``."""
+    is allowed, and each request it strikes counts once towards ``count``. The answer is
+    timed on the server's loop, whose timers are watched here: the request's is of 0 s."""
+    delays = _loop_timers(monkeypatch)
     fault = platform.fault("latency", count=3, delay=0)
     client = connect()
-    started = time.monotonic()
     client.send(get(extra=CLOSE))
     assert client.statuses(1) == [200]
-    assert time.monotonic() - started < 0.9  # not the second a missing delay would be
+    assert delays[0] == 0  # the answer's timer; closing may set one of its own later
     assert client.ends()
     (left,) = platform.faults()
     assert (left.id, left.remaining, left.hits) == (fault.id, 2, 1)
+
+
+def _loop_timers(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The delays of the timers connections made from now on set on the server's loop."""
+    delays: list[float] = []
+    made = _connection.ImdsProtocol.__init__
+
+    class Watched:
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self._loop = loop
+
+        def call_later(self, delay: float, *args: Any) -> asyncio.TimerHandle:
+            delays.append(delay)
+            return self._loop.call_later(delay, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._loop, name)
+
+    def watched(self: _connection.ImdsProtocol, *args: Any) -> None:
+        endpoint, shared, loop, connections = args
+        made(self, endpoint, shared, cast(asyncio.AbstractEventLoop, Watched(loop)), connections)
+
+    monkeypatch.setattr(_connection.ImdsProtocol, "__init__", watched)
+    return delays
 
 
 def test_a_timeout_without_a_delay_stays_silent(

@@ -206,13 +206,13 @@ def test_a_truncated_error_cuts_its_head(faulty: InProcessServer) -> None:
 
 
 def test_a_timeout_fault_is_silence_until_its_delay_then_a_close(faulty: InProcessServer) -> None:
-    faulty.platform.fault("timeout", count=1, delay=0.4)
+    faulty.platform.fault("timeout", count=1, delay=60)  # silent all through the read
     quiet = _get(faulty, read_timeout=0.2)
     assert (quiet.data, quiet.closed) == (b"", False)
     faulty.platform.fault("timeout", count=1, delay=0.3)
-    ended = _get(faulty, read_timeout=3.0)
+    ended = _get(faulty, read_timeout=30.0)  # a bound on the wait: it ends with the close
     assert (ended.data, ended.closed) == (b"", True)
-    assert 0.25 <= ended.seconds < 2.5
+    assert ended.seconds >= 0.3  # not before the delay
 
 
 def test_a_latency_fault_delays_the_real_answer_and_what_is_pipelined_behind(

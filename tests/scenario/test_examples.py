@@ -1,8 +1,7 @@
-"""The example scenarios run in-process on a manual clock, in well under a second each."""
+"""The example scenarios run in-process on a manual clock: their minutes pass as their steps
+move it, not as the test waits."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 
@@ -20,11 +19,9 @@ def test_example_scenarios_pass(name: str) -> None:
     every-operation.yaml: every row of SPEC.md section 6 (each step cites its source);
     real-world-mix.yaml: host-update campaigns, the documented edge cases and a 410 burst."""
     scenario = load_scenario(EXAMPLES / name)
-    began = time.monotonic()
     result = run_in_process(scenario)
     assert result.failure is None, result.failure.render(scenario.source, len(scenario.steps))
     assert result.steps_run == len(scenario.steps)
-    assert time.monotonic() - began < 30  # platform minutes, real seconds
 
 
 def test_every_operation_covers_every_row_of_spec_6() -> None:

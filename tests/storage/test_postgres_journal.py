@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_support import require_module
 
 from forewarn.storage import (
     NewerSchemaError,
@@ -223,7 +224,7 @@ def test_an_unreachable_server_is_reported_without_its_password() -> None:
     "query", ["namespace=", "schema=bad-name", "schema=a;drop", "namespace=a&namespace=b"]
 )
 def test_bad_namespaces_and_schemas_are_refused_before_connecting(query: str) -> None:
-    pytest.importorskip("psycopg")
+    require_module("psycopg")
     with pytest.raises(StoreUrlError):
         open_journal(f"postgresql://postgres@127.0.0.1:1/test?{query}")
 
@@ -329,21 +330,35 @@ def test_conditional_appenders_in_several_processes_leave_no_gap_and_no_duplicat
 ) -> None:
     """Front-ends are processes: three of them appending at once, each on what it read,
     leave every record once, numbered without a gap, each right after what its writer read;
-    the conflicts they met were reported to them, not merged."""
+    the conflicts they met were reported to them, not merged. Their first appends are made
+    on the same read of an empty journal: exactly one is taken, the other two are refused
+    with a conflict."""
     writers, per_writer = 3, 60
     child = Path(__file__).with_name("append_conditionally.py")
     processes = [
         subprocess.Popen(
             [sys.executable, str(child), fleet.url, str(writer), str(per_writer)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for writer in range(writers)
     ]
+    for process in processes:  # each has read the end of the journal: empty
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+    for process in processes:  # then all append at once
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    outcomes = []
     for process in processes:
         output, _ = process.communicate(timeout=90)
         assert process.returncode == 0
-        assert int(output) >= 0  # the conflicts it met, each a refused append it retried
+        first_conflicted, conflicts = map(int, output.split())
+        outcomes.append(first_conflicted)
+        assert conflicts >= first_conflicted  # each one a refused append it read again for
+    assert sorted(outcomes) == [0, 1, 1]
     records = list(fleet.open().records())
     assert [sequence for sequence, _ in records] == list(range(1, writers * per_writer + 1))
     written = sorted((record["writer"], record["n"]) for _, record in records)
@@ -378,3 +393,31 @@ def test_a_writer_waits_for_the_front_ends_behind_it_and_no_longer_than_told(
     assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ("o",)
     other.forget_front_end("o")
     assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ()
+
+
+def test_a_waiting_writer_is_woken_by_the_report_it_waits_for(
+    fleet: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[ours] (docs/scale-out.md, "How front-ends stay one fleet"): the writer LISTENs for
+    the front-ends' reports, so one that comes while it waits ends the wait at once. Its own
+    look at the table is made rare here, so only the notification can end the wait before a
+    third front-end joins, 10 s later, behind: a writer still waiting then would name it."""
+    from forewarn.storage import postgres
+
+    monkeypatch.setattr(postgres, "_APPLIED_LOOK_SECONDS", 60.0)
+    writer, other = fleet.open(), fleet.open()
+    assert isinstance(writer, PostgresJournal)
+    assert isinstance(other, PostgresJournal)
+    writer.report_applied("w", 0)
+    other.report_applied("o", 0)
+    writer.append({"n": 1})
+    report = threading.Timer(0.5, other.report_applied, ("o", 1))
+    joins = threading.Timer(10, other.report_applied, ("late", 0))
+    report.start()
+    joins.start()
+    try:
+        assert writer.wait_applied("w", 1, timeout=30, live_within=60) == ()
+    finally:
+        joins.cancel()
+        report.join()
+        joins.join()

@@ -165,3 +165,36 @@ def test_a_place_that_cannot_hold_a_file_is_unavailable(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(StoreUnavailableError, match="unable to open"):
         SqliteJournal(tmp_path / "a-file" / "journal.sqlite3")
+
+
+def test_a_journal_where_write_ahead_logging_is_unavailable_is_refused() -> None:
+    """SQLite keeps an in-memory database's journal in memory whatever it is asked: no
+    write-ahead log on disk, so no append would survive the process. Refused at open."""
+    with pytest.raises(StoreUnavailableError, match=r"write-ahead logging unavailable \(memory\)"):
+        SqliteJournal(":memory:")
+
+
+@pytest.mark.parametrize(("level", "named"), [(0, "off"), (1, "normal"), (2, "full"), (3, "extra")])
+def test_durability_names_each_synchronous_level(path: Path, level: int, named: str) -> None:
+    """What ``durability()`` reports is what SQLite uses, by the name its documentation gives
+    each ``PRAGMA synchronous`` level."""
+    with SqliteJournal(path) as journal:
+        reported = journal.durability()
+        journal._conn.execute(f"PRAGMA synchronous={level}")  # as a misconfigured build would
+        changed = journal.durability()
+    assert reported["synchronous"] == "full"
+    assert changed == {**reported, "synchronous": named}
+
+
+def test_a_commit_is_in_the_write_ahead_log_and_the_file_is_held(path: Path) -> None:
+    """The append is in ``-wal`` when it returns (the database file itself is written at a
+    checkpoint), and no other connection can read the file meanwhile (exclusive locking)."""
+    with SqliteJournal(path) as journal:
+        journal.append({"n": 1})
+        assert Path(f"{path}-wal").stat().st_size > 0
+        other = sqlite3.connect(path, timeout=0.05)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("SELECT count(*) FROM records").fetchone()
+        finally:
+            other.close()

@@ -15,6 +15,17 @@ pytest_plugins = ["pytester"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "app_under_test"
 
 
+#: The nested run happens in this process, where the plugin's modules are imported already:
+#: pytest's notice that it cannot rewrite their asserts again is no warning about the plugin.
+_ALREADY_IMPORTED = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A user's suite run with ``args``, in this process (a process of its own costs seconds;
+    the worked example below is run so)."""
+    return pytester.runpytest_inprocess(*args, *_ALREADY_IMPORTED)
+
+
 def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
     pytester: pytest.Pytester,
 ) -> None:
@@ -50,7 +61,7 @@ def test_the_fixture_serves_one_vm_and_the_marker_configures_it(
             assert forewarn_platform.vm_names == ("m",)
         """
     )
-    result = pytester.runpytest_subprocess("--strict-markers", "-W", "error")
+    result = run_suite(pytester, "--strict-markers", "-W", "error")
     result.assert_outcomes(passed=3)
 
 
@@ -78,7 +89,7 @@ def test_the_factory_makes_several_platforms_and_closes_each(pytester: pytest.Py
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
         """
     )
-    result = pytester.runpytest_subprocess("-W", "error")
+    result = run_suite(pytester, "-W", "error")
     result.assert_outcomes(passed=2)
 
 
@@ -98,7 +109,7 @@ def test_a_test_that_does_not_approve_fails_with_what_was_seen(pytester: pytest.
             forewarn_platform.assert_approved(event)
         """
     )
-    result = pytester.runpytest_subprocess("-W", "error")
+    result = run_suite(pytester, "-W", "error")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*was not approved; no approvals at all (1 GET request(s) seen)*"])
 
@@ -115,9 +126,9 @@ def test_the_marker_is_registered_and_refuses_positional_arguments(
             pass
         """
     )
-    markers = pytester.runpytest_subprocess("--markers")
+    markers = run_suite(pytester, "--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.forewarn(**options):*"])
-    result = pytester.runpytest_subprocess("--strict-markers")
+    result = run_suite(pytester, "--strict-markers")
     result.stdout.fnmatch_lines(["*the forewarn marker takes keyword arguments only*"])
     assert result.ret != 0
 
@@ -129,7 +140,7 @@ def test_the_plugin_can_be_turned_off(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:forewarn")
+    result = run_suite(pytester, "-p", "no:forewarn")
     result.stdout.fnmatch_lines(["*fixture 'forewarn_platform' not found*"])
 
 

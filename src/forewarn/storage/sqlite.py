@@ -48,6 +48,9 @@ Migration = Callable[[sqlite3.Connection], None]
 #: ``MIGRATIONS[n]`` turns a version-``n`` file into version ``n + 1``; none exist yet.
 MIGRATIONS: Mapping[int, Migration] = {}
 
+#: ``PRAGMA synchronous`` reads 0 to 3, which SQLite's documentation names so.
+_SYNCHRONOUS = ("off", "normal", "full", "extra")
+
 _CREATE_V1 = (
     "CREATE TABLE forewarn_schema (version INTEGER NOT NULL)",
     "CREATE TABLE metadata (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
@@ -236,11 +239,15 @@ class SqliteJournal:
         """The settings that make appends durable, as SQLite reports them (for diagnostics)."""
         with self._changed, self._translated():
             self._ensure_open()
-            names = ("journal_mode", "synchronous", "locking_mode")
-            values = [self._conn.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
-        synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-        values[1] = synchronous.get(values[1], values[1])
-        return {name: str(value).lower() for name, value in zip(names, values, strict=True)}
+            journal_mode, synchronous, locking_mode = (
+                self._conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("journal_mode", "synchronous", "locking_mode")
+            )
+        return {
+            "journal_mode": journal_mode.lower(),
+            "synchronous": _SYNCHRONOUS[synchronous],
+            "locking_mode": locking_mode.lower(),
+        }
 
     # -- the journal -----------------------------------------------------------------------
 

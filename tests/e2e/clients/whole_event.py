@@ -94,7 +94,13 @@ try:
     start("sample", [python, str(HERE / "sample_driver.py"), str(sample)])
     start("curl", ["sh", str(HERE / "curl_loop.sh"), base, str(stop_file)])
     start("etag", [python, str(HERE / "etag_poller.py"), base, str(stop_file)])
-    time.sleep(3)
+    # every poller has read the document once before anything happens to its VM
+    until(
+        lambda: all(
+            (workdir / f"{name}.log").stat().st_size for name in ("client", "curl", "etag")
+        ),
+        "the pollers' first reads",
+    )
     if operate("/vms/vm0/restart") != "Reboot":
         fail("a restart is not a Reboot")
     until(no_events, "the Reboot's end")

@@ -1,0 +1,237 @@
+"""What a store's refusals say: the operator reads them in a log or a CLI error, so each
+names the store, what it expected and what it found.
+
+All [ours] (``forewarn.storage.errors``); run against every backend."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forewarn.storage import (
+    AppendConflictError,
+    CorruptStoreError,
+    Journal,
+    JournalClosedError,
+    MemoryJournal,
+    NewerSchemaError,
+    SqliteJournal,
+    StoreBusyError,
+    StoreUnavailableError,
+    StoreUrlError,
+    ValueTooLargeError,
+)
+from forewarn.storage.journal import MAX_RECORD_BYTES
+from forewarn.storage.urls import directory_journal_path, sqlite_path
+
+from .conftest import Store
+
+#: How each backend names itself in a message.
+NAMES = {
+    "memory": "memory journal",
+    "sqlite": "SQLite journal /",
+    "postgres": "PostgreSQL journal 'test_",
+}
+
+
+def test_a_conflict_names_the_store_and_both_ends(store: Store) -> None:
+    journal: Journal = store.open()
+    journal.append_many([{"n": 0}, {"n": 1}])
+    with pytest.raises(AppendConflictError) as raised:
+        journal.append_if(1, [{"n": "late"}])
+    message = str(raised.value)
+    assert message.startswith(NAMES[store.backend]), message
+    assert message.endswith(" ends at record 2, not 1: another writer appended first")
+
+
+def test_an_oversized_record_says_what_it_was_and_the_bound(journal: Journal) -> None:
+    with pytest.raises(ValueTooLargeError) as raised:
+        journal.append({"pad": "x" * MAX_RECORD_BYTES})
+    size = MAX_RECORD_BYTES + len('{"pad":""}')
+    assert (
+        str(raised.value) == f"record is {size} bytes, over the limit of {MAX_RECORD_BYTES} bytes"
+    )
+    assert (raised.value.size, raised.value.limit) == (size, MAX_RECORD_BYTES)
+
+
+def test_a_newer_schema_says_where_what_it_found_and_what_is_supported(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+    with pytest.raises(NewerSchemaError) as raised:
+        SqliteJournal(path, schema_version=0)
+    error = raised.value
+    assert (error.where, error.found, error.supported) == (f"SQLite journal {path}", 1, 0)
+    assert str(error) == (
+        f"SQLite journal {path} has journal schema version 1, but this forewarn supports up to "
+        "version 0: upgrade forewarn to open it"
+    )
+
+
+def test_a_data_directory_is_made_once_and_found_again(tmp_path: Path) -> None:
+    """``--data-dir DIR``: made with its parents at the first start, used as it is after."""
+    data = tmp_path / "a" / "b"
+    assert directory_journal_path(data) == data / "forewarn.sqlite3"
+    assert data.is_dir()
+    assert directory_journal_path(data) == data / "forewarn.sqlite3"  # there already
+    assert re.fullmatch(r".*forewarn\.sqlite3", str(directory_journal_path(str(data))))
+
+
+def test_a_closed_journal_says_which_it_is(store: Store) -> None:
+    journal = store.open()
+    journal.close()
+    with pytest.raises(JournalClosedError) as raised:
+        journal.append({"n": 1})
+    message = str(raised.value)
+    assert message.startswith(NAMES[store.backend]), message
+    assert message.endswith(" is closed")
+
+
+def test_a_place_that_cannot_hold_the_file_is_unavailable_not_busy(tmp_path: Path) -> None:
+    """Busy (another writer holds it: retry later) and unavailable (this place cannot be
+    used: fix the path) are told apart, and the message says which store and why."""
+    (tmp_path / "a-file").write_text("x")
+    path = tmp_path / "a-file" / "journal.sqlite3"
+    with pytest.raises(StoreUnavailableError) as raised:
+        SqliteJournal(path)
+    assert not isinstance(raised.value, StoreBusyError)
+    assert str(raised.value) == f"cannot use SQLite journal {path}: unable to open database file"
+
+
+class _WatchedCondition:
+    """A journal's condition variable whose waits are recorded (and not slept: the caller
+    looks again at once, as after a spurious wake-up)."""
+
+    def __init__(self, condition: threading.Condition) -> None:
+        self._condition = condition
+        self.waits: list[float] = []
+
+    def __enter__(self) -> bool:
+        return self._condition.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._condition.__exit__(*exc_info)
+
+    def wait(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        return False
+
+    def notify_all(self) -> None:
+        self._condition.notify_all()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_waiting_for_an_append_waits_as_long_as_asked_and_no_longer(
+    backend: str, tmp_path: Path
+) -> None:
+    """A follower's poll (``timeout=0``) never waits; a wait is as long as asked, not a
+    moment less: only what is already there is returned early."""
+    journal: Any = (
+        MemoryJournal() if backend == "memory" else SqliteJournal(tmp_path / "journal.sqlite3")
+    )
+    try:
+        watched = _WatchedCondition(journal._changed)
+        journal._changed = watched
+        assert journal.wait_for_append(after=0, timeout=0) == 0
+        assert watched.waits == []
+        assert journal.wait_for_append(after=0, timeout=-1) == 0
+        assert watched.waits == []
+        assert journal.wait_for_append(after=0, timeout=0.3) == 0
+        assert 0 < watched.waits[0] <= 0.3  # then looked again until the time was up
+        journal._changed = watched._condition
+        journal.append({"n": 1})
+        assert journal.wait_for_append(after=0, timeout=0) == 1
+    finally:
+        journal.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "sqlite://host/journal.db",
+            "'sqlite://host/journal.db': SQLite URLs have no host; write "
+            "sqlite:///absolute/path.db or sqlite:relative/path.db",
+        ),
+        ("sqlite:", "'sqlite:' names no file"),
+        ("sqlite:////", "'sqlite:////' names no file"),
+    ],
+)
+def test_a_sqlite_url_without_a_file_says_how_to_write_one(url: str, said: str) -> None:
+    with pytest.raises(StoreUrlError) as raised:
+        sqlite_path(url)
+    assert str(raised.value) == said
+
+
+def test_only_the_slashes_before_an_absolute_path_are_taken_off() -> None:
+    assert sqlite_path("sqlite:////XYZ/journal.db") == "/XYZ/journal.db"
+    assert sqlite_path("sqlite:///X/journal.db") == "/X/journal.db"
+
+
+def test_another_applications_database_is_named_with_its_tables(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE orders (n)")
+    conn.execute("CREATE TABLE customers (name)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"{path} is an SQLite database but not a forewarn journal (it has tables customers, orders)"
+    )
+
+
+@pytest.mark.parametrize("version", [0, -1, "x", 1.5])
+def test_a_schema_version_that_is_not_a_positive_number_is_damage(
+    tmp_path: Path, version: object
+) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE forewarn_schema SET version = ?", (version,))
+    conn.close()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"SQLite journal {path} has a damaged schema version table: [({version!r},)]"
+    )
+
+
+def test_a_file_of_another_application_id_is_no_journal(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA application_id = 7")
+    conn.close()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == f"{path} is not a forewarn journal (application id)"
+
+
+def test_a_file_that_is_not_sqlite_is_named_as_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    path.write_bytes(b"vms:\n  - {name: vm0}\n" * 100)
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"SQLite journal {path} is not a readable forewarn journal: file is not a database"
+    )
+
+
+def test_a_migration_the_database_refuses_is_reported_as_the_store_being_unusable(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.sqlite3"
+    SqliteJournal(path).close()
+
+    def refused(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with pytest.raises(StoreUnavailableError) as raised:
+        SqliteJournal(path, schema_version=2, migrations={1: refused})
+    assert str(raised.value) == f"cannot use SQLite journal {path}: disk I/O error"
