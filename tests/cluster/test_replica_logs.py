@@ -106,18 +106,21 @@ def quiet(shared_store: str, tmp_path: Path) -> Iterator[OpenedState]:
     replica(state).journal.close()
 
 
-def test_a_held_request_of_a_diverged_copy_is_looked_at_again_at_once(
+def test_a_request_to_a_diverged_copy_is_refused_until_it_is_rebuilt(
     a: OpenedState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Held as in a warm-up until now: the server looks at it again on its next round."""
+    """Issue 26.1's rule: a change nobody may see until it is durable. A copy whose last
+    write's commit was lost (and the journal unreadable since) may show that change, so a
+    VM's request is refused (503) rather than answered from it, until the copy is rebuilt."""
     with monkeypatch.context() as patched:
         patched.setattr(ExclusiveWrite, "append_if", _lost)
         patched.setattr(replica(a).journal, "records", _lost)
         with pytest.raises(ReplicaError):
             a.service.execute(Restart("WestNO_1"))
-        held = replica(a).requested("WestNO_2")
-    assert held is not None
-    assert (held.until, held.event_type) == (a.service.now(), None)
+        with pytest.raises(ReplicaError, match="rebuilding its state from the journal"):
+            replica(a).requested("WestNO_2")
+    replica(a).rebuild()  # the follower does this once the server answers
+    assert replica(a).requested("WestNO_2") is None
 
 
 def test_a_first_request_is_journaled_without_waiting_for_other_front_ends(
@@ -137,15 +140,21 @@ def test_a_first_request_is_journaled_without_waiting_for_other_front_ends(
         replica(silent).journal.close()
 
 
-def test_a_first_request_the_store_cannot_take_is_logged_and_answered(
-    quiet: OpenedState, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_a_first_request_the_store_cannot_take_is_refused_and_not_retried_at_once(
+    quiet: OpenedState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING):
+    """The touch that turns Scheduled Events on cannot be journaled (the store refuses the
+    write before anything is applied): the request is refused, nothing changes here, and
+    the next request within QUIET_SECONDS is refused without asking the store again."""
+    with monkeypatch.context() as patched:
         patched.setattr(replica(quiet).journal, "exclusive", _lost)
-        assert replica(quiet).requested("quiet") is None  # answered as things stand
-    (warning,) = _warnings(caplog)
-    assert warning.startswith("cannot journal quiet's first request: cannot write now: ")
-    assert warning.endswith("the server went away during the commit")
+        with pytest.raises(ReplicaError, match="cannot write now: the server went away"):
+            replica(quiet).requested("quiet")
+    assert not replica(quiet).diverged
+    assert not quiet.service.vm_state("quiet").receiving
+    with pytest.raises(ReplicaError, match="a moment ago"):  # the store works, not asked
+        replica(quiet).requested("quiet")
+    assert list(replica(quiet).journal.records()) == []
 
 
 def test_requests_within_the_interval_leave_nothing_to_journal(a: OpenedState) -> None:
