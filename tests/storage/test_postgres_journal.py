@@ -243,8 +243,8 @@ def test_writers_holding_the_namespace_lock_take_turns_and_see_each_other(fleet:
 
     def later() -> None:
         with second.exclusive() as write:
+            seen.append(write.records(after=0))  # the lock is held once the first read answers
             entered.set()
-            seen.append(write.records(after=0))
             write.append_if(1, [{"by": "second"}])
 
     with first.exclusive() as write:

@@ -307,30 +307,27 @@ class PostgresJournal:
         params: list[object] = [len(texts), self.namespace]
         if expected is not None:
             params.append(expected)
+        # One statement: the counter moves, the records go in after the old end, and the
+        # NOTIFY (delivered only on commit, so a woken follower always finds the records) is
+        # queued, or, when the condition fails, none of the three happens.
+        params.extend([self.namespace, len(texts), texts, self._channel])
         row = conn.execute(
             sql.SQL(
-                "UPDATE {} SET last_sequence = last_sequence + %s "
-                "WHERE namespace = %s{} RETURNING last_sequence"
-            ).format(self._table("forewarn_namespaces"), condition),
+                "WITH bumped AS (UPDATE {} SET last_sequence = last_sequence + %s "
+                "WHERE namespace = %s{} RETURNING last_sequence), "
+                "inserted AS (INSERT INTO {} (namespace, sequence, body) "
+                "SELECT %s, bumped.last_sequence - %s + ordinality, body::json "
+                "FROM bumped, unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)) "
+                "SELECT last_sequence, pg_notify(%s, last_sequence::text) FROM bumped"
+            ).format(
+                self._table("forewarn_namespaces"), condition, self._table("forewarn_records")
+            ),
             params,
         ).fetchone()
         if row is None:
             found = self._read_last(conn)  # raises when the namespace row itself is gone
             raise AppendConflictError(self._where, expected or 0, found)
-        last = int(row[0])
-        if not texts:
-            return last
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (namespace, sequence, body) "
-                "SELECT %s, %s + ordinality - 1, body::json "
-                "FROM unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)"
-            ).format(self._table("forewarn_records")),
-            [self.namespace, last - len(texts) + 1, texts],
-        )
-        # Delivered only on commit, so a woken follower always finds the records.
-        conn.execute("SELECT pg_notify(%s, %s)", [self._channel, str(last)])
-        return last
+        return int(row[0])
 
     # -- several writers -------------------------------------------------------------------
 
@@ -344,10 +341,16 @@ class PostgresJournal:
         with the others' records, decides, and appends, with nobody appending in between.
         Waiting for the lock is bounded by ``lock_timeout`` (a stuck writer elsewhere is an
         error here, not a hang); the lock goes with the transaction, however it ends.
+
+        The transaction runs in libpq's pipeline mode: statements are sent as they are made
+        and the server is only waited on where a result is needed. Beginning, taking the lock
+        and the first read are one round trip (the lock is held once that read answers, and
+        is taken before it on the server), an append with its reports another, and the
+        commit a third, where a statement each way took eleven.
         """
         with self._lock, self._translated():
             conn = self._connection()
-            with conn.transaction():
+            with conn.pipeline(), conn.transaction():
                 milliseconds = max(1, round(lock_timeout * 1000))
                 conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
                 conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
