@@ -14,13 +14,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from forewarn.cluster import Replica, ReplicaError
-from forewarn.commands import CancelEvent, Command, Restart, ScheduleEvent
+from forewarn.commands import CancelEvent, Restart, ScheduleEvent
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.events import Event, EventType
 from forewarn.server.state import OpenedState
@@ -157,16 +158,17 @@ def test_a_group_is_one_transaction_and_a_refused_write_is_refused_alone(
     outcomes = concurrently(
         writer,
         [
-            lambda: writer.write(Restart("WestNO_0")),
-            lambda: writer.write(schedule("first", "WestNO_1")),
-            lambda: writer.write(CancelEvent("00000000-0000-4000-8000-000000000000")),
-            lambda: writer.write(schedule("second", "WestNO_2")),
+            partial(writer.write, Restart("WestNO_0")),
+            partial(writer.write, schedule("first", "WestNO_1")),
+            partial(writer.write, CancelEvent("00000000-0000-4000-8000-000000000000")),
+            partial(writer.write, schedule("second", "WestNO_2")),
         ],
     )
     assert isinstance(outcomes[2], UnknownEventError)
     for index in (0, 1, 3):
-        (event,) = outcomes[index]  # type: ignore[misc]
-        assert isinstance(event, Event)
+        created = outcomes[index]
+        assert isinstance(created, tuple)
+        assert [type(event) for event in created] == [Event]
     written = transactions(shared_store, head)
     # the first writer alone (it took the lock's turn before the others queued), then the
     # three that queued behind it in one transaction, the refused one leaving no record
@@ -190,7 +192,8 @@ def test_write_group_refuses_one_command_and_journals_the_others(
         ]
     )
     assert isinstance(outcomes[1], UnknownEventError)
-    assert isinstance(outcomes[0], tuple) and isinstance(outcomes[2], tuple)
+    assert isinstance(outcomes[0], tuple)
+    assert isinstance(outcomes[2], tuple)
     written = transactions(shared_store, head)
     assert [sequence for sequence, _ in written] == [head + 1, head + 2]
     assert len({xid for _, xid in written}) == 1
@@ -214,9 +217,7 @@ def test_a_lost_commit_refuses_the_whole_group_and_the_copy_is_rebuilt(
 
     with monkeypatch.context() as patched:
         patched.setattr(ExclusiveWrite, "append_if", lost)
-        outcomes = concurrently(
-            writer, [lambda vm=vm: writer.write(schedule("lost", vm)) for vm in VMS]
-        )
+        outcomes = concurrently(writer, [partial(writer.write, schedule("lost", vm)) for vm in VMS])
     assert all(isinstance(outcome, ReplicaError) for outcome in outcomes)
     assert all("could not be confirmed" in str(outcome) for outcome in outcomes)
     assert not writer.diverged  # rebuilt at once: the store was reachable
@@ -235,11 +236,8 @@ def test_replaying_a_grouped_journal_gives_byte_identical_documents(
     concurrently(
         writer,
         [
-            lambda: writer.write(schedule("x", "WestNO_2")),
-            *[
-                lambda vm=vm: a.service.approve(vm, [event.event_id])  # type: ignore[misc]
-                for vm in VMS
-            ],
+            partial(writer.write, schedule("x", "WestNO_2")),
+            *[partial(a.service.approve, vm, [event.event_id]) for vm in VMS],
         ],
     )
     shown = in_step(pair)
