@@ -333,9 +333,10 @@ class PostgresJournal:
 
     @contextlib.contextmanager
     def exclusive(self, lock_timeout: float = 5.0) -> Iterator[ExclusiveWrite]:
-        """One transaction holding the namespace's write lock (``pg_advisory_xact_lock``):
-        what the writer reads in it is everything committed before, and what it appends with
-        :meth:`ExclusiveWrite.append_if` commits when the block ends without an error.
+        """One transaction holding the namespace's write lock (``pg_advisory_xact_lock``)
+        from its first read on: what the writer reads in it is everything committed before,
+        and what it appends with :meth:`ExclusiveWrite.append_if` commits when the block ends
+        without an error.
 
         Every front-end of a fleet writes this way, so they take turns: each one catches up
         with the others' records, decides, and appends, with nobody appending in between.
@@ -346,16 +347,37 @@ class PostgresJournal:
         and the server is only waited on where a result is needed. Beginning, taking the lock
         and the first read are one round trip (the lock is held once that read answers, and
         is taken before it on the server), an append with its reports another, and the
-        commit a third, where a statement each way took eleven.
+        commit a third, where a statement each way took eleven. ``BEGIN`` and ``COMMIT`` are
+        sent as statements of the pipeline: psycopg's own transaction block would wait on
+        the server twice more.
         """
         with self._lock, self._translated():
             conn = self._connection()
-            with conn.pipeline(), conn.transaction():
-                milliseconds = max(1, round(lock_timeout * 1000))
-                conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
-                conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
-                yield ExclusiveWrite(self, conn)
+            try:
+                with conn.pipeline():
+                    milliseconds = max(1, round(lock_timeout * 1000))
+                    conn.execute("BEGIN")
+                    conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
+                    conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
+                    yield ExclusiveWrite(self, conn)
+                    conn.execute("COMMIT")  # answered as the pipeline ends: done, or raised
+            except BaseException:
+                self._roll_back(conn)
+                raise
+
+    @staticmethod
+    def _roll_back(conn: Connection) -> None:
+        """End a transaction of :meth:`exclusive` that failed, keeping the connection when
+        the server can still roll it back; otherwise the connection is closed, which rolls
+        the transaction back on the server as well (and the next call opens another)."""
+        if conn.closed or conn.broken:
+            return
+        try:
+            if conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            conn.close()
 
     def another(self) -> PostgresJournal:
         """A second journal on the same namespace, with connections of its own (a follower
