@@ -10,6 +10,8 @@ appended, stamp ``at = max(clock, head's at)``, apply the command locally (the d
 checks), append the record at exactly head + 1, commit, and only then answer. Applying moves
 the local platform before the commit; if the commit fails or cannot be known to have
 happened, the copy is *diverged* and is rebuilt from the journal before it writes again.
+Writes made meanwhile from other threads wait, and go together in the next transaction
+(group commit, :meth:`Replica.write_group`): one lock, one append and one commit for all.
 
 Once it has committed a write that answers someone (an operation, an approval, a clock
 moved), a registered front-end (:meth:`Replica.register`) waits, bounded by
