@@ -10,6 +10,7 @@ namespace's lock from another connection while they queue, not by timing.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,13 +18,16 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+import orjson
 import psycopg
 import pytest
 
 from forewarn.cluster import Replica, ReplicaError
 from forewarn.commands import CancelEvent, Restart, ScheduleEvent
+from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.events import Event, EventType
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
 from forewarn.server.state import OpenedState
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.postgres import ExclusiveWrite, PostgresJournal
@@ -247,3 +251,89 @@ def test_replaying_a_grouped_journal_gives_byte_identical_documents(
     finally:
         assert late.service.journal is not None
         late.service.journal.close()
+
+
+ADDRESSES = {"WestNO_0": "127.0.0.2", "WestNO_1": "127.0.0.3", "WestNO_2": "127.0.0.4"}
+
+
+def vm_request(vm: str, body: bytes = b"") -> ImdsRequest:
+    return ImdsRequest(
+        method="POST" if body else "GET",
+        path=SCHEDULED_EVENTS_PATH,
+        query=f"api-version={CURRENT_VERSION.name}",
+        headers={"metadata": "true"},
+        body=body,
+        local_address=ADDRESSES[vm],
+        peer_address="127.0.0.1",
+    )
+
+
+def approve_together(endpoint: ImdsEndpoint, approvals: list[tuple[str, str]]) -> list[object]:
+    """VMs' approvals read in one turn of the event loop, as ``forewarn serve`` reads the
+    requests that arrived together; what each is answered. Nothing is applied before the
+    turn has ended."""
+    writer = endpoint.service._replica
+    assert writer is not None
+
+    async def turn() -> list[object]:
+        loop = asyncio.get_running_loop()
+        head = writer.head
+        replies: list[asyncio.Future[ImdsResponse | Exception]] = []
+        for vm, event_id in approvals:
+            body = orjson.dumps({"StartRequests": [{"EventId": event_id}]})
+            response = endpoint.handle(vm_request(vm, body))
+            assert response.status == 0
+            assert response.later is not None
+            reply: asyncio.Future[ImdsResponse | Exception] = loop.create_future()
+            response.later(reply.set_result)
+            replies.append(reply)
+        assert writer.head == head  # queued, not applied
+        return [await reply for reply in replies]
+
+    return asyncio.run(turn())
+
+
+def test_approvals_of_one_turn_share_a_transaction_and_a_refused_one_is_refused_alone(
+    pair: list[OpenedState], shared_store: str
+) -> None:
+    a, b = pair
+    events = {vm: a.service.execute(Restart(vm))[0].event_id for vm in VMS}
+    endpoint = ImdsEndpoint(a.service, group_writes=True)
+    for vm in VMS:  # first requests: Scheduled Events on
+        assert endpoint.handle(vm_request(vm)).status == 200
+    head = replica(a).head
+    unknown = "00000000-0000-4000-8000-000000000000"
+    answers = approve_together(
+        endpoint,
+        [("WestNO_0", events["WestNO_0"]), ("WestNO_1", unknown), ("WestNO_2", events["WestNO_2"])],
+    )
+    assert [getattr(answer, "status", answer) for answer in answers] == [200, 400, 200]
+    written = transactions(shared_store, head)
+    assert len(written) == 2
+    assert written[0][1] == written[1][1]
+    in_step(pair)
+    approved = {view.event.event_id for view in b.service.events() if view.approvers}
+    assert approved == {events["WestNO_0"], events["WestNO_2"]}
+
+
+def test_approvals_of_one_turn_whose_commit_is_lost_are_all_refused(
+    pair: list[OpenedState], shared_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _ = pair
+    events = {vm: a.service.execute(Restart(vm))[0].event_id for vm in VMS}
+    endpoint = ImdsEndpoint(a.service, group_writes=True)
+    for vm in VMS:
+        assert endpoint.handle(vm_request(vm)).status == 200
+    before = in_step(pair)
+    head = replica(a).head
+
+    def lost(self: ExclusiveWrite, expected_last: int, records: object) -> int:
+        raise StoreUnavailableError("the server went away during the commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", lost)
+        answers = approve_together(endpoint, list(events.items()))
+    assert [getattr(answer, "status", answer) for answer in answers] == [503] * 3
+    assert not replica(a).diverged
+    assert documents(a.service) == before
+    assert transactions(shared_store, head) == []

@@ -10,8 +10,10 @@ appended, stamp ``at = max(clock, head's at)``, apply the command locally (the d
 checks), append the record at exactly head + 1, commit, and only then answer. Applying moves
 the local platform before the commit; if the commit fails or cannot be known to have
 happened, the copy is *diverged* and is rebuilt from the journal before it writes again.
-Writes made meanwhile from other threads wait, and go together in the next transaction
-(group commit, :meth:`Replica.write_group`): one lock, one append and one commit for all.
+Writes asked for together go in one transaction (group commit, :meth:`Replica.write_group`):
+one lock, one append and one commit for all. On the event loop, :meth:`Replica.write_soon`
+gathers those of one turn of the loop (VMs' approvals); from several threads,
+:meth:`Replica.write` gathers those made while a transaction runs.
 
 Once it has committed a write that answers someone (an operation, an approval, a clock
 moved), a registered front-end (:meth:`Replica.register`) waits, bounded by
@@ -21,6 +23,7 @@ so that the next response of every front-end shows what was acknowledged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -125,6 +128,8 @@ class Replica:
         self._waiting: list[_Pending] = []
         self._waiting_lock = threading.Lock()
         self._turn = threading.Lock()
+        # Writes asked for in this turn of the event loop (write_soon), and who waits on each.
+        self._soon: list[tuple[Command, Callable[[Result | Exception], None]]] = []
 
     @property
     def platform(self) -> Platform:
@@ -253,6 +258,35 @@ class Replica:
             outcomes = [exc for _ in group]
         for pending, outcome in zip(group, outcomes, strict=True):
             pending.outcome = outcome
+
+    def write_soon(self, command: Command, done: Callable[[Result | Exception], None]) -> None:
+        """On the event loop's thread: write ``command`` with every other asked for in the
+        same turn of the loop, in one transaction once that turn's callbacks have run, then
+        call ``done`` with its result or what refused it (its own domain error, or the
+        transaction's failure, the same for the whole group). Nothing is applied before:
+        until the transaction, every answer shows the platform as the journal has it."""
+        try:
+            encode_record(command.to_record(self.clock.now()))
+        except ForewarnError as exc:
+            done(exc)
+            return
+        self._soon.append((command, done))
+        if len(self._soon) == 1:
+            asyncio.get_running_loop().call_soon(self._write_soon)
+
+    def _write_soon(self) -> None:
+        group, self._soon = self._soon, []
+        outcomes: Sequence[Result | Exception]
+        with self._turn:
+            try:
+                outcomes = self.write_group([command for command, _ in group])
+            except Exception as exc:  # the whole group: the same error for each write
+                outcomes = [exc for _ in group]
+        for (_, done), outcome in zip(group, outcomes, strict=True):
+            try:
+                done(outcome)
+            except Exception:  # one caller's failure to answer is not the others'
+                _LOG.exception("answering a write of a group")
 
     def write_group(
         self, commands: Sequence[Command], *, spread: bool = True, at: datetime | None = None
