@@ -28,6 +28,7 @@ from bench.propagation import postgres_problem, run_propagation
 from bench.realworkload import UnavailableError, run_real_workload
 from bench.report import (
     RESULTS_FORMAT,
+    SCENARIOS,
     machine,
     merge_results,
     now_iso,
@@ -41,16 +42,6 @@ from bench.startup import run_startup
 from bench.throughput import run_throughput
 from bench.tools import find_tools
 
-SCENARIOS = (
-    "throughput",
-    "real-workload",
-    "scale",
-    "memory",
-    "propagation",
-    "cluster-campaign",
-    "cheap-paths",
-    "startup",
-)
 ROOT = Path(__file__).resolve().parents[1]
 #: Where a whole run, and every ``--merge``, writes its figures: README and RESULTS.md are
 #: rendered from this file (``python -m bench.render``).

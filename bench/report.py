@@ -569,6 +569,17 @@ def now_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
+#: Every scenario of ``python -m bench``, in the order it runs them.
+SCENARIOS = (
+    "throughput",
+    "real-workload",
+    "scale",
+    "memory",
+    "propagation",
+    "cluster-campaign",
+    "cheap-paths",
+    "startup",
+)
 #: The results file's layout: ``runs`` (each with its commit, machine, command and the
 #: scenarios whose figures it made), ``skipped``, one key per scenario, ``targets``.
 RESULTS_FORMAT = 2
