@@ -1,8 +1,11 @@
 """``python -m bench``: every scenario, side by side with nginx, then a table and a JSON file.
 
 ``--smoke`` is the seconds-long version CI runs so the suite never rots; its figures are too
-short to quote. The full run takes a quarter of an hour and is run by hand on an otherwise idle
-machine; its results go in ``bench/RESULTS.md``. ``--scale`` measures the largest fleets: the
+short to quote. The full run takes about twenty minutes and is run by hand on an otherwise idle
+machine; it writes the whole of ``bench/results.json`` (each run's commit, tree state, machine,
+load, command and date beside the figures), from which ``python -m bench.render`` makes the
+figures of ``README.md`` and ``bench/RESULTS.md``; ``--merge --only ...`` measures some
+scenarios again into that file. ``--scale`` measures the largest fleets: the
 real workload with 100,000 VMs (each polling every 10 s: a core could not answer them all
 every second, nor nginx), the campaign up to 300,000 VMs, the memory of 100,000.
 """
@@ -25,7 +28,7 @@ from bench.cheap_paths import run_cheap_paths
 from bench.cluster_campaign import run_cluster_campaign
 from bench.memory import NamespaceUnavailableError, namespace_problem, run_memory
 from bench.propagation import postgres_problem, run_propagation
-from bench.realworkload import UnavailableError, run_real_workload
+from bench.realworkload import UnavailableError, find_py_spy, run_real_workload
 from bench.report import (
     RESULTS_FORMAT,
     SCENARIOS,
@@ -265,6 +268,7 @@ def run(args: argparse.Namespace, log: Any = print, command: Sequence[str] = ())
                     work / "startup",
                     served_vms=args.startup_vms,
                     largest_vms=args.startup_largest_vms,
+                    py_spy=find_py_spy(),
                     log=log,
                 )
             except NamespaceUnavailableError as reason:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cheap_paths import cheap_path_lines
-from bench.report import SCENARIOS, Target, scenario_key, startup_summary, targets
+from bench.report import SCENARIOS, Target, figure, scenario_key, startup_summary, targets
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
@@ -42,31 +42,6 @@ RATIO_STATISTIC = (
 
 class RenderError(ValueError):
     """A document names a block this module does not make."""
-
-
-def _number(value: float, unit: str, digits: int) -> str:
-    if unit == "x":
-        return f"{value:.{digits}f}x"
-    if unit == "B":
-        return f"{value:,.0f} B"
-    if unit in ("ms", "s"):
-        text = f"{value:,.{digits - 2}f}" if abs(value) >= 100 else f"{value:#.{digits + 1}g}"
-        return f"{text} {unit}"
-    return f"{value:g}"
-
-
-def figure(value: float, unit: str, limit: float | None = None) -> str:
-    """``value`` as the tables print it; with more digits where the usual ones would print
-    it equal to ``limit`` while it is not (1.0044x against 1.00x is no "1.00x")."""
-    digits = 2
-    while (
-        limit is not None
-        and value != limit
-        and digits < 6
-        and _number(value, unit, digits) == _number(limit, unit, digits)
-    ):
-        digits += 1
-    return _number(value, unit, digits)
 
 
 def verdict(target: Target) -> str:
@@ -374,7 +349,23 @@ def cluster_campaign_block(results: dict[str, Any]) -> str:
 
 def startup_block(results: dict[str, Any]) -> str:
     startup = results["startup"]
-    return _bullets([startup_summary(startup[key]) for key in ("served", "largest")])
+    text = _bullets([startup_summary(startup[key]) for key in ("served", "largest")])
+    profile = startup.get("profile") or {}
+    if "skipped" in profile or "error" in profile:
+        return text + f"\nThe profile was not made: {profile.get('skipped') or profile['error']}.\n"
+    if not profile.get("samples"):
+        return text
+    rows = [
+        "",
+        f"Where the served fleet's start-up goes (py-spy, {profile['samples']:,} samples at "
+        f"{profile['rate']} a second, a run of its own): each module's inclusive share, the "
+        "samples whose stack holds one of its frames, so the shares overlap:",
+        "",
+        "| module | share of the start-up |",
+        "|---|---:|",
+    ]
+    rows += [f"| `{module}` | {share:.0%} |" for module, share in profile["inclusive"]]
+    return text + "\n".join(rows) + "\n"
 
 
 #: Each block a document may hold, and the results it needs (None: always made).

@@ -282,14 +282,29 @@ def startup_targets(startup: dict[str, Any] | None) -> list[Target]:
     ]
 
 
-def _figure(value: float, unit: str) -> str:
+def _number(value: float, unit: str, digits: int) -> str:
     if unit == "x":
-        return f"{value:.2f}x"
+        return f"{value:.{digits}f}x"
     if unit == "B":
         return f"{value:,.0f} B"
     if unit in ("ms", "s"):
-        return f"{value:.3g} {unit}"
+        text = f"{value:,.{digits - 2}f}" if abs(value) >= 100 else f"{value:#.{digits + 1}g}"
+        return f"{text} {unit}"
     return f"{value:g}"
+
+
+def figure(value: float, unit: str, limit: float | None = None) -> str:
+    """``value`` as the tables print it; with more digits where the usual ones would print
+    it equal to ``limit`` while it is not (1.0044x against 1.00x is no "1.00x")."""
+    digits = 2
+    while (
+        limit is not None
+        and value != limit
+        and digits < 6
+        and _number(value, unit, digits) == _number(limit, unit, digits)
+    ):
+        digits += 1
+    return _number(value, unit, digits)
 
 
 def table(results: dict[str, Any]) -> str:
@@ -402,8 +417,8 @@ def table(results: dict[str, Any]) -> str:
             sign = ">=" if target["higher_is_better"] else "<="
             lines.append(
                 f"  [{'met ' if target['met'] else 'MISS'}] {target['name']}: "
-                f"{_figure(target['measured'], target['unit'])} (target {sign} "
-                f"{_figure(target['limit'], target['unit'])})"
+                f"{figure(target['measured'], target['unit'], target['limit'])} (target {sign} "
+                f"{figure(target['limit'], target['unit'])})"
             )
     return "\n".join(lines)
 

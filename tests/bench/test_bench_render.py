@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from bench.render import BLOCK, DOCUMENTS, RESULTS, RenderError, block, figure, main, render
-from bench.report import RESULTS_FORMAT, SCENARIOS, merge_results, source_state, targets
+from bench.render import BLOCK, DOCUMENTS, RESULTS, RenderError, block, main, render
+from bench.report import RESULTS_FORMAT, SCENARIOS, figure, merge_results, source_state, targets
 
 
 def _results() -> dict[str, Any]:

@@ -18,7 +18,15 @@ from machine_support import require
 
 from bench.fleetgen import address, addresses
 from bench.memory import namespace_problem, private_namespace
-from bench.startup import SAMPLE, measure_startup, sample_indexes
+from bench.profile import parse_raw
+from bench.startup import (
+    SAMPLE,
+    _frameless_named,
+    measure_startup,
+    module_of,
+    sample_indexes,
+    summarise_startup,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +46,29 @@ def test_a_vms_address_is_the_one_the_fleet_file_gives_it() -> None:
     assert [address(index) for index in range(1000)] == listed
     assert address(253) == "127.1.0.254"
     assert address(254) == "127.1.1.1"
+
+
+def test_a_start_up_profile_counts_each_module_once_per_sample_it_is_in() -> None:
+    """Inclusive shares: the fleet's parse (forewarn's loader calling YAML) counts for both
+    the loader and the YAML library; a sample from before the first Python frame counts for
+    no module."""
+    raw = [
+        "<module> (forewarn/__main__.py:1);load_fleet (forewarn/config/fleet.py:9);"
+        "construct (yaml/constructor.py:4);construct (yaml/constructor.py:5) 6\n",
+        "<module> (forewarn/__main__.py:1);_find_and_load (<frozen importlib._bootstrap>:1) 3\n",
+        " 1\n",
+    ]
+    profile = summarise_startup(parse_raw(_frameless_named(raw)))
+    assert profile["samples"] == 10
+    assert dict(profile["inclusive"]) == {
+        "forewarn/__main__.py": 0.9,
+        "forewarn/config/fleet.py": 0.6,
+        "yaml/": 0.6,
+        "imports (importlib)": 0.3,
+    }
+    assert profile["top_frames"][0] == ["construct (yaml/constructor.py:5)", 0.6]
+    assert module_of("write (libc.so.6)") is None
+    assert module_of("ip_address (ipaddress.py:28)") == "ipaddress.py"
 
 
 @pytest.mark.e2e
@@ -82,6 +113,8 @@ def test_entry_command_times_both_start_ups(tmp_path: Path) -> None:
         assert (figure["vms"], figure["outcome"]) == (vms, "served")
         assert figure["answered_vms"] == figure["sampled_vms"] == min(vms, SAMPLE)
         assert 0 < figure["announced_seconds"] <= figure["seconds"] + 0.1
+    profile = results["startup"]["profile"]
+    assert profile.get("samples", 0) > 0 or "skipped" in profile, profile
     names = [target["name"] for target in results["targets"]]
     assert any(name.startswith("start-up, 100 VMs on one listener") for name in names)
     assert any(name.startswith("start-up, a 600-VM fleet file") for name in names)
