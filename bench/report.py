@@ -248,6 +248,29 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 False,
             )
         )
+        found.append(
+            Target(
+                "another front-end's first answer after a change's answer not showing it "
+                "(stale)",
+                propagation["stale_first_answers"],
+                0,
+                "",
+                False,
+            )
+        )
+    shared = results.get("cluster_campaign")
+    if shared:
+        largest = shared[-1]
+        found.append(
+            Target(
+                f"campaign of {largest['vms']:,} VMs shared by {largest['front_ends']} "
+                "front-ends / the same campaign in one process",
+                largest["ratio_to_single_process"],
+                3.0,
+                "x",
+                False,
+            )
+        )
     from bench.cheap_paths import cheap_path_targets  # it uses Target: imported late
 
     found += cheap_path_targets(results.get("cheap_paths"))

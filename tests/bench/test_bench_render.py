@@ -258,3 +258,29 @@ def test_the_source_state_is_the_commit_and_whether_the_tree_differs(tmp_path: P
     (tmp_path / "a").write_text("b", encoding="utf-8")
     assert source_state(tmp_path)["dirty"] is True
     assert source_state(tmp_path / "nowhere") == {"commit": "unknown", "dirty": None}
+
+
+def test_the_shared_fleet_targets_are_the_ratio_at_the_largest_size_and_no_stale_answer() -> None:
+    """Three front-ends sharing a fleet: the largest campaign within 3x one process's, and
+    no other front-end's first answer after a change's answer stale."""
+
+    def shared(ratio: float, stale: int) -> dict[str, Any]:
+        row = {"vms": 100_000, "front_ends": 3, "ratio_to_single_process": ratio}
+        propagation = {"front_ends": 3, "shown": 0, "missed": 0, "timeout_s": 5.0}
+        return {
+            "cluster_campaign": [{**row, "vms": 1000, "ratio_to_single_process": 40.0}, row],
+            "propagation": propagation | {"stale_first_answers": stale},
+        }
+
+    def verdicts(results: dict[str, Any]) -> dict[str, bool]:
+        return {target.name: target.met for target in targets(results)}
+
+    ratio = "campaign of 100,000 VMs shared by 3 front-ends / the same campaign in one process"
+    stale = "another front-end's first answer after a change's answer not showing it (stale)"
+    assert verdicts(shared(3.0, 0)) == {
+        ratio: True,
+        stale: True,
+        "changes not shown by another front-end within 5 s": True,
+    }
+    assert verdicts(shared(3.01, 1))[ratio] is False
+    assert verdicts(shared(3.01, 1))[stale] is False
