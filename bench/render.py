@@ -108,22 +108,27 @@ def _load(figures: list[float] | None) -> str:
 
 
 def run_block(results: dict[str, Any]) -> str:
+    """Each run whose figures the file holds: when, at which commit, how, on what."""
+    runs = results["runs"]
+    one_machine = all(run["machine"] == runs[0]["machine"] for run in runs)
+    head = "| measured | commit | command | scenarios | load average (1 min) before, after |"
     rows = [
-        "| measured | commit | command | scenarios | load average (1 min) before, after "
-        "| machine |",
-        "|---|---|---|---|---|---|",
+        head + ("" if one_machine else " machine |"),
+        "|---|---|---|---|---|" + ("" if one_machine else "---|"),
     ]
-    for run in results["runs"]:
+    for run in runs:
         commit = run["commit"] if run["commit"] == "unknown" else f"`{run['commit'][:12]}`"
         if run.get("dirty"):
             commit += " with uncommitted changes"
         rows.append(
             f"| {run['date'].replace('T', ' ').replace('+00:00', ' UTC')} | {commit} | "
             f"`{run['command']}` | {', '.join(run['scenarios'])} | "
-            f"{_load(run.get('load_average_before'))}, {_load(run.get('load_average_after'))} | "
-            f"{_machine(run['machine'])} |"
+            f"{_load(run.get('load_average_before'))}, {_load(run.get('load_average_after'))} |"
+            + ("" if one_machine else f" {_machine(run['machine'])} |")
         )
-    notes = sorted({run["note"] for run in results["runs"] if run.get("note")})
+    if one_machine:
+        rows += ["", f"Machine: {_machine(runs[0]['machine'])}."]
+    notes = sorted({run["note"] for run in runs if run.get("note")})
     return "\n".join(rows) + "\n" + "".join(f"\n{note}.\n" for note in notes)
 
 

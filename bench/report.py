@@ -250,8 +250,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
         )
         found.append(
             Target(
-                "another front-end's first answer after a change's answer not showing it "
-                "(stale)",
+                "another front-end's first answer after a change's answer not showing it (stale)",
                 propagation["stale_first_answers"],
                 0,
                 "",
