@@ -77,9 +77,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--json",
         type=Path,
-        help="where the figures go (default: bench/results.json for a whole run, "
-        "bench/results/partial.json for --smoke or --only, so those never replace the "
-        "figures RESULTS.md reports)",
+        help="where the figures go (default: bench/results.json for a whole run or --merge, "
+        "bench/results/partial.json for --smoke, --scale or --only, so those never replace "
+        "the figures README and RESULTS.md are made from)",
     )
     parser.add_argument(
         "--merge",
@@ -283,7 +283,7 @@ def run(args: argparse.Namespace, log: Any = print, command: Sequence[str] = ())
 def main(argv: Sequence[str] | None = None) -> int:
     command = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(command)
-    whole = not args.smoke and set(args.only.split(",")) == set(SCENARIOS)
+    whole = not (args.smoke or args.scale) and set(args.only.split(",")) == set(SCENARIOS)
     path = args.json or (
         RESULTS_PATH if whole or args.merge else ROOT / "bench" / "results" / "partial.json"
     )
