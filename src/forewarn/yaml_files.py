@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from forewarn import collector
 from forewarn.errors import ForewarnError
 
 __all__ = [
@@ -63,6 +64,13 @@ def load_yaml(text: str) -> Any:
     """The values of the single YAML document ``text`` (None when it holds none); raises
     :class:`YamlInputError`, in one line, for text that is not YAML, past a bound, or with a
     key given twice."""
+    # The nodes and values of a large file are a million objects none of which is garbage:
+    # the collector would walk them again and again while they pile up (forewarn.collector).
+    with collector.paused():
+        return _load(text)
+
+
+def _load(text: str) -> Any:
     loader = _LOADER(text)
     try:
         try:

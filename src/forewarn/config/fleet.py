@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from forewarn import collector
 from forewarn.config.policy import PolicyIn
 from forewarn.domain.errors import DomainError
 from forewarn.domain.fleet import INSTANCE_ID_PATTERN, AvailabilitySet, ScaleSet
@@ -529,6 +530,13 @@ def _load_yaml(text: str) -> object:
 
 def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     """The fleet described by YAML ``text``; raises :class:`FleetFileError` naming ``source``."""
+    # Values, specs and VMs, all kept or freed whole: nothing for the collector to find while
+    # a large fleet is built (forewarn.collector).
+    with collector.paused():
+        return _parse_fleet(text, source)
+
+
+def _parse_fleet(text: str, source: str) -> Fleet:
     try:
         raw = _load_yaml(text)
     except YamlInputError as exc:
