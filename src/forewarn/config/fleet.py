@@ -210,8 +210,18 @@ class Fleet:
     not_receiving: frozenset[str] = field(default_factory=frozenset)
 
 
+#: The namespace of every generated vmId (RFC 4122's URL namespace), as bytes.
+_VM_ID_NAMESPACE = uuid.NAMESPACE_URL.bytes
+
+
 def _vm_id(name: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"forewarn:vm:{name}"))
+    """``str(uuid.uuid5(uuid.NAMESPACE_URL, f"forewarn:vm:{name}"))``, written out: building
+    a :class:`uuid.UUID` took four times as long, a third of a second per 100,000 VMs."""
+    digest = bytearray(hashlib.sha1(_VM_ID_NAMESPACE + f"forewarn:vm:{name}".encode()).digest())
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = digest[:16].hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def parse_iso_duration(text: str) -> timedelta:
@@ -244,6 +254,8 @@ class _Builder:
         self.scale_sets: list[ScaleSet] = []
         self.not_receiving: set[str] = set()
         self.sets = {s.name: s for s in spec.availability_sets}
+        #: ARM's default policy, one object for every VM that names none (it is frozen).
+        self.default_policy = PolicyIn().policy()
 
     def build(self) -> Fleet:
         members: dict[str, int] = {}
@@ -261,7 +273,8 @@ class _Builder:
     def _standalone(self, index: int, spec: _VmSpec, members: dict[str, int]) -> None:
         defaults = self.defaults
         fault, update = spec.fault_domain or 0, spec.update_domain or 0
-        policy = spec.scheduled_events_policy or PolicyIn()
+        given = spec.scheduled_events_policy
+        policy = self.default_policy if given is None else given.policy()
         if spec.availability_set is not None:
             group = self.sets.get(spec.availability_set)
             if group is None:
@@ -276,7 +289,7 @@ class _Builder:
                     "all VMs of a set are required to have the same scheduled events policy; "
                     "set scheduledEventsPolicy on the set",
                 )
-            policy = group.scheduled_events_policy
+            policy = group.scheduled_events_policy.policy()
             position = members.get(group.name, 0)
             members[group.name] = position + 1
             fault = (
@@ -311,7 +324,7 @@ class _Builder:
                 address=spec.address,
                 host=spec.host or f"host-{spec.name}",
                 priority=Priority(spec.priority),
-                policy=policy.policy(),
+                policy=policy,
                 tenant_id=defaults.tenant_id,
             )
         )
