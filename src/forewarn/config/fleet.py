@@ -361,49 +361,59 @@ class _Builder:
             raise _FleetProblemError(where, str(exc)) from None
         self.scale_sets.append(scale_set)
         flexible = spec.orchestration_mode == "Flexible"
-        instances = list(spec.instances) or [
-            _InstanceSpec(id=_flexible_id(spec.name, i) if flexible else str(i))
-            for i in range(spec.capacity)
-        ]
-        for index, instance in enumerate(instances):
-            if not flexible and not instance.id.isdigit():
+        listed = spec.instances
+        for index, spec_instance in enumerate(listed):
+            if not flexible and not spec_instance.id.isdigit():
                 raise _FleetProblemError(
                     f"{where}.instances.{index}.id",
-                    f"{instance.id!r}: a Uniform scale set's instance ids are numbers",
+                    f"{spec_instance.id!r}: a Uniform scale set's instance ids are numbers",
                 )
         addresses = _Addresses(spec.address_start)
+        defaults = self.defaults
+        # What every instance shares, made once: a set of capacity 1,000,000 is that many VMs.
         policy = spec.scheduled_events_policy.policy()
         fd_count = spec.platform_fault_domain_count
-        for position, instance in enumerate(instances):
-            hosts = spec.hosts or [f"host-{spec.name}-{i}" for i in range(fd_count)]
-            zones = spec.zones or [""]
-            name = instance_name(spec.name, instance.id)
+        hosts = spec.hosts or [f"host-{spec.name}-{i}" for i in range(fd_count)]
+        zones = spec.zones or [""]
+        subscription_id = spec.subscription_id or defaults.subscription_id
+        resource_group = spec.resource_group or defaults.resource_group
+        location = spec.location or defaults.location
+        vm_size = spec.size or defaults.size
+        image = self._image(None)
+        priority = Priority(spec.priority)
+        for position in range(len(listed) or spec.capacity):
+            instance = listed[position] if listed else None
+            if instance is None:  # one of capacity's: no field of its own
+                instance_id = _flexible_id(spec.name, position) if flexible else str(position)
+                address, host, zone = addresses.take(), None, None
+            else:
+                instance_id, host, zone = instance.id, instance.host, instance.zone
+                address = instance.address or addresses.take()
+            name = instance_name(spec.name, instance_id)
             self.vms.append(
                 Vm(
                     name=name,
                     vm_id=_vm_id(name),
-                    subscription_id=spec.subscription_id or self.defaults.subscription_id,
-                    resource_group=spec.resource_group or self.defaults.resource_group,
-                    location=spec.location or self.defaults.location,
-                    tenant_id=self.defaults.tenant_id,
-                    zone=instance.zone
-                    if instance.zone is not None
-                    else zones[position % len(zones)],
+                    subscription_id=subscription_id,
+                    resource_group=resource_group,
+                    location=location,
+                    tenant_id=defaults.tenant_id,
+                    zone=zone if zone is not None else zones[position % len(zones)],
                     platform_fault_domain=position % fd_count,
                     platform_update_domain=position % 5,
                     vm_scale_set_name=spec.name,
-                    vm_size=spec.size or self.defaults.size,
-                    os_type=self.defaults.os_type,
-                    address=instance.address or addresses.take(),
+                    vm_size=vm_size,
+                    os_type=defaults.os_type,
+                    address=address,
                     # one fault domain per host: the hosts list is per fault domain
-                    host=instance.host or hosts[(position % fd_count) % len(hosts)],
+                    host=host or hosts[(position % fd_count) % len(hosts)],
                     # Flexible orchestration has no placement groups: the set is one scope
                     placement_group=None
                     if flexible
                     else str(position // spec.placement_group_size),
-                    image=self._image(None),
+                    image=image,
                     flexible=flexible,
-                    priority=Priority(spec.priority),
+                    priority=priority,
                     policy=policy,
                 )
             )
