@@ -1,8 +1,11 @@
 """``python -m bench``: every scenario, side by side with nginx, then a table and a JSON file.
 
 ``--smoke`` is the seconds-long version CI runs so the suite never rots; its figures are too
-short to quote. The full run takes a quarter of an hour and is run by hand on an otherwise idle
-machine; its results go in ``bench/RESULTS.md``. ``--scale`` measures the largest fleets: the
+short to quote. The full run takes about twenty minutes and is run by hand on an otherwise idle
+machine; it writes the whole of ``bench/results.json`` (each run's commit, tree state, machine,
+load, command and date beside the figures), from which ``python -m bench.render`` makes the
+figures of ``README.md`` and ``bench/RESULTS.md``; ``--merge --only ...`` measures some
+scenarios again into that file. ``--scale`` measures the largest fleets: the
 real workload with 100,000 VMs (each polling every 10 s: a core could not answer them all
 every second, nor nginx), the campaign up to 300,000 VMs, the memory of 100,000.
 """
@@ -11,32 +14,41 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+import shlex
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.cheap_paths import run_cheap_paths
 from bench.cluster_campaign import run_cluster_campaign
-from bench.memory import namespace_problem, run_memory
+from bench.memory import NamespaceUnavailableError, namespace_problem, run_memory
 from bench.propagation import postgres_problem, run_propagation
-from bench.realworkload import UnavailableError, run_real_workload
-from bench.report import machine, now_iso, table, targets, write_json
+from bench.realworkload import UnavailableError, find_py_spy, run_real_workload
+from bench.report import (
+    RESULTS_FORMAT,
+    SCENARIOS,
+    machine,
+    merge_results,
+    now_iso,
+    source_state,
+    table,
+    targets,
+    write_json,
+)
 from bench.scale import scale_results
+from bench.startup import run_startup
 from bench.throughput import run_throughput
 from bench.tools import find_tools
 
-SCENARIOS = (
-    "throughput",
-    "real-workload",
-    "scale",
-    "memory",
-    "propagation",
-    "cluster-campaign",
-    "cheap-paths",
-)
+ROOT = Path(__file__).resolve().parents[1]
+#: Where a whole run, and every ``--merge``, writes its figures: README and RESULTS.md are
+#: rendered from this file (``python -m bench.render``).
+RESULTS_PATH = ROOT / "bench" / "results.json"
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
     "FOREWARN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -65,9 +77,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--json",
         type=Path,
-        help="where the figures go (default: bench/results.json for a whole run, "
-        "bench/results/partial.json for --smoke or --only, so those never replace the "
-        "figures RESULTS.md reports)",
+        help="where the figures go (default: bench/results.json for a whole run or --merge, "
+        "bench/results/partial.json for --smoke, --scale or --only, so those never replace "
+        "the figures README and RESULTS.md are made from)",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="run the --only scenarios and put their figures into the results file (default "
+        "bench/results.json), replacing those scenarios' figures there; each part of the file "
+        "keeps the commit, machine and command it was measured with",
     )
     parser.add_argument("--no-install", action="store_true", help="never run apt-get")
     parser.add_argument("--duration", type=float, help="seconds per wrk run (default 10)")
@@ -112,6 +131,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--held-vms", type=int, help="VMs with a request held at once, cheap-paths (default 10000)"
     )
+    parser.add_argument(
+        "--startup-vms",
+        type=int,
+        help="VMs of the fleet whose start-up is timed until answered (default 100000)",
+    )
+    parser.add_argument(
+        "--startup-largest-vms",
+        type=int,
+        help="VMs of the largest fleet file, served or refused (default 1000000)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
@@ -135,16 +164,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.memory_vms = args.memory_vms or (2000 if smoke else 100_000)
     if args.memory_vms < 2:
         parser.error("--memory-vms must be at least 2")
+    args.startup_vms = args.startup_vms or (300 if smoke else 100_000)
+    args.startup_largest_vms = args.startup_largest_vms or (3000 if smoke else 1_000_000)
+    if args.merge and smoke:
+        parser.error("--merge puts figures into the results file; --smoke figures are never quoted")
     return args
 
 
-def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
+def run(args: argparse.Namespace, log: Any = print, command: Sequence[str] = ()) -> dict[str, Any]:
+    """Every chosen scenario, and the record of how, where and at which commit it ran."""
     only = set(args.only.split(","))
-    results: dict[str, Any] = {"date": now_iso(), "smoke": args.smoke, "skipped": {}}
+    started = time.monotonic()
+    record: dict[str, Any] = {
+        "date": now_iso(),
+        **source_state(ROOT),
+        "command": shlex.join(["python", "-m", "bench", *command]),
+        "smoke": args.smoke,
+        "scenarios": [scenario for scenario in SCENARIOS if scenario in only],
+        "load_average_before": list(os.getloadavg()),
+    }
+    results: dict[str, Any] = {"format": RESULTS_FORMAT, "runs": [record], "skipped": {}}
     tools = find_tools(install=not args.no_install)
     for note in tools.notes:
         log(f"bench: {note}")
-    results["machine"] = machine(tools.wrk, tools.nginx)
+    record["machine"] = machine(tools.wrk, tools.nginx)
     with tempfile.TemporaryDirectory(prefix="forewarn-bench-") as folder:
         work = Path(folder)
         if "throughput" in only:
@@ -219,18 +262,41 @@ def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
                 held_vms=args.held_vms,
                 flood_seconds=args.duration if args.smoke else 5.0,
             )
-    results["machine"]["load_average_after"] = list(os.getloadavg())
+        if "startup" in only:
+            try:
+                results["startup"] = run_startup(
+                    work / "startup",
+                    served_vms=args.startup_vms,
+                    largest_vms=args.startup_largest_vms,
+                    py_spy=find_py_spy(),
+                    log=log,
+                )
+            except NamespaceUnavailableError as reason:
+                results["skipped"]["startup"] = str(reason)
+                log(f"bench: startup skipped: {reason}")
+    record["load_average_after"] = list(os.getloadavg())
+    record["seconds"] = round(time.monotonic() - started, 1)
     results["targets"] = [target.as_dict() for target in targets(results)]
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    results = run(args)
+    command = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(command)
+    whole = not (args.smoke or args.scale) and set(args.only.split(",")) == set(SCENARIOS)
+    path = args.json or (
+        RESULTS_PATH if whole or args.merge else ROOT / "bench" / "results" / "partial.json"
+    )
+    earlier = None
+    if args.merge and path.exists():
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        if earlier.get("format") != RESULTS_FORMAT:
+            print(f"bench: {path} is not a results file of format {RESULTS_FORMAT}")
+            return 2
+    results = run(args, command=command)
+    if earlier is not None:
+        results = merge_results(earlier, results)
     print(table(results))
-    whole = not args.smoke and args.only == ",".join(SCENARIOS)
-    path = args.json or Path("bench/results.json" if whole else "bench/results/partial.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_json(results, path)
     print(f"bench: results in {path}")
     return 0

@@ -43,6 +43,15 @@ def addresses(count: int, first: ipaddress.IPv4Address = FIRST_ADDRESS) -> Itera
         raise ValueError("the fleet ran past 127.255.255.255")
 
 
+def address(index: int) -> str:
+    """The address :func:`addresses` gives the VM at ``index``, without making the others:
+    254 a /24, from ``.1`` to ``.254``."""
+    if not 0 <= index < MAX_VMS:
+        raise ValueError(f"between 0 and {MAX_VMS - 1}")
+    block, offset = divmod(index, 254)
+    return str(ipaddress.IPv4Address(int(FIRST_ADDRESS) - 1 + block * 256 + 1 + offset))
+
+
 def fleet_vms(count: int) -> list[Vm]:
     """The fleet as domain objects, for in-process scenarios (no YAML parsing to time)."""
     return [

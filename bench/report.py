@@ -22,9 +22,14 @@ class Target:
     limit: float
     unit: str
     higher_is_better: bool
+    #: What the target needs besides its figure (a start-up's fleet served, not refused):
+    #: without it the target is missed, whatever the figure.
+    condition: bool = True
 
     @property
     def met(self) -> bool:
+        if not self.condition:
+            return False
         if self.higher_is_better:
             return self.measured >= self.limit
         return self.measured <= self.limit
@@ -47,18 +52,24 @@ def _version(command: list[str]) -> str:
     return text[0] if text else "unknown"
 
 
-def machine(wrk: str | None, nginx: str | None) -> dict[str, Any]:
-    """What the figures were measured on: they mean nothing without it."""
-    model = "unknown"
+def _proc_field(path: str, key: str) -> str | None:
+    """The value of ``key: value`` in a /proc file, or None where there is none."""
     try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == key:
+                return value.strip()
     except OSError:
         pass
+    return None
+
+
+def machine(wrk: str | None, nginx: str | None) -> dict[str, Any]:
+    """What the figures were measured on: they mean nothing without it."""
+    model = _proc_field("/proc/cpuinfo", "model name") or "unknown"
+    memory = _proc_field("/proc/meminfo", "MemTotal")
     libraries = {}
-    for library in ("uvloop", "httptools", "orjson"):
+    for library in ("uvloop", "httptools", "orjson", "py-spy"):
         try:
             libraries[library] = metadata.version(library)
         except metadata.PackageNotFoundError:  # pragma: no cover - all are dependencies
@@ -66,12 +77,37 @@ def machine(wrk: str | None, nginx: str | None) -> dict[str, Any]:
     return {
         "cpu": model,
         "cores": os.cpu_count(),
+        "memory_bytes": int(memory.split()[0]) * 1024 if memory else None,
         "kernel": platform.release(),
         "python": platform.python_version(),
         **libraries,
         "nginx": _version([nginx, "-v"]) if nginx else "absent",
         "wrk": _version([wrk, "-v"]).split(" [")[0] if wrk else "absent",
-        "load_average": list(os.getloadavg()),
+    }
+
+
+def source_state(root: Path) -> dict[str, Any]:
+    """The commit the figures were measured at, and whether the tree differed from it (a
+    dirty tree's figures are of code no commit holds)."""
+
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(root), *argv],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain")
+    return {
+        "commit": commit.strip() if commit else "unknown",
+        "dirty": None if status is None else bool(status.strip()),
     }
 
 
@@ -212,20 +248,85 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 False,
             )
         )
+        found.append(
+            Target(
+                "another front-end's first answer after a change's answer not showing it (stale)",
+                propagation["stale_first_answers"],
+                0,
+                "",
+                False,
+            )
+        )
+    shared = results.get("cluster_campaign")
+    if shared:
+        largest = shared[-1]
+        found.append(
+            Target(
+                f"campaign of {largest['vms']:,} VMs shared by {largest['front_ends']} "
+                "front-ends / the same campaign in one process",
+                largest["ratio_to_single_process"],
+                3.0,
+                "x",
+                False,
+            )
+        )
     from bench.cheap_paths import cheap_path_targets  # it uses Target: imported late
 
     found += cheap_path_targets(results.get("cheap_paths"))
+    found += startup_targets(results.get("startup"))
     return found
 
 
-def _figure(value: float, unit: str) -> str:
+def startup_targets(startup: dict[str, Any] | None) -> list[Target]:
+    """The served fleet answered in time; the largest one served or refused in time."""
+    if not startup:
+        return []
+    served, largest = startup["served"], startup["largest"]
+    return [
+        Target(
+            f"start-up, {served['vms']:,} VMs on one listener: seconds until every sampled VM "
+            "is answered at its own address",
+            served["seconds"],
+            served["target_seconds"],
+            "s",
+            False,
+            served["outcome"] == "served",
+        ),
+        Target(
+            f"start-up, a {largest['vms']:,}-VM fleet file: seconds until served or refused "
+            "with a reason",
+            largest["seconds"],
+            largest["target_seconds"],
+            "s",
+            False,
+            largest["outcome"] in ("served", "refused"),
+        ),
+    ]
+
+
+def _number(value: float, unit: str, digits: int) -> str:
     if unit == "x":
-        return f"{value:.2f}x"
+        return f"{value:.{digits}f}x"
     if unit == "B":
         return f"{value:,.0f} B"
     if unit in ("ms", "s"):
-        return f"{value:.3g} {unit}"
+        text = f"{value:,.{digits - 2}f}" if abs(value) >= 100 else f"{value:#.{digits + 1}g}"
+        return f"{text} {unit}"
     return f"{value:g}"
+
+
+def figure(value: float, unit: str, limit: float | None = None) -> str:
+    """``value`` as the tables print it; with more digits where the usual ones would print
+    it equal to ``limit`` while it is not (1.0044x against 1.00x is no "1.00x")."""
+    digits = 2
+    while (
+        limit is not None
+        and value != limit
+        and digits < 6
+        and _number(value, unit, digits) == _number(limit, unit, digits)
+    ):
+        digits += 1
+    return _number(value, unit, digits)
 
 
 def table(results: dict[str, Any]) -> str:
@@ -326,16 +427,38 @@ def table(results: dict[str, Any]) -> str:
     from bench.cheap_paths import cheap_path_lines
 
     lines += cheap_path_lines(results.get("cheap_paths"))
+    startup = results.get("startup")
+    if startup:
+        lines.append(
+            "Start-up, one wildcard listener, from the process start: "
+            + "; ".join(startup_summary(startup[key]) for key in ("served", "largest"))
+        )
     if results.get("targets"):
         lines.append("Targets:")
         for target in results["targets"]:
             sign = ">=" if target["higher_is_better"] else "<="
             lines.append(
                 f"  [{'met ' if target['met'] else 'MISS'}] {target['name']}: "
-                f"{_figure(target['measured'], target['unit'])} (target {sign} "
-                f"{_figure(target['limit'], target['unit'])})"
+                f"{figure(target['measured'], target['unit'], target['limit'])} (target {sign} "
+                f"{figure(target['limit'], target['unit'])})"
             )
     return "\n".join(lines)
+
+
+def startup_summary(figure: dict[str, Any]) -> str:
+    """One start-up in words: served, refused (and why) or given up, and when."""
+    vms, seconds = f"{figure['vms']:,} VMs", figure["seconds"]
+    if figure["outcome"] == "served":
+        return (
+            f"{vms} answered after {seconds:.2f} s (all {figure['sampled_vms']} sampled, "
+            f"the last VM included)"
+        )
+    if figure["outcome"] == "refused":
+        return f"{vms} refused after {seconds:.2f} s: {figure['message']}"
+    return (
+        f"{vms} not all answered within {seconds:.1f} s ({figure['answered_vms']} of "
+        f"{figure['sampled_vms']} sampled)"
+    )
 
 
 def real_workload_table(real: dict[str, Any]) -> list[str]:
@@ -481,3 +604,52 @@ def write_json(results: dict[str, Any], path: Path) -> None:
 
 def now_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+#: Every scenario of ``python -m bench``, in the order it runs them.
+SCENARIOS = (
+    "throughput",
+    "real-workload",
+    "scale",
+    "memory",
+    "propagation",
+    "cluster-campaign",
+    "cheap-paths",
+    "startup",
+)
+#: The results file's layout: ``runs`` (each with its commit, machine, command and the
+#: scenarios whose figures it made), ``skipped``, one key per scenario, ``targets``.
+RESULTS_FORMAT = 2
+
+
+def scenario_key(scenario: str) -> str:
+    """Where a scenario's figures are in the results file: ``real-workload`` ->
+    ``real_workload``."""
+    return scenario.replace("-", "_")
+
+
+def merge_results(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """``earlier``'s figures with those of ``later``'s scenarios replaced by ``later``'s.
+
+    Each run keeps the list of scenarios whose figures in the file are its own, so every
+    figure stays tied to the commit, machine and command that measured it; a run none of
+    whose figures are left is dropped. The targets are worked out again from the figures."""
+    (run,) = later["runs"]
+    replaced = set(run["scenarios"])
+    runs = []
+    for kept in earlier["runs"]:
+        scenarios = [scenario for scenario in kept["scenarios"] if scenario not in replaced]
+        if scenarios:
+            runs.append({**kept, "scenarios": scenarios})
+    merged: dict[str, Any] = {"format": RESULTS_FORMAT, "runs": [*runs, run]}
+    skipped = {k: v for k, v in earlier.get("skipped", {}).items() if k not in replaced}
+    merged["skipped"] = skipped | later.get("skipped", {})
+    for key, value in earlier.items():
+        if key not in ("format", "runs", "skipped", "targets"):
+            merged[key] = value
+    for scenario in replaced:
+        merged.pop(scenario_key(scenario), None)
+        if scenario_key(scenario) in later:
+            merged[scenario_key(scenario)] = later[scenario_key(scenario)]
+    merged["targets"] = [target.as_dict() for target in targets(merged)]
+    return merged

@@ -12,12 +12,12 @@ line), and only then builds the values. Callers prefix the file's name, or the s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from forewarn import collector
 from forewarn.errors import ForewarnError
 
 __all__ = [
@@ -63,6 +63,13 @@ def load_yaml(text: str) -> Any:
     """The values of the single YAML document ``text`` (None when it holds none); raises
     :class:`YamlInputError`, in one line, for text that is not YAML, past a bound, or with a
     key given twice."""
+    # The nodes and values of a large file are a million objects none of which is garbage:
+    # the collector would walk them again and again while they pile up (forewarn.collector).
+    with collector.paused():
+        return _load(text)
+
+
+def _load(text: str) -> Any:
     loader = _LOADER(text)
     try:
         try:
@@ -75,11 +82,62 @@ def load_yaml(text: str) -> Any:
             return None
         _check(node, budget=_VALUES_PER_CHARACTER * len(text) + 1024)
         try:
+            return _plain_values(node, loader, {})
+        except _NotPlainError:
+            pass
+        try:
             return loader.construct_document(node)
         except yaml.YAMLError as exc:  # a tag safe YAML does not build (!!python/object...)
             raise _not_yaml(exc) from None
     finally:
         loader.dispose()
+
+
+class _NotPlainError(Exception):
+    """The document holds what only PyYAML's constructor builds as safe YAML says."""
+
+
+#: Safe YAML's scalar types, built by the safe constructor's own functions.
+_SCALARS = {
+    tag: build
+    for tag, build in yaml.SafeLoader.yaml_constructors.items()
+    if tag is not None
+    and tag.rpartition(":")[2] in ("null", "bool", "int", "float", "binary", "timestamp")
+}
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+
+
+def _plain_values(node: Node, loader: yaml.SafeLoader, built: dict[int, Any]) -> Any:
+    """The values of a checked document made of strings, safe YAML's scalars, lists and
+    mappings with scalar keys and no ``<<`` merge, as PyYAML's safe constructor builds
+    them (a node used twice through an alias is one value), in a third of its time: it
+    calls a function of its own for every node. Anything else (a merge, a set, an omap,
+    a tag safe YAML does not build) raises :class:`_NotPlainError`, and PyYAML builds the
+    document. Recursion is bounded: the document is checked (:data:`MAX_DEPTH`)."""
+    if isinstance(node, ScalarNode):
+        if node.tag == _STR:
+            return node.value
+        build = _SCALARS.get(node.tag)
+        if build is None:
+            raise _NotPlainError
+        return build(loader, node)
+    known = built.get(id(node))
+    if known is not None:
+        return known
+    if isinstance(node, SequenceNode) and node.tag == _SEQ:
+        values: Any = [_plain_values(child, loader, built) for child in node.value]
+    elif isinstance(node, MappingNode) and node.tag == _MAP:
+        values = {}
+        for key, value in node.value:
+            if not isinstance(key, ScalarNode) or key.tag == _MERGE:
+                raise _NotPlainError
+            values[_plain_values(key, loader, built)] = _plain_values(value, loader, built)
+    else:
+        raise _NotPlainError
+    built[id(node)] = values
+    return values
 
 
 def _not_yaml(exc: yaml.YAMLError) -> YamlInputError:
@@ -100,57 +158,85 @@ def _line(node: Node) -> int:
 
 def _check(root: Node, *, budget: int) -> None:
     """Walk every node in document order (aliases as often as they are used), refusing the
-    first one past a bound."""
-    pending: list[tuple[Node, Path]] = [(root, ())]
+    first one past a bound. A node's path is a link to its parent's (:data:`_Trail`), made
+    into keys and indexes only for the message of a refusal: a tuple per node cost more
+    than the rest of the walk."""
+    pending: list[tuple[Node, int, _Trail]] = [(root, 0, None)]
     seen = 0
     while pending:
-        node, path = pending.pop()
+        node, depth, trail = pending.pop()
         seen += 1
         if seen > budget:
             raise YamlInputError(
-                path,
+                _path(trail),
                 _line(node),
                 f"aliases make the document stand for more than {budget:,} values, "
                 f"line {_line(node)}",
             )
-        if len(path) > MAX_DEPTH:
+        if depth > MAX_DEPTH:
             raise YamlInputError(
-                path[:4],
+                _path(trail)[:4],
                 _line(node),
                 f"nested deeper than {MAX_DEPTH} levels, line {_line(node)}",
             )
         if isinstance(node, ScalarNode):
             if node.tag == _INT and len(node.value) > MAX_INTEGER_CHARACTERS:
                 raise YamlInputError(
-                    path,
+                    _path(trail),
                     _line(node),
                     f"an integer of {len(node.value):,} characters (at most "
                     f"{MAX_INTEGER_CHARACTERS}), line {_line(node)}",
                 )
         elif isinstance(node, SequenceNode):
-            pending.extend(reversed([(child, (*path, i)) for i, child in enumerate(node.value)]))
+            below = depth + 1
+            children = node.value
+            pending.extend(
+                [(children[i], below, (trail, i)) for i in range(len(children) - 1, -1, -1)]
+            )
         elif isinstance(node, MappingNode):
-            pending.extend(reversed(list(_entries(node, path))))
+            entries = _entries(node, depth, trail)
+            entries.reverse()
+            pending.extend(entries)
 
 
-def _entries(node: MappingNode, path: Path) -> Iterator[tuple[Node, Path]]:
-    """The keys and values of a mapping with their paths; a key given twice is refused.
-    ``<<`` merges (whose keys the mapping's own may override) are not duplicates."""
-    first_line: dict[tuple[str, str], int] = {}
+#: A node's path, innermost last: None at the top, else its parent's trail and its own key
+#: or index.
+_Trail = tuple["_Trail", str | int] | None
+
+
+def _path(trail: _Trail) -> Path:
+    parts: list[str | int] = []
+    while trail is not None:
+        trail, part = trail
+        parts.append(part)
+    parts.reverse()
+    return tuple(parts)
+
+
+def _entries(node: MappingNode, depth: int, trail: _Trail) -> list[tuple[Node, int, _Trail]]:
+    """The keys and values of a mapping with their depths and trails; a key given twice is
+    refused. ``<<`` merges (whose keys the mapping's own may override) are not duplicates,
+    and add nothing to the path."""
+    first: dict[tuple[str, str], Node] = {}
+    entries: list[tuple[Node, int, _Trail]] = []
+    below = depth + 1
     for key, value in node.value:
         if key.tag == _MERGE:
-            yield value, path
+            entries.append((value, depth, trail))
             continue
         name: str | int = "?"
         if isinstance(key, ScalarNode):
             name = key.value
-            known = first_line.get((key.tag, key.value))
+            seen = (key.tag, key.value)
+            known = first.get(seen)
             if known is not None:
                 raise YamlInputError(
-                    path,
+                    _path(trail),
                     _line(key),
-                    f"key {key.value!r} is given twice, on lines {known} and {_line(key)}",
+                    f"key {name!r} is given twice, on lines {_line(known)} and {_line(key)}",
                 )
-            first_line[(key.tag, key.value)] = _line(key)
-        yield key, (*path, name)
-        yield value, (*path, name)
+            first[seen] = key
+        below_trail = (trail, name)
+        entries.append((key, below, below_trail))
+        entries.append((value, below, below_trail))
+    return entries

@@ -169,7 +169,17 @@ def test_entry_command_writes_the_table_and_the_json(tmp_path: Path) -> None:
     assert "  its steps, us per VM (of which the collector's) at 300, 600 VMs:" in done.stdout
     names = [target["name"] for target in results["targets"]]
     assert "documents encoded again after one VM's change" in names
-    assert results["machine"]["cores"] >= 1
+    # The file says how it was made: the run's commit, the tree's state, the machine, the
+    # load before and after, the command, and which scenarios' figures are its own.
+    (run,) = results["runs"]
+    assert run["machine"]["cores"] >= 1
+    assert run["machine"]["memory_bytes"] > 0
+    assert len(run["commit"]) == 40
+    assert isinstance(run["dirty"], bool)
+    assert len(run["load_average_before"]) == len(run["load_average_after"]) == 3
+    assert run["command"].startswith("python -m bench --smoke --no-install --only scale")
+    assert run["scenarios"] == ["scale"]
+    assert run["smoke"] is True
 
 
 def test_the_scale_scenarios_leave_the_collector_as_they_found_it() -> None:

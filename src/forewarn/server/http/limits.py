@@ -64,7 +64,7 @@ HOLD_TICK = 0.05
 REFUSED_PER_TURN = 4
 #: ... one turn every this many seconds while any wait: a VM over its rate limit is answered
 #: at most 4,000 times a second (with every other VM over its own), a small share of the loop
-#: (a flood took 9-10% of a core in bench/RESULTS.md), however many connections it opens and
+#: (``python -m bench --only cheap-paths`` measures it), however many connections it opens and
 #: however many requests each read holds; only the 429 that puts it over is answered as it
 #: comes.
 REFUSED_TURN = 0.001
