@@ -506,6 +506,36 @@ class ScheduledEventsService:
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         self.execute(Approve(vm_name, tuple(event_ids)))
 
+    def approve_soon(
+        self,
+        vm_name: str,
+        event_ids: Iterable[str],
+        done: Callable[[Exception | None], None],
+    ) -> None:
+        """:meth:`approve`, then ``done`` with None or what refused it. With a shared journal
+        (on the event loop's thread), the approvals asked for in one turn of the loop are
+        journaled in one transaction (group commit), each told once it committed; otherwise
+        now."""
+        command = Approve(vm_name, tuple(event_ids))
+        replica = self._replica
+        if replica is None:
+            try:
+                self.execute(command)
+            except Exception as exc:
+                done(exc)
+                return
+            done(None)
+            return
+
+        def written(outcome: Result | Exception) -> None:
+            if isinstance(outcome, Exception):
+                done(outcome)
+                return
+            self._log(command, replica.applied.head_at or replica.platform.now)
+            done(None)
+
+        replica.write_soon(command, written)
+
     def approve_for(self, vm_name: str, event_ids: Iterable[str] | None) -> tuple[str, ...]:
         """Approve on ``vm_name``'s behalf (the control plane), every event its document shows
         when ``event_ids`` is None; the ids approved. A VM that is down cannot ask, so neither

@@ -243,11 +243,12 @@ def test_writers_holding_the_namespace_lock_take_turns_and_see_each_other(fleet:
 
     def later() -> None:
         with second.exclusive() as write:
+            seen.append(write.records(after=0))  # the lock is held once the first read answers
             entered.set()
-            seen.append(write.records(after=0))
             write.append_if(1, [{"by": "second"}])
 
     with first.exclusive() as write:
+        assert write.records(after=0) == []  # the lock is held once the first read answers
         thread = threading.Thread(target=later)
         thread.start()
         assert not entered.wait(0.3), "a second writer got the lock while the first held it"
@@ -261,8 +262,10 @@ def test_a_writer_waiting_too_long_for_the_lock_gets_an_error_not_a_hang(fleet: 
     first, second = fleet.open(), fleet.open()
     assert isinstance(first, PostgresJournal)
     assert isinstance(second, PostgresJournal)
-    with first.exclusive(), pytest.raises(StorageError), second.exclusive(lock_timeout=0.2):
-        pass
+    with first.exclusive() as holding:
+        holding.records(after=0)  # the lock is held once the first read answers
+        with pytest.raises(StorageError), second.exclusive(lock_timeout=0.2) as waiting:
+            waiting.records(after=0)
     with second.exclusive() as write:  # the failed attempt left nothing held
         assert write.append_if(0, [{"n": 1}]) == 1
 

@@ -10,6 +10,10 @@ appended, stamp ``at = max(clock, head's at)``, apply the command locally (the d
 checks), append the record at exactly head + 1, commit, and only then answer. Applying moves
 the local platform before the commit; if the commit fails or cannot be known to have
 happened, the copy is *diverged* and is rebuilt from the journal before it writes again.
+Writes asked for together go in one transaction (group commit, :meth:`Replica.write_group`):
+one lock, one append and one commit for all. On the event loop, :meth:`Replica.write_soon`
+gathers those of one turn of the loop (VMs' approvals); from several threads,
+:meth:`Replica.write` gathers those made while a transaction runs.
 
 Once it has committed a write that answers someone (an operation, an approval, a clock
 moved), a registered front-end (:meth:`Replica.register`) waits, bounded by
@@ -19,12 +23,15 @@ so that the next response of every front-end shows what was acknowledged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
 import socket
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -69,11 +76,22 @@ class _NotStartedError(ReplicaError):
     """A write failed before it changed anything here (its cause says why)."""
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A write waiting for its group's transaction, then its outcome."""
+
+    command: Command
+    spread: bool
+    at: datetime | None
+    outcome: Result | Exception | None = None
+
+
 class Replica:
     """This front-end's copy of the fleet, kept equal to the shared journal.
 
     Not thread-safe, like the service it belongs to: every method runs on the event loop's
-    thread (``forewarn serve``) or the test's.
+    thread (``forewarn serve``) or the test's; :meth:`write` alone may be called from several
+    threads at once, and groups their writes.
     """
 
     def __init__(
@@ -106,6 +124,12 @@ class Replica:
         #: Whether it holds the leader lock now (:func:`forewarn.cluster.tasks.lead`): the one
         #: front-end that journals the time and delivers Event Grid's events.
         self.leading = False
+        # Writes waiting for a transaction, and the turn to write them (group commit).
+        self._waiting: list[_Pending] = []
+        self._waiting_lock = threading.Lock()
+        self._turn = threading.Lock()
+        # Writes asked for in this turn of the event loop (write_soon), and who waits on each.
+        self._soon: list[tuple[Command, Callable[[Result | Exception], None]]] = []
 
     @property
     def platform(self) -> Platform:
@@ -191,18 +215,95 @@ class Replica:
         recorded), or the last record's when that is later.
 
         With ``spread`` (a write someone waits on), it returns once every other live
-        front-end applied it too, or after :data:`SPREAD_SECONDS`."""
+        front-end applied it too, or after :data:`SPREAD_SECONDS`.
+
+        Writes made from several threads at once are committed together (group commit): the
+        first to find no transaction running writes everything waiting by then in one
+        transaction, and each caller returns once that transaction committed, with its own
+        result or its own domain error; a transaction that fails fails every write in it
+        alike. From one thread, as ``forewarn serve`` makes them, each is a group of one."""
         # A value the journal would not keep is refused before anything is applied (any
         # time stands in for the stamp: every time is kept).
         encode_record(command.to_record(self.clock.now() if at is None else at))
+        pending = _Pending(command, spread, at)
+        with self._waiting_lock:
+            self._waiting.append(pending)
+        with self._turn:
+            if pending.outcome is None:  # not written in the group before: lead the next
+                self._write_waiting()
+        outcome = pending.outcome
+        assert outcome is not None  # written by this thread or by the group it joined
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _write_waiting(self) -> None:
+        """Write the waiting writes, in the order they came, in one transaction; a write
+        with a time of its own (``at``) goes alone."""
+        with self._waiting_lock:
+            count = len(self._waiting)
+            for index, pending in enumerate(self._waiting[:count]):
+                if pending.at is not None:
+                    count = max(index, 1)
+                    break
+            group, self._waiting[:count] = self._waiting[:count], []
+        outcomes: Sequence[Result | Exception]
+        try:
+            outcomes = self.write_group(
+                [pending.command for pending in group],
+                spread=any(pending.spread for pending in group),
+                at=group[0].at,
+            )
+        except Exception as exc:  # the whole group: the same error for each write
+            outcomes = [exc for _ in group]
+        for pending, outcome in zip(group, outcomes, strict=True):
+            pending.outcome = outcome
+
+    def write_soon(self, command: Command, done: Callable[[Result | Exception], None]) -> None:
+        """On the event loop's thread: write ``command`` with every other asked for in the
+        same turn of the loop, in one transaction once that turn's callbacks have run, then
+        call ``done`` with its result or what refused it (its own domain error, or the
+        transaction's failure, the same for the whole group). Nothing is applied before:
+        until the transaction, every answer shows the platform as the journal has it."""
+        try:
+            encode_record(command.to_record(self.clock.now()))
+        except ForewarnError as exc:
+            done(exc)
+            return
+        self._soon.append((command, done))
+        if len(self._soon) == 1:
+            asyncio.get_running_loop().call_soon(self._write_soon)
+
+    def _write_soon(self) -> None:
+        group, self._soon = self._soon, []
+        outcomes: Sequence[Result | Exception]
+        with self._turn:
+            try:
+                outcomes = self.write_group([command for command, _ in group])
+            except Exception as exc:  # the whole group: the same error for each write
+                outcomes = [exc for _ in group]
+        for (_, done), outcome in zip(group, outcomes, strict=True):
+            try:
+                done(outcome)
+            except Exception:  # one caller's failure to answer is not the others'
+                _LOG.exception("answering a write of a group")
+
+    def write_group(
+        self, commands: Sequence[Command], *, spread: bool = True, at: datetime | None = None
+    ) -> list[Result | ForewarnError]:
+        """Apply ``commands``, in order, for the whole fleet in one transaction: the result
+        of each, or the domain error that refused it alone (the others are applied and
+        journaled all the same). A failure of the transaction itself is raised, and then
+        none of them is acknowledged (:class:`ReplicaError`, as for :meth:`write`). Not
+        thread-safe: :meth:`write` is the door for several threads."""
         for attempt in range(MAX_ATTEMPTS):
             if self.diverged:
                 self._recover()
             try:
-                result = self._write_once(command, at)
-                if spread:
+                outcomes, written = self._write_once(commands, at)
+                if spread and written:
                     self._spread()
-                return result
+                return outcomes
             except AppendConflictError:
                 continue
             except _NotStartedError as exc:
@@ -213,9 +314,12 @@ class Replica:
             f"{self.journal.namespace}: other writers kept appending first; try again"
         )
 
-    def _write_once(self, command: Command, stamp: datetime | None) -> Result:
-        refused: ForewarnError | None = None
-        result: Result = ()
+    def _write_once(
+        self, commands: Sequence[Command], stamp: datetime | None
+    ) -> tuple[list[Result | ForewarnError], bool]:
+        """One transaction: the outcome of each command, and whether any was journaled."""
+        outcomes: list[Result | ForewarnError] = []
+        written = False
         changed = False
         try:
             with self.journal.exclusive() as transaction:
@@ -227,25 +331,27 @@ class Replica:
                 records: list[dict[str, Any]] = []
                 due = applied.platform.next_deadline()
                 changed = True  # from here on the local platform may be ahead of the journal
-                if due is not None and due <= at and not isinstance(command, Tick):
+                if due is not None and due <= at and not isinstance(commands[0], Tick):
                     # time passing fires deadlines: a record of its own says so, and the
                     # events it creates are numbered after it
                     applied.apply_command(applied.head + 1, at, Tick())
                     records.append(Tick().to_record(at))
-                try:
-                    result = applied.apply_command(applied.head + 1, at, command)
-                    records.append(command.to_record(at))
-                except ForewarnError as exc:
+                for command in commands:
+                    try:
+                        outcomes.append(applied.apply_command(applied.head + 1, at, command))
+                        records.append(command.to_record(at))
+                        written = True
+                    except ForewarnError as exc:  # refused alone, changing nothing
+                        outcomes.append(exc)
+                if applied.platform.now > head_at and not records:
                     # The domain refuses before changing anything, but the platform's time
                     # has moved to ``at``: journal that much, or this copy is ahead of it.
-                    refused = exc
-                    if applied.platform.now > head_at and not records:
-                        applied.apply_command(applied.head + 1, at, Tick())
-                        records.append(Tick().to_record(at))
+                    applied.apply_command(applied.head + 1, at, Tick())
+                    records.append(Tick().to_record(at))
+                if self.registered:  # sent with the append: one round trip for both
+                    transaction.report_applied(self.front_end, applied.head)
                 if records:
                     transaction.append_if(applied.head - len(records), records)
-                if self.registered:
-                    transaction.report_applied(self.front_end, applied.head)
             changed = False
         except AppendConflictError:
             if changed:
@@ -259,10 +365,9 @@ class Replica:
                     "this front-end rebuilds its state from the journal"
                 ) from exc
             raise _NotStartedError() from exc
-        if refused is not None:
-            raise refused
-        self.on_change()
-        return result
+        if written:
+            self.on_change()
+        return outcomes, written
 
     def _diverge(self, why: str) -> None:
         _LOG.warning("state ahead of the journal (%s): rebuilding from the journal", why)

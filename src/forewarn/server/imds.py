@@ -95,7 +95,9 @@ class ImdsResponse:
     """What to answer. Status 0 is no answer now: the connection is closed, or reset when
     ``reset``, or, when ``held_until`` is set, the request waits until that platform time and
     is then handled again (:mod:`forewarn.domain.impact`); when ``unanswered``, it is never
-    answered, the connection kept open until the client gives up (a VM that is gone)."""
+    answered, the connection kept open until the client gives up (a VM that is gone); with
+    ``later``, the answer waits for a write committed with others (group commit):
+    ``later(reply)`` has ``reply`` called with it, or with the error no status answers."""
 
     status: int
     body: bytes = b""
@@ -104,6 +106,11 @@ class ImdsResponse:
     held_until: datetime | None = None
     reset: bool = False
     unanswered: bool = False
+    later: Callable[[Reply], None] | None = None
+
+
+#: Told the answer of a request answered later (:attr:`ImdsResponse.later`).
+Reply = Callable[["ImdsResponse | Exception"], None]
 
 
 class Checked(NamedTuple):
@@ -133,6 +140,16 @@ class Answer(NamedTuple):
 
 def _error(status: int, message: str) -> ImdsResponse:
     return ImdsResponse(status, messages.error_body(message))
+
+
+def _approval_refused(error: Exception) -> ImdsResponse:
+    """The answer to an approval refused with ``error``; raised again when no status says
+    it (a fault of forewarn's, answered 500)."""
+    if isinstance(error, UnknownEventError | UnstorableValueError):
+        return _error(400, f"Bad request. {error}")
+    if isinstance(error, StorageError):  # not recorded (a full disk, a store that is down)
+        return _UNAVAILABLE
+    raise error
 
 
 _INVALID_API_VERSION = ImdsResponse(400, messages.invalid_api_version_body())
@@ -211,8 +228,12 @@ class ImdsEndpoint:
         limits: Limits | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         impact: ImpactPolicies | None = None,
+        group_writes: bool = False,
     ) -> None:
         self.service = service
+        #: Whether approvals are answered later, once committed with the others of the same
+        #: turn of the event loop (a front-end sharing its journal, in ``forewarn serve``).
+        self.group_writes = group_writes
         self.impact = impact or ImpactPolicies()
         self.limits = limits or Limits()
         self.rate_limiter = RateLimiter(rate_limit)
@@ -315,7 +336,7 @@ class ImdsEndpoint:
                     return Answer(not_modified, vm, at, repeats_under)
             return Answer(_ok(encoded.body, encoded.etag), vm, at, repeats_under)
         if checked.version is not None:  # a POST of Scheduled Events
-            return Answer(self._approve(vm, request.body), vm, at)
+            return Answer(self._approve(request, vm), vm, at)
         if path == VERSIONS_PATH:
             return Answer(ImdsResponse(200, instance_wire.versions_body()), vm, at)
         return Answer(self._instance(vm, path, checked.query), vm, at)
@@ -356,21 +377,40 @@ class ImdsEndpoint:
             return ImdsResponse(0, held_until=pause.until)
         return RESET if policy is ImpactPolicy.REFUSE else NO_ANSWER
 
-    def _approve(self, vm: Vm, body: bytes) -> ImdsResponse:
+    def _approve(self, request: ImdsRequest, vm: Vm) -> ImdsResponse:
         """Every api-version approves the same way."""
+        body = request.body
         if len(body) > self.limits.max_body:
             return _error(400, f"Request body is larger than MaxBodyLength: {self.limits.max_body}")
         try:
             event_ids = parse_start_requests(body)
         except MalformedApprovalError as exc:
             return _error(400, f"Bad request. {exc}")
+        if self.group_writes:
+            later = functools.partial(self._approve_later, request, vm, event_ids)
+            return ImdsResponse(0, later=later)
         try:
             self.approve(vm, event_ids)
-        except (UnknownEventError, UnstorableValueError) as exc:
-            return _error(400, f"Bad request. {exc}")
-        except StorageError:  # not recorded (a full disk, a store that is down): not made
-            return _UNAVAILABLE
+        except (UnknownEventError, UnstorableValueError, StorageError) as exc:
+            return _approval_refused(exc)
         return _APPROVED
+
+    def _approve_later(
+        self, request: ImdsRequest, vm: Vm, event_ids: tuple[str, ...], reply: Reply
+    ) -> None:
+        """Approve with the others of this turn of the event loop, and answer once that is
+        committed (told to :meth:`answered` then, as a held request is when answered)."""
+
+        def done(error: Exception | None) -> None:
+            try:
+                response = _APPROVED if error is None else _approval_refused(error)
+            except Exception as exc:  # no status answers it: the transport's 500
+                reply(exc)
+                return
+            self.answered(request, response, vm, self.service.now())
+            reply(response)
+
+        self.service.approve_soon(vm.name, event_ids, done)
 
     def approve(self, vm: Vm, event_ids: tuple[str, ...]) -> None:
         """``vm`` approves ``event_ids`` (a well-formed POST's): the platform's step, which

@@ -333,6 +333,7 @@ async def serve(
         activity,
         rate_limit=settings.rate_limit,
         impact=ImpactPolicies.parse(settings.impact),
+        group_writes=state.replica is not None,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

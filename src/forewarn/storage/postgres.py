@@ -307,52 +307,77 @@ class PostgresJournal:
         params: list[object] = [len(texts), self.namespace]
         if expected is not None:
             params.append(expected)
+        # One statement: the counter moves, the records go in after the old end, and the
+        # NOTIFY (delivered only on commit, so a woken follower always finds the records) is
+        # queued, or, when the condition fails, none of the three happens.
+        params.extend([self.namespace, len(texts), texts, self._channel])
         row = conn.execute(
             sql.SQL(
-                "UPDATE {} SET last_sequence = last_sequence + %s "
-                "WHERE namespace = %s{} RETURNING last_sequence"
-            ).format(self._table("forewarn_namespaces"), condition),
+                "WITH bumped AS (UPDATE {} SET last_sequence = last_sequence + %s "
+                "WHERE namespace = %s{} RETURNING last_sequence), "
+                "inserted AS (INSERT INTO {} (namespace, sequence, body) "
+                "SELECT %s, bumped.last_sequence - %s + ordinality, body::json "
+                "FROM bumped, unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)) "
+                "SELECT last_sequence, pg_notify(%s, last_sequence::text) FROM bumped"
+            ).format(
+                self._table("forewarn_namespaces"), condition, self._table("forewarn_records")
+            ),
             params,
         ).fetchone()
         if row is None:
             found = self._read_last(conn)  # raises when the namespace row itself is gone
             raise AppendConflictError(self._where, expected or 0, found)
-        last = int(row[0])
-        if not texts:
-            return last
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (namespace, sequence, body) "
-                "SELECT %s, %s + ordinality - 1, body::json "
-                "FROM unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)"
-            ).format(self._table("forewarn_records")),
-            [self.namespace, last - len(texts) + 1, texts],
-        )
-        # Delivered only on commit, so a woken follower always finds the records.
-        conn.execute("SELECT pg_notify(%s, %s)", [self._channel, str(last)])
-        return last
+        return int(row[0])
 
     # -- several writers -------------------------------------------------------------------
 
     @contextlib.contextmanager
     def exclusive(self, lock_timeout: float = 5.0) -> Iterator[ExclusiveWrite]:
-        """One transaction holding the namespace's write lock (``pg_advisory_xact_lock``):
-        what the writer reads in it is everything committed before, and what it appends with
-        :meth:`ExclusiveWrite.append_if` commits when the block ends without an error.
+        """One transaction holding the namespace's write lock (``pg_advisory_xact_lock``)
+        from its first read on: what the writer reads in it is everything committed before,
+        and what it appends with :meth:`ExclusiveWrite.append_if` commits when the block ends
+        without an error.
 
         Every front-end of a fleet writes this way, so they take turns: each one catches up
         with the others' records, decides, and appends, with nobody appending in between.
         Waiting for the lock is bounded by ``lock_timeout`` (a stuck writer elsewhere is an
         error here, not a hang); the lock goes with the transaction, however it ends.
+
+        The transaction runs in libpq's pipeline mode: statements are sent as they are made
+        and the server is only waited on where a result is needed. Beginning, taking the lock
+        and the first read are one round trip (the lock is held once that read answers, and
+        is taken before it on the server), an append with its reports another, and the
+        commit a third, where a statement each way took eleven. ``BEGIN`` and ``COMMIT`` are
+        sent as statements of the pipeline: psycopg's own transaction block would wait on
+        the server twice more.
         """
         with self._lock, self._translated():
             conn = self._connection()
-            with conn.transaction():
-                milliseconds = max(1, round(lock_timeout * 1000))
-                conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
-                conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
-                yield ExclusiveWrite(self, conn)
+            try:
+                with conn.pipeline():
+                    milliseconds = max(1, round(lock_timeout * 1000))
+                    conn.execute("BEGIN")
+                    conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
+                    conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
+                    yield ExclusiveWrite(self, conn)
+                    conn.execute("COMMIT")  # answered as the pipeline ends: done, or raised
+            except BaseException:
+                self._roll_back(conn)
+                raise
+
+    @staticmethod
+    def _roll_back(conn: Connection) -> None:
+        """End a transaction of :meth:`exclusive` that failed, keeping the connection when
+        the server can still roll it back; otherwise the connection is closed, which rolls
+        the transaction back on the server as well (and the next call opens another)."""
+        if conn.closed or conn.broken:
+            return
+        try:
+            if conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            conn.close()
 
     def another(self) -> PostgresJournal:
         """A second journal on the same namespace, with connections of its own (a follower

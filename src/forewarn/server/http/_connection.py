@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import socket
+from collections.abc import Callable
 from datetime import datetime
 
 import httptools
@@ -22,7 +24,7 @@ from forewarn.server.http._parse_cache import _Parsed
 from forewarn.server.http._parsing import _ReadingEndedError, _RequestParsing
 from forewarn.server.http._response_bytes import _ANSWER, _TOO_MANY
 from forewarn.server.http._shared import _Again, _Shared
-from forewarn.server.imds import Answer, ImdsEndpoint, ImdsRequest, Limits
+from forewarn.server.imds import Answer, ImdsEndpoint, ImdsRequest, ImdsResponse, Limits, Reply
 
 #: ``tcpi_state`` of a connection whose peer has closed its side (Linux ``TCP_CLOSE_WAIT``).
 _TCP_CLOSE_WAIT = 8
@@ -304,7 +306,9 @@ class ImdsProtocol(_RequestParsing):
         if self._refused:
             self._shared.refused.refused(self.caller())
         if response.status == 0:  # the VM cannot answer now: hold, reset or close
-            if response.held_until is not None:
+            if response.later is not None:
+                self._await_write(response.later, functools.partial(self._written, parsed))
+            elif response.held_until is not None:
                 self._hold(parsed, response.held_until, at)
             elif response.unanswered:
                 self._keep_unanswered(parsed)
@@ -328,6 +332,29 @@ class ImdsProtocol(_RequestParsing):
                 if len(shared.again_at) >= limits.AGAIN_ADDRESSES:
                     shared.again_at.clear()
                 shared.again_at[self._local] = self._again
+
+    def _await_write(self, later: Callable[[Reply], None], reply: Reply) -> None:
+        """Wait, unread, for the write the request asked for to be committed with the others
+        of this turn of the event loop (group commit); ``reply`` is then told the answer."""
+        self._held = []
+        if self._transport is not None:
+            self._transport.pause_reading()
+        later(reply)
+
+    def _written(self, parsed: _Parsed, outcome: ImdsResponse | Exception) -> None:
+        """The write a request waited for is committed or refused: answer it, then what
+        was pipelined behind it."""
+        transport = self._transport
+        if self._closing or transport is None or transport.is_closing():
+            return  # the client left meanwhile: nobody to answer
+        if isinstance(outcome, Exception):
+            self._internal_error(outcome)
+            return
+        self._write(outcome, parsed.keep_alive, self._endpoint.service.now())
+        if not parsed.keep_alive:
+            self._end()
+            return
+        self.release()
 
     def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
         """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
@@ -409,6 +436,9 @@ class ImdsProtocol(_RequestParsing):
         no body), then a close: a client reads an incomplete message."""
         transport = self._transport
         response = answer.response
+        if response.later is not None:  # truncated once its write is committed
+            self._await_write(response.later, functools.partial(self._truncated_later, answer))
+            return
         if response.status == 0 or transport is None:
             self._close()
             return
@@ -416,6 +446,15 @@ class ImdsProtocol(_RequestParsing):
         body = len(response.body)
         transport.write(data[: len(data) - (body - body // 2)] if body else data[: len(data) // 2])
         self._close()
+
+    def _truncated_later(self, answer: Answer, outcome: ImdsResponse | Exception) -> None:
+        transport = self._transport
+        if self._closing or transport is None or transport.is_closing():
+            return
+        if isinstance(outcome, Exception):
+            self._internal_error(outcome)
+            return
+        self._truncated(Answer(outcome, answer.vm, self._endpoint.service.now()))
 
     def release(self) -> None:
         """The pause a held request waited for is over: handle it (and what queued behind it)
