@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleetgen import addresses, fleet_yaml
-from bench.servers import PATH, QUERY
+from bench.servers import PATH, QUERY, serve_command
 from bench.tools import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,20 +153,7 @@ def measure_served(
     fleet.write_text(fleet_yaml(vms), encoding="utf-8")
     port, control_port = free_port(), free_port()
     log_path = work / "forewarn.out"
-    argv = [
-        sys.executable,
-        "-m",
-        "forewarn",
-        "serve",
-        "--bind",
-        f"0.0.0.0:{port}",
-        "--control",
-        f"127.0.0.1:{control_port}",
-        "--fleet",
-        str(fleet),
-        "--seed",
-        "2024",
-    ]
+    argv = serve_command(f"0.0.0.0:{port}", f"127.0.0.1:{control_port}", fleet)
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",

@@ -288,24 +288,17 @@ class Forewarn(_Process):
         self.process = subprocess.Popen(
             [
                 *self.prefix,
-                sys.executable,
-                "-m",
-                "forewarn",
-                "serve",
-                "--bind",
-                f"{self.host}:{self.port}",
-                "--control",
-                f"{self.control_host}:{self.control_port}",
-                "--fleet",
-                str(fleet),
-                "--rate-limit",
-                f"{self.rate_limit:g}",
-                "--clock",
-                self.clock,
-                "--seed",
-                "2024",
-                *(["--store", self.store] if self.store is not None else []),
-                *self.options,
+                *serve_command(
+                    f"{self.host}:{self.port}",
+                    f"{self.control_host}:{self.control_port}",
+                    fleet,
+                    "--rate-limit",
+                    f"{self.rate_limit:g}",
+                    "--clock",
+                    self.clock,
+                    *(["--store", self.store] if self.store is not None else []),
+                    *self.options,
+                ),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -340,6 +333,26 @@ class Forewarn(_Process):
 
     def log(self) -> str:
         return (self.work / "forewarn.out").read_text(encoding="utf-8", errors="replace")
+
+
+def serve_command(bind: str, control: str, fleet: Path, *options: str) -> list[str]:
+    """``forewarn serve`` as every scenario starts it: this interpreter, a fleet file, the
+    same seed (so runs show the same EventIds), then the scenario's own ``options``."""
+    return [
+        sys.executable,
+        "-m",
+        "forewarn",
+        "serve",
+        "--bind",
+        bind,
+        "--control",
+        control,
+        "--fleet",
+        str(fleet),
+        "--seed",
+        "2024",
+        *options,
+    ]
 
 
 def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:

@@ -44,7 +44,7 @@ from typing import Any
 from bench.fleetgen import address, fleet_yaml
 from bench.memory import READY, _inside, private_namespace, process_memory
 from bench.profile import parse_raw
-from bench.servers import PATH, QUERY
+from bench.servers import PATH, QUERY, serve_command
 from bench.tools import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,20 +179,7 @@ def measure_startup(
             "FOREWARN_TOKEN": secrets.token_urlsafe(24),
             "FOREWARN_RUNTIME_DIR": str(work),
         }
-        argv = [
-            sys.executable,
-            "-m",
-            "forewarn",
-            "serve",
-            "--bind",
-            f"0.0.0.0:{port}",
-            "--control",
-            f"127.0.0.1:{control_port}",
-            "--fleet",
-            str(fleet),
-            "--seed",
-            "2024",
-        ]
+        argv = serve_command(f"0.0.0.0:{port}", f"127.0.0.1:{control_port}", fleet)
         started = time.monotonic()
         with log_path.open("wb") as out:
             server = subprocess.Popen(
