@@ -63,7 +63,9 @@ FRONT_ENDS = 3
 #: last turn ran, and a turn with a group in it waits on PostgreSQL for the group's commit
 #: (milliseconds: the flush to disk). A campaign reaching a 100,000-VM fleet on three
 #: front-ends gives each about 33,000 VMs, polling once a second and spread over the second,
-#: so about 33 approvals arrive a millisecond; the 3 ms or so of one commit gathers about 100.
+#: so about 33 approvals arrive a millisecond, and the 2 to 3 ms one group's write waits on
+#: PostgreSQL (three round trips and the commit's flush: the schedule step's cost per VM is
+#: one such write alone) gathers 66 to 100.
 #: A smaller fleet, or a campaign spread over more time, makes smaller groups (1: the VMs
 #: arrive one after another, each approval its own transaction).
 APPROVALS_PER_TURN = 100
