@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cheap_paths import run_cheap_paths
-from bench.cluster_campaign import run_cluster_campaign
+from bench.cluster_campaign import APPROVALS_PER_TURN, run_cluster_campaign
 from bench.memory import NamespaceUnavailableError, namespace_problem, run_memory
 from bench.propagation import postgres_problem, run_propagation
 from bench.realworkload import UnavailableError, find_py_spy, run_real_workload
@@ -119,6 +119,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "takes about four minutes)",
     )
     parser.add_argument(
+        "--approvals-per-turn",
+        type=int,
+        default=APPROVALS_PER_TURN,
+        help="approvals each front-end of the three-front-end campaign reads in one turn of "
+        f"its event loop, committed together (default {APPROVALS_PER_TURN}; 1: one at a time)",
+    )
+    parser.add_argument(
         "--memory-vms",
         type=int,
         help="VMs of the fleet whose server memory is read after each VM polled (default 100000)",
@@ -162,6 +169,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
     args.held_vms = args.held_vms or (200 if smoke else 10_000)
     args.memory_vms = args.memory_vms or (2000 if smoke else 100_000)
+    if args.approvals_per_turn < 1:
+        parser.error("--approvals-per-turn must be at least 1")
     if args.memory_vms < 2:
         parser.error("--memory-vms must be at least 2")
     args.startup_vms = args.startup_vms or (300 if smoke else 100_000)
@@ -247,9 +256,14 @@ def run(args: argparse.Namespace, log: Any = print, command: Sequence[str] = ())
             ).summary()
         if "cluster-campaign" in only and problem is None:
             sizes = ", ".join(map(str, args.cluster_sizes))
-            log(f"bench: the campaign with 3 front-ends sharing {sizes} VMs ...")
+            log(
+                f"bench: the campaign with 3 front-ends sharing {sizes} VMs, "
+                f"{args.approvals_per_turn} approvals to a front-end and a turn ..."
+            )
             results["cluster_campaign"] = [
-                dataclasses.asdict(run_cluster_campaign(size, args.postgres_url))
+                dataclasses.asdict(
+                    run_cluster_campaign(size, args.postgres_url, args.approvals_per_turn)
+                )
                 for size in args.cluster_sizes
             ]
         if "cheap-paths" in only:

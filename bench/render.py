@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.cheap_paths import cheap_path_lines
-from bench.report import SCENARIOS, Target, figure, scenario_key, startup_summary, targets
+from bench.report import (
+    SCENARIOS,
+    Target,
+    cluster_phase_costs,
+    figure,
+    scenario_key,
+    startup_summary,
+    targets,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
@@ -338,18 +346,48 @@ def propagation_block(results: dict[str, Any]) -> str:
 
 
 def cluster_campaign_block(results: dict[str, Any]) -> str:
+    campaigns = results["cluster_campaign"]
     rows = [
-        "| VMs | front-ends | campaign | per VM | journal records | one process | ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| VMs | front-ends | approvals a turn | campaign | per VM | journal records | "
+        "transactions | one process | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for row in results["cluster_campaign"]:
+    for row in campaigns:
         rows.append(
-            f"| {row['vms']:,} | {row['front_ends']} | {row['campaign_seconds']:.2f} s | "
-            f"{row['per_vm_microseconds']:,.0f} us | {row['journal_records']:,} | "
+            f"| {row['vms']:,} | {row['front_ends']} | {_given(row, 'approvals_per_turn')} | "
+            f"{row['campaign_seconds']:.2f} s | {row['per_vm_microseconds']:,.0f} us | "
+            f"{row['journal_records']:,} | {_given(row, 'journal_transactions')} | "
             f"{row['single_process_seconds']:.2f} s | "
             f"**{row['ratio_to_single_process']:.1f}x** |"
         )
+    timed = [row for row in campaigns if row.get("phase_seconds")]
+    if timed:
+        rows += [
+            "",
+            "Each step of the campaign, us per VM, shared / in one process (the schedule is one "
+            "control-plane operation a VM, each its own transaction, as serve writes them; the "
+            "approvals are grouped by turn):",
+            "",
+            "| step | " + " | ".join(f"{row['vms']:,} VMs" for row in timed) + " |",
+            "|---|" + "---:|" * len(timed),
+        ]
+        costs = [cluster_phase_costs(row) for row in timed]
+        for index, phase in enumerate(timed[0]["phase_seconds"]):
+            rows.append(
+                f"| {phase} | "
+                + " | ".join(
+                    f"{shared:,.0f} / {single:,.1f}"
+                    for _, shared, single in (c[index] for c in costs)
+                )
+                + " |"
+            )
     return "\n".join(rows) + "\n"
+
+
+def _given(row: dict[str, Any], field: str) -> str:
+    """A count the row has, or a dash for a run made before it was recorded."""
+    value = row.get(field)
+    return "-" if value is None else f"{value:,}"
 
 
 def startup_block(results: dict[str, Any]) -> str:

@@ -277,6 +277,16 @@ def targets(results: dict[str, Any]) -> list[Target]:
     return found
 
 
+def cluster_phase_costs(row: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """Each step of a shared-fleet campaign (bench.scale.CAMPAIGN_PHASES) and its
+    microseconds per VM, shared and in one process."""
+    count = row["vms"]
+    return [
+        (phase, seconds / count * 1e6, row["single_process_phase_seconds"][phase] / count * 1e6)
+        for phase, seconds in row["phase_seconds"].items()
+    ]
+
+
 def startup_targets(startup: dict[str, Any] | None) -> list[Target]:
     """The served fleet answered in time; the largest one served or refused in time."""
     if not startup:
@@ -424,6 +434,15 @@ def table(results: dict[str, Any]) -> str:
             f"{row['ratio_to_single_process']:.1f}x the same campaign in one process "
             f"({row['single_process_seconds']:.2f} s)"
         )
+        if row.get("phase_seconds"):
+            lines.append(
+                f"  {row['approvals_per_turn']} approvals to a front-end and a turn, "
+                f"{row['journal_transactions']:,} transactions; us per VM, shared / one process: "
+                + "; ".join(
+                    f"{phase} {shared:,.0f} / {single:,.1f}"
+                    for phase, shared, single in cluster_phase_costs(row)
+                )
+            )
     from bench.cheap_paths import cheap_path_lines
 
     lines += cheap_path_lines(results.get("cheap_paths"))

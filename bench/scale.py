@@ -123,8 +123,13 @@ def ask(
 ) -> tuple[int, bytes]:
     """One request of the VM at ``address`` to ``endpoint``, handed over as the socket server
     hands it (:meth:`~forewarn.server.imds.ImdsEndpoint.respond`)."""
-    response = endpoint.respond(_request(address, method, body, None)).response
+    response = endpoint.respond(request(address, method, body)).response
     return response.status, response.body
+
+
+def request(address: str, method: str = "GET", body: bytes = b"") -> ImdsRequest:
+    """The request of the VM at ``address`` as the socket server builds it from its bytes."""
+    return _request(address, method, body, None)
 
 
 def _request(

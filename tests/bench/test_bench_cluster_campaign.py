@@ -1,27 +1,53 @@
 """The fleet-wide campaign with three front-ends sharing the fleet (docs/scale-out.md): every
 VM reads its own Reboot through its own front-end and approves it there, and the events end
 everywhere. Figures from a run this short are not quoted; what is asserted is that the
-scenario did all of it, and that its ratio is the two runs' times."""
+scenario did all of it, that the approvals of a turn went into one transaction per front-end
+(and one each when a turn holds one), and that its ratio and steps are the runs' times."""
 
 from __future__ import annotations
 
 import pytest
 from postgres_support import require_postgres
 
-from bench.cluster_campaign import FRONT_ENDS, run_cluster_campaign
+from bench.cluster_campaign import APPROVALS_PER_TURN, FRONT_ENDS, run_cluster_campaign
 from bench.report import table
+from bench.scale import CAMPAIGN_PHASES
+
+VMS = 60
 
 
 def test_three_front_ends_run_the_whole_campaign_and_it_is_reported() -> None:
     postgres_url = require_postgres()
-    result = run_cluster_campaign(60, postgres_url)
-    assert (result.vms, result.front_ends) == (60, FRONT_ENDS)
-    # one scheduled event and one approval a VM and the clock's move, each journaled (time
+    result = run_cluster_campaign(VMS, postgres_url)
+    assert (result.vms, result.front_ends) == (VMS, FRONT_ENDS)
+    assert result.approvals_per_turn == APPROVALS_PER_TURN
+    # one scheduled event and one approval a VM and the clock's moves, each journaled (time
     # records may come beside them)
-    assert result.journal_records >= 2 * 60 + 1
+    assert result.journal_records >= 2 * VMS + 2
+    # each event scheduled alone; the approvals, 20 to a front-end, in one turn: one
+    # transaction per front-end; the records that are not the VMs' at most one each
+    others = result.journal_records - 2 * VMS
+    assert VMS + FRONT_ENDS <= result.journal_transactions <= VMS + FRONT_ENDS + others
     assert result.ratio_to_single_process == pytest.approx(
         result.campaign_seconds / result.single_process_seconds
     )
-    assert "Campaign, 3 front-ends sharing 60 VMs" in table(
-        {"cluster_campaign": [result.__dict__], "machine": {}, "skipped": {}}
+    assert tuple(result.phase_seconds) == CAMPAIGN_PHASES
+    assert tuple(result.single_process_phase_seconds) == CAMPAIGN_PHASES
+    assert sum(result.phase_seconds.values()) == pytest.approx(result.campaign_seconds)
+    assert sum(result.single_process_phase_seconds.values()) == pytest.approx(
+        result.single_process_seconds
     )
+    text = table({"cluster_campaign": [result.__dict__], "machine": {}, "skipped": {}})
+    assert "Campaign, 3 front-ends sharing 60 VMs" in text
+    assert f"{APPROVALS_PER_TURN} approvals to a front-end and a turn" in text
+
+
+def test_approvals_arriving_one_a_turn_are_each_their_own_transaction() -> None:
+    result = run_cluster_campaign(VMS, require_postgres(), approvals_per_turn=1)
+    assert result.approvals_per_turn == 1
+    assert result.journal_transactions >= 2 * VMS
+
+
+def test_a_turn_holds_at_least_one_approval() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        run_cluster_campaign(VMS, "postgresql://unused", approvals_per_turn=0)

@@ -284,3 +284,34 @@ def test_the_shared_fleet_targets_are_the_ratio_at_the_largest_size_and_no_stale
     }
     assert verdicts(shared(3.01, 1))[ratio] is False
     assert verdicts(shared(3.01, 1))[stale] is False
+
+
+def test_the_shared_fleet_block_gives_each_step_per_vm_beside_one_process() -> None:
+    """Each step's microseconds per VM, shared / one process, from the phase times; a row
+    measured before the group and the steps were recorded shows a dash, and no step table."""
+    steps = ("schedule", "approve")
+    row = {
+        "vms": 2000,
+        "front_ends": 3,
+        "approvals_per_turn": 100,
+        "campaign_seconds": 4.0,
+        "per_vm_microseconds": 2000.0,
+        "journal_records": 4002,
+        "journal_transactions": 2022,
+        "single_process_seconds": 0.2,
+        "ratio_to_single_process": 20.0,
+        "phase_seconds": dict(zip(steps, (3.0, 1.0), strict=True)),
+        "single_process_phase_seconds": dict(zip(steps, (0.05, 0.15), strict=True)),
+    }
+    text = block("cluster-campaign", {"cluster_campaign": [row]})
+    assert "| 2,000 | 3 | 100 | 4.00 s | 2,000 us | 4,002 | 2,022 | 0.20 s | **20.0x** |" in text
+    assert "| schedule | 1,500 / 25.0 |" in text
+    assert "| approve | 500 / 75.0 |" in text
+    older = {
+        key: value
+        for key, value in row.items()
+        if key not in {"approvals_per_turn", "journal_transactions", "phase_seconds"}
+    }
+    text = block("cluster-campaign", {"cluster_campaign": [older]})
+    assert "| 2,000 | 3 | - | 4.00 s | 2,000 us | 4,002 | - | 0.20 s | **20.0x** |" in text
+    assert "schedule" not in text
