@@ -52,6 +52,25 @@ def test_appends_are_durable_on_return(path: Path) -> None:
         }
 
 
+def _pragma(journal: SqliteJournal, name: str) -> object:
+    return journal._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+@pytest.mark.parametrize("opening", ["new file", "existing file"])
+def test_the_connection_commits_durably_as_sqlite_itself_reports(path: Path, opening: str) -> None:
+    """Asked of SQLite on the journal's own connection, not through ``durability()``: the
+    write-ahead log, a sync of it at every commit (``synchronous`` 2 is FULL), and the file
+    held by this connection alone. Per-connection settings, so a reopened file has them too."""
+    if opening == "existing file":
+        with SqliteJournal(path) as journal:
+            journal.append({"n": 1})
+    with SqliteJournal(path) as journal:
+        assert str(_pragma(journal, "journal_mode")).lower() == "wal"
+        assert _pragma(journal, "synchronous") == 2
+        assert str(_pragma(journal, "locking_mode")).lower() == "exclusive"
+        assert journal.append({"n": 2}) == (2 if opening == "existing file" else 1)
+
+
 def test_a_new_file_is_stamped_with_its_schema_version(path: Path) -> None:
     SqliteJournal(path).close()
     assert _version(path) == SCHEMA_VERSION == 1
