@@ -395,6 +395,32 @@ def test_a_writer_waits_for_the_front_ends_behind_it_and_no_longer_than_told(
     assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ()
 
 
+def test_a_writer_that_waited_is_left_listening_to_nothing(fleet: Store) -> None:
+    """The wait LISTENs for the front-ends' reports on the writer's own connection; once it
+    returns, whether every front-end reported or the time ran out, the connection listens to
+    nothing again: left listening, it would be sent every report of every front-end for as
+    long as it lives."""
+    writer, other = fleet.open(), fleet.open()
+    assert isinstance(writer, PostgresJournal)
+    assert isinstance(other, PostgresJournal)
+
+    def channels() -> list[str]:
+        query = "SELECT pg_listening_channels()"
+        return [row[0] for row in writer._connection().execute(query).fetchall()]
+
+    writer.append({"n": 1})
+    other.report_applied("o", 0)
+    assert writer.wait_applied("w", 1, timeout=0.05, live_within=60) == ("o",)  # ran out
+    assert channels() == []
+    reporter = threading.Timer(0.1, other.report_applied, ["o", 1])
+    reporter.start()
+    try:
+        assert writer.wait_applied("w", 1, timeout=30, live_within=60) == ()  # reported
+    finally:
+        reporter.join()
+    assert channels() == []
+
+
 def test_a_waiting_writer_is_woken_by_the_report_it_waits_for(
     fleet: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
