@@ -74,6 +74,10 @@ class Platform:
 class Replica:
     """What ``lead`` uses of a replica; a Tick written clears the deadline it was due for."""
 
+    front_end = "host/1/abc"
+    registered = False
+    journal: Any = None
+
     def __init__(self, time: Time, due: datetime | None, fail: Exception | None = None) -> None:
         self.platform = Platform(due)
         self.clock = time
@@ -255,3 +259,49 @@ def test_a_stop_while_asking_ends_the_loop_and_releases(monkeypatch: pytest.Monk
     assert leadership.asked_at == []
     assert replica.written == []
     assert (replica.leading, leadership.released) == (False, 1)
+
+
+class Reader:
+    """The follower's own journal, on which a stopping front-end takes itself off the list."""
+
+    def __init__(self, forgetting: Exception | None) -> None:
+        self._forgetting = forgetting
+        self.forgotten: list[str] = []
+        self.closed = False
+
+    def forget_front_end(self, front_end: str) -> None:
+        self.forgotten.append(front_end)
+        if self._forgetting is not None:
+            raise self._forgetting
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("forgetting", [None, StoreUnavailableError("the server is down")])
+def test_a_stopping_front_end_leaves_the_list_then_closes_its_reader(
+    forgetting: Exception | None,
+) -> None:
+    """Writers stop waiting for a front-end as it stops, not once its heartbeat is old; a
+    store that cannot take that any more does not keep the front-end from stopping."""
+    time = Time()
+    reader = Reader(forgetting)
+    leadership = Leadership(time, [])
+    replica = Replica(time, due=None)
+    replica.registered = True
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def another() -> Reader:
+            loop.call_soon_threadsafe(stop.set)  # stopped as soon as it has its reader
+            return reader
+
+        replica.journal = SimpleNamespace(another=another, leadership=lambda: leadership)
+        await asyncio.wait_for(tasks.run_front_end(replica, stop), GUARD_SECONDS)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    assert reader.forgotten == ["host/1/abc"]
+    assert reader.closed
+    assert leadership.released == 1
