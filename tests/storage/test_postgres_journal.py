@@ -19,6 +19,8 @@ import pytest
 from machine_support import require_module
 
 from forewarn.storage import (
+    AppendConflictError,
+    CorruptStoreError,
     NewerSchemaError,
     StorageError,
     StoreSchemaError,
@@ -447,3 +449,52 @@ def test_a_waiting_writer_is_woken_by_the_report_it_waits_for(
         joins.cancel()
         report.join()
         joins.join()
+
+
+def test_an_exclusive_write_still_refuses_to_append_anywhere_but_the_end(fleet: Store) -> None:
+    """The write lock keeps front-ends taking turns, but a writer that does not take it (an
+    older forewarn) may have appended: the append inside the lock is conditional all the
+    same, and says where the journal ends."""
+    journal = fleet.open()
+    assert isinstance(journal, PostgresJournal)
+    journal.append({"n": 1})
+    with journal.exclusive() as write:
+        with pytest.raises(AppendConflictError, match="ends at record 1, not 0"):
+            write.append_if(0, [{"n": "late"}])
+        assert write.append_if(1, [{"n": 2}]) == 2
+    assert [record for _, record in journal.records()] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_namespace_whose_row_was_removed_says_so(fleet: Store) -> None:
+    journal = fleet.open()
+    journal.append({"n": 1})
+    _drop_namespace(fleet.url.split("?")[0], fleet.url.rsplit("=", 1)[1])
+    with pytest.raises(CorruptStoreError) as raised:
+        journal.last_sequence()
+    message = str(raised.value)
+    assert message.startswith("PostgreSQL journal 'test_"), message
+    assert message.endswith(": the namespace row is gone")
+
+
+def test_a_follower_waits_on_one_listening_connection_however_often_it_waits(
+    fleet: Store,
+) -> None:
+    """Each wait reuses the connection that LISTENs: a new one per wait, never closed, would
+    use up the server's connections one poll at a time."""
+    journal = fleet.open()
+    name = f"forewarn {fleet.url.rsplit('=', 1)[1]}"
+
+    def connections() -> int:
+        import psycopg
+
+        with psycopg.connect(fleet.url.split("?")[0], autocommit=True) as conn:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            row = conn.execute(query, [name]).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    journal.wait_for_append(0, 0)
+    opened = connections()
+    for _ in range(3):
+        assert journal.wait_for_append(0, 0) == 0
+    assert connections() == opened

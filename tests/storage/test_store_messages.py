@@ -28,6 +28,7 @@ from forewarn.storage import (
 )
 from forewarn.storage.errors import CorruptRecordError
 from forewarn.storage.journal import MAX_RECORD_BYTES
+from forewarn.storage.postgres import PostgresJournal
 from forewarn.storage.urls import directory_journal_path, sqlite_path
 
 from .conftest import Store, run_sql
@@ -290,3 +291,9 @@ def test_a_damaged_record_is_named_by_its_store_and_position(durable_store: Stor
     message = str(raised.value)
     assert message.startswith(NAMES[durable_store.backend]), message
     assert ": record 2: its body is a JSON array, not an object" in message
+    if durable_store.backend == "postgres":  # a writer's read, inside its transaction, too
+        assert isinstance(reopened, PostgresJournal)
+        with reopened.exclusive() as write, pytest.raises(CorruptRecordError) as raised:
+            write.records(after=0)
+        assert raised.value.position == 2
+        assert str(raised.value).startswith(NAMES["postgres"])
