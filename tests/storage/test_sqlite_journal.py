@@ -150,6 +150,21 @@ def test_a_failed_migration_leaves_the_file_as_it_was(path: Path) -> None:
     assert "scratch" not in tables
 
 
+def test_a_failed_migration_is_reported_as_itself_when_nothing_is_left_to_roll_back(
+    path: Path,
+) -> None:
+    """A migration that ended the transaction before failing leaves the ROLLBACK nothing to
+    undo, and SQLite refuses it: that refusal must not hide the migration's own error."""
+    SqliteJournal(path).close()
+
+    def ends_then_fails(conn: sqlite3.Connection) -> None:
+        conn.execute("COMMIT")
+        raise RuntimeError("migration bug")
+
+    with pytest.raises(RuntimeError, match="migration bug"):
+        SqliteJournal(path, schema_version=2, migrations={1: ends_then_fails})
+
+
 def test_a_missing_migration_is_an_error(path: Path) -> None:
     SqliteJournal(path).close()
     with pytest.raises(StoreSchemaError, match="no migration from schema version 1 to 2"):
