@@ -95,3 +95,18 @@ def test_a_first_request_the_fleet_refuses_is_answered_logged_and_tried_again(
     assert [record.getMessage() for record in caplog.records] == [
         "cannot journal vm0's first request: vm0 is being deleted"
     ] * 2
+
+
+def test_records_fetched_again_are_passed_over_and_a_gap_stops_the_taking() -> None:
+    """A follower's fetch may overlap what it applied (its head moved meanwhile) or, read
+    from the head, start after a gap: only the records right after the head are applied,
+    counted, and told (the leader wakes on it)."""
+    replica = _replica()
+    told: list[int] = []
+    replica.on_change = lambda: told.append(replica.head)
+    tick = Tick().to_record(DEFAULT_START)
+    assert replica.take([(1, tick), (2, tick)]) == 2
+    assert replica.take([(1, tick), (2, tick), (3, tick)]) == 1
+    assert replica.take([(5, tick), (6, tick)]) == 0  # record 4 first
+    assert replica.take([(3, tick)]) == 0
+    assert (replica.head, told) == (3, [2, 3])
