@@ -498,3 +498,23 @@ def test_a_follower_waits_on_one_listening_connection_however_often_it_waits(
     for _ in range(3):
         assert journal.wait_for_append(0, 0) == 0
     assert connections() == opened
+
+
+def test_another_journal_on_the_namespace_reads_the_same_schema(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A front-end's follower opens its own journal with ``another()``: on a fleet kept in a
+    schema of its own it must read that schema, not the default one."""
+    namespace = random_name("test")
+    journal = open_journal(_in_namespace(postgres_url, namespace, postgres_schema))
+    assert isinstance(journal, PostgresJournal)
+    try:
+        journal.append({"n": 1})
+        follower = journal.another()
+        try:
+            assert (follower.schema, follower.namespace) == (postgres_schema, namespace)
+            assert list(follower.records()) == [(1, {"n": 1})]
+        finally:
+            follower.close()
+    finally:
+        journal.close()
