@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from forewarn.cluster.replica import Replica, ReplicaError
-from forewarn.commands import Command, Tick, Touch
+from forewarn.commands import Command, Seen, Tick, Touch
 from forewarn.config.fleet import parse_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock
 from forewarn.domain.ids import EventIdFactory, NewEventId
@@ -110,3 +110,23 @@ def test_records_fetched_again_are_passed_over_and_a_gap_stops_the_taking() -> N
     assert replica.take([(5, tick), (6, tick)]) == 0  # record 4 first
     assert replica.take([(3, tick)]) == 0
     assert (replica.head, told) == (3, [2, 3])
+
+
+def test_the_vms_seen_are_journaled_in_one_record_that_waits_for_no_other_front_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests are answered from the event loop: the Seen record that batches them answers
+    nobody, so it never waits for the other front-ends to apply it."""
+    replica = _replica()
+    written: list[tuple[Command, bool]] = []
+
+    def write(command: Command, *, spread: bool = True) -> tuple[()]:
+        written.append((command, spread))
+        return ()
+
+    monkeypatch.setattr(replica, "write", write)
+    replica.unseen.update({"vm1", "vm0"})
+    assert replica.flush_seen() is True
+    assert replica.flush_seen() is False  # nothing seen since
+    assert written == [(Seen(("vm0", "vm1")), False)]
+    assert replica.unseen == set()
