@@ -73,10 +73,10 @@ def test_a_stop_ends_a_pause_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_front_end_that_cannot_open_its_follower_retries_with_doubling_waits(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``run_front_end`` after failed connects: 0.2 s, 0.4 s, 0.8 s ... up to 5 s
-    (BACKOFF_SECONDS), and it stops trying once asked to stop."""
+    (BACKOFF_SECONDS), each logged with its cause, and it stops trying once asked to stop."""
     pauses: list[float] = []
 
     async def pause(stop: asyncio.Event, seconds: float) -> None:
@@ -92,8 +92,13 @@ def test_a_front_end_that_cannot_open_its_follower_retries_with_doubling_waits(
         journal = Journal()
 
     monkeypatch.setattr(tasks, "_pause", pause)
-    _run(lambda stop: tasks.run_front_end(Replica(), stop), stopped=False)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="forewarn.cluster"):
+        _run(lambda stop: tasks.run_front_end(Replica(), stop), stopped=False)  # type: ignore[arg-type]
     assert pauses == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"opening a follower connection: the server is down; again in {seconds:.1f} s"
+        for seconds in pauses
+    ]
 
 
 def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_once_it_reads(

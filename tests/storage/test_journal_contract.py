@@ -295,6 +295,7 @@ def test_closing_wakes_a_waiter(journal: Journal) -> None:
     assert not waiter.is_alive()
     assert len(outcome) == 1
     assert isinstance(outcome[0], JournalClosedError)
+    assert str(outcome[0]).endswith(" is closed")
 
 
 # -- conditional appends: several writers deciding on what they read ------------------------

@@ -86,6 +86,8 @@ def test_a_sqlite_file_made_unreadable_fails_ping() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="forewarn-ping-"))
     try:
         scratch.chmod(0o777)  # the unprivileged child makes its journal in it
+        with SqliteJournal(scratch / "usable.sqlite3") as usable:
+            usable.ping()  # the control: the same checks pass on a file its user can use
         with warnings.catch_warnings():
             # Python 3.12 warns of fork() beside other threads; the child only runs SQLite
             # and system calls of its own, then _exit()s.

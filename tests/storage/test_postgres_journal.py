@@ -19,6 +19,8 @@ import pytest
 from machine_support import require_module
 
 from forewarn.storage import (
+    AppendConflictError,
+    CorruptStoreError,
     NewerSchemaError,
     StorageError,
     StoreSchemaError,
@@ -398,6 +400,32 @@ def test_a_writer_waits_for_the_front_ends_behind_it_and_no_longer_than_told(
     assert writer.wait_applied("w", 2, timeout=0, live_within=3) == ()
 
 
+def test_a_writer_that_waited_is_left_listening_to_nothing(fleet: Store) -> None:
+    """The wait LISTENs for the front-ends' reports on the writer's own connection; once it
+    returns, whether every front-end reported or the time ran out, the connection listens to
+    nothing again: left listening, it would be sent every report of every front-end for as
+    long as it lives."""
+    writer, other = fleet.open(), fleet.open()
+    assert isinstance(writer, PostgresJournal)
+    assert isinstance(other, PostgresJournal)
+
+    def channels() -> list[str]:
+        query = "SELECT pg_listening_channels()"
+        return [row[0] for row in writer._connection().execute(query).fetchall()]
+
+    writer.append({"n": 1})
+    other.report_applied("o", 0)
+    assert writer.wait_applied("w", 1, timeout=0.05, live_within=60) == ("o",)  # ran out
+    assert channels() == []
+    reporter = threading.Timer(0.1, other.report_applied, ["o", 1])
+    reporter.start()
+    try:
+        assert writer.wait_applied("w", 1, timeout=30, live_within=60) == ()  # reported
+    finally:
+        reporter.join()
+    assert channels() == []
+
+
 def test_a_waiting_writer_is_woken_by_the_report_it_waits_for(
     fleet: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -424,3 +452,72 @@ def test_a_waiting_writer_is_woken_by_the_report_it_waits_for(
         joins.cancel()
         report.join()
         joins.join()
+
+
+def test_an_exclusive_write_still_refuses_to_append_anywhere_but_the_end(fleet: Store) -> None:
+    """The write lock keeps front-ends taking turns, but a writer that does not take it (an
+    older forewarn) may have appended: the append inside the lock is conditional all the
+    same, and says where the journal ends."""
+    journal = fleet.open()
+    assert isinstance(journal, PostgresJournal)
+    journal.append({"n": 1})
+    with journal.exclusive() as write:
+        with pytest.raises(AppendConflictError, match="ends at record 1, not 0"):
+            write.append_if(0, [{"n": "late"}])
+        assert write.append_if(1, [{"n": 2}]) == 2
+    assert [record for _, record in journal.records()] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_namespace_whose_row_was_removed_says_so(fleet: Store) -> None:
+    journal = fleet.open()
+    journal.append({"n": 1})
+    _drop_namespace(fleet.url.split("?")[0], fleet.url.rsplit("=", 1)[1])
+    with pytest.raises(CorruptStoreError) as raised:
+        journal.last_sequence()
+    message = str(raised.value)
+    assert message.startswith("PostgreSQL journal 'test_"), message
+    assert message.endswith(": the namespace row is gone")
+
+
+def test_a_follower_waits_on_one_listening_connection_however_often_it_waits(
+    fleet: Store,
+) -> None:
+    """Each wait reuses the connection that LISTENs: a new one per wait, never closed, would
+    use up the server's connections one poll at a time."""
+    journal = fleet.open()
+    name = f"forewarn {fleet.url.rsplit('=', 1)[1]}"
+
+    def connections() -> int:
+        import psycopg
+
+        with psycopg.connect(fleet.url.split("?")[0], autocommit=True) as conn:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            row = conn.execute(query, [name]).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    journal.wait_for_append(0, 0)
+    opened = connections()
+    for _ in range(3):
+        assert journal.wait_for_append(0, 0) == 0
+    assert connections() == opened
+
+
+def test_another_journal_on_the_namespace_reads_the_same_schema(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A front-end's follower opens its own journal with ``another()``: on a fleet kept in a
+    schema of its own it must read that schema, not the default one."""
+    namespace = random_name("test")
+    journal = open_journal(_in_namespace(postgres_url, namespace, postgres_schema))
+    assert isinstance(journal, PostgresJournal)
+    try:
+        journal.append({"n": 1})
+        follower = journal.another()
+        try:
+            assert (follower.schema, follower.namespace) == (postgres_schema, namespace)
+            assert list(follower.records()) == [(1, {"n": 1})]
+        finally:
+            follower.close()
+    finally:
+        journal.close()

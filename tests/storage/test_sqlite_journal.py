@@ -52,6 +52,25 @@ def test_appends_are_durable_on_return(path: Path) -> None:
         }
 
 
+def _pragma(journal: SqliteJournal, name: str) -> object:
+    return journal._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+@pytest.mark.parametrize("opening", ["new file", "existing file"])
+def test_the_connection_commits_durably_as_sqlite_itself_reports(path: Path, opening: str) -> None:
+    """Asked of SQLite on the journal's own connection, not through ``durability()``: the
+    write-ahead log, a sync of it at every commit (``synchronous`` 2 is FULL), and the file
+    held by this connection alone. Per-connection settings, so a reopened file has them too."""
+    if opening == "existing file":
+        with SqliteJournal(path) as journal:
+            journal.append({"n": 1})
+    with SqliteJournal(path) as journal:
+        assert str(_pragma(journal, "journal_mode")).lower() == "wal"
+        assert _pragma(journal, "synchronous") == 2
+        assert str(_pragma(journal, "locking_mode")).lower() == "exclusive"
+        assert journal.append({"n": 2}) == (2 if opening == "existing file" else 1)
+
+
 def test_a_new_file_is_stamped_with_its_schema_version(path: Path) -> None:
     SqliteJournal(path).close()
     assert _version(path) == SCHEMA_VERSION == 1
@@ -129,6 +148,21 @@ def test_a_failed_migration_leaves_the_file_as_it_was(path: Path) -> None:
     finally:
         conn.close()
     assert "scratch" not in tables
+
+
+def test_a_failed_migration_is_reported_as_itself_when_nothing_is_left_to_roll_back(
+    path: Path,
+) -> None:
+    """A migration that ended the transaction before failing leaves the ROLLBACK nothing to
+    undo, and SQLite refuses it: that refusal must not hide the migration's own error."""
+    SqliteJournal(path).close()
+
+    def ends_then_fails(conn: sqlite3.Connection) -> None:
+        conn.execute("COMMIT")
+        raise RuntimeError("migration bug")
+
+    with pytest.raises(RuntimeError, match="migration bug"):
+        SqliteJournal(path, schema_version=2, migrations={1: ends_then_fails})
 
 
 def test_a_missing_migration_is_an_error(path: Path) -> None:

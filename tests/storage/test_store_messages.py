@@ -26,10 +26,12 @@ from forewarn.storage import (
     StoreUrlError,
     ValueTooLargeError,
 )
+from forewarn.storage.errors import CorruptRecordError
 from forewarn.storage.journal import MAX_RECORD_BYTES
+from forewarn.storage.postgres import PostgresJournal
 from forewarn.storage.urls import directory_journal_path, sqlite_path
 
-from .conftest import Store
+from .conftest import Store, run_sql
 
 #: How each backend names itself in a message.
 NAMES = {
@@ -81,11 +83,25 @@ def test_a_data_directory_is_made_once_and_found_again(tmp_path: Path) -> None:
     assert re.fullmatch(r".*forewarn\.sqlite3", str(directory_journal_path(str(data))))
 
 
-def test_a_closed_journal_says_which_it_is(store: Store) -> None:
+#: Every call a closed journal refuses (a health check's ping among them).
+CALLS_AFTER_CLOSE: dict[str, Any] = {
+    "append": lambda journal: journal.append({"n": 1}),
+    "append_if": lambda journal: journal.append_if(0, [{"n": 1}]),
+    "records": lambda journal: list(journal.records()),
+    "last_sequence": lambda journal: journal.last_sequence(),
+    "metadata": lambda journal: journal.metadata(),
+    "set_metadata": lambda journal: journal.set_metadata("k", "v"),
+    "wait_for_append": lambda journal: journal.wait_for_append(0, 0),
+    "ping": lambda journal: journal.ping(),
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS_AFTER_CLOSE))
+def test_a_closed_journal_says_which_it_is(store: Store, call: str) -> None:
     journal = store.open()
     journal.close()
     with pytest.raises(JournalClosedError) as raised:
-        journal.append({"n": 1})
+        CALLS_AFTER_CLOSE[call](journal)
     message = str(raised.value)
     assert message.startswith(NAMES[store.backend]), message
     assert message.endswith(" is closed")
@@ -235,3 +251,49 @@ def test_a_migration_the_database_refuses_is_reported_as_the_store_being_unusabl
     with pytest.raises(StoreUnavailableError) as raised:
         SqliteJournal(path, schema_version=2, migrations={1: refused})
     assert str(raised.value) == f"cannot use SQLite journal {path}: disk I/O error"
+
+
+def _damage_record(store: Store, sequence: int, body: str) -> None:
+    """Overwrite one stored record's body behind the journal's back, as an edit of the file
+    or the table would (PostgreSQL keeps only valid JSON: the damage must be JSON there)."""
+    if store.backend == "sqlite":
+        conn = sqlite3.connect(store.url.removeprefix("sqlite:///"))
+        try:
+            with conn:
+                conn.execute("UPDATE records SET body = ? WHERE sequence = ?", (body, sequence))
+        finally:
+            conn.close()
+    else:
+        url, _, namespace = store.url.partition("?namespace=")
+        run_sql(
+            url,
+            "UPDATE public.forewarn_records SET body = %s::json "
+            "WHERE namespace = %s AND sequence = %s",
+            body,
+            namespace,
+            sequence,
+        )
+
+
+def test_a_damaged_record_is_named_by_its_store_and_position(durable_store: Store) -> None:
+    """A store's file or table can be edited: a record no append wrote is refused when it is
+    read, naming where it is, so the operator knows which row to look at."""
+    journal = durable_store.open()
+    journal.append_many([{"n": 1}, {"n": 2}, {"n": 3}])
+    journal.close()
+    _damage_record(durable_store, 2, "[1, 2]")
+    reopened = durable_store.open()
+    records = reopened.records()
+    assert next(records) == (1, {"n": 1})
+    with pytest.raises(CorruptRecordError) as raised:
+        next(records)
+    assert raised.value.position == 2
+    message = str(raised.value)
+    assert message.startswith(NAMES[durable_store.backend]), message
+    assert ": record 2: its body is a JSON array, not an object" in message
+    if durable_store.backend == "postgres":  # a writer's read, inside its transaction, too
+        assert isinstance(reopened, PostgresJournal)
+        with reopened.exclusive() as write, pytest.raises(CorruptRecordError) as raised:
+            write.records(after=0)
+        assert raised.value.position == 2
+        assert str(raised.value).startswith(NAMES["postgres"])
