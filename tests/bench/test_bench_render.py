@@ -315,3 +315,36 @@ def test_the_shared_fleet_block_gives_each_step_per_vm_beside_one_process() -> N
     text = block("cluster-campaign", {"cluster_campaign": [older]})
     assert "| 2,000 | 3 | - | 4.00 s | 2,000 us | 4,002 | - | 0.20 s | **20.0x** |" in text
     assert "schedule" not in text
+
+
+def _poll_row(server: str, round_: int, cpu_us: float, ok: int) -> dict[str, Any]:
+    return {
+        "server": server,
+        "mode": "new-connection",
+        "round": round_,
+        "polls": 1000,
+        "ok": ok,
+        "server_cpu_us_per_poll": cpu_us,
+        "errors": 1000 - ok,
+    }
+
+
+def test_a_mode_whose_every_round_failed_polls_still_has_its_cpu_target_and_misses_it() -> None:
+    """A saturated server fails polls in every round: the CPU target is not dropped but
+    given per poll answered, over every round (here nginx 40 us, forewarn 60 us for the
+    1,000 polls sent but only 750 answered: 80 us each, so 0.5x)."""
+    rows = [
+        row
+        for round_ in (0, 1, 2)
+        for row in (
+            _poll_row("nginx", round_, 40.0, 1000),
+            _poll_row("forewarn", round_, 60.0, 750),
+            _poll_row("python-floor", round_, 30.0, 1000),
+        )
+    ]
+    mode = {"mode": "new-connection", "vms": 1000, "cpu_ratio": None, "forewarn_p99_ms": None}
+    results = {"real_workload": {"rows": rows, "errors": 750, "modes": [mode]}}
+    found = {target.name: target for target in targets(results)}
+    (name,) = [name for name in found if "per poll answered" in name]
+    assert found[name].measured == pytest.approx(0.5)
+    assert not found[name].met
