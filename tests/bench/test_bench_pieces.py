@@ -126,7 +126,7 @@ def _spread(value: float) -> dict[str, float]:
 
 
 def test_real_workload_targets_and_table() -> None:
-    """The CPU ratio's target is met at 0.8 and above; the keep-alive p99 is missed above
+    """The CPU ratio's target is met at 0.85 and above; the keep-alive p99 is missed above
     2 ms; a run with errors is a missed target and a FAILED line; the table says why
     keep-alive has the count it has."""
     summary = [
@@ -166,7 +166,7 @@ def test_real_workload_targets_and_table() -> None:
                 "vms": 19_977,
                 "rounds": 3,
                 "rounds_without_errors": 2,
-                "cpu_ratio": 0.8,
+                "cpu_ratio": 0.85,
                 "forewarn_p99_ms": 2.5,
             },
             {
@@ -190,9 +190,10 @@ def test_real_workload_targets_and_table() -> None:
     assert (failed.measured, failed.met) == (1_234, False)
     text = table({"real_workload": real})
     assert "FAILED: forewarn keep-alive, round 1: 1,234 of 199,770 polls (timeout 1,234)" in text
-    assert "keep-alive 0.80x (2 of 3 rounds without errors)" in text
+    assert "keep-alive 0.85x (2 of 3 rounds without errors)" in text
     assert "new-connection - (0 of 3 rounds without errors)" in text
-    # no figure of a run with errors is a target: only the errors' target speaks for them
+    # no run of the new-connection mode to give a figure per poll answered: only the errors'
+    # target speaks for it (tests/bench/test_bench_render.py has one with its runs)
     assert not any("20,000 VMs" in name for name in found)
     assert "the generator sent late (p99 above 1 ms) in 1 of 1 runs" in text
     assert "keep-alive with 19,977 of 20,000 VMs: RLIMIT_NOFILE 20,000 - 15 descriptors" in text
