@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bench_smoke import run_smoke
 from machine_support import require, unavailable
 
 from bench.memory import (
@@ -90,17 +90,7 @@ def test_every_vm_polls_one_wildcard_listener_and_its_memory_is_read(tmp_path: P
 def test_entry_command_reports_the_memory_target(tmp_path: Path) -> None:
     _needs_namespaces()
     out = tmp_path / "results.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "bench", "--smoke", "--no-install", "--only", "memory"),
-            *("--memory-vms", "200", "--json", str(out)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_smoke("memory", out, "--memory-vms", "200")
     assert done.returncode == 0, done.stderr
     assert "Server memory after every VM polled once" in done.stdout
     results = json.loads(out.read_text(encoding="utf-8"))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from bench_smoke import run_smoke
 from machine_support import unavailable
 
 from bench.realworkload import (
@@ -175,15 +175,7 @@ def test_entry_command_runs_the_real_workload_as_a_scenario(tmp_path: Path) -> N
     """`python -m bench --smoke --only real-workload`: the table, the targets and the JSON,
     or the reason the scenario was skipped."""
     out = tmp_path / "results.json"
-    argv = ["-m", "bench", "--smoke", "--no-install", "--only", "real-workload"]
-    done = subprocess.run(
-        [sys.executable, *argv, "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_smoke("real-workload", out)
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text(encoding="utf-8"))
     if "real-workload" in results["skipped"]:

@@ -9,11 +9,10 @@ refuses is timed until the server exits, with its reason kept.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bench_smoke import run_smoke
 from machine_support import require
 
 from bench.fleetgen import address, addresses
@@ -92,17 +91,7 @@ def test_a_fleet_file_the_server_refuses_is_timed_until_it_exits_saying_why(
 def test_entry_command_times_both_start_ups(tmp_path: Path) -> None:
     require(namespace_problem())
     out = tmp_path / "results.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "bench", "--smoke", "--no-install", "--only", "startup"),
-            *("--startup-vms", "100", "--startup-largest-vms", "600", "--json", str(out)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_smoke("startup", out, "--startup-vms", "100", "--startup-largest-vms", "600")
     assert done.returncode == 0, done.stderr
     assert "Start-up, one wildcard listener, from the process start: 100 VMs answered" in (
         done.stdout
