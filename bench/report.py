@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import subprocess
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -123,15 +124,12 @@ def answered_cpu_ratio(rows: list[dict[str, Any]], mode: str) -> float | None:
         if row["mode"] == mode and row["ok"] > 0:
             cost = row["server_cpu_us_per_poll"] * row["polls"] / row["ok"]
             per_round.setdefault(row["round"], {})[row["server"]] = cost
-    ratios = sorted(
+    ratios = [
         pair["nginx"] / pair["forewarn"]
         for pair in per_round.values()
         if pair.get("nginx") and pair.get("forewarn")
-    )
-    if not ratios:
-        return None
-    middle = len(ratios) // 2
-    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    ]
+    return statistics.median(ratios) if ratios else None
 
 
 def targets(results: dict[str, Any]) -> list[Target]:
