@@ -663,9 +663,17 @@ class Leadership:
             return True
 
     def release(self) -> None:
-        """Let go of the lock by closing its session; idempotent."""
+        """Let go of the lock, then close its session; idempotent. The lock is given back
+        explicitly first: closing alone leaves it held until the server's backend has ended,
+        which a loaded server may take a while to do, and the next leader's try would fail."""
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is None:
+            return
+        try:
+            if not (conn.closed or conn.broken):
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock(%s)", [self._key])
+        finally:
             conn.close()
 
 
