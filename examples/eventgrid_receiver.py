@@ -47,6 +47,10 @@ class Webhook(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_GET(self) -> None:
+        """Anything but a delivery: says the receiver is up (scripts wait for it so)."""
+        self.reply(200, b"Event Grid receiver\n", {"Content-Type": "text/plain"})
+
     def do_OPTIONS(self) -> None:
         """CloudEvents abuse protection: allow the origin that asks."""
         origin = self.headers.get("WebHook-Request-Origin", "")

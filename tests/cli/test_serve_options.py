@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from forewarn.cli import main
+from forewarn.cli import load_command, main
 
 
 def test_serve_options_are_the_documented_ones() -> None:
@@ -14,7 +14,7 @@ def test_serve_options_are_the_documented_ones() -> None:
     --eventgrid-timeout, --token, --config, --print-config, --log-level, --log-format, with
     their documented
     defaults (no --profile means documented, or what the data directory was created with)."""
-    serve = main.commands["serve"]
+    serve = load_command("serve")
     context = click.Context(serve)
     options: dict[str, object] = {}
     for param in serve.params:
