@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +21,12 @@ from e2e_support import (
     SCHEDULED_EVENTS,
     Exchange,
     ForewarnServer,
+    StartServer,
     assert_cut_short,
     exchange,
     parse_responses,
+    start_forewarn,
+    stopped_at_exit,
     wait_for,
 )
 
@@ -40,6 +45,25 @@ pytestmark = pytest.mark.e2e
 
 #: Quick retries, enough of them for every fault below.
 RETRY = RetryPolicy(attempts=6, initial_delay=0.05, max_delay=0.2, deadline=30.0)
+
+
+@pytest.fixture(scope="module")
+def faults_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForewarnServer]:
+    workdir: Path = tmp_path_factory.mktemp("faults")
+    with stopped_at_exit(start_forewarn(workdir, rate_limit=1000)) as started:
+        yield started
+
+
+@pytest.fixture
+def server(faults_server: ForewarnServer) -> Iterator[ForewarnServer]:
+    """One zero-configuration server (one VM, ``vm0``) for the tests that only set faults:
+    none of them changes the fleet, so each starts from the same document (incarnation 1, no
+    events) once the faults are cleared. A test that changes the fleet starts its own."""
+    assert faults(faults_server) == []
+    assert faults_server.events() == {}
+    yield faults_server
+    faults_server.process.assert_healthy()
+    assert faults_server.control.delete("/faults").status_code == 200
 
 
 def set_fault(server: ForewarnServer, **rule: Any) -> dict[str, Any]:
@@ -199,15 +223,15 @@ def _one_vm_only(pair: ForewarnServer, leader: str, partner: str, fault: dict[st
 
 
 def test_an_approval_answered_by_a_fault_never_reaches_the_platform(
-    server: ForewarnServer,
+    start_server: StartServer,
 ) -> None:
+    server = start_server(rate_limit=1000)
     vm = server.control.get("/vms").json()["vms"][0]["name"]
     event_id = server.create_event("Reboot", [vm])
     set_fault(server, kind="error", count=1)
     assert server.approve_raw([event_id]).status == 500
     assert server.events()[event_id]["EventStatus"] == "Scheduled"
     assert server.approve_raw([event_id]).status == 200
-    server.clear()
 
 
 BAD_RULES: list[dict[str, Any]] = [
