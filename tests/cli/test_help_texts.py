@@ -12,17 +12,30 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from forewarn.cli import COMMANDS as CLI_COMMANDS
 from forewarn.cli import main
 
 
 def _commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+    """Every command under ``command``, asked as ``--help`` asks (the top level loads its
+    commands only when listed)."""
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            assert sub is not None, f"{path} {name}"
             yield from _commands(sub, f"{path} {name}")
     yield path, command
 
 
 COMMANDS = dict(_commands(main, "forewarn"))
+
+
+def test_every_command_is_checked() -> None:
+    """Each top-level command, and the verbs under it, are among those checked below."""
+    top = {path.split()[1] for path in COMMANDS if path != "forewarn"}
+    assert top == set(CLI_COMMANDS)
+    assert len(COMMANDS) > 2 * len(CLI_COMMANDS)  # the groups' verbs too
 
 
 @pytest.mark.parametrize("path", sorted(COMMANDS))
