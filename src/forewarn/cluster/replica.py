@@ -76,6 +76,14 @@ class _NotStartedError(ReplicaError):
     """A write failed before it changed anything here (its cause says why)."""
 
 
+def _adopted_by_nobody(platform: Platform) -> None:
+    """:attr:`Replica.adopt` until a service serves from the replica's platforms."""
+
+
+def _nobody_told() -> None:
+    """:attr:`Replica.on_change` until someone (the leader) wakes on applied records."""
+
+
 @dataclass(slots=True)
 class _Pending:
     """A write waiting for its group's transaction, then its outcome."""
@@ -107,14 +115,14 @@ class Replica:
         self.clock = clock
         self._new_platform = new_platform
         #: Told of every platform this replica serves from (the service's).
-        self.adopt: Callable[[Platform], None] = lambda platform: None
+        self.adopt: Callable[[Platform], None] = _adopted_by_nobody
         self.touch_every = touch_every
         self.applied = Applied.fresh(new_platform)
         self.diverged = False
         #: VMs whose requests wait to be journaled in the next Seen record.
         self.unseen: set[str] = set()
         #: Called after records were applied (the leader wakes on it).
-        self.on_change: Callable[[], None] = lambda: None
+        self.on_change: Callable[[], None] = _nobody_told
         self._monotonic = monotonic
         self._quiet_until = 0.0
         #: This front-end's name in the namespace's list of front-ends (the logs show it).
