@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from machine_support import require_module
 
@@ -309,6 +310,26 @@ def test_one_leader_at_a_time_and_the_next_takes_over_when_it_is_gone(
     leading.release()
     assert waiting.acquire()
     assert not leading.acquire()
+
+
+def test_a_leader_gives_the_lock_back_before_its_session_ends(
+    candidates: tuple[Leadership, Leadership], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[ours] A stopping leader hands over at once: it unlocks before closing, since the
+    server drops a closed session's locks only once its backend has ended, which a loaded
+    server may take a while to do. Shown with the session kept open past the release."""
+    leading, waiting = candidates
+    assert leading.acquire()
+    left_open: list[psycopg.Connection[Any]] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(psycopg.Connection, "close", lambda self: left_open.append(self))
+        leading.release()
+    try:
+        assert len(left_open) == 1
+        assert waiting.acquire()
+    finally:
+        for conn in left_open:
+            conn.close()
 
 
 def test_a_leader_whose_session_dies_hands_over(
