@@ -227,17 +227,22 @@ class Replica:
 
         Writes made from several threads at once are committed together (group commit): the
         first to find no transaction running writes everything waiting by then in one
-        transaction, and each caller returns once that transaction committed, with its own
-        result or its own domain error; a transaction that fails fails every write in it
-        alike. From one thread, as ``forewarn serve`` makes them, each is a group of one."""
-        # A value the journal would not keep is refused before anything is applied (any
-        # time stands in for the stamp: every time is kept).
+        transaction (a write with a time of its own in one of its own, and the others before
+        and after it in the transactions around it), and each caller returns once its
+        transaction committed, with its own result or its own domain error; a transaction
+        that fails fails every write in it alike. From one thread, as ``forewarn serve``
+        makes them, each is a group of one."""
+        # A value the journal would not keep is refused before anything is applied (its own
+        # time or the clock's stands in for the stamp: every time is kept, and a record at
+        # the size limit is judged with the length of the time it asks for).
         encode_record(command.to_record(self.clock.now() if at is None else at))
         pending = _Pending(command, spread, at)
         with self._waiting_lock:
             self._waiting.append(pending)
         with self._turn:
-            if pending.outcome is None:  # not written in the group before: lead the next
+            # not written in the group before: lead the next, and those after it until this
+            # one is written (one with a time of its own goes in a group of its own)
+            while pending.outcome is None:
                 self._write_waiting()
         outcome = pending.outcome
         assert outcome is not None  # written by this thread or by the group it joined

@@ -1,0 +1,497 @@
+"""How a front-end's copy writes: group commit, the time records it adds, its retries and what
+it says when it gives up. In process, in the test's thread, on a stand-in for the shared
+journal that keeps its records in memory and shows each transaction's append: no database.
+
+docs/scale-out.md, "How front-ends stay one fleet": a write is one transaction that catches
+up, stamps ``at = max(clock, the last record's at)``, applies the command (a ``tick`` first
+when that time fires deadlines; a refused command appends nothing but the tick of a time it
+moved), appends at exactly the next sequence (tried again after reading another writer's
+record), commits, and only then answers; writes arriving together go in one transaction, a
+write with a time of its own alone; after a commit that answers someone, a registered
+front-end waits for the others. [ours]: a dropped connection is opened again once; a write
+that keeps finding another writer's records gives up after MAX_ATTEMPTS, naming the
+namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from forewarn.cluster.replica import MAX_ATTEMPTS, Replica, ReplicaError
+from forewarn.commands import CancelEvent, Command, Result, ScheduleEvent, Seen, Tick
+from forewarn.config.fleet import parse_fleet
+from forewarn.domain.clock import DEFAULT_START, ManualClock
+from forewarn.domain.errors import UnknownEventError
+from forewarn.domain.events import Event, EventType
+from forewarn.domain.ids import EventIdFactory, NewEventId
+from forewarn.domain.platform import Platform
+from forewarn.domain.timing import DOCUMENTED
+from forewarn.errors import ForewarnError
+from forewarn.replay import Applied, replay_journal
+from forewarn.service import platform_for_fleet
+from forewarn.storage.errors import (
+    NotSerializableError,
+    StoreUnavailableError,
+    ValueTooLargeError,
+)
+from forewarn.storage.journal import MAX_RECORD_BYTES, encode_record
+from forewarn.storage.memory import MemoryJournal
+
+FLEET = """
+vms:
+  - {name: vm0, address: 127.0.0.2, host: h1}
+  - {name: vm1, address: 127.0.0.3, host: h2}
+"""
+UNKNOWN = "00000000-0000-4000-8000-000000000000"
+
+
+def _new_platform() -> tuple[Platform, NewEventId]:
+    ids = EventIdFactory(1)
+    fleet = parse_fleet(FLEET, "fleet")
+    return platform_for_fleet(fleet, DEFAULT_START, timing=DOCUMENTED, ids=ids), ids
+
+
+class Transaction:
+    """One transaction of :class:`StandInJournal` (``PostgresJournal.exclusive``'s surface)."""
+
+    def __init__(self, journal: StandInJournal) -> None:
+        self._journal = journal
+
+    def records(self, after: int) -> list[tuple[int, dict[str, Any]]]:
+        return list(self._journal.memory.records(after))
+
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        journal = self._journal
+        if journal.lost_commits:
+            journal.lost_commits -= 1
+            raise StoreUnavailableError("the server went away during the commit")
+        for record in journal.others.pop(0) if journal.others else ():
+            journal.memory.append(record)  # another writer, not taking the lock, was first
+        last = journal.memory.append_if(expected_last, records)
+        journal.appends.append([record["op"] for record in records])
+        return last
+
+    def report_applied(self, front_end: str, position: int) -> None:
+        self._journal.reports.append(position)
+
+
+class StandInJournal:
+    """What a replica uses of a shared journal, in memory, showing what each write did:
+    the ops each transaction appended, the heads it waited for the others to apply; and
+    failing on demand (a dropped connection, a lost commit, another writer first)."""
+
+    namespace = "fleet_a"
+
+    def __init__(self) -> None:
+        self.memory = MemoryJournal()
+        #: The ops of each transaction's append, in commit order.
+        self.appends: list[list[str]] = []
+        #: The heads a writer waited for every other front-end to apply.
+        self.waits: list[int] = []
+        self.reports: list[int] = []
+        #: How many transactions to come fail to start (a connection the server dropped).
+        self.dropped = 0
+        #: How many appends to come are lost with the server.
+        self.lost_commits = 0
+        #: For each append to come: records another writer appends just before it.
+        self.others: list[list[dict[str, Any]]] = []
+        #: Run as each transaction begins, with how many began before.
+        self.on_begin: Callable[[int], None] = lambda began: None
+        self.began = 0
+
+    def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        return self.memory.records(after)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[Transaction]:
+        began, self.began = self.began, self.began + 1
+        if self.dropped:
+            self.dropped -= 1
+            raise StoreUnavailableError("the server closed the connection")
+        self.on_begin(began)
+        yield Transaction(self)
+
+    def report_applied(self, front_end: str, position: int) -> None:
+        self.reports.append(position)
+
+    def forget_front_end(self, front_end: str, *, silent_for: float | None = None) -> None:
+        pass
+
+    def wait_applied(
+        self, front_end: str, position: int, *, timeout: float, live_within: float
+    ) -> tuple[str, ...]:
+        self.waits.append(position)
+        return ()
+
+    def ops(self) -> list[str]:
+        return [record["op"] for _, record in self.memory.records()]
+
+
+def _replica(journal: StandInJournal, *, registered: bool = False) -> Replica:
+    replica = Replica(
+        journal,  # type: ignore[arg-type]
+        ManualClock(DEFAULT_START),
+        _new_platform,
+        touch_every=timedelta(minutes=5),
+    )
+    if registered:
+        replica.register()
+    return replica
+
+
+def freeze(vm: str, label: str = "") -> ScheduleEvent:
+    return ScheduleEvent(EventType.FREEZE.value, (vm,), description=label)
+
+
+def event_ids(platform: Platform) -> list[str]:
+    return sorted(view.event.event_id for view in platform.events())
+
+
+def replayed(journal: StandInJournal) -> Platform:
+    """The platform the journal gives any front-end replaying it."""
+    applied = Applied.fresh(_new_platform)
+    replay_journal(applied, journal.records())
+    return applied.platform
+
+
+# -- one turn of the event loop (write_soon) ------------------------------------------------
+
+
+def one_turn(replica: Replica, commands: Sequence[Command]) -> list[Result | Exception]:
+    """Ask for ``commands`` in one turn of an event loop run in this thread, as a front-end's
+    loop reads VMs' approvals; what each ``done`` was called with once the next turn ran."""
+    answers: list[Result | Exception] = []
+
+    async def turn() -> None:
+        head = replica.head
+        for command in commands:
+            replica.write_soon(command, answers.append)
+        assert (replica.head, answers) == (head, [])  # queued, nothing applied yet
+        await asyncio.sleep(0)  # the callbacks of this turn run, then this task goes on
+
+    asyncio.run(turn())
+    return answers
+
+
+def test_a_command_asked_for_alone_in_a_turn_is_written_once_the_turn_has_run() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    (answer,) = one_turn(replica, [freeze("vm0")])
+    assert isinstance(answer, tuple)
+    assert [event.event_id for event in answer] == event_ids(replica.platform)
+    assert journal.appends == [["schedule"]]
+
+
+def test_commands_of_one_turn_go_in_one_transaction_each_answered_with_its_own_outcome() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    answers = one_turn(replica, [freeze("vm0"), CancelEvent(UNKNOWN), freeze("vm1")])
+    assert journal.appends == [["schedule", "schedule"]]  # the refused one alone left out
+    assert isinstance(answers[1], UnknownEventError)
+    first, third = answers[0], answers[2]
+    assert isinstance(first, tuple)
+    assert isinstance(third, tuple)
+    assert [event.resources[0].name for event in (*first, *third)] == ["vm0", "vm1"]
+
+
+def test_a_caller_that_fails_to_take_its_answer_is_logged_and_the_others_still_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    answers: list[Result | Exception] = []
+
+    def gone(outcome: Result | Exception) -> None:
+        raise ConnectionResetError("the VM hung up")
+
+    async def turn() -> None:
+        replica.write_soon(freeze("vm0"), gone)
+        replica.write_soon(freeze("vm1"), answers.append)
+        await asyncio.sleep(0)
+
+    with caplog.at_level(logging.ERROR, logger="forewarn.cluster"):
+        asyncio.run(turn())
+    assert [record.getMessage() for record in caplog.records] == ["answering a write of a group"]
+    assert caplog.records[0].exc_info is not None
+    assert isinstance(caplog.records[0].exc_info[1], ConnectionResetError)
+    assert len(answers) == 1
+    assert isinstance(answers[0], tuple)
+    assert journal.appends == [["schedule", "schedule"]]
+
+
+def test_a_command_the_journal_cannot_keep_is_answered_with_why_before_the_turn() -> None:
+    """The journal keeps only valid Unicode: the caller is told so at once, and nothing is
+    queued or written."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    answers: list[Result | Exception] = []
+    replica.write_soon(freeze("vm0", "\ud800"), answers.append)  # no event loop needed
+    assert len(answers) == 1
+    assert isinstance(answers[0], NotSerializableError)
+    assert (journal.began, replica.head) == (0, 0)
+
+
+def test_the_writes_of_a_turn_wait_for_the_other_front_ends_and_a_group_does_by_default() -> None:
+    """Approvals answer VMs: each group waits (once) for every other live front-end to apply
+    it, as ``write_group`` does unless told otherwise."""
+    journal = StandInJournal()
+    replica = _replica(journal, registered=True)
+    one_turn(replica, [freeze("vm0"), freeze("vm1")])
+    assert journal.waits == [2]
+    replica.write_group([freeze("vm0", "again")])
+    assert journal.waits == [2, 3]
+    replica.write_group([freeze("vm1", "again")], spread=False)
+    assert journal.waits == [2, 3]
+    assert journal.reports == [0, 2, 3, 4]  # joining, then in each write's transaction
+
+
+# -- writes from several threads (write) ----------------------------------------------------
+
+
+def queued_behind(replica: Replica, writes: list[Callable[[], object]]) -> list[object]:
+    """Run ``writes`` in threads of their own while this thread's write holds its
+    transaction open, each started once the one before has queued; what each returned or
+    raised."""
+    journal = replica.journal
+    assert isinstance(journal, StandInJournal)
+    outcomes: list[object] = [None] * len(writes)
+    threads: list[threading.Thread] = []
+
+    def run(index: int) -> None:
+        try:
+            outcomes[index] = writes[index]()
+        except Exception as exc:
+            outcomes[index] = exc
+
+    def queue_them(began: int) -> None:
+        if began:
+            return
+        for index in range(len(writes)):
+            threads.append(threading.Thread(target=run, args=(index,)))
+            threads[-1].start()
+            deadline = time.monotonic() + 10
+            while len(replica._waiting) < index + 1:  # queued, waiting for this turn
+                assert time.monotonic() < deadline, "the write never queued"
+                time.sleep(0.001)
+
+    journal.on_begin = queue_them
+    replica.write(freeze("vm0", "first"))
+    for thread in threads:
+        thread.join(30)
+    return outcomes
+
+
+def test_writes_made_while_a_transaction_runs_go_together_in_the_next() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    outcomes = queued_behind(
+        replica,
+        [
+            lambda: replica.write(freeze("vm1", "second")),
+            lambda: replica.write(CancelEvent(UNKNOWN)),
+            lambda: replica.write(freeze("vm0", "third")),
+        ],
+    )
+    assert journal.appends == [["schedule"], ["schedule", "schedule"]]
+    assert isinstance(outcomes[1], UnknownEventError)
+    second, third = outcomes[0], outcomes[2]
+    assert isinstance(second, tuple)
+    assert isinstance(third, tuple)
+    assert [event.description for event in (*second, *third)] == ["second", "third"]
+    assert all(isinstance(event, Event) for event in (*second, *third))
+
+
+def test_a_write_with_a_time_of_its_own_goes_alone() -> None:
+    """A manual clock's move is stamped with its own time: the writes queued before it go
+    in one transaction, it in the next alone, those after it in another."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    later = DEFAULT_START + timedelta(hours=1)
+    queued_behind(
+        replica,
+        [
+            lambda: replica.write(Tick()),
+            lambda: replica.write(freeze("vm1")),
+            lambda: replica.write(Tick(), at=later),
+            lambda: replica.write(Tick(), at=later + timedelta(hours=1)),
+            lambda: replica.write(freeze("vm0")),
+        ],
+    )
+    assert journal.appends == [
+        ["schedule"],
+        ["tick", "schedule"],
+        ["tick"],
+        ["tick"],
+        ["schedule"],
+    ]
+    stamps = [record["at"] for _, record in journal.records(after=3)]
+    assert stamps == [stamp.isoformat() for stamp in (later, *[later + timedelta(hours=1)] * 2)]
+
+
+def test_a_write_with_its_own_time_is_checked_with_that_time_before_anything_is_applied() -> None:
+    """A record the journal would find too large only as stamped with the write's own time
+    (a longer stamp than the clock's) is refused before anything is applied, not after
+    (which would leave the copy ahead of the journal, to be rebuilt)."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    at = DEFAULT_START + timedelta(microseconds=1)  # ".000001": seven bytes more
+    overhead = len(encode_record(Seen(("",)).to_record(DEFAULT_START)))
+    name = "x" * (MAX_RECORD_BYTES - overhead - 3)  # 3 bytes short of the limit
+    with pytest.raises(ValueTooLargeError):
+        replica.write(Seen((name,)), at=at)
+    assert (journal.began, replica.head, replica.diverged) == (0, 0, False)
+    assert replica.write(Seen((name,))) == ()  # as the clock stamps it, it is kept
+
+
+# -- one transaction, and trying again (write_group) ----------------------------------------
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "forewarn.cluster" and record.levelno == logging.WARNING
+    ]
+
+
+def test_a_connection_the_server_dropped_is_opened_again_once() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    journal.dropped = 1
+    (event,) = replica.write(freeze("vm0"))
+    assert (journal.began, journal.appends) == (2, [["schedule"]])
+    journal.dropped = 2
+    with pytest.raises(ReplicaError) as raised:
+        replica.write(freeze("vm1"))
+    assert str(raised.value) == "cannot write now: the server closed the connection"
+    assert isinstance(raised.value.__cause__, StoreUnavailableError)
+    assert journal.began == 4  # once more, not again
+    assert event_ids(replica.platform) == [event.event_id]  # nothing of it applied
+    assert not replica.diverged
+
+
+def test_a_write_another_writer_appended_before_is_tried_again_on_a_rebuilt_copy(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only a writer not taking the namespace's lock (an older forewarn) can append first.
+    The copy had applied the write: it is rebuilt from the journal (and says why), then the
+    write is tried again after the other's record."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    journal.others = [[freeze("vm1", "other").to_record(DEFAULT_START)]]
+    with caplog.at_level(logging.WARNING, logger="forewarn.cluster"):
+        (event,) = replica.write(freeze("vm0", "mine"))
+    assert _warnings(caplog) == [
+        "state ahead of the journal (another writer appended first): rebuilding from the journal"
+    ]
+    assert journal.ops() == ["schedule", "schedule"]
+    assert journal.appends == [["schedule"]]
+    assert event_ids(replica.platform) == event_ids(replayed(journal))
+    assert replayed(journal).event(event.event_id).event.description == "mine"
+
+
+def test_a_write_that_keeps_finding_another_writer_first_gives_up_naming_the_namespace() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    journal.others = [[Tick().to_record(DEFAULT_START)] for _ in range(MAX_ATTEMPTS)]
+    with pytest.raises(ReplicaError) as raised:
+        replica.write(freeze("vm0"))
+    assert str(raised.value) == "fleet_a: other writers kept appending first; try again"
+    assert (journal.began, journal.appends) == (MAX_ATTEMPTS, [])
+    assert journal.ops() == ["tick"] * MAX_ATTEMPTS
+    assert (replica.head, event_ids(replica.platform)) == (MAX_ATTEMPTS, [])
+
+
+def test_a_lost_commit_is_not_tried_again_and_says_the_copy_is_rebuilt() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal)
+    journal.lost_commits = 1
+    with pytest.raises(ReplicaError) as raised:
+        replica.write(freeze("vm0"))
+    assert str(raised.value) == (
+        "the change could not be confirmed (the server went away during the commit); "
+        "nothing is acknowledged and this front-end rebuilds its state from the journal"
+    )
+    assert journal.began == 1
+    assert (replica.head, event_ids(replica.platform), replica.diverged) == (0, [], False)
+
+
+# -- what one transaction appends (_write_once) ---------------------------------------------
+
+
+def test_a_manual_clock_moved_through_another_front_end_moves_here_as_the_write_catches_up() -> (
+    None
+):
+    journal = StandInJournal()
+    replica = _replica(journal)
+    later = DEFAULT_START + timedelta(hours=1)
+    journal.memory.append(Tick().to_record(later))  # the other front-end's clock move
+    replica.write(freeze("vm0"))
+    assert replica.clock.now() == later
+    assert [record["at"] for _, record in journal.records()] == [later.isoformat()] * 2
+
+
+def test_a_time_that_fires_deadlines_is_journaled_before_the_commands_stamped_with_it() -> None:
+    """The tick goes first even when the deadline is exactly the write's time; a tick asked
+    for is that record itself."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    (first,) = replica.write(freeze("vm0"))
+    assert first.not_before is not None
+    assert isinstance(replica.clock, ManualClock)
+    replica.clock.set(first.not_before)
+    (second,) = replica.write(freeze("vm1"))
+    assert journal.appends == [["schedule"], ["tick", "schedule"]]
+    assert [record["at"] for _, record in journal.records(after=1)] == [
+        first.not_before.isoformat()
+    ] * 2
+    assert second.not_before is not None
+    replica.clock.set(second.not_before)
+    replica.write(Tick())
+    assert journal.appends[2:] == [["tick"]]
+    assert event_ids(replica.platform) == event_ids(replayed(journal))
+
+
+def test_a_refused_command_appends_nothing_unless_it_moved_the_time() -> None:
+    """Refused at the last record's time: nothing to journal. Refused later: the domain
+    moved the platform's time before refusing, so a tick alone journals that much. An
+    accepted command later is its own record of the time, with no tick."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    with pytest.raises(UnknownEventError):
+        replica.write(CancelEvent(UNKNOWN))
+    assert (journal.began, journal.appends, replica.head) == (1, [], 0)
+    assert isinstance(replica.clock, ManualClock)
+    replica.clock.advance(timedelta(minutes=1))
+    with pytest.raises(UnknownEventError):
+        replica.write(CancelEvent(UNKNOWN))
+    assert journal.appends == [["tick"]]
+    replica.clock.advance(timedelta(minutes=1))
+    replica.write(freeze("vm0"))
+    assert journal.appends == [["tick"], ["schedule"]]
+    assert [record["at"] for _, record in journal.records()] == [
+        (DEFAULT_START + timedelta(minutes=minutes)).isoformat() for minutes in (1, 2)
+    ]
+
+
+def test_a_group_whose_every_command_is_refused_tells_nobody_and_waits_for_nobody() -> None:
+    """Nothing was journaled: the leader is not woken, no other front-end waited for."""
+    journal = StandInJournal()
+    replica = _replica(journal, registered=True)
+    told: list[int] = []
+    replica.on_change = lambda: told.append(replica.head)
+    outcomes = replica.write_group([CancelEvent(UNKNOWN), CancelEvent(UNKNOWN)])
+    assert all(isinstance(outcome, UnknownEventError) for outcome in outcomes)
+    assert (told, journal.waits, journal.appends) == ([], [], [])
+    outcomes = replica.write_group([CancelEvent(UNKNOWN), freeze("vm0")])
+    assert isinstance(outcomes[0], ForewarnError)
+    assert (told, journal.waits, journal.appends) == ([1], [1], [["schedule"]])
