@@ -254,12 +254,12 @@ class Replica:
         """Write the waiting writes, in the order they came, in one transaction; a write
         with a time of its own (``at``) goes alone."""
         with self._waiting_lock:
-            count = len(self._waiting)
-            for index, pending in enumerate(self._waiting[:count]):
-                if pending.at is not None:
-                    count = max(index, 1)
+            group: list[_Pending] = []
+            for pending in self._waiting:
+                if group and (pending.at is not None or group[0].at is not None):
                     break
-            group, self._waiting[:count] = self._waiting[:count], []
+                group.append(pending)
+            del self._waiting[: len(group)]
         outcomes: Sequence[Result | Exception]
         try:
             outcomes = self.write_group(
@@ -269,8 +269,8 @@ class Replica:
             )
         except Exception as exc:  # the whole group: the same error for each write
             outcomes = [exc for _ in group]
-        for pending, outcome in zip(group, outcomes, strict=True):
-            pending.outcome = outcome
+        for index, pending in enumerate(group):  # outcomes: one for each, in order
+            pending.outcome = outcomes[index]
 
     def write_soon(self, command: Command, done: Callable[[Result | Exception], None]) -> None:
         """On the event loop's thread: write ``command`` with every other asked for in the
@@ -295,9 +295,9 @@ class Replica:
                 outcomes = self.write_group([command for command, _ in group])
             except Exception as exc:  # the whole group: the same error for each write
                 outcomes = [exc for _ in group]
-        for (_, done), outcome in zip(group, outcomes, strict=True):
+        for index, (_, done) in enumerate(group):  # outcomes: one for each, in order
             try:
-                done(outcome)
+                done(outcomes[index])
             except Exception:  # one caller's failure to answer is not the others'
                 _LOG.exception("answering a write of a group")
 
@@ -332,18 +332,20 @@ class Replica:
     ) -> tuple[list[Result | ForewarnError], bool]:
         """One transaction: the outcome of each command, and whether any was journaled."""
         outcomes: list[Result | ForewarnError] = []
-        written = False
-        changed = False
+        # The head before this write's own changes, once known: from then on the local
+        # platform may be ahead of the journal.
+        ahead_of: int | None = None
         try:
             with self.journal.exclusive() as transaction:
                 for position, record in transaction.records(after=self.applied.head):
                     self.applied.apply(position, record, self.clock)
                 applied = self.applied
-                head_at = applied.head_at or applied.platform.now
+                head_at = applied.head_at
+                assert head_at is not None  # the platform's creation before the first record
                 at = max(self.clock.now() if stamp is None else stamp, head_at)
                 records: list[dict[str, Any]] = []
                 due = applied.platform.next_deadline()
-                changed = True  # from here on the local platform may be ahead of the journal
+                ahead_of = applied.head
                 if due is not None and due <= at and not isinstance(commands[0], Tick):
                     # time passing fires deadlines: a record of its own says so, and the
                     # events it creates are numbered after it
@@ -353,7 +355,6 @@ class Replica:
                     try:
                         outcomes.append(applied.apply_command(applied.head + 1, at, command))
                         records.append(command.to_record(at))
-                        written = True
                     except ForewarnError as exc:  # refused alone, changing nothing
                         outcomes.append(exc)
                 if applied.platform.now > head_at and not records:
@@ -365,19 +366,19 @@ class Replica:
                     transaction.report_applied(self.front_end, applied.head)
                 if records:
                     transaction.append_if(applied.head - len(records), records)
-            changed = False
         except AppendConflictError:
-            if changed:
+            if ahead_of is not None:
                 self._diverge("another writer appended first")
             raise
         except StorageError as exc:
-            if changed:
+            if ahead_of is not None:
                 self._diverge(str(exc))
                 raise ReplicaError(
                     f"the change could not be confirmed ({exc}); nothing is acknowledged and "
                     "this front-end rebuilds its state from the journal"
                 ) from exc
             raise _NotStartedError() from exc
+        written = any(not isinstance(outcome, ForewarnError) for outcome in outcomes)
         if written:
             self.on_change()
         return outcomes, written
