@@ -228,6 +228,20 @@ def test_a_caller_that_fails_to_take_its_answer_is_logged_and_the_others_still_a
     assert journal.appends == [["schedule", "schedule"]]
 
 
+def test_a_turn_whose_commit_is_lost_answers_every_write_with_the_same_refusal() -> None:
+    """docs/scale-out.md: a commit that cannot be known fails every write of the group with
+    the same 503, the copy rebuilt as for a single write."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    journal.lost_commits = 1
+    answers = one_turn(replica, [freeze("vm0"), freeze("vm1")])
+    assert len(answers) == 2
+    assert isinstance(answers[0], ReplicaError)
+    assert answers[1] is answers[0]
+    assert "could not be confirmed" in str(answers[0])
+    assert (replica.head, event_ids(replica.platform), replica.diverged) == (0, [], False)
+
+
 def test_a_command_the_journal_cannot_keep_is_answered_with_why_before_the_turn() -> None:
     """The journal keeps only valid Unicode: the caller is told so at once, and nothing is
     queued or written."""
