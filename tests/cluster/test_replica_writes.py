@@ -81,7 +81,7 @@ class Transaction:
         return last
 
     def report_applied(self, front_end: str, position: int) -> None:
-        self._journal.reports.append(position)
+        self._journal.report_applied(front_end, position)
 
 
 class StandInJournal:
@@ -97,7 +97,9 @@ class StandInJournal:
         self.appends: list[list[str]] = []
         #: The heads a writer waited for every other front-end to apply.
         self.waits: list[int] = []
+        #: The positions front-ends reported they applied, and who did.
         self.reports: list[int] = []
+        self.reporters: set[str] = set()
         #: How many transactions to come fail to start (a connection the server dropped).
         self.dropped = 0
         #: How many appends to come are lost with the server.
@@ -122,6 +124,7 @@ class StandInJournal:
 
     def report_applied(self, front_end: str, position: int) -> None:
         self.reports.append(position)
+        self.reporters.add(front_end)
 
     def forget_front_end(self, front_end: str, *, silent_for: float | None = None) -> None:
         pass
@@ -266,6 +269,16 @@ def test_the_writes_of_a_turn_wait_for_the_other_front_ends_and_a_group_does_by_
     replica.write_group([freeze("vm1", "again")], spread=False)
     assert journal.waits == [2, 3]
     assert journal.reports == [0, 2, 3, 4]  # joining, then in each write's transaction
+    assert journal.reporters == {replica.front_end}
+
+
+def test_a_write_from_a_thread_waits_for_the_other_front_ends_unless_nobody_waits_on_it() -> None:
+    journal = StandInJournal()
+    replica = _replica(journal, registered=True)
+    replica.write(freeze("vm0"))
+    replica.write(Seen(("vm0",)), spread=False)
+    replica.write(freeze("vm1"), spread=True)
+    assert journal.waits == [1, 3]
 
 
 # -- writes from several threads (write) ----------------------------------------------------
@@ -425,12 +438,18 @@ def test_a_write_that_keeps_finding_another_writer_first_gives_up_naming_the_nam
     assert (replica.head, event_ids(replica.platform)) == (MAX_ATTEMPTS, [])
 
 
-def test_a_lost_commit_is_not_tried_again_and_says_the_copy_is_rebuilt() -> None:
+def test_a_lost_commit_is_not_tried_again_and_says_the_copy_is_rebuilt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     journal = StandInJournal()
     replica = _replica(journal)
     journal.lost_commits = 1
-    with pytest.raises(ReplicaError) as raised:
+    with pytest.raises(ReplicaError) as raised, caplog.at_level(logging.WARNING):
         replica.write(freeze("vm0"))
+    assert _warnings(caplog) == [
+        "state ahead of the journal (the server went away during the commit): "
+        "rebuilding from the journal"
+    ]
     assert str(raised.value) == (
         "the change could not be confirmed (the server went away during the commit); "
         "nothing is acknowledged and this front-end rebuilds its state from the journal"
