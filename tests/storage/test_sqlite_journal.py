@@ -6,8 +6,10 @@ survive the process, which is what WAL with ``synchronous=FULL`` and the version
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,11 +62,14 @@ def _pragma(journal: SqliteJournal, name: str) -> object:
 def test_the_connection_commits_durably_as_sqlite_itself_reports(path: Path, opening: str) -> None:
     """Asked of SQLite on the journal's own connection, not through ``durability()``: the
     write-ahead log, a sync of it at every commit (``synchronous`` 2 is FULL), and the file
-    held by this connection alone. Per-connection settings, so a reopened file has them too."""
+    held by this connection alone. Per-connection settings, so a reopened file has them too.
+    And no transaction Python opens of itself (no isolation level): each is the journal's own
+    ``BEGIN IMMEDIATE``, which takes the write lock before anything is read."""
     if opening == "existing file":
         with SqliteJournal(path) as journal:
             journal.append({"n": 1})
     with SqliteJournal(path) as journal:
+        assert journal._conn.isolation_level is None
         assert str(_pragma(journal, "journal_mode")).lower() == "wal"
         assert _pragma(journal, "synchronous") == 2
         assert str(_pragma(journal, "locking_mode")).lower() == "exclusive"
@@ -92,6 +97,46 @@ def test_a_second_writer_is_refused_until_the_first_closes(path: Path) -> None:
         first.close()
     with SqliteJournal(path) as second:
         assert second.last_sequence() == 1
+
+
+def test_a_second_writer_waits_two_seconds_for_the_first_unless_told_otherwise(
+    path: Path,
+) -> None:
+    """[ours] A second open waits up to 2 s for the lock (a restart whose old process is
+    still closing gets through), then is refused; ``busy_timeout`` sets another bound. Read
+    back from SQLite on the journal's own connection, in milliseconds."""
+    with SqliteJournal(path) as journal:
+        assert _pragma(journal, "busy_timeout") == 2000
+    with SqliteJournal(path, busy_timeout=0.05) as journal:
+        assert _pragma(journal, "busy_timeout") == 50
+
+
+def test_an_open_that_cannot_tell_whether_the_file_was_there_never_removes_it(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[ours] A failed open removes the file only when it created it (a first start on a
+    full disk). When ``stat`` fails with anything but "no such file" the open cannot tell:
+    here the file is another writer's journal, which a refused second open must leave be."""
+    first = SqliteJournal(path)
+    try:
+        first.append({"n": 1})
+        real_stat = os.stat
+
+        def unreadable(name: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+            if name == str(path):
+                raise PermissionError(13, "Permission denied", name)
+            return real_stat(name, *args, **kwargs)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "stat", unreadable)
+            with pytest.raises(StoreBusyError):
+                SqliteJournal(path, busy_timeout=0.05)
+        assert path.exists()
+        assert first.append({"n": 2}) == 2
+    finally:
+        first.close()
+    with SqliteJournal(path) as reopened:
+        assert [record for _, record in reopened.records()] == [{"n": 1}, {"n": 2}]
 
 
 def test_a_newer_schema_is_refused_without_touching_the_file(path: Path) -> None:

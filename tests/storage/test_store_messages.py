@@ -26,6 +26,8 @@ from forewarn.storage import (
     StoreUrlError,
     ValueTooLargeError,
 )
+from forewarn.storage import memory as memory_module
+from forewarn.storage import sqlite as sqlite_module
 from forewarn.storage.errors import CorruptRecordError
 from forewarn.storage.journal import MAX_RECORD_BYTES
 from forewarn.storage.postgres import PostgresJournal
@@ -165,6 +167,39 @@ def test_waiting_for_an_append_waits_as_long_as_asked_and_no_longer(
         journal.close()
 
 
+class _SteppingClock:
+    """``time.monotonic`` for a journal: each reading a quarter of a second after the last
+    (exact in binary, so a reading can fall on a deadline exactly)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        reading = self.now
+        self.now += 0.25
+        return reading
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_wait_ends_at_its_deadline_without_waiting_again(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half a second asked, the deadline read at 0: at 0.25 the wait is for the quarter left,
+    at 0.5 the time is up and the call returns, with no further wait of no time."""
+    module = memory_module if backend == "memory" else sqlite_module
+    journal: Any = (
+        MemoryJournal() if backend == "memory" else SqliteJournal(tmp_path / "journal.sqlite3")
+    )
+    try:
+        watched = _WatchedCondition(journal._changed)
+        journal._changed = watched
+        monkeypatch.setattr(module, "time", _SteppingClock())
+        assert journal.wait_for_append(after=0, timeout=0.5) == 0
+        assert watched.waits == [0.25]
+    finally:
+        journal.close()
+
+
 @pytest.mark.parametrize(
     ("url", "said"),
     [
@@ -227,6 +262,22 @@ def test_a_file_of_another_application_id_is_no_journal(tmp_path: Path) -> None:
     with pytest.raises(CorruptStoreError) as raised:
         SqliteJournal(path)
     assert str(raised.value) == f"{path} is not a forewarn journal (application id)"
+
+
+def test_an_empty_file_is_refused_as_a_journal_that_lost_what_it_held(tmp_path: Path) -> None:
+    """SQLite would read a file of no bytes as a new database, but every journal holds its
+    header at least: starting afresh on it would drop a history without a word. The file is
+    left as it was, for the operator to move away."""
+    path = tmp_path / "journal.sqlite3"
+    path.touch()
+    with pytest.raises(CorruptStoreError) as raised:
+        SqliteJournal(path)
+    assert str(raised.value) == (
+        f"{path} is empty (0 bytes): it is not a forewarn journal, or lost what it held; "
+        "move it away to start a new one"
+    )
+    assert path.stat().st_size == 0
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["journal.sqlite3"]
 
 
 def test_a_file_that_is_not_sqlite_is_named_as_unreadable(tmp_path: Path) -> None:
