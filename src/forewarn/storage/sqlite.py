@@ -62,13 +62,12 @@ def _translate(exc: sqlite3.Error, where: str) -> StorageError:
     """The store's error for a driver error: damage, a competing writer, or an unusable file."""
     message = str(exc)
     if isinstance(exc, sqlite3.OperationalError):
-        if "locked" in message or "busy" in message:
+        if "locked" in message:  # SQLITE_BUSY reads "database is locked"
             return StoreBusyError(
                 f"{where} is in use by another connection or process "
                 f"(one writer per journal): {message}"
             )
-        return StoreUnavailableError(f"cannot use {where}: {message}")
-    if isinstance(exc, sqlite3.DatabaseError):
+    elif isinstance(exc, sqlite3.DatabaseError):
         return CorruptStoreError(f"{where} is not a readable forewarn journal: {message}")
     return StoreUnavailableError(f"cannot use {where}: {message}")
 
@@ -140,27 +139,21 @@ class SqliteJournal:
     # -- opening -------------------------------------------------------------------------
 
     def _prepare(self, schema_version: int, migrations: Mapping[int, Migration]) -> None:
+        """Settings, the write lock and the schema, in one transaction. A failure leaves the
+        transaction open: :meth:`__init__` closes the connection, which discards it."""
         conn = self._conn
-        try:
+        with self._translated():
             conn.execute("PRAGMA locking_mode=EXCLUSIVE")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             conn.execute("PRAGMA synchronous=FULL")
             # Takes the write lock now, so a competing writer is refused at open, not later.
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _translate(exc, self._where) from exc
-        if str(mode).lower() != "wal":
-            conn.execute("ROLLBACK")
-            raise StoreUnavailableError(f"{self._where}: write-ahead logging unavailable ({mode})")
-        try:
+            if str(mode).lower() != "wal":
+                raise StoreUnavailableError(
+                    f"{self._where}: write-ahead logging unavailable ({mode})"
+                )
             self._check_schema(schema_version, migrations)
             conn.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise _translate(exc, self._where) from exc
-            raise
 
     def _check_schema(self, schema_version: int, migrations: Mapping[int, Migration]) -> None:
         conn = self._conn
@@ -356,8 +349,7 @@ class SqliteJournal:
                 return
             self._closed = True
             self._changed.notify_all()
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
+            self._conn.close()
 
     def __enter__(self) -> Self:
         return self
