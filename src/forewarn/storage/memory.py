@@ -7,6 +7,7 @@ backends do and a caller mutating a record after appending it cannot rewrite his
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,7 +17,6 @@ from forewarn.storage.errors import AppendConflictError, JournalClosedError
 from forewarn.storage.journal import (
     check_after,
     check_metadata,
-    decode_record,
     encode_batch,
     encode_record,
 )
@@ -29,10 +29,10 @@ class MemoryJournal:
         self._texts: list[str] = []
         self._metadata: dict[str, str] = {}
         self._changed = threading.Condition()
-        self._closed = False
+        self._closed = threading.Event()  # set once, by close()
 
     def _open(self) -> None:
-        if self._closed:
+        if self._closed.is_set():
             raise JournalClosedError("memory journal is closed")
 
     def metadata(self) -> dict[str, str]:
@@ -78,7 +78,8 @@ class MemoryJournal:
                     return
                 text = self._texts[sequence]
             sequence += 1
-            yield sequence, decode_record(text, sequence, "memory journal")
+            # Only its own appends' encoding is here: nothing to refuse, as a file may need.
+            yield sequence, json.loads(text)
 
     def last_sequence(self) -> int:
         with self._changed:
@@ -104,7 +105,7 @@ class MemoryJournal:
 
     def close(self) -> None:
         with self._changed:
-            self._closed = True
+            self._closed.set()
             self._changed.notify_all()
 
     def __enter__(self) -> Self:

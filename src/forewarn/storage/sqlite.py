@@ -117,7 +117,7 @@ class SqliteJournal:
         self.path = os.fspath(path)
         self._where = f"SQLite journal {self.path}"
         self._changed = threading.Condition()
-        self._closed = False
+        self._closed = threading.Event()  # set once, by close()
         created = _check_file(self.path)
         try:
             self._conn = sqlite3.connect(
@@ -225,7 +225,7 @@ class SqliteJournal:
                 raise
 
     def _ensure_open(self) -> None:
-        if self._closed:
+        if self._closed.is_set():
             raise JournalClosedError(f"{self._where} is closed")
 
     def durability(self) -> dict[str, str]:
@@ -345,9 +345,9 @@ class SqliteJournal:
 
     def close(self) -> None:
         with self._changed:
-            if self._closed:
+            if self._closed.is_set():
                 return
-            self._closed = True
+            self._closed.set()
             self._changed.notify_all()
             self._conn.close()
 
