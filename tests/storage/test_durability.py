@@ -72,8 +72,15 @@ def test_every_acknowledged_record_survives_a_kill(durable_store: Store) -> None
     finally:
         if child.poll() is None:
             child.kill()
-        _, stderr = child.communicate(timeout=30)
+        child.wait(timeout=30)
+        # Standard output is the reader's alone (communicate() would read it too, closing it
+        # under the reader): it ends at the dead child's end of file.
         reader.join(10)
+        assert child.stdout is not None
+        assert child.stderr is not None
+        stderr = child.stderr.read()
+        child.stdout.close()
+        child.stderr.close()
     while (line := lines.get_nowait() if not lines.empty() else None) is not None:
         acknowledged.append(int(line))
     assert child.returncode == -signal.SIGKILL, f"child ended on its own: {stderr}"
