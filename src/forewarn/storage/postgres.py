@@ -157,7 +157,8 @@ class PostgresJournal:
         if "application_name" not in given:
             # So pg_stat_activity shows which fleet each connection serves.
             extra["application_name"] = f"forewarn {self.namespace}"[:63]
-        conninfo = make_conninfo(self._conninfo, **extra) if extra else self._conninfo
+        # With nothing to add, make_conninfo gives the conninfo back as it is.
+        conninfo = make_conninfo(self._conninfo, **extra)
         try:
             return psycopg.connect(conninfo, autocommit=True)
         except psycopg.Error as exc:
