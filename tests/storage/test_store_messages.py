@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_support import require_module
 
 from forewarn.storage import (
     AppendConflictError,
@@ -25,6 +27,7 @@ from forewarn.storage import (
     StoreUnavailableError,
     StoreUrlError,
     ValueTooLargeError,
+    open_journal,
 )
 from forewarn.storage import memory as memory_module
 from forewarn.storage import sqlite as sqlite_module
@@ -348,3 +351,78 @@ def test_a_damaged_record_is_named_by_its_store_and_position(durable_store: Stor
             write.records(after=0)
         assert raised.value.position == 2
         assert str(raised.value).startswith(NAMES["postgres"])
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "redis://127.0.0.1/0",
+            "unknown store 'redis' in 'redis://127.0.0.1/0': use memory:, sqlite:///path, "
+            "postgresql://... or a directory",
+        ),
+        (
+            "memory:x",
+            "unknown store 'memory' in 'memory:x': use memory:, sqlite:///path, "
+            "postgresql://... or a directory",
+        ),
+        ("", "an empty store URL names no store"),
+    ],
+)
+def test_a_store_url_naming_no_store_says_which_there_are(url: str, said: str) -> None:
+    """``--store`` is typed by an operator: the refusal lists the kinds of store there are."""
+    with pytest.raises(StoreUrlError) as raised:
+        open_journal(url)
+    assert str(raised.value) == said
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("namespace=", "a namespace is 1 to 200 characters, no NUL"),
+        ("namespace=a%00b", "a namespace is 1 to 200 characters, no NUL"),
+        ("schema=bad-name", "schema 'bad-name' is not a plain SQL identifier"),
+    ],
+)
+def test_a_postgresql_url_with_a_bad_name_says_the_rule_it_broke(query: str, said: str) -> None:
+    """Checked before any connection is made (port 1 would refuse one)."""
+    require_module("psycopg")
+    with pytest.raises(StoreUrlError) as raised:
+        open_journal(f"postgresql://postgres@127.0.0.1:1/test?{query}")
+    assert str(raised.value) == said
+
+
+def test_a_postgresql_url_libpq_cannot_read_is_refused_with_libpqs_reason() -> None:
+    require_module("psycopg")
+    with pytest.raises(StoreUrlError) as raised:
+        open_journal("postgresql://postgres@127.0.0.1:1/test?bogus=1")
+    message = str(raised.value)
+    assert message.startswith("unreadable PostgreSQL URL: "), message
+    assert '"bogus"' in message
+
+
+def test_a_postgresql_store_without_its_driver_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PostgreSQL support is an optional extra (``forewarn.storage.urls``): a store URL that
+    needs it names the package to install, not an import error."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # ``import psycopg`` fails
+    monkeypatch.delitem(sys.modules, "forewarn.storage.postgres")  # imported again, and fails
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_journal("postgresql://postgres@127.0.0.1:1/test")
+    assert str(raised.value) == (
+        "PostgreSQL stores need the psycopg driver: pip install 'forewarn[postgres]'"
+    )
+
+
+def test_an_unreachable_postgresql_server_is_named_without_the_password() -> None:
+    """Port 1 on loopback refuses at once: the message says which journal, in which schema,
+    on which server and database, then libpq's reason."""
+    require_module("psycopg")
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_journal("postgresql://fw:s3cret-pw@127.0.0.1:1/fleets?namespace=west&schema=fw")
+    message = str(raised.value)
+    assert message.startswith(
+        "cannot reach PostgreSQL journal 'west' in fw at 127.0.0.1:1/fleets: "
+    )
+    assert "s3cret-pw" not in message

@@ -72,8 +72,9 @@ def test_a_directory_that_cannot_be_made_is_unavailable(tmp_path: Path) -> None:
         open_journal(str(tmp_path / "a-file" / "data"))
 
 
-def test_memory_is_a_fresh_journal_each_time() -> None:
-    with open_journal("memory:") as first, open_journal("memory:") as second:
+@pytest.mark.parametrize("url", ["memory:", "memory://"])
+def test_memory_is_a_fresh_journal_each_time(url: str) -> None:
+    with open_journal(url) as first, open_journal(url) as second:
         assert isinstance(first, MemoryJournal)
         first.append({"n": 1})
         assert second.last_sequence() == 0
