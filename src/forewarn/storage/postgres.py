@@ -168,7 +168,7 @@ class PostgresJournal:
         """The writer connection, opened again if the server dropped it since the last call."""
         if self._closed:
             raise JournalClosedError(f"{self._where} is closed")
-        if self._conn.closed or self._conn.broken:
+        if self._conn.closed:  # by close(), or broken: psycopg counts a broken one closed
             self._conn.close()
             self._conn = self._connect()
         return self._conn
@@ -236,7 +236,7 @@ class PostgresJournal:
         conn = self._conn
 
         def exists(table: str) -> bool:
-            name = self._table(table).as_string(conn)
+            name = self._table(table).as_string()
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [name]).fetchone()
             return bool(row and row[0])
 
@@ -372,7 +372,7 @@ class PostgresJournal:
         """End a transaction of :meth:`exclusive` that failed, keeping the connection when
         the server can still roll it back; otherwise the connection is closed, which rolls
         the transaction back on the server as well (and the next call opens another)."""
-        if conn.closed or conn.broken:
+        if conn.closed:
             return
         try:
             if conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -453,7 +453,7 @@ class PostgresJournal:
         if self._closed:
             raise JournalClosedError(f"{self._where} is closed")
         listener = self._listener
-        if listener is None or listener.closed or listener.broken:
+        if listener is None or listener.closed:
             if listener is not None:
                 listener.close()
             listener = self._connect()
@@ -531,7 +531,7 @@ class PostgresJournal:
                     for _ in conn.notifies(timeout=wait, stop_after=1):
                         pass
             finally:
-                if listening and not (conn.closed or conn.broken):
+                if listening and not conn.closed:
                     conn.execute(sql.SQL("UNLISTEN {}").format(channel))
                     for _ in conn.notifies(timeout=0):  # what arrived before UNLISTEN
                         pass
@@ -568,7 +568,6 @@ class PostgresJournal:
         with self._listen_lock:
             if self._listener is not None:
                 self._listener.close()
-                self._listener = None
 
     def __enter__(self) -> Self:
         return self
@@ -647,7 +646,7 @@ class Leadership:
         """Hold the lock (True), or find it held by another session (False). Raises
         :class:`StoreUnavailableError` when the server cannot be reached."""
         with self._journal._translated():
-            if self._conn is not None and not (self._conn.closed or self._conn.broken):
+            if self._conn is not None and not self._conn.closed:
                 self._conn.execute("SELECT 1")  # still ours while the session lives
                 return True
             self.release()
@@ -671,7 +670,7 @@ class Leadership:
         if conn is None:
             return
         try:
-            if not (conn.closed or conn.broken):
+            if not conn.closed:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("SELECT pg_advisory_unlock(%s)", [self._key])
         finally:
