@@ -22,6 +22,7 @@ from machine_support import require_module
 from forewarn.storage import (
     AppendConflictError,
     CorruptStoreError,
+    JournalClosedError,
     NewerSchemaError,
     StorageError,
     StoreSchemaError,
@@ -29,7 +30,13 @@ from forewarn.storage import (
     StoreUrlError,
     open_journal,
 )
-from forewarn.storage.postgres import SCHEMA_VERSION, Connection, Leadership, PostgresJournal
+from forewarn.storage.postgres import (
+    SCHEMA_VERSION,
+    Connection,
+    Leadership,
+    PostgresJournal,
+    describe,
+)
 
 from .conftest import Store, random_name, run_sql
 
@@ -166,6 +173,7 @@ def test_a_newer_schema_is_refused_without_writing(postgres_url: str, postgres_s
         open_journal(_in_namespace(postgres_url, "second", postgres_schema))
     assert raised.value.found == 99
     assert raised.value.supported == SCHEMA_VERSION
+    assert raised.value.where.startswith(f"PostgreSQL journal 'second' in {postgres_schema} at ")
     assert "upgrade forewarn" in str(raised.value)
     import psycopg
 
@@ -196,8 +204,10 @@ def test_an_older_schema_is_migrated_with_its_version(
         assert list(journal.records()) == [(1, {"n": 1})]
     with pytest.raises(NewerSchemaError):
         open_journal(url)
-    with pytest.raises(StoreSchemaError, match="no migration"):
+    with pytest.raises(StoreSchemaError) as raised:
         PostgresJournal(postgres_url, schema=postgres_schema, schema_version=3)
+    assert str(raised.value).startswith(f"PostgreSQL journal 'default' in {postgres_schema} at ")
+    assert str(raised.value).endswith(": no migration from schema version 2 to 3")
 
 
 def test_a_dropped_connection_fails_one_call_and_the_next_reconnects(fleet: Store) -> None:
@@ -221,6 +231,36 @@ def test_an_unreachable_server_is_reported_without_its_password() -> None:
     with pytest.raises(StoreUnavailableError) as raised:
         open_journal("postgresql://postgres:s3cret-pw@127.0.0.1:1/test?namespace=x")
     assert "s3cret-pw" not in str(raised.value)
+    message = str(raised.value)
+    assert message.startswith("cannot reach PostgreSQL journal 'x' in public at 127.0.0.1:1/test: ")
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "shown"),
+    [
+        ("postgresql://fleet:s3cret-pw@db.example:6543/forewarn", "db.example:6543/forewarn"),
+        ("postgresql:///forewarn", "localhost:5432/forewarn"),
+        ("postgresql://fleet@db.example", "db.example:5432/fleet"),  # libpq: dbname = user
+        ("postgresql://db.example", "db.example:5432/"),
+        (
+            "host=/run/postgresql dbname=forewarn password=s3cret-pw",
+            "/run/postgresql:5432/forewarn",
+        ),
+    ],
+)
+def test_a_store_is_named_by_host_port_and_database_never_its_password(
+    conninfo: str, shown: str
+) -> None:
+    """[ours] Every message names the store it is about (``_where``) as libpq would reach
+    it, its defaults filled in; a password in the URL never reaches a log."""
+    assert describe(conninfo) == shown
+
+
+def test_an_unreadable_url_is_refused_saying_why() -> None:
+    with pytest.raises(StoreUrlError) as raised:
+        describe("host=db.example dbname")
+    assert str(raised.value).startswith("unreadable PostgreSQL URL: ")
+    assert "dbname" in str(raised.value)
 
 
 @pytest.mark.parametrize(
@@ -274,6 +314,9 @@ def test_a_writer_waiting_too_long_for_the_lock_gets_an_error_not_a_hang(fleet: 
 
 
 def test_a_refused_write_under_the_lock_appends_nothing(fleet: Store) -> None:
+    """It is rolled back on the same connection, which stays in use: a new session per
+    refused command would cost a connection set-up each, and the refusal is no fault of
+    the link [ours]."""
     journal = fleet.open()
     assert isinstance(journal, PostgresJournal)
 
@@ -282,9 +325,16 @@ def test_a_refused_write_under_the_lock_appends_nothing(fleet: Store) -> None:
             write.append_if(0, [{"n": 1}])
             raise RuntimeError("the command was refused after all")
 
+    def session() -> int:
+        row = journal._connection().execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    before = session()
     with pytest.raises(RuntimeError):
         refused()
     assert journal.last_sequence() == 0
+    assert session() == before
 
 
 @pytest.fixture
@@ -542,3 +592,224 @@ def test_another_journal_on_the_namespace_reads_the_same_schema(
             follower.close()
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [("forewarn_records",), ("forewarn_namespaces",), ("forewarn_namespaces", "forewarn_records")],
+)
+def test_journal_tables_without_their_version_table_are_damage_not_a_new_store(
+    postgres_url: str, postgres_schema: str, tables: tuple[str, ...]
+) -> None:
+    """[ours] A schema holding any of the journal's tables but not the version table was
+    damaged (or made by hand): it is refused, saying so, rather than created over."""
+    run_sql(postgres_url, f'CREATE SCHEMA "{postgres_schema}"')
+    for table in tables:
+        run_sql(postgres_url, f'CREATE TABLE "{postgres_schema}".{table} (n integer)')
+    with pytest.raises(CorruptStoreError) as raised:
+        PostgresJournal(postgres_url, schema=postgres_schema)
+    assert str(raised.value) == (
+        f"PostgreSQL journal 'default' in {postgres_schema} at {describe(postgres_url)} "
+        "has journal tables but no version table"
+    )
+
+
+@pytest.mark.parametrize(
+    ("versions", "shown"),
+    [([], "[]"), ([0], "[(0,)]"), ([-1], "[(-1,)]"), ([1, 1], "[(1,), (1,)]")],
+)
+def test_a_version_table_without_one_positive_version_is_damage(
+    postgres_url: str, postgres_schema: str, versions: list[int], shown: str
+) -> None:
+    """[ours] The version table holds one row, a version from 1 on; anything else is
+    refused as damage, showing what it holds, not read as a version to migrate from."""
+    PostgresJournal(postgres_url, schema=postgres_schema).close()
+    table = f'"{postgres_schema}".forewarn_schema'
+    run_sql(postgres_url, f"DELETE FROM {table}")
+    for version in versions:
+        run_sql(postgres_url, f"INSERT INTO {table} VALUES (%s)", version)
+    with pytest.raises(CorruptStoreError) as raised:
+        PostgresJournal(postgres_url, schema=postgres_schema)
+    assert str(raised.value) == (
+        f"PostgreSQL journal 'default' in {postgres_schema} at {describe(postgres_url)} "
+        f"has a damaged schema version table: {shown}"
+    )
+
+
+def _terminate_sessions(url: str, namespace: str) -> None:
+    """End every session of the namespace's journals on the server, as a database restart
+    would, and wait until they are gone (the server ends them asynchronously)."""
+    name = f"forewarn {namespace}"[:63]
+    run_sql(
+        url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        name,
+    )
+    deadline = time.monotonic() + 10
+    with psycopg.connect(url, autocommit=True) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        while (row := conn.execute(query, [name]).fetchone()) and row[0] > 0:
+            assert time.monotonic() < deadline, "the sessions were not ended"
+            time.sleep(0.02)
+
+
+def test_closing_wakes_a_follower_waiting_for_an_append(fleet: Store) -> None:
+    """[ours] A follower blocked in ``wait_for_append`` when its journal is closed (the
+    front-end stopping) is woken at once and told the journal is closed, and the close does
+    not wait out the follower's timeout."""
+    journal = fleet.open()
+    outcome: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            journal.wait_for_append(after=0, timeout=30)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    follower.join(0.5)
+    assert follower.is_alive(), "the follower returned before anyone appended"
+    started = time.monotonic()
+    journal.close()
+    follower.join(10)
+    assert time.monotonic() - started < 10
+    assert not follower.is_alive()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], JournalClosedError)
+
+
+def test_a_journal_whose_server_dropped_it_still_closes(fleet: Store, postgres_url: str) -> None:
+    """[ours] A front-end stopping after the database restarted under it closes cleanly:
+    waking its follower is attempted, and what the lost connection says about it is not
+    an error of the close."""
+    journal = fleet.open()
+    assert journal.wait_for_append(0, 0) == 0  # a follower's connection, listening, as well
+    _terminate_sessions(postgres_url, fleet.url.rpartition("namespace=")[2])
+    journal.close()
+    with pytest.raises(JournalClosedError):
+        journal.last_sequence()
+
+
+def test_a_leader_whose_session_was_ended_lets_go_quietly(
+    candidates: tuple[Leadership, Leadership], fleet: Store, postgres_url: str
+) -> None:
+    """[ours] A leader stopping after its session was ended (a database restart) releases
+    without an error: the server already dropped the lock with the session."""
+    leading, waiting = candidates
+    assert leading.acquire()
+    _terminate_sessions(postgres_url, fleet.url.rpartition("namespace=")[2])
+    leading.release()
+    assert waiting.acquire()
+
+
+def test_another_journal_gives_up_on_a_server_as_soon_as_its_first(
+    postgres_url: str, fleet: Store
+) -> None:
+    """[ours] A follower opened with ``another()`` waits for an unreachable server no
+    longer than the journal it came from was told to."""
+    namespace = fleet.url.rpartition("namespace=")[2]
+    with (
+        PostgresJournal(postgres_url, namespace=namespace, connect_timeout=2) as first,
+        first.another() as follower,
+    ):
+        parameters = follower._connection().info.get_parameters()
+        assert parameters.get("connect_timeout") == "2"
+
+
+class _Clock:
+    """``time.monotonic`` for the journal module, moved on only by the waits it makes."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _WatchedConnection:
+    """A journal's connection whose waits for notifications are recorded and not slept: each
+    one moves the clock on by the time it asked for, as if nothing came meanwhile. What it
+    sends to the server is recorded too, and then sent."""
+
+    def __init__(self, conn: Connection, clock: _Clock) -> None:
+        self._conn = conn
+        self._clock = clock
+        self.waits: list[float] = []
+        self.sent: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        self.sent.append(query if isinstance(query, str) else query.as_string(self._conn))
+        return self._conn.execute(query, params)
+
+    def notifies(self, *, timeout: float, stop_after: int | None = None) -> Iterator[object]:
+        self.waits.append(timeout)
+        assert len(self.waits) < 10, f"still waiting after its deadline: {self.waits}"
+        self._clock.now += timeout
+        return iter(())
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from forewarn.storage import postgres
+
+    clock = _Clock()
+    monkeypatch.setattr(postgres, "time", clock)
+    return clock
+
+
+def test_a_follower_waits_as_long_as_asked_and_no_longer(fleet: Store, clock: _Clock) -> None:
+    """[ours] (``Journal.wait_for_append``): a follower's poll (``timeout=0``, or less) never
+    waits; a wait lasts the time asked, not a moment less, and ends when that time is up,
+    rather than wait again for nothing. The same as the memory and SQLite journals'."""
+    journal = fleet.open()
+    assert isinstance(journal, PostgresJournal)
+    assert journal.wait_for_append(after=0, timeout=0) == 0  # opens the listening connection
+    assert journal._listener is not None
+    watched = _WatchedConnection(journal._listener, clock)
+    journal._listener = watched  # type: ignore[assignment]
+    assert journal.wait_for_append(after=0, timeout=0) == 0
+    assert journal.wait_for_append(after=0, timeout=-1) == 0
+    assert watched.waits == []
+    assert journal.wait_for_append(after=0, timeout=0.5) == 0
+    assert watched.waits == [0.5]
+    journal.append({"n": 1})
+    assert journal.wait_for_append(after=0, timeout=0.5) == 1
+    assert watched.waits == [0.5]
+
+
+def test_a_writer_waits_for_the_others_as_long_as_asked_and_no_longer(
+    fleet: Store, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[ours] (docs/scale-out.md, "How front-ends stay one fleet"): a writer that may not
+    wait (``timeout=0``) asks once and returns who lags, without listening; one that waits
+    listens, waits the time asked, looks a last time when it is up and stops listening,
+    taking what came before it stopped without waiting for more. Its own looks at the table
+    are made rare here, so the one wait is the whole time."""
+    from forewarn.storage import postgres
+
+    monkeypatch.setattr(postgres, "_APPLIED_LOOK_SECONDS", 60.0)
+    writer, other = fleet.open(), fleet.open()
+    assert isinstance(writer, PostgresJournal)
+    assert isinstance(other, PostgresJournal)
+    writer.append({"n": 1})
+    other.report_applied("o", 0)
+    watched = _WatchedConnection(writer._connection(), clock)
+    writer._conn = watched  # type: ignore[assignment]
+    assert writer.wait_applied("w", 1, timeout=0, live_within=60) == ("o",)
+    assert watched.waits == []
+    assert len(watched.sent) == 1
+    assert not any("LISTEN" in sent.upper() for sent in watched.sent)
+    watched.sent.clear()
+    assert writer.wait_applied("w", 1, timeout=0.5, live_within=60) == ("o",)
+    assert watched.waits == [0.5, 0]  # the time asked, then what came before the UNLISTEN
+    assert [sent.split(" ")[0].upper() for sent in watched.sent] == [
+        "SELECT",
+        "LISTEN",
+        "SELECT",
+        "SELECT",
+        "UNLISTEN",
+    ]

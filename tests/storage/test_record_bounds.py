@@ -28,6 +28,7 @@ from forewarn.storage.journal import decode_record, encode_record
         ("[" * 100_000 + "]" * 100_000, "its body is not JSON (nested too deeply)"),
         (b'{"op": "restart"}', "its body is binary data, not JSON text"),
         (7, "its body is a number, not JSON text"),
+        (["op"], "its body is a list, not JSON text"),  # a kind no column holds: named as is
         ('{"pad": "' + "x" * MAX_RECORD_BYTES + '"}', "characters long, over 1048576 bytes"),
     ],
 )

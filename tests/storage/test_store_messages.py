@@ -22,6 +22,7 @@ from forewarn.storage import (
     JournalClosedError,
     MemoryJournal,
     NewerSchemaError,
+    NotSerializableError,
     SqliteJournal,
     StoreBusyError,
     StoreUnavailableError,
@@ -32,7 +33,14 @@ from forewarn.storage import (
 from forewarn.storage import memory as memory_module
 from forewarn.storage import sqlite as sqlite_module
 from forewarn.storage.errors import CorruptRecordError
-from forewarn.storage.journal import MAX_RECORD_BYTES
+from forewarn.storage.journal import (
+    MAX_BATCH_BYTES,
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_VALUE_BYTES,
+    MAX_RECORD_BYTES,
+    check_metadata,
+    encode_batch,
+)
 from forewarn.storage.postgres import PostgresJournal
 from forewarn.storage.urls import directory_journal_path, sqlite_path
 
@@ -426,3 +434,59 @@ def test_an_unreachable_postgresql_server_is_named_without_the_password() -> Non
         "cannot reach PostgreSQL journal 'west' in fw at 127.0.0.1:1/fleets: "
     )
     assert "s3cret-pw" not in message
+
+
+# -- what a refused record batch or metadata entry says ------------------------------------
+
+
+def test_a_batch_of_64_mebibytes_is_kept_and_one_byte_more_is_refused_whole() -> None:
+    """[ours] (``MAX_BATCH_BYTES``): one transaction's records are bounded as a whole, so a
+    single ``append_many`` cannot pin more memory than that; at the bound exactly it is
+    kept. Every backend encodes a batch with :func:`encode_batch` before writing any of it."""
+    full = {"pad": "x" * (MAX_RECORD_BYTES - len('{"pad":""}'))}  # 1 MiB encoded
+    batch = [full] * (MAX_BATCH_BYTES // MAX_RECORD_BYTES)
+    assert sum(len(text) for text in encode_batch(batch)) == MAX_BATCH_BYTES == 64 * 1024 * 1024
+    with pytest.raises(ValueTooLargeError) as raised:
+        encode_batch([*batch, {}])  # "{}": two bytes more
+    size = MAX_BATCH_BYTES + 2
+    assert str(raised.value) == f"batch is {size} bytes, over the limit of {MAX_BATCH_BYTES} bytes"
+    assert (raised.value.size, raised.value.limit) == (size, MAX_BATCH_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        (7, "x", "metadata key must be a string, not <class 'int'>"),
+        ("seed", b"42", "metadata value must be a string, not <class 'bytes'>"),
+        ("a\x00b", "x", "metadata key holds a NUL character"),
+        ("k", "a\x00b", "metadata value holds a NUL character"),
+        ("k\ud800", "x", "metadata key is not valid Unicode"),
+        ("k", "\udcff", "metadata value is not valid Unicode"),
+        ("", "x", "metadata keys are 1 to 256 characters"),
+        ("k" * 257, "x", "metadata keys are 1 to 256 characters"),
+    ],
+)
+def test_refused_metadata_says_whether_the_key_or_the_value_and_why(
+    key: Any, value: Any, said: str
+) -> None:
+    """[ours]: every backend keeps metadata as text (PostgreSQL text holds no NUL), so each
+    refuses alike, naming which of the two is wrong for the caller to fix."""
+    with pytest.raises(NotSerializableError) as raised:
+        check_metadata(key, value)
+    assert str(raised.value) == said
+
+
+def test_metadata_bounds_are_inclusive_and_a_value_over_them_is_named_by_its_key() -> None:
+    """[ours] (``MAX_METADATA_KEY_CHARS``, ``MAX_METADATA_VALUE_BYTES``): a key of 256
+    characters and a value of 16 MiB (the fleet file's text) are kept; a byte more is refused
+    with the key it was for, its size and the bound."""
+    check_metadata("k" * MAX_METADATA_KEY_CHARS, "x" * MAX_METADATA_VALUE_BYTES)
+    too_long = "é" * (MAX_METADATA_VALUE_BYTES // 2) + "x"  # UTF-8 bytes are counted
+    with pytest.raises(ValueTooLargeError) as raised:
+        check_metadata("fleet", too_long)
+    size = MAX_METADATA_VALUE_BYTES + 1
+    assert str(raised.value) == (
+        f"metadata value 'fleet' is {size} bytes, over the limit of "
+        f"{MAX_METADATA_VALUE_BYTES} bytes"
+    )
+    assert (raised.value.size, raised.value.limit) == (size, 16 * 1024 * 1024)
