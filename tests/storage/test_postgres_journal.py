@@ -11,9 +11,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -34,6 +34,7 @@ from forewarn.storage.postgres import (
     SCHEMA_VERSION,
     Connection,
     Leadership,
+    Migration,
     PostgresJournal,
     describe,
 )
@@ -813,3 +814,97 @@ def test_a_writer_waits_for_the_others_as_long_as_asked_and_no_longer(
         "SELECT",
         "UNLISTEN",
     ]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "schema", "said"),
+    [
+        ("", "public", "a namespace is 1 to 200 characters, no NUL"),
+        ("n" * 201, "public", "a namespace is 1 to 200 characters, no NUL"),
+        ("a\x00b", "public", "a namespace is 1 to 200 characters, no NUL"),
+        ("fleet", "s" * 64, f"schema {'s' * 64!r} is not a plain SQL identifier"),
+        ("fleet", "bad-name", "schema 'bad-name' is not a plain SQL identifier"),
+    ],
+)
+def test_a_namespace_or_schema_out_of_bounds_is_refused_saying_so(
+    namespace: str, schema: str, said: str
+) -> None:
+    """[ours] Refused before connecting: port 1 on loopback would refuse the connection."""
+    with pytest.raises(StoreUrlError) as raised:
+        PostgresJournal(
+            "postgresql://postgres@127.0.0.1:1/test", namespace=namespace, schema=schema
+        )
+    assert str(raised.value) == said
+
+
+@pytest.mark.parametrize(("namespace", "schema"), [("n" * 200, "public"), ("fleet", "s" * 63)])
+def test_a_namespace_or_schema_at_its_bound_is_used(namespace: str, schema: str) -> None:
+    """[ours] 200 characters of namespace and PostgreSQL's 63 of schema name are taken: the
+    journal goes on to connect (and finds nothing listening on port 1)."""
+    with pytest.raises(StoreUnavailableError) as raised:
+        PostgresJournal(
+            "postgresql://postgres@127.0.0.1:1/test", namespace=namespace, schema=schema
+        )
+    assert not isinstance(raised.value, StoreUrlError)
+    assert str(raised.value).startswith(
+        f"cannot reach PostgreSQL journal {namespace!r} in {schema} "
+    )
+
+
+class _NamesOnly(PostgresJournal):
+    """A journal that never connects: only the names it derives are looked at."""
+
+    def _connect(self) -> Connection:
+        return cast(Connection, None)
+
+    def _prepare(self, schema_version: int, migrations: Mapping[int, Migration]) -> None:
+        pass
+
+
+def test_every_release_meets_on_the_same_locks_and_channels() -> None:
+    """[ours] (docs/scale-out.md): front-ends of two releases share one fleet during a
+    rolling upgrade, so the advisory lock keys and the NOTIFY channels of a namespace must
+    not change from one release to the next: the values below are those of the releases
+    before. Each namespace of each schema has its own."""
+    expected = {
+        ("public", "default"): (
+            -7278786129213133456,
+            -5321190466892832415,
+            "forewarn_3bb7f9e77cb34e89724131a1c91c95ce2c4500c5",
+        ),
+        ("forewarn", "fleet-a"): (
+            7303600930602461113,
+            2681179301643544390,
+            "forewarn_a7c34b4e8bb4a1c1f4db40c6ed297e465ec4f154",
+        ),
+    }
+    for (schema, namespace), (write, leader, channel) in expected.items():
+        journal = _NamesOnly("postgresql:///test", namespace=namespace, schema=schema)
+        assert (journal._write_key, journal._leader_key) == (write, leader)
+        assert (journal._channel, journal._applied_channel) == (channel, f"{channel}_applied")
+
+
+def test_a_connection_waits_for_the_server_as_long_as_told_and_never_forever(
+    postgres_url: str, fleet: Store
+) -> None:
+    """[ours] libpq waits forever for a server by default (and for ``connect_timeout=0``):
+    a journal asks for its own bound, 5 s unless told, at least 1 s, unless the URL gives
+    one of its own; its sessions are named after the fleet for ``pg_stat_activity``,
+    unless the URL names them."""
+    namespace = fleet.url.rpartition("namespace=")[2]
+
+    def parameters(conninfo: str, **options: Any) -> dict[str, str]:
+        with PostgresJournal(conninfo, namespace=namespace, **options) as journal:
+            return journal._connection().info.get_parameters()
+
+    given = parameters(postgres_url)
+    assert given["connect_timeout"] == "5"
+    assert given["application_name"] == f"forewarn {namespace}"
+    assert parameters(postgres_url, connect_timeout=0.2)["connect_timeout"] == "1"
+    own = (
+        f"{postgres_url}{'&' if '?' in postgres_url else '?'}connect_timeout=3&application_name=ops"
+    )
+    assert {key: parameters(own)[key] for key in ("connect_timeout", "application_name")} == {
+        "connect_timeout": "3",
+        "application_name": "ops",
+    }

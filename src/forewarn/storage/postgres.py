@@ -106,7 +106,7 @@ def describe(conninfo: str) -> str:
 def _lock_key(purpose: str, schema: str, namespace: str) -> int:
     """A signed 64-bit advisory lock key for one purpose of one namespace."""
     digest = hashlib.sha256(f"forewarn:{purpose}\x00{schema}\x00{namespace}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    return int.from_bytes(digest[:8], signed=True)  # big-endian, Python's default
 
 
 class PostgresJournal:
