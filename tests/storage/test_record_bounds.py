@@ -9,11 +9,14 @@ JSON gave raw tracebacks from ``serve`` and ``store check``).
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import pytest
 
 from forewarn.storage import MAX_RECORD_BYTES
-from forewarn.storage.errors import CorruptRecordError, CorruptStoreError
-from forewarn.storage.journal import decode_record, encode_record
+from forewarn.storage.errors import CorruptRecordError, CorruptStoreError, NotSerializableError
+from forewarn.storage.journal import MAX_NESTING, check_after, decode_record, encode_record
 
 
 @pytest.mark.parametrize(
@@ -45,3 +48,51 @@ def test_a_body_no_append_writes_is_refused_naming_its_record(stored: object, sa
 def test_what_an_append_writes_reads_back() -> None:
     record = {"op": "restart", "at": "2022-04-11T22:11:58+00:00", "vm": "WestNO_0", "n": 2.5}
     assert decode_record(encode_record(record), 1, "memory journal") == record
+
+
+def _nested(levels: int, container: str) -> dict[str, Any]:
+    """A record holding ``levels`` objects (or arrays) one inside the other."""
+    inner: Any = 1
+    for _ in range(levels):
+        inner = {"x": inner} if container == "object" else [inner]
+    return {"x": inner}
+
+
+@pytest.mark.parametrize("container", ["object", "array"])
+def test_a_record_nested_64_levels_is_kept_and_one_more_is_refused(container: str) -> None:
+    """[ours] (``MAX_NESTING``): a command's fields are flat, so deep nesting is refused
+    before the JSON encoder recurses into it; the bound itself is kept, in objects and
+    arrays alike (the record is level 0, the value innermost at level ``levels + 1``)."""
+    kept = _nested(MAX_NESTING - 1, container)
+    assert decode_record(encode_record(kept), 1, "memory journal") == kept
+    with pytest.raises(NotSerializableError) as refused:
+        encode_record(_nested(MAX_NESTING, container))
+    assert str(refused.value) == "record nested deeper than 64 levels"
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        (["op"], "a record is a JSON object, not a list"),
+        ({"vms": {"1": {2: "x"}}}, "record key 2 is not a string"),  # json.dumps: "2"
+        ({"vms": [{"at": math.inf}]}, "record holds inf, which JSON cannot represent"),
+        ({"vm": "WestNO_\ud800"}, "record holds a string that is not valid Unicode"),
+    ],
+)
+def test_a_record_that_would_not_read_back_as_written_is_refused_saying_why(
+    record: Any, said: str
+) -> None:
+    """[ours]: a record is kept only if replay gives back exactly what was appended, at any
+    depth: JSON turns an int key into a string, and holds no infinity."""
+    with pytest.raises(NotSerializableError) as refused:
+        encode_record(record)
+    assert str(refused.value) == said
+
+
+@pytest.mark.parametrize("after", [True, -1, 1.0, "1"])
+def test_a_position_to_read_after_is_a_sequence_number(after: Any) -> None:
+    """[ours] ``records(after=...)``: a bool is an int to Python, but no sequence number."""
+    said = f"after must be a sequence number >= 0, not {after!r}"
+    with pytest.raises(ValueError, match="after must be") as refused:
+        check_after(after)
+    assert str(refused.value) == said

@@ -123,7 +123,8 @@ def encode_record(record: Mapping[str, Any]) -> str:
         raise NotSerializableError(f"a record is a JSON object, not a {type(record).__name__}")
     as_dict = dict(record)
     _check_json(as_dict, 0)
-    text = json.dumps(as_dict, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # _check_json refused NaN and the infinities already: json.dumps is never given one.
+    text = json.dumps(as_dict, ensure_ascii=False, separators=(",", ":"))
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
