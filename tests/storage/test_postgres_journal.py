@@ -237,34 +237,6 @@ def test_an_unreachable_server_is_reported_without_its_password() -> None:
 
 
 @pytest.mark.parametrize(
-    ("conninfo", "shown"),
-    [
-        ("postgresql://fleet:s3cret-pw@db.example:6543/forewarn", "db.example:6543/forewarn"),
-        ("postgresql:///forewarn", "localhost:5432/forewarn"),
-        ("postgresql://fleet@db.example", "db.example:5432/fleet"),  # libpq: dbname = user
-        ("postgresql://db.example", "db.example:5432/"),
-        (
-            "host=/run/postgresql dbname=forewarn password=s3cret-pw",
-            "/run/postgresql:5432/forewarn",
-        ),
-    ],
-)
-def test_a_store_is_named_by_host_port_and_database_never_its_password(
-    conninfo: str, shown: str
-) -> None:
-    """[ours] Every message names the store it is about (``_where``) as libpq would reach
-    it, its defaults filled in; a password in the URL never reaches a log."""
-    assert describe(conninfo) == shown
-
-
-def test_an_unreadable_url_is_refused_saying_why() -> None:
-    with pytest.raises(StoreUrlError) as raised:
-        describe("host=db.example dbname")
-    assert str(raised.value).startswith("unreadable PostgreSQL URL: ")
-    assert "dbname" in str(raised.value)
-
-
-@pytest.mark.parametrize(
     "query", ["namespace=", "schema=bad-name", "schema=a;drop", "namespace=a&namespace=b"]
 )
 def test_bad_namespaces_and_schemas_are_refused_before_connecting(query: str) -> None:
@@ -816,41 +788,6 @@ def test_a_writer_waits_for_the_others_as_long_as_asked_and_no_longer(
     ]
 
 
-@pytest.mark.parametrize(
-    ("namespace", "schema", "said"),
-    [
-        ("", "public", "a namespace is 1 to 200 characters, no NUL"),
-        ("n" * 201, "public", "a namespace is 1 to 200 characters, no NUL"),
-        ("a\x00b", "public", "a namespace is 1 to 200 characters, no NUL"),
-        ("fleet", "s" * 64, f"schema {'s' * 64!r} is not a plain SQL identifier"),
-        ("fleet", "bad-name", "schema 'bad-name' is not a plain SQL identifier"),
-    ],
-)
-def test_a_namespace_or_schema_out_of_bounds_is_refused_saying_so(
-    namespace: str, schema: str, said: str
-) -> None:
-    """[ours] Refused before connecting: port 1 on loopback would refuse the connection."""
-    with pytest.raises(StoreUrlError) as raised:
-        PostgresJournal(
-            "postgresql://postgres@127.0.0.1:1/test", namespace=namespace, schema=schema
-        )
-    assert str(raised.value) == said
-
-
-@pytest.mark.parametrize(("namespace", "schema"), [("n" * 200, "public"), ("fleet", "s" * 63)])
-def test_a_namespace_or_schema_at_its_bound_is_used(namespace: str, schema: str) -> None:
-    """[ours] 200 characters of namespace and PostgreSQL's 63 of schema name are taken: the
-    journal goes on to connect (and finds nothing listening on port 1)."""
-    with pytest.raises(StoreUnavailableError) as raised:
-        PostgresJournal(
-            "postgresql://postgres@127.0.0.1:1/test", namespace=namespace, schema=schema
-        )
-    assert not isinstance(raised.value, StoreUrlError)
-    assert str(raised.value).startswith(
-        f"cannot reach PostgreSQL journal {namespace!r} in {schema} "
-    )
-
-
 class _NamesOnly(PostgresJournal):
     """A journal that never connects: only the names it derives are looked at."""
 
@@ -882,29 +819,3 @@ def test_every_release_meets_on_the_same_locks_and_channels() -> None:
         journal = _NamesOnly("postgresql:///test", namespace=namespace, schema=schema)
         assert (journal._write_key, journal._leader_key) == (write, leader)
         assert (journal._channel, journal._applied_channel) == (channel, f"{channel}_applied")
-
-
-def test_a_connection_waits_for_the_server_as_long_as_told_and_never_forever(
-    postgres_url: str, fleet: Store
-) -> None:
-    """[ours] libpq waits forever for a server by default (and for ``connect_timeout=0``):
-    a journal asks for its own bound, 5 s unless told, at least 1 s, unless the URL gives
-    one of its own; its sessions are named after the fleet for ``pg_stat_activity``,
-    unless the URL names them."""
-    namespace = fleet.url.rpartition("namespace=")[2]
-
-    def parameters(conninfo: str, **options: Any) -> dict[str, str]:
-        with PostgresJournal(conninfo, namespace=namespace, **options) as journal:
-            return journal._connection().info.get_parameters()
-
-    given = parameters(postgres_url)
-    assert given["connect_timeout"] == "5"
-    assert given["application_name"] == f"forewarn {namespace}"
-    assert parameters(postgres_url, connect_timeout=0.2)["connect_timeout"] == "1"
-    own = (
-        f"{postgres_url}{'&' if '?' in postgres_url else '?'}connect_timeout=3&application_name=ops"
-    )
-    assert {key: parameters(own)[key] for key in ("connect_timeout", "application_name")} == {
-        "connect_timeout": "3",
-        "application_name": "ops",
-    }

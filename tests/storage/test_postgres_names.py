@@ -144,6 +144,7 @@ def test_a_url_without_a_namespace_opens_the_default_one(
         ("postgresql://db.internal", "db.internal:5432/"),
         ("host=db.internal port=7000 user=fw", "db.internal:7000/fw"),
         ("dbname=fleets", "localhost:5432/fleets"),
+        ("host=/run/postgresql dbname=fw password=s3cret", "/run/postgresql:5432/fw"),
     ],
 )
 def test_describe_names_host_port_and_database_without_the_password(

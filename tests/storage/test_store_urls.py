@@ -7,7 +7,6 @@ the three-slash form name the same absolute file.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -119,50 +118,3 @@ def test_a_postgresql_store_is_told_by_its_scheme_alone(url: str, postgres: bool
     """Only PostgreSQL stores may be shared by several front-ends (docs/scale-out.md); the
     same test decides which backend opens the URL."""
     assert is_postgres_url(url) is postgres
-
-
-def test_memory_with_slashes_is_memory_too() -> None:
-    with open_journal("memory://") as journal:
-        assert isinstance(journal, MemoryJournal)
-
-
-@pytest.mark.parametrize(
-    ("url", "said"),
-    [
-        ("", "an empty store URL names no store"),
-        (
-            "redis://127.0.0.1/0",
-            "unknown store 'redis' in 'redis://127.0.0.1/0': use memory:, sqlite:///path, "
-            "postgresql://... or a directory",
-        ),
-    ],
-)
-def test_an_unknown_store_is_refused_saying_what_is_known(url: str, said: str) -> None:
-    with pytest.raises(StoreUrlError) as raised:
-        open_journal(url)
-    assert str(raised.value) == said
-
-
-def test_a_postgresql_store_without_its_driver_says_what_to_install(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The driver is an extra (``forewarn[postgres]``): without it, the URL is understood
-    and the store unavailable, saying how to get it."""
-    monkeypatch.setitem(sys.modules, "forewarn.storage.postgres", None)  # import fails
-    with pytest.raises(StoreUnavailableError) as raised:
-        open_journal("postgresql://db.example/forewarn")
-    assert str(raised.value) == (
-        "PostgreSQL stores need the psycopg driver: pip install 'forewarn[postgres]'"
-    )
-
-
-def test_a_postgresql_url_without_a_namespace_opens_the_default_one(
-    postgres_url: str, postgres_schema: str
-) -> None:
-    """[ours] A fleet needs no ``namespace`` of its own while it is the database's only one."""
-    from forewarn.storage.postgres import PostgresJournal
-
-    separator = "&" if "?" in postgres_url else "?"
-    with open_journal(f"{postgres_url}{separator}schema={postgres_schema}") as journal:
-        assert isinstance(journal, PostgresJournal)
-        assert (journal.namespace, journal.schema) == ("default", postgres_schema)
