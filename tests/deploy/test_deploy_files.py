@@ -76,6 +76,14 @@ def test_the_containerfile_has_a_build_stage_and_a_final_stage_without_build_too
     assert "pip uninstall --yes pip setuptools" in build
 
 
+def test_every_build_argument_has_a_default_so_a_plain_build_warns_of_nothing() -> None:
+    # podman (buildah) warns 'missing "NAME" build argument' for an ARG with no default that
+    # the command line does not give: a plain `podman build -t forewarn .` must not.
+    arguments = [rest for keyword, rest in _instructions() if keyword == "ARG"]
+    assert arguments
+    assert [argument for argument in arguments if "=" not in argument] == []
+
+
 def test_the_final_stage_runs_serve_as_a_numbered_non_root_user() -> None:
     final = dict(_instructions()[[k for k, _ in _instructions()].index("FROM", 1) :])
     assert final["USER"] == "${UID}:${UID}"
