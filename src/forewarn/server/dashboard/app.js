@@ -131,6 +131,29 @@ function countdown(notBefore) {
   return `in ${m ? m + " min " : ""}${s} s`;
 }
 
+// What a person can do to a Scheduled event from its row: approve it as one of the VMs it
+// names that has not approved yet (as that VM's own POST would), or cancel it.
+function eventActions(e) {
+  if (e.EventStatus !== "Scheduled") return [];
+  const actions = [];
+  const waiting = e.Resources.filter(vm => !e.approvedByVms.includes(vm));
+  if (waiting.length) {
+    const as = waiting.length > 1
+      ? el("select", { "aria-label": `VM to approve ${e.EventId} as` }, ...waiting.map(vm => el("option", { value: vm }, vm)))
+      : null;
+    const approve = () => {
+      const vm = as ? as.value : waiting[0];
+      act(() => call("POST", `/vms/${encodeURIComponent(vm)}/approve`, { eventIds: [e.EventId] }),
+        `approved ${e.EventId} as ${vm}`);
+    };
+    const label = as ? "Approve as" : `Approve as ${waiting[0]}`;
+    actions.push(el("button", { type: "button", class: "approve", onclick: approve }, label));
+    if (as) actions.push(as);
+  }
+  actions.push(el("button", { type: "button", class: "cancel", onclick: () => act(() => call("DELETE", `/events/${e.EventId}`), `cancelled ${e.EventId}`) }, "Cancel"));
+  return actions;
+}
+
 function renderEvents() {
   const rows = state.events.map(e => el("tr", { "data-event": e.EventId },
     el("td", { title: e.EventId }, e.EventId.slice(0, 8)),
@@ -140,9 +163,7 @@ function renderEvents() {
     el("td", { class: "countdown", "data-not-before": e.NotBefore }, countdown(e.NotBefore)),
     el("td", {}, e.approvedByVms.length ? e.approvedByVms.join(", ") : "-"),
     el("td", {}, e.jobId === null ? "-" : String(e.jobId)),
-    el("td", {}, e.EventStatus === "Scheduled"
-      ? el("button", { type: "button", onclick: () => act(() => call("DELETE", `/events/${e.EventId}`), `cancelled ${e.EventId}`) }, "Cancel")
-      : "")));
+    el("td", { class: "event-actions" }, ...eventActions(e))));
   document.querySelector("#events tbody").replaceChildren(...rows);
   document.getElementById("campaigns").textContent = state.campaigns.map(c =>
     `campaign ${c.id}: step ${c.step + 1} of ${c.steps}`).join("; ");
@@ -237,6 +258,8 @@ function operationForm(operation) {
 function fillTargets() {
   for (const select of document.querySelectorAll("#actions select[data-kind]")) {
     const wanted = targetsOf(select.dataset.kind);
+    // An operation on scale sets (or hosts, or sets) is no use to a fleet without any.
+    select.form.hidden = wanted.length === 0;
     const current = [...select.options].map(o => o.value);
     if (wanted.join("\n") !== current.join("\n")) {
       const value = select.value;
@@ -300,6 +323,15 @@ async function loadFlows() {
       `${flow.name}: ${flow.title} (${flow.origin})`)));
 }
 
+function renderCreateEvent() {
+  const vms = document.querySelector("#create-event select[name=resources]");
+  const wanted = state.vms.map(v => v.name);
+  if ([...vms.options].map(o => o.value).join("\n") !== wanted.join("\n")) {
+    const chosen = new Set([...vms.selectedOptions].map(o => o.value));
+    vms.replaceChildren(...wanted.map(name => el("option", { value: name, selected: chosen.has(name) ? "" : null }, name)));
+  }
+}
+
 function renderFlowVms() {
   const vm = document.getElementById("flow-vm");
   const wanted = ["", ...state.vms.map(v => v.name)];
@@ -347,6 +379,7 @@ function render() {
   renderEvents();
   renderScenarios();
   renderFlowVms();
+  renderCreateEvent();
   fillTargets();
   refreshTimeline().catch(error => say(`timeline: ${error.message}`));
 }
@@ -399,6 +432,23 @@ document.getElementById("advance").addEventListener("submit", event => {
 document.getElementById("approve-all").addEventListener("click", () => {
   act(() => call("POST", `/vms/${encodeURIComponent(selected)}/approve`, { eventIds: "all" }),
     `approved as ${selected}`);
+});
+document.getElementById("create-event").addEventListener("submit", event => {
+  event.preventDefault();
+  const form = event.target;
+  const body = {
+    type: form.elements.type.value,
+    source: form.elements.source.value,
+    resources: [...form.elements.resources.selectedOptions].map(o => o.value),
+    durationInSeconds: Number(form.elements.durationInSeconds.value || -1),
+    description: form.elements.description.value,
+    started: form.elements.started.checked,
+  };
+  if (form.elements.noticeSeconds.value !== "") body.noticeSeconds = Number(form.elements.noticeSeconds.value);
+  act(async () => {
+    const created = await call("POST", "/events", body);
+    say(`created ${created.EventType} ${created.EventId} for ${created.Resources.join(", ")}`);
+  }, "");
 });
 document.getElementById("scenario").addEventListener("submit", event => {
   event.preventDefault();
