@@ -10,13 +10,16 @@ what, what overflows) rather than an image a font change would break.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from e2e_support import serve_with_its_link
 from machine_support import require_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
 
 pytestmark = pytest.mark.e2e
 
@@ -29,13 +32,9 @@ vms:
   - {name: WestNO_1, address: 127.0.0.3, availabilitySet: west, faultDomain: 1, updateDomain: 1, host: h2}
 """
 #: A laptop's screen, the width the Event Grid table was cut off at.
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 #: A subscription whose name, endpoint and error are as long as real ones get.
 LONG_NAME = "maintenance-notifications-to-the-operations-team-webhook"
-
-
-def _browser(play: Any) -> Any:
-    return play.chromium.launch(executable_path=require_chromium(), args=["--no-sandbox"])
 
 
 def _token(link: str) -> str:
