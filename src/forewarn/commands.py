@@ -99,9 +99,17 @@ class HostOperation(Command):
     op: ClassVar[str] = "host"
     host: str
     action: str
+    #: What a hardware failure's event says it is (``fail`` only;
+    #: :data:`~forewarn.domain.operations.HARDWARE_FAILURE_MODELS`); None: the default.
+    model: str | None = None
 
     def apply(self, platform: Platform) -> Result:
-        return _named_action(operations.HOST_ACTIONS, "host", self.action)(platform, self.host)
+        action = _named_action(operations.HOST_ACTIONS, "host", self.action)
+        if self.model is None:
+            return action(platform, self.host)
+        if action is not operations.fail_host:
+            raise InvalidOperationError(f"host action {self.action!r} takes no model")
+        return operations.fail_host(platform, self.host, self.model)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -91,8 +91,13 @@ EXPECTED = {
     "predicted-failure": Expected(
         "Redeploy", "Platform", EMERGENCY_REPAIR, -1, 7 * 24 * 60 * MINUTE, 10 * MINUTE
     ),
-    # the overview, "Hardware Failure": "EventType = Redeploy and EventStatus = Started"
-    "hardware-failure": Expected("Redeploy", "Platform", VM_FAILURE, -1, None, 10 * MINUTE),
+    # the Windows VM page, "Event scheduling": "an event will be created for all impacted VMs
+    # with EventType = Reboot and EventStatus = Started" (the default: forewarn host fail)
+    "hardware-failure": Expected("Reboot", "Platform", VM_FAILURE, -1, None, 10 * MINUTE),
+    # the overview, "Exceptional Cases": "EventType = Redploy [sic] and EventStatus = Started"
+    "hardware-failure-redeploy": Expected(
+        "Redeploy", "Platform", VM_FAILURE, -1, None, 10 * MINUTE
+    ),
     # a Reboot whose impact is a freeze: the document is the User Reboot's
     "freeze-instead": Expected("Reboot", "User", USER_RESTART, -1, 15 * MINUTE, 10 * MINUTE),
     # a second impact changes no document

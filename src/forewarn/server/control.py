@@ -365,8 +365,13 @@ def _add_operation_route(
         inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)
     ]
     if model is not None:
+        # Optional when every parameter is (``host fail``'s ``as``): no body, the defaults.
+        optional = not any(field.is_required() for field in model.model_fields.values())
+        default = None if optional else inspect.Parameter.empty
         parameters.append(
-            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)
+            inspect.Parameter(
+                "body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model, default=default
+            )
         )
     perform.__signature__ = inspect.Signature(parameters, return_annotation=EventsOut)  # type: ignore[attr-defined]
     kind = operation.target.kind
