@@ -278,3 +278,54 @@ def test_the_list_is_answered_only_for_the_api_versions_that_have_it(
     assert old.status_code == 400
     assert old.json()["error"]["code"] == "InvalidApiVersionParameter"
     assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+
+
+def test_each_refusal_says_what_it_refuses(platform: ForewarnPlatform) -> None:
+    """ARM's error envelope (the "ErrorResponse" of every management REST specification, and
+    the Maintenance specification's ``ScheduledEventsListAcknowledgeError``: ``details`` of
+    ``target``, ``code``, ``message``), each message naming what it is about."""
+    (event,) = platform.restart("web_0")
+    ghost = "00000000-0000-0000-0000-0000000000EF"
+    nowhere = f"/subscriptions/{SUBSCRIPTION}/resourcegroups/Ops-RG/providers/x"
+    with platform.control_client() as http:
+        one = http.post(vm_event_id("db0", ghost) + "/acknowledge" + API).json()
+        listed = http.post(scale_set_path() + LIST_API, json={"value": [ghost]}).json()
+        malformed = http.post(scale_set_path() + LIST_API, json={"value": ["g", ghost]}).json()
+        content = http.post(scale_set_path() + LIST_API, json={"value": "x"}).json()
+        route = http.post(nowhere + "/providers/Microsoft.Maintenance/scheduledevents" + LIST_API)
+    assert one == {
+        "error": {
+            "code": "ResourceNotFound",
+            "message": f"The Resource 'Microsoft.Maintenance/scheduledevents/{ghost}' under "
+            "resource group 'ops-rg' was not found.",
+        }
+    }
+    assert listed == {
+        "error": {
+            "code": "ResourceNotFound",
+            "message": f"The Resource 'Microsoft.Maintenance/scheduledevents/{ghost}' under "
+            "resource group 'ops-rg' was not found.",
+            "details": [{"target": ghost, "code": "ResourceNotFound", "message": "not found"}],
+        }
+    }
+    assert malformed == {
+        "error": {
+            "code": "InvalidScheduledEventId",
+            "message": "A scheduled event id is a GUID (00000000-0000-0000-0000-000000000000).",
+            "details": [
+                {"target": "g", "code": "InvalidScheduledEventId", "message": "not a GUID"}
+            ],
+        }
+    }
+    assert content["error"]["code"] == "InvalidRequestContent"
+    assert content["error"]["message"].startswith("The request content is invalid: value: ")
+    assert route.status_code == 404
+    assert route.json() == {
+        "error": {
+            "code": "InvalidResourceType",
+            "message": "The resource type could not be found for the request path "
+            f"'{nowhere}/providers/Microsoft.Maintenance/scheduledevents'.",
+        }
+    }
+    assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+    assert event.status is EventStatus.SCHEDULED

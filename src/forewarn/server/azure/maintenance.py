@@ -108,9 +108,8 @@ def _acknowledge_list(
         return arm_error(
             400, "InvalidRequestContent", f"The request content is invalid: {where}: {first['msg']}"
         )
-    ids = [f"{events}/{event_id}" for event_id in listed.value]
-    refs = [parse_scheduled_event_id(resource_id) for resource_id in ids]
-    malformed = [given for given, ref in zip(listed.value, refs, strict=True) if ref is None]
+    ids = {given: f"{events}/{given}" for given in listed.value}
+    malformed = [given for given, whole in ids.items() if parse_scheduled_event_id(whole) is None]
     if malformed:
         return arm_error(
             400,
@@ -118,7 +117,8 @@ def _acknowledge_list(
             f"A scheduled event id is a GUID ({_ANY_ID}).",
             [_detail(given, "InvalidScheduledEventId", "not a GUID") for given in malformed],
         )
-    return _executed(service, AcknowledgeList(tuple(ids)), resource.resource_group, listed=True)
+    listed_ids = tuple(ids.values())
+    return _executed(service, AcknowledgeList(listed_ids), resource.resource_group, listed=True)
 
 
 def _executed(
@@ -143,7 +143,7 @@ def _executed(
 
 def _detail(target: str, code: str, message: str) -> dict[str, Any]:
     """One entry of ``ScheduledEventsListAcknowledgeErrorDetails.details``."""
-    return {"target": target[:64], "code": code, "message": message}
+    return {"target": target, "code": code, "message": message}
 
 
 def _no_route(path: str) -> JSONResponse:
