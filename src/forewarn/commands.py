@@ -99,9 +99,17 @@ class HostOperation(Command):
     op: ClassVar[str] = "host"
     host: str
     action: str
+    #: What a hardware failure's event says it is (``fail`` only;
+    #: :data:`~forewarn.domain.operations.HARDWARE_FAILURE_MODELS`); None: the default.
+    model: str | None = None
 
     def apply(self, platform: Platform) -> Result:
-        return _named_action(operations.HOST_ACTIONS, "host", self.action)(platform, self.host)
+        action = _named_action(operations.HOST_ACTIONS, "host", self.action)
+        if self.model is None:
+            return action(platform, self.host)
+        if action is not operations.fail_host:
+            raise InvalidOperationError(f"host action {self.action!r} takes no model")
+        return operations.fail_host(platform, self.host, self.model)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -265,11 +273,28 @@ class Acknowledge(Command):
     resource_id: str
 
     def apply(self, platform: Platform) -> Result:
-        ref = arm.parse_scheduled_event_id(self.resource_id)
-        if ref is None:
-            raise InvalidEventError(f"{self.resource_id!r} is no scheduled event's ARM id")
-        platform.acknowledge(ref)
+        platform.acknowledge((_event_ref(self.resource_id),))
         return ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AcknowledgeList(Command):
+    """The Maintenance resource provider's acknowledgement of several scheduled events of one
+    resource at once (``acknowledge_list``): each named by its ARM id, all of them or none."""
+
+    op: ClassVar[str] = "acknowledge-list"
+    resource_ids: tuple[str, ...]
+
+    def apply(self, platform: Platform) -> Result:
+        platform.acknowledge(tuple(_event_ref(resource_id) for resource_id in self.resource_ids))
+        return ()
+
+
+def _event_ref(resource_id: str) -> arm.ScheduledEventRef:
+    ref = arm.parse_scheduled_event_id(resource_id)
+    if ref is None:
+        raise InvalidEventError(f"{resource_id!r} is no scheduled event's ARM id")
+    return ref
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -328,7 +353,7 @@ COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
                 HostOperation, VmOperation, SetPolicy, StartCampaign, ScheduleEvent, CancelEvent,
-                Approve, Acknowledge, Touch, ClockMoved, Tick, Seen)
+                Approve, Acknowledge, AcknowledgeList, Touch, ClockMoved, Tick, Seen)
 }  # fmt: skip
 
 
@@ -461,6 +486,7 @@ __all__ = [
     "COMMANDS",
     "MAX_AT_CHARS",
     "Acknowledge",
+    "AcknowledgeList",
     "Approve",
     "CancelEvent",
     "ClockMoved",

@@ -39,7 +39,11 @@ from forewarn.commands import (
     SimulateEviction,
     VmOperation,
 )
-from forewarn.domain.operations import instance_names
+from forewarn.domain.operations import (
+    DEFAULT_HARDWARE_FAILURE,
+    HARDWARE_FAILURE_MODELS,
+    instance_names,
+)
 from forewarn.domain.platform import Platform
 from forewarn.domain.policy import ScheduledEventsPolicy
 
@@ -70,14 +74,16 @@ class Param:
     instance ids (``--instance-ids 0 1 2`` on the command line), ``flag`` a boolean that
     defaults to false (``--autoscale``), ``policy`` a ``scheduledEventsPolicy`` in ARM's JSON
     (``--policy '{...}'``; the adapters hand the operation a
-    :class:`~forewarn.domain.policy.ScheduledEventsPolicy`). ``name`` is the Python keyword,
-    ``wire`` the JSON key.
+    :class:`~forewarn.domain.policy.ScheduledEventsPolicy`), ``choice`` one of ``choices``,
+    optional (``--as redeploy``; left out, the operation's default, the first choice).
+    ``name`` is the Python keyword, ``wire`` the JSON key (and the option's name).
     """
 
     name: str
     wire: str
-    kind: Literal["instance-ids", "flag", "policy"]
+    kind: Literal["instance-ids", "flag", "policy", "choice"]
     help: str
+    choices: tuple[str, ...] = ()
 
 
 INSTANCE_IDS = Param(
@@ -92,10 +98,23 @@ POLICY = Param(
     "Targets.eventGridAndResourceGraph ({enable: bool, scheduledEventsApiVersion}); what it "
     "leaves out takes ARM's default.",
 )
+#: ``host fail --as``: what a hardware failure's event says it is, the documented default first.
+HARDWARE_FAILURE_AS = Param(
+    "as_",
+    "as",
+    "choice",
+    "What the event says it is: reboot (the default, the VM pages' \"EventType = Reboot and "
+    "EventStatus = Started\") or redeploy (the newer Scheduled Events overview's).",
+    choices=(
+        DEFAULT_HARDWARE_FAILURE,
+        *(model for model in HARDWARE_FAILURE_MODELS if model != DEFAULT_HARDWARE_FAILURE),
+    ),
+)
 _PARAM_TYPES = {
     "instance-ids": "array of instance ids",
     "flag": "boolean",
     "policy": "object",
+    "choice": "string",
 }
 
 
@@ -137,6 +156,9 @@ class Operation:
                 body[param.wire] = list(arguments[param.name])
             elif param.kind == "policy":
                 body[param.wire] = dict(arguments[param.name])
+            elif param.kind == "choice":
+                if arguments.get(param.name) is not None:
+                    body[param.wire] = arguments[param.name]
             else:
                 body[param.wire] = bool(arguments.get(param.name, False))
         return body
@@ -150,16 +172,18 @@ class Operation:
             "path": "/api/v1" + self.route,
             "summary": self.summary,
             "cli": f"forewarn {self.target.cli_group} {self.name}",
-            "parameters": [
-                {
-                    "name": param.wire,
-                    "type": _PARAM_TYPES[param.kind],
-                    "required": param.kind != "flag",
-                    "help": param.help,
-                }
-                for param in self.params
-            ],
+            "parameters": [_described(param) for param in self.params],
         }
+
+
+def _described(param: Param) -> dict[str, Any]:
+    return {
+        "name": param.wire,
+        "type": _PARAM_TYPES[param.kind],
+        "required": param.kind not in ("flag", "choice"),
+        "help": param.help,
+        "choices": list(param.choices),
+    }
 
 
 def _scale_set_exists(platform: Platform, name: str) -> object:
@@ -303,9 +327,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "fail",
         HOST,
-        "Hardware failure: a Started Reboot at once for every VM on the host, no notice.",
-        _host_action("fail"),
+        "Hardware failure: a Started Reboot (or, --as redeploy, Redeploy) at once for every VM "
+        "on the host, no notice.",
+        lambda host, as_=None: HostOperation(host, "fail", as_),
         "fail_host",
+        params=(HARDWARE_FAILURE_AS,),
     ),
 )
 
@@ -334,6 +360,7 @@ def describe() -> list[dict[str, Any]]:
 
 __all__ = [
     "AVAILABILITY_SET",
+    "HARDWARE_FAILURE_AS",
     "HOST",
     "OPERATIONS",
     "POLICY",

@@ -8,7 +8,11 @@ endpoint"; "Scheduled Events in Event Grid": ``az maintenance scheduledevents ac
 microsoft.compute/virtualMachines/{resourceName}/providers/microsoft.maintenance/
 scheduledevents/{scheduledEventId}``; the REST call as Azure's generated JavaScript SDK for the
 Maintenance provider sends it (``_acknowledgeSend``: ``POST .../acknowledge`` with api-version
-``2023-10-01-preview``).
+``2023-10-01-preview``); ``acknowledge_list`` (``POST .../scheduledevents`` with
+``{"value": [EventIds]}``) and the answer ``{"value": "Successfully Approved"}`` from the REST
+specification's examples (github.com/Azure/azure-rest-api-specs, specification/maintenance,
+``examples/2025-10-01-preview/ScheduledEvents_AcknowledgeList.json``,
+``examples/2023-10-01-preview/ScheduledEvents_Acknowledge.json``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from click.testing import CliRunner
 from forewarn.cli import main
 from forewarn.cli.common import CliContext
 from forewarn.domain.events import EventStatus
+from forewarn.server.azure.maintenance import ACKNOWLEDGE_API_VERSIONS, APPROVED
 from forewarn.testing import ForewarnPlatform, MakePlatform
 
 from .azure_support import FLEET, START, SUBSCRIPTION
@@ -50,7 +55,7 @@ def test_read_through_imds_and_acknowledged_outside_it_starts_for_every_vm(
     with platform.control_client() as http:
         answer = http.post(vm_event_id("db0", seen.event_id) + "/acknowledge" + API)
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"value": "Success"}
+    assert answer.json() == APPROVED == {"value": "Successfully Approved"}
     for vm in ("db0", "db1"):
         assert [e.status for e in platform.document(vm).events] == [EventStatus.STARTED]
     phases = [c.phase.value for c in platform.service.published().latest()]
@@ -118,3 +123,209 @@ def test_the_cli_acknowledges_by_arm_id(platform: ForewarnPlatform) -> None:
     )
     assert result.exit_code == 1
     assert "404: ResourceNotFound" in result.output
+
+
+def scale_set_path(event_ids: str = "") -> str:
+    """The scale set web's scheduled events, as ``acknowledge_list`` posts to them."""
+    return (
+        f"/subscriptions/{SUBSCRIPTION}/resourcegroups/ops-rg/providers/Microsoft.Compute/"
+        f"virtualMachineScaleSets/web/providers/Microsoft.Maintenance/scheduledevents{event_ids}"
+    )
+
+
+LIST_API = "?api-version=2025-10-01-preview"
+
+
+@pytest.mark.parametrize("version", sorted(ACKNOWLEDGE_API_VERSIONS))
+def test_every_api_version_the_sdks_and_az_send_is_answered(
+    platform: ForewarnPlatform, version: str
+) -> None:
+    """``az maintenance scheduledevent acknowledge`` sends 2023-10-01-preview
+    (github.com/Azure/azure-cli-extensions, src/maintenance, ``_acknowledge.py``),
+    ``azure-mgmt-maintenance`` 2.2.0b4 defaults to 2025-10-01-preview (its
+    ``_configuration.py``), and the newest command model of ``az maintenance scheduledevents
+    acknowledge`` is 2026-02-01-preview (github.com/Azure/aaz)."""
+    (event,) = platform.restart("db0")
+    with platform.control_client() as http:
+        answer = http.post(
+            f"{vm_event_id('db0', event.event_id)}/acknowledge?api-version={version}"
+        )
+    assert answer.json() == APPROVED
+    assert platform.document("db0").events[0].status is EventStatus.STARTED
+
+
+def test_arm_paths_are_matched_without_regard_to_case(platform: ForewarnPlatform) -> None:
+    """ARM reads resource ids without regard to case: the Scheduled Events pages spell
+    ``resourcegroups`` and ``resourceGroups``, ``Microsoft.Maintenance/scheduledevents`` and
+    ``microsoft.maintenance/scheduledevents`` for the same resource (learn.microsoft.com,
+    "Scheduled Events in Event Grid", "Acknowledging with the Maintenance Resource Provider
+    Endpoint"; ``--ids /subscriptions/{subscriptionId}/resourcegroups/...``). Every part of
+    the path, the ``/acknowledge`` suffix included, in capitals; and Resource Graph's path
+    alike, so no spelling falls to the control API's own 404."""
+    (event,) = platform.restart("db0")
+    shouted = f"{vm_event_id('db0', event.event_id)}/acknowledge".upper()
+    assert shouted.startswith("/SUBSCRIPTIONS/")
+    assert shouted.endswith("/ACKNOWLEDGE")
+    with platform.control_client() as http:
+        answer = http.post(shouted + API)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == APPROVED
+        graph = http.post(
+            "/PROVIDERS/MICROSOFT.RESOURCEGRAPH/RESOURCES?api-version=2022-10-01",
+            json={"query": "maintenanceresources"},
+        )
+        assert graph.status_code == 200, graph.text
+        assert graph.json()["totalRecords"] == 1
+        unknown = http.post(f"/SUBSCRIPTIONS/{SUBSCRIPTION}/RESOURCEGROUPS/X/NOTHING{API}")
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "InvalidResourceType"
+    assert platform.document("db0").events[0].status is EventStatus.STARTED
+
+
+def test_a_scale_set_event_is_not_acknowledged_through_one_of_its_vms(
+    platform: ForewarnPlatform,
+) -> None:
+    """ "If you're using a Virtual Machine Scale Sets, then the scheduled event ID includes
+    the ID of the entire Virtual Machine Scale Set, not just the impacted VMs"
+    (learn.microsoft.com, "Scheduled Events in Event Grid", "Finding the Virtual Machine ID
+    for a Virtual Machine in a Virtual Machine Scale Set"): the event is the set's resource,
+    and an instance's id names none, as a VM's name spelled as a standalone VM or the
+    instance's own id under the set."""
+    (event,) = platform.restart("web_1")
+    instance = vm_event_id("web_1", event.event_id)
+    under_the_set = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/Ops-RG/providers/Microsoft.Compute/"
+        f"virtualMachineScaleSets/web/virtualMachines/1/providers/Microsoft.Maintenance/"
+        f"scheduledevents/{event.event_id}"
+    )
+    with platform.control_client() as http:
+        as_vm = http.post(f"{instance}/acknowledge{API}")
+        assert as_vm.status_code == 404
+        assert as_vm.json()["error"]["code"] == "ResourceNotFound"
+        assert http.post(f"{under_the_set}/acknowledge{API}").status_code == 404
+    assert platform.document("web_1").events[0].status is EventStatus.SCHEDULED
+    with platform.control_client() as http:
+        at_the_set = http.post(scale_set_path(f"/{event.event_id}/acknowledge") + API)
+    assert at_the_set.json() == APPROVED
+    assert platform.document("web_1").events[0].status is EventStatus.STARTED
+
+
+def test_a_list_of_events_is_acknowledged_at_once(platform: ForewarnPlatform) -> None:
+    """``acknowledge_list``: ``{"value": [EventIds]}`` posted to the resource's
+    scheduledevents, answered as the REST specification's example answers it."""
+    ids = [event.event_id for vm in ("web_0", "web_1") for event in platform.restart(vm)]
+    with platform.control_client() as http:
+        answer = http.post(scale_set_path() + LIST_API, json={"value": [i.lower() for i in ids]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == APPROVED
+    shown = {
+        e.event_id: e.status for vm in ("web_0", "web_1") for e in platform.document(vm).events
+    }
+    assert shown == dict.fromkeys(ids, EventStatus.STARTED)
+
+
+def test_a_list_naming_an_unknown_event_acknowledges_none_of_them(
+    platform: ForewarnPlatform,
+) -> None:
+    """All or none [ours: the specification's error names each refused id in ``details``
+    (``ScheduledEventsListAcknowledgeError``), so no partial answer is needed]."""
+    (event,) = platform.restart("web_0")
+    (elsewhere,) = platform.restart("db0")
+    ghost = "00000000-0000-0000-0000-0000000000AB"
+    with platform.control_client() as http:
+        answer = http.post(
+            scale_set_path() + LIST_API, json={"value": [event.event_id, ghost, elsewhere.event_id]}
+        )
+    assert answer.status_code == 404
+    error = answer.json()["error"]
+    assert error["code"] == "ResourceNotFound"
+    assert [d["target"] for d in error["details"]] == [ghost, elsewhere.event_id]
+    assert {d["code"] for d in error["details"]} == {"ResourceNotFound"}
+    assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+    assert platform.document("db0").events[0].status is EventStatus.SCHEDULED
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"", "InvalidRequestContent"),
+        (b"{", "InvalidRequestContent"),
+        (b'{"value": []}', "InvalidRequestContent"),
+        (b'{"value": ["x"], "more": 1}', "InvalidRequestContent"),
+        (b'{"value": [1]}', "InvalidRequestContent"),
+        (b'{"value": ["not-a-guid"]}', "InvalidScheduledEventId"),
+        (b'{"value": ["../../x"]}', "InvalidScheduledEventId"),
+    ],
+)
+def test_a_malformed_list_is_refused(platform: ForewarnPlatform, body: bytes, code: str) -> None:
+    platform.restart("web_0")
+    with platform.control_client() as http:
+        answer = http.post(scale_set_path() + LIST_API, content=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == code
+    assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+
+
+def test_the_list_is_answered_only_for_the_api_versions_that_have_it(
+    platform: ForewarnPlatform,
+) -> None:
+    """``acknowledge_list`` came with 2025-10-01-preview (the REST specification's example,
+    ``az maintenance scheduledevents list-acknowledge``); 2023-10-01-preview has only the
+    single ``acknowledge``."""
+    (event,) = platform.restart("web_0")
+    with platform.control_client() as http:
+        old = http.post(scale_set_path() + API, json={"value": [event.event_id]})
+    assert old.status_code == 400
+    assert old.json()["error"]["code"] == "InvalidApiVersionParameter"
+    assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+
+
+def test_each_refusal_says_what_it_refuses(platform: ForewarnPlatform) -> None:
+    """ARM's error envelope (the "ErrorResponse" of every management REST specification, and
+    the Maintenance specification's ``ScheduledEventsListAcknowledgeError``: ``details`` of
+    ``target``, ``code``, ``message``), each message naming what it is about."""
+    (event,) = platform.restart("web_0")
+    ghost = "00000000-0000-0000-0000-0000000000EF"
+    nowhere = f"/subscriptions/{SUBSCRIPTION}/resourcegroups/Ops-RG/providers/x"
+    with platform.control_client() as http:
+        one = http.post(vm_event_id("db0", ghost) + "/acknowledge" + API).json()
+        listed = http.post(scale_set_path() + LIST_API, json={"value": [ghost]}).json()
+        malformed = http.post(scale_set_path() + LIST_API, json={"value": ["g", ghost]}).json()
+        content = http.post(scale_set_path() + LIST_API, json={"value": "x"}).json()
+        route = http.post(nowhere + "/providers/Microsoft.Maintenance/scheduledevents" + LIST_API)
+    assert one == {
+        "error": {
+            "code": "ResourceNotFound",
+            "message": f"The Resource 'Microsoft.Maintenance/scheduledevents/{ghost}' under "
+            "resource group 'ops-rg' was not found.",
+        }
+    }
+    assert listed == {
+        "error": {
+            "code": "ResourceNotFound",
+            "message": f"The Resource 'Microsoft.Maintenance/scheduledevents/{ghost}' under "
+            "resource group 'ops-rg' was not found.",
+            "details": [{"target": ghost, "code": "ResourceNotFound", "message": "not found"}],
+        }
+    }
+    assert malformed == {
+        "error": {
+            "code": "InvalidScheduledEventId",
+            "message": "A scheduled event id is a GUID (00000000-0000-0000-0000-000000000000).",
+            "details": [
+                {"target": "g", "code": "InvalidScheduledEventId", "message": "not a GUID"}
+            ],
+        }
+    }
+    assert content["error"]["code"] == "InvalidRequestContent"
+    assert content["error"]["message"].startswith("The request content is invalid: value: ")
+    assert route.status_code == 404
+    assert route.json() == {
+        "error": {
+            "code": "InvalidResourceType",
+            "message": "The resource type could not be found for the request path "
+            f"'{nowhere}/providers/Microsoft.Maintenance/scheduledevents'.",
+        }
+    }
+    assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+    assert event.status is EventStatus.SCHEDULED

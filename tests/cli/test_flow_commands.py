@@ -41,10 +41,11 @@ def test_list_names_every_flow_with_its_figures() -> None:
     assert len(lines) == 1 + len(FLOWS)
     data = json.loads(flows_cli().ok("scenario", "list", "-o", "json"))
     first = data["flows"][0]
+    # dev: the 5 s Freeze, then 5 s Started (docs/flows.md, "Dev timing")
     assert (first["name"], first["startedFor"], first["devTiming"]["started"]) == (
         "live-migration",
         "5m",
-        "5s",
+        "10s",
     )
 
 

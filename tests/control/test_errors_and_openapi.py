@@ -89,7 +89,6 @@ def test_openapi_lists_every_route_with_its_models(http: httpx.Client) -> None:
             ("hosts", "update"),
             ("hosts", "maintain"),
             ("hosts", "predict-failure"),
-            ("hosts", "fail"),
         ]
     }
     for method, path in ROUTES:

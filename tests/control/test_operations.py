@@ -30,15 +30,21 @@ def test_every_registered_operation_is_listed_with_its_route_and_parameters(
                 "type": "array of instance ids",
                 "required": True,
                 "help": "Instance ids, as az takes them: 0 1 2.",
+                "choices": [],
             },
             {
                 "name": "autoscale",
                 "type": "boolean",
                 "required": False,
                 "help": "Scale-in by autoscale: EventSource Platform.",
+                "choices": [],
             },
         ],
     }
+    fail = next(o for o in listed if o["name"] == "fail")
+    (model,) = fail["parameters"]
+    assert (model["name"], model["type"], model["required"]) == ("as", "string", False)
+    assert model["choices"] == ["reboot", "redeploy"]  # the default first
 
 
 def test_each_listed_operation_is_a_route_taking_exactly_its_parameters(

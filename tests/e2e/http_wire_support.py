@@ -37,10 +37,10 @@ def approval(event_id: str) -> bytes:
 def fail_from_now_on(platform: ForewarnPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every request the endpoint handles from now on raises."""
 
-    def respond(request: ImdsRequest) -> Answer:
+    def respond(request: ImdsRequest, *, admitted: bool = False) -> Answer:
         raise RuntimeError(FAILURE)
 
-    def respond_again(*repeated: object) -> None:
+    def respond_again(*repeated: object, admitted: bool = False) -> None:
         raise RuntimeError(FAILURE)
 
     monkeypatch.setattr(platform.endpoint, "respond", respond)

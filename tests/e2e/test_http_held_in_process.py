@@ -2,11 +2,13 @@
 what one VM can have held is bounded.
 
 README, "Faithfulness": a request made during an impact is held "and answered once the impact
-is over (on the manual clock: once the clock is moved past its end)". A VM that keeps calling
-while it is held cannot make the server hold without bound: it has at most a burst of the rate
-limit held (all of them are answered at the same moment, where the rate limit lets no more
-through: reference/imds/instance-metadata-service.md, "Rate limiting": "Requests exceeding
-this threshold will be rejected with 429 responses"), and a connection keeps at most
+is over (on the manual clock: once the clock is moved past its end)". The rate limit counts
+requests as they come: "Requests are limited to 5 requests per second (on a per VM basis).
+Requests exceeding this threshold will be rejected with 429 responses"
+(learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Rate limiting"). A VM
+that calls within its rate while held has every call held and answered when the impact ends,
+however many; one that calls faster is refused at once. What one VM can have held is bounded
+by the connections it may hold (``CONNECTIONS_PER_VM``), and a connection keeps at most
 ``MAX_WAITING_BEHIND`` pipelined requests behind its held one.
 
 The server runs in this process (``forewarn.testing``'s socket mode), one loopback address
@@ -25,6 +27,7 @@ import pytest
 from e2e_support import RawResponse, parse_responses
 from http_wire_support import get
 
+from forewarn.server.http import limits
 from forewarn.server.http.limits import MAX_WAITING_BEHIND
 from forewarn.testing import ForewarnPlatform
 
@@ -144,11 +147,33 @@ def test_a_thousand_vms_held_are_all_answered_when_the_impact_ends(
     assert dates == {format_datetime(ends, usegmt=True)}
 
 
-def test_a_vm_calling_on_while_held_has_a_burst_held_and_the_rest_refused(
+def test_a_vm_calling_within_its_rate_while_held_has_every_call_answered(
     platform: ForewarnPlatform, seconds: Seconds
 ) -> None:
-    """A VM opens more connections during its impact than the rate limit's burst: the burst
-    is held and answered 200 at the end; each one beyond gets IMDS's 429 at once."""
+    """A VM calls during its impact at its full rate for three seconds, a new connection for
+    each call: fifteen calls, three times the rate's burst, all held and all answered 200
+    when the impact ends (none was over the rate when it came, so none is refused because
+    they are answered together)."""
+    vm = platform.vm_names[0]
+    _freeze(platform, seconds, [vm])
+    held = []
+    for _ in range(3):
+        for _ in range(RATE_LIMIT):
+            caller = Caller(platform, vm)
+            caller.send(get())
+            held.append(caller)
+        platform.wait_for_request(after=len(held) - 1)
+        seconds.now += 1
+    assert all(caller.nothing_yet() for caller in held)
+    _advance(platform, seconds, IMPACT_SECONDS)
+    assert [caller.answers(1) for caller in held] == [[200]] * 3 * RATE_LIMIT
+
+
+def test_a_vm_calling_over_its_rate_while_held_is_refused_at_once(
+    platform: ForewarnPlatform, seconds: Seconds
+) -> None:
+    """Within one second a held VM makes more calls than the rate allows: those beyond it get
+    IMDS's 429 at once, the others are held and answered 200 at the end."""
     vm = platform.vm_names[0]
     _freeze(platform, seconds, [vm])
     held = [Caller(platform, vm) for _ in range(RATE_LIMIT)]
@@ -162,30 +187,36 @@ def test_a_vm_calling_on_while_held_has_a_burst_held_and_the_rest_refused(
     assert all(caller.nothing_yet() for caller in held)
     _advance(platform, seconds, IMPACT_SECONDS)
     assert [caller.answers(1) for caller in held] == [[200]] * RATE_LIMIT
-    # Another VM's own burst was never touched.
+    # Another VM's own rate was never touched.
     other = Caller(platform, platform.vm_names[1])
     other.send(get())
     assert other.answers(1) == [200]
 
 
 def test_a_held_call_whose_client_left_makes_room_for_its_retry(
-    platform: ForewarnPlatform, seconds: Seconds
+    platform: ForewarnPlatform, seconds: Seconds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A client whose call timed out closes it and calls again: the abandoned call no longer
-    counts, so the retry is held (not refused) and answered at the end."""
+    """A VM holds as many connections as it may, each with a held call: one more connection
+    is closed unread. A client whose call timed out closes it and calls again: the abandoned
+    call's connection is the one closed to make room, so the retry is held (not refused) and
+    answered at the end."""
+    monkeypatch.setattr(limits, "CONNECTIONS_PER_VM", 3)
     vm = platform.vm_names[0]
     _freeze(platform, seconds, [vm])
-    held = [Caller(platform, vm) for _ in range(RATE_LIMIT)]
+    held = [Caller(platform, vm) for _ in range(3)]
     for caller in held:
         caller.send(get())
-    platform.wait_for_request(after=RATE_LIMIT - 1)  # every one of them held
+    platform.wait_for_request(after=2)  # every one of them held
+    refused = Caller(platform, vm)
+    assert refused.ends()
+    assert refused.data == b"", "over the bound: closed, unanswered"
     held[0].sock.close()
     retry = Caller(platform, vm)
     retry.send(get())
-    platform.wait_for_request(after=RATE_LIMIT)
+    platform.wait_for_request(after=3)
     assert retry.nothing_yet()
     _advance(platform, seconds, IMPACT_SECONDS)
-    assert [caller.answers(1) for caller in [*held[1:], retry]] == [[200]] * RATE_LIMIT
+    assert [caller.answers(1) for caller in [*held[1:], retry]] == [[200]] * 3
 
 
 def test_what_is_pipelined_behind_a_held_request_is_bounded(

@@ -447,13 +447,12 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
     now = [clock]
     loop = _Loop()
-    held = _held_requests._HeldRequests(loop, lambda: now[0], limit=3)  # type: ignore[arg-type]
+    held = _held_requests._HeldRequests(loop, lambda: now[0])  # type: ignore[arg-type]
     connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
     late, first, second = (_Connection(connections, 0.0) for _ in range(3))
-    caller = ("127.0.0.2", "127.0.0.1")
-    held.hold(clock + timedelta(seconds=9), late, caller)  # type: ignore[arg-type]
-    held.hold(clock + timedelta(seconds=7), first, caller)  # type: ignore[arg-type]
-    held.hold(clock + timedelta(seconds=7), second, caller)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=9), late)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), first)  # type: ignore[arg-type]
+    held.hold(clock + timedelta(seconds=7), second)  # type: ignore[arg-type]
     assert [delay for delay, _ in loop.armed] == [limits.HOLD_TICK]
     loop.fire()
     assert [c.released for c in (late, first, second)] == [0, 0, 0]
@@ -464,34 +463,40 @@ def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None
     now[0] = clock + timedelta(seconds=60)
     loop.fire()
     assert [c.released for c in (late, first, second)] == [1, 1, 1]
-    assert (len(held), loop.armed, held.held_by(caller)) == (0, [], 0)
+    assert (len(held), loop.armed) == (0, [])
 
 
-def test_a_held_connection_closed_to_make_room_is_forgotten_when_its_pause_ends() -> None:
-    """A VM with its burst held (here 2) calls again after one of its clients left: that one
-    is closed to make room and the new call is held. The timer then releases the two still
-    held, and the closed one when its own time comes (it has nothing left to answer), with
-    nothing left counted for the VM in between or after."""
+def test_held_connections_of_a_vm_at_its_cap_make_room_only_once_their_client_left() -> None:
+    """A VM at its cap of connections (``limits.CONNECTIONS_PER_VM``), each holding a call:
+    a new connection is refused while every client still waits, and closes the held one
+    whose client has left once one has (``ImdsProtocol.idle_at`` counts it idle); that one
+    is still looked at when its pause ends, and nothing is left held after."""
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
     now = [clock]
     loop = _Loop()
-    held = _held_requests._HeldRequests(loop, lambda: now[0], limit=2)  # type: ignore[arg-type]
-    connections = _idle_connections._Connections(loop)  # type: ignore[arg-type]
-    gone, stays, retry, refused = (_Connection(connections, 0.0) for _ in range(4))
-    caller = ("127.0.0.2", "127.0.0.1")
-    assert held.hold(clock + timedelta(seconds=8), gone, caller)  # type: ignore[arg-type]
-    assert held.hold(clock + timedelta(seconds=7), stays, caller)  # type: ignore[arg-type]
-    gone.left = True
-    assert held.hold(clock + timedelta(seconds=7), retry, caller)  # type: ignore[arg-type]
-    assert not held.hold(clock + timedelta(seconds=7), refused, caller)  # type: ignore[arg-type]
-    assert (gone.closed, held.held_by(caller)) == (True, 2)
+    held = _held_requests._HeldRequests(loop, lambda: now[0])  # type: ignore[arg-type]
+    connections = _idle_connections._Connections(_Loop())  # type: ignore[arg-type]
+    cap = limits.CONNECTIONS_PER_VM
+    waiting = [_Connection(connections, 0.0, last_byte=None) for _ in range(cap)]
+    for connection in waiting:
+        connections.add(connection)  # type: ignore[arg-type]
+        held.hold(clock + timedelta(seconds=7), connection)  # type: ignore[arg-type]
+    refused = _Connection(connections, 0.0)
+    connections.add(refused)  # type: ignore[arg-type]
+    gone = waiting[0]
+    gone.last_byte = 0.0  # its client left: idle (ImdsProtocol.idle_at)
+    retry = _Connection(connections, 0.0)
+    connections.add(retry)  # type: ignore[arg-type]
+    assert (refused.aborted, gone.closed, retry.aborted, len(connections)) == (
+        True,
+        True,
+        False,
+        cap,
+    )
     now[0] = clock + timedelta(seconds=7)
     loop.fire()
-    assert [c.released for c in (stays, retry, refused)] == [1, 1, 0]
-    assert (len(held), held.held_by(caller)) == (1, 0)
-    now[0] = clock + timedelta(seconds=8)
-    loop.fire()
-    assert (len(held), held.held_by(caller), loop.armed) == (0, 0, [])
+    assert [c.released for c in waiting] == [1] * cap
+    assert (len(held), loop.armed) == (0, [])
 
 
 # -- listeners -----------------------------------------------------------------------------

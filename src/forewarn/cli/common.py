@@ -118,9 +118,14 @@ def parse_json_object(text: str, hint: str) -> dict[str, Any]:
 
 def operation_options(operation: Operation, function: F) -> F:
     """The options of ``operation``'s parameters beyond its target and instance ids: each
-    flag (``--autoscale``), and ``--policy JSON`` for a ``scheduledEventsPolicy``."""
+    flag (``--autoscale``), ``--policy JSON`` for a ``scheduledEventsPolicy``, and a choice by
+    its wire name (``--as redeploy``; left out, the operation's default)."""
     for param in reversed(operation.params):
-        if param.kind == "flag":
+        if param.kind == "choice":
+            function = click.option(
+                "--" + param.wire, param.name, type=click.Choice(param.choices), help=param.help
+            )(function)
+        elif param.kind == "flag":
             flag = "--" + param.name.replace("_", "-")
             function = click.option(flag, param.name, is_flag=True, help=param.help)(function)
         elif param.kind == "policy":

@@ -11,6 +11,8 @@ from forewarn.cli.common import (
     control_option,
     emit,
     emit_events,
+    operation_body,
+    operation_options,
     output_option,
 )
 from forewarn.domain.operations import MaintenanceKind
@@ -33,16 +35,14 @@ def host_list(control: str, output: str) -> None:
 
 
 def _host_command(operation: Operation) -> click.Command:
-    @click.command(operation.name, help=operation.summary)
-    @click.option("--name", "-n", required=True, help=HOST.name_help)
-    @control_option
-    @output_option
-    def command(name: str, control: str, output: str) -> None:
+    def command(name: str, control: str, output: str, **arguments: Any) -> None:
         with control_api(control) as api:
-            data = api.post(operation.path(name))
+            data = api.post(operation.path(name), operation_body(operation, arguments))
         emit_events(data, output, f"{operation.name} {name}: done, with no event")
 
-    return command
+    decorated = output_option(control_option(operation_options(operation, command)))
+    named = click.option("--name", "-n", required=True, help=HOST.name_help)
+    return click.command(operation.name, help=operation.summary)(named(decorated))
 
 
 for _operation in for_target(HOST):

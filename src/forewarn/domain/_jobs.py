@@ -126,21 +126,36 @@ class Jobs:
                     live.approvers.append(vm_name)
                 self._start_job_if_approved(live.job)
 
-    def acknowledge(self, ref: ScheduledEventRef) -> None:
-        """The Maintenance resource provider's acknowledgement of the event ``ref`` names, at
-        the VM or scale set it is filed under or one of the VMs it impacts: the approval of
-        that resource's subscription, as a POST from one of its VMs would give ("Azure treats
-        an approval request from either endpoint as meaning that the event can start",
-        "Scheduled Events overview", "Acknowledging Scheduled Events")."""
+    def acknowledge(self, refs: Sequence[ScheduledEventRef]) -> None:
+        """The Maintenance resource provider's acknowledgement of the events ``refs`` name,
+        each at the resource it is filed under (a scale set's at the set: :func:`names`) or,
+        for one filed under a VM, at one of the VMs it impacts [ours: the pages show only
+        VMs and scale sets]: the approval of that resource's subscription, as a POST from one
+        of its VMs would give ("Azure treats an approval request from either endpoint as
+        meaning that the event can start", "Scheduled Events overview", "Acknowledging
+        Scheduled Events"). All of them or none: one that names no event refuses the whole
+        list, naming every such one."""
         state = self._state
-        live = state.live(ref.event_id)
-        vms = [state.vms.get(resource.name) for resource in live.event.resources]
-        named = [vm for vm in vms if vm is not None and names(ref, vm)]
-        if not named:
-            raise UnknownEventError((ref.event_id,))
-        if live.event.status is EventStatus.SCHEDULED:
-            live.approvals.add(named[0].tenant)
-            self._start_job_if_approved(live.job)
+        found: list[tuple[LiveEvent, Vm]] = []
+        unknown: list[str] = []
+        for ref in refs:
+            live = state.events.get(ref.event_id)
+            resources = () if live is None else live.event.resources
+            named = [
+                vm
+                for resource in resources
+                if (vm := state.vms.get(resource.name)) is not None and names(ref, vm)
+            ]
+            if live is None or not named:
+                unknown.append(ref.event_id)
+            else:
+                found.append((live, named[0]))
+        if unknown:
+            raise UnknownEventError(tuple(unknown))
+        for live, vm in found:
+            if live.event.status is EventStatus.SCHEDULED:
+                live.approvals.add(vm.tenant)
+                self._start_job_if_approved(live.job)
 
     def cancel(self, event_id: str) -> Event:
         """The platform calls off a Scheduled event: it vanishes from every document."""

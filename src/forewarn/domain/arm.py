@@ -92,16 +92,22 @@ def parse_scheduled_event_id(text: str) -> ScheduledEventRef | None:
 
 
 def names(ref: ScheduledEventRef, vm: Vm) -> bool:
-    """Whether ``ref``'s resource is ``vm`` or its scale set (ARM ids ignore case)."""
+    """Whether ``ref``'s resource is one an acknowledgement of an event impacting ``vm`` may
+    name (ARM ids ignore case): the scale set ``vm`` is an instance of, since a scale set's
+    event is filed under the whole set ("the scheduled event ID includes the ID of the entire
+    Virtual Machine Scale Set, not just the impacted VMs", "Scheduled Events in Event Grid"),
+    so an instance's own id names no such event; otherwise ``vm`` itself."""
     if (ref.subscription_id.lower(), ref.resource_group.lower()) != (
         vm.subscription_id.lower(),
         vm.resource_group.lower(),
     ):
         return False
     wanted = ref.resource_name.lower()
-    if ref.resource_type.lower() == "virtualmachinescalesets":
-        return vm.vm_scale_set_name.lower() == wanted
-    return vm.name.lower() == wanted
+    if vm.vm_scale_set_name:
+        kind, name = "virtualmachinescalesets", vm.vm_scale_set_name
+    else:
+        kind, name = "virtualmachines", vm.name
+    return ref.resource_type.lower() == kind and name.lower() == wanted
 
 
 __all__ = [

@@ -54,6 +54,7 @@ class UnknownEventError(DomainError):
 
     def __init__(self, event_ids: tuple[str, ...]) -> None:
         super().__init__("unknown event id(s): " + ", ".join(event_ids))
+        self.event_ids = event_ids
 
 
 class InvalidOperationError(DomainError):

@@ -317,10 +317,10 @@ class Platform:
             join_key=join_key,
         )
 
-    def acknowledge(self, ref: ScheduledEventRef) -> None:
-        """The Maintenance resource provider's acknowledgement of an event
+    def acknowledge(self, refs: Sequence[ScheduledEventRef]) -> None:
+        """The Maintenance resource provider's acknowledgement of events, all or none
         (:meth:`forewarn.domain._jobs.Jobs.acknowledge`)."""
-        self._jobs.acknowledge(ref)
+        self._jobs.acknowledge(refs)
 
     @property
     def history(self) -> EventHistory:

@@ -27,11 +27,6 @@ class RateLimiter:
     def rate(self) -> float:
         return self._rate
 
-    @property
-    def burst(self) -> int:
-        """The most requests a key can make at once: a full bucket, at least one."""
-        return int(self._burst)
-
     def allow(self, key: str, now: float) -> bool:
         """Take a token for ``key`` if one is left; False means answer 429. Every VM's every
         request asks this, so it is written out rather than with min() and a default."""

@@ -33,7 +33,8 @@ class TimingProfile:
 
     ``terminate_notice`` None means "the scale set's notBeforeTimeout", as on Azure.
     ``started_period`` is how long an event stays Started, unless ``started_periods`` gives
-    its kind (:mod:`forewarn.domain.kinds`) one of its own.
+    its kind (:mod:`forewarn.domain.kinds`) one of its own; ``started_after_impact``: counted
+    from the end of the impact rather than from Started (:meth:`started_for`).
     """
 
     name: str
@@ -46,6 +47,7 @@ class TimingProfile:
     os_image_notice: timedelta
     terminate_notice: timedelta | None
     started_periods: Mapping[EventKind, timedelta] = field(default_factory=dict, hash=False)
+    started_after_impact: bool = False
 
     def notice_for(self, event_type: EventType) -> timedelta:
         return self.minimum_notice[event_type]
@@ -77,9 +79,12 @@ class TimingProfile:
     ) -> timedelta:
         """How long an event stays Started: ``own`` (an event made with a period of its own)
         or its kind's period, never less than its impact (a 5 s Freeze outlasts the fast
-        profile's 2 s Started period)."""
+        profile's 2 s Started period); with :attr:`started_after_impact`, that period after
+        the impact, so a VM paused by it still sees Started for the whole period once it runs
+        again."""
         period = self.started_period_for(event_type, description) if own is None else own
-        return max(period, self.impact_for(event_type, duration_seconds))
+        impact = self.impact_for(event_type, duration_seconds)
+        return impact + period if self.started_after_impact else max(period, impact)
 
     def with_overrides(self, overrides: Mapping[str, timedelta]) -> TimingProfile:
         """A copy with some durations replaced (per-run overrides); unknown names, and
@@ -88,7 +93,12 @@ class TimingProfile:
         ``notice.TYPE`` sets one event type's minimum notice, ``started_period.KIND`` one
         kind's Started period; other names are the fields' own (``impact``).
         """
-        known = {f.name for f in fields(self)} - {"name", "minimum_notice", "started_periods"}
+        known = {f.name for f in fields(self)} - {
+            "name",
+            "minimum_notice",
+            "started_periods",
+            "started_after_impact",
+        }
         notice = dict(self.minimum_notice)
         periods = dict(self.started_periods)
         changes: dict[str, object] = {}
@@ -151,7 +161,14 @@ def _minutes_read_as_seconds(profile: TimingProfile) -> TimingProfile:
     Scheduled 15 s ahead, a live migration Started for 5 s, the first call late by 2 s.
     Impacts stay in seconds (DurationInSeconds is), and so does the 24 h idle rule, which no
     flow exercises; Terminate takes the sets' default notBeforeTimeout read so, whatever a
-    set says."""
+    set says.
+
+    The Started period then counts from the end of the impact (``started_after_impact``):
+    read as seconds, a live migration's 5 s period is no longer than its 5 s Freeze, which
+    would pause the VM for all of it, so a VM polling inside it would never see Started,
+    where the mock server's Dev Timing shows Started for those 5 s (it pauses no VM). Minutes
+    are long beside an impact, so the documented profile counts from Started, as the
+    captures do."""
     return replace(
         profile,
         name="dev",
@@ -162,6 +179,7 @@ def _minutes_read_as_seconds(profile: TimingProfile) -> TimingProfile:
         os_image_notice=profile.os_image_notice / 60,
         terminate_notice=(profile.terminate_notice or profile.notice_for(EventType.TERMINATE)) / 60,
         started_periods={kind: period / 60 for kind, period in profile.started_periods.items()},
+        started_after_impact=True,
     )
 
 

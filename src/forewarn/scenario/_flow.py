@@ -236,8 +236,9 @@ def on_vm(operation: str) -> Callable[[Render], Steps]:
     return lambda render: [{operation: render.target.vm}]
 
 
-def on_host(action: str) -> Callable[[Render], Steps]:
-    return lambda render: [{"host": {action: render.target.host}}]
+def on_host(action: str, arguments: Mapping[str, str] | None = None) -> Callable[[Render], Steps]:
+    """The host action ``action`` on the flow's host, with what it takes (``{"as": ...}``)."""
+    return lambda render: [{"host": {action: render.target.host, **(arguments or {})}}]
 
 
 def event_step(

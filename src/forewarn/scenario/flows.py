@@ -52,6 +52,7 @@ from forewarn.scenario.schema import Scenario
 MOCK_SERVER = "github.com/Azure-Samples/scheduled-events-mock-server, main.py"
 OVERVIEW = "learn.microsoft.com/azure/virtual-machines/scheduled-events-overview"
 VM_PAGES = "learn.microsoft.com/azure/virtual-machines/linux/scheduled-events"
+WINDOWS_PAGE = "learn.microsoft.com/azure/virtual-machines/windows/scheduled-events"
 
 
 # -- the flows ----------------------------------------------------------------------------------
@@ -216,16 +217,35 @@ FLOWS: tuple[Flow, ...] = (
         "hardware-failure",
         "Hardware failure",
         "documented",
-        f'{OVERVIEW}: "an event is created for all impacted VMs with EventType = Redeploy and '
-        'EventStatus = Started"',
-        "a Platform Redeploy Started at once, no notice; Started for 10 min",
+        f'{WINDOWS_PAGE}, "Event scheduling": "an event will be created for all impacted VMs '
+        'with EventType = Reboot and EventStatus = Started"',
+        "a Platform Reboot Started at once for every VM of the failed host, no notice; Started "
+        "for 10 min",
+        EventType.REBOOT,
+        EventSource.PLATFORM,
+        descriptions.VM_FAILURE,
+        DURATION_UNKNOWN,
+        on_host("fail"),
+        lambda render: None,
+        names_resources=False,
+        notes=("the newer overview says Redeploy: the flow hardware-failure-redeploy",),
+    ),
+    Flow(
+        "hardware-failure-redeploy",
+        "Hardware failure, as the overview tells it",
+        "documented",
+        f'{OVERVIEW}, "Exceptional Cases": "an event is created for all impacted VMs with '
+        'EventType = Redploy [sic] and EventStatus = Started"',
+        "a Platform Redeploy Started at once for every VM of the failed host, no notice; "
+        "Started for 10 min",
         EventType.REDEPLOY,
         EventSource.PLATFORM,
         descriptions.VM_FAILURE,
         DURATION_UNKNOWN,
-        event_step(EventType.REDEPLOY, EventSource.PLATFORM, descriptions.VM_FAILURE, None),
+        on_host("fail", {"as": "redeploy"}),
         lambda render: None,
-        notes=("the VM pages say Reboot: forewarn host fail gives that one",),
+        names_resources=False,
+        notes=("forewarn host fail --as redeploy; the VM pages' Reboot is the default",),
     ),
     Flow(
         "freeze-instead",

@@ -150,7 +150,7 @@ def _operation(kind: str) -> Callable[[_Run, Any], None]:
             arguments = value.model_dump(exclude={"scale_set"})
         else:
             action, target = value.action
-            operation, arguments = find(HOST, action), {}
+            operation, arguments = find(HOST, action), value.arguments
         run.client.post(operation.path(target), operation.body(arguments))
 
     return perform

@@ -52,7 +52,16 @@ from forewarn.domain.timing import PROFILES
 from forewarn.errors import ForewarnError
 from forewarn.faults import FaultKind, FaultRule
 from forewarn.limits import MAX_DESCRIPTION, MAX_NAME_LENGTH, MAX_NAMES, MAX_SECONDS
-from forewarn.registry import AVAILABILITY_SET, HOST, SCALE_SET, VM, Operation, find, for_target
+from forewarn.registry import (
+    AVAILABILITY_SET,
+    HOST,
+    SCALE_SET,
+    VM,
+    Operation,
+    Param,
+    find,
+    for_target,
+)
 from forewarn.scenario.durations import parse_duration
 from forewarn.yaml_files import YamlInputError, dotted, load_yaml
 
@@ -180,23 +189,51 @@ class PolicyStep(_Strict):
         raise AssertionError("validated to name one target")
 
 
+#: The parameters host actions take (``as`` of ``fail``), by their wire name.
+_HOST_PARAMS: dict[str, Param] = {
+    param.wire: param for operation in for_target(HOST) for param in operation.params
+}
+
+
 class _OneHostAction(_Strict):
     @model_validator(mode="after")
     def _one_action(self) -> _OneHostAction:
-        if len(self.model_dump(exclude_none=True)) != 1:
+        given = self.model_dump(by_alias=True, exclude_none=True)
+        actions = [name for name in given if name in HOST_ACTIONS]
+        if len(actions) != 1:
             raise ValueError(f"name exactly one of {', '.join(HOST_ACTIONS)}")
+        taken = {param.wire for param in find(HOST, actions[0]).params}
+        for name in given:
+            if name not in HOST_ACTIONS and name not in taken:
+                raise ValueError(f"{actions[0]} takes no {name!r}")
         return self
 
     @property
     def action(self) -> tuple[str, str]:
-        ((action, host),) = self.model_dump(by_alias=True, exclude_none=True).items()
+        """The host action named and its host."""
+        given = self.model_dump(by_alias=True, exclude_none=True)
+        ((action, host),) = ((k, v) for k, v in given.items() if k in HOST_ACTIONS)
         return action, host
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The action's parameters given, by :attr:`~forewarn.registry.Param.name`."""
+        given = self.model_dump(by_alias=True, exclude_none=True)
+        return {_HOST_PARAMS[k].name: v for k, v in given.items() if k in _HOST_PARAMS}
 
 
 _HOST_FIELDS: dict[str, Any] = {
     name.replace("-", "_"): (str | None, Field(default=None, alias=name)) for name in HOST_ACTIONS
 }
-#: ``{live-migrate: h1}``: exactly one host action, naming the host.
+_HOST_FIELDS.update(
+    {
+        param.name: (Literal[param.choices] | None, Field(default=None, alias=param.wire))
+        for param in _HOST_PARAMS.values()
+        if param.kind == "choice"
+    }
+)
+#: ``{live-migrate: h1}``: exactly one host action, naming the host, and what it takes
+#: (``{fail: h1, as: redeploy}``).
 HostStep = create_model("HostStep", __base__=_OneHostAction, **_HOST_FIELDS)
 
 

@@ -63,6 +63,10 @@ class CreateEventRequest(_Body):
 def _field(param: Param) -> tuple[Any, Any]:
     if param.kind == "policy":
         return PolicyIn, Field(alias=param.wire, description=param.help)
+    if param.kind == "choice":
+        return Literal[param.choices] | None, Field(
+            default=None, alias=param.wire, description=param.help
+        )
     if param.kind == "instance-ids":
         ids = Field(alias=param.wire, min_length=1, max_length=MAX_NAMES, description=param.help)
         return list[InstanceId], ids
@@ -209,6 +213,7 @@ class ParameterOut(_Out):
     type: str
     required: bool
     help: str
+    choices: list[str] = Field(description="The values a string may take (empty: any)")
 
 
 class OperationOut(_Out):

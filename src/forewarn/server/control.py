@@ -78,8 +78,11 @@ from forewarn.server._control_models import (
     request_model,
     vm_out,
 )
+from forewarn.server.azure._arm import ArmPaths
 from forewarn.server.azure.eventgrid import eventgrid_router
+from forewarn.server.azure.maintenance import PREFIX as MAINTENANCE_PREFIX
 from forewarn.server.azure.maintenance import maintenance_router
+from forewarn.server.azure.resourcegraph import PATH as RESOURCE_GRAPH_PATH
 from forewarn.server.azure.resourcegraph import resource_graph_router
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
@@ -317,6 +320,7 @@ def create_control_app(
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
+    app.add_middleware(ArmPaths, prefixes=(MAINTENANCE_PREFIX, RESOURCE_GRAPH_PATH))
     return app
 
 
@@ -361,8 +365,13 @@ def _add_operation_route(
         inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)
     ]
     if model is not None:
+        # Optional when every parameter is (``host fail``'s ``as``): no body, the defaults.
+        optional = not any(field.is_required() for field in model.model_fields.values())
+        default = None if optional else inspect.Parameter.empty
         parameters.append(
-            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)
+            inspect.Parameter(
+                "body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model, default=default
+            )
         )
     perform.__signature__ = inspect.Signature(parameters, return_annotation=EventsOut)  # type: ignore[attr-defined]
     kind = operation.target.kind

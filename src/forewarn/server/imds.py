@@ -245,10 +245,12 @@ class ImdsEndpoint:
     def handle(self, request: ImdsRequest) -> ImdsResponse:
         return self.respond(request).response
 
-    def respond(self, request: ImdsRequest) -> Answer:
+    def respond(self, request: ImdsRequest, *, admitted: bool = False) -> Answer:
         """The answer as a transport needs it: what :meth:`handle` answers, with the platform
-        time for its Date header, told to :meth:`answered`."""
-        answer = self.answer(request)
+        time for its Date header, told to :meth:`answered`. ``admitted``: the request was held
+        (its VM paused) and counted against the rate limit when it arrived; it is not counted
+        again now that it is answered."""
+        answer = self.answer(request, admitted=admitted)
         self.answered(request, answer.response, answer.vm, answer.at)
         return answer
 
@@ -261,7 +263,13 @@ class ImdsEndpoint:
         record requests override it, so a repeated poll is recorded as any other."""
 
     def respond_again(
-        self, request: ImdsRequest, response: ImdsResponse, vm: Vm, repeats_under: int
+        self,
+        request: ImdsRequest,
+        response: ImdsResponse,
+        vm: Vm,
+        repeats_under: int,
+        *,
+        admitted: bool = False,
     ) -> datetime | None:
         """Answer ``request`` with ``response`` again: a poll repeated from the same address
         (on a kept connection, as every kept-alive VM sends every second, or on a new one, as
@@ -270,20 +278,27 @@ class ImdsEndpoint:
         :attr:`Answer.repeats_under` ``repeats_under``. The platform time it is answered at,
         the request counted, rate-limited and told to :meth:`answered` as by
         :meth:`respond`; None when the answer may differ now (the platform changed, or the VM
-        is over its rate limit), and :meth:`respond` says what it is."""
+        is over its rate limit), and :meth:`respond` says what it is. ``admitted`` as for
+        :meth:`respond`."""
         try:
             at = self.service.request_again(vm.name, repeats_under)
         except StoreUnavailableError:  # answered by respond, which says so
             return None
-        if at is None or not self.rate_limiter.allow(vm.name, self._monotonic()):
+        if at is None or not (admitted or self.rate_limiter.allow(vm.name, self._monotonic())):
             return None
         self.answered(request, response, vm, at)
         return at
 
-    def answer(self, request: ImdsRequest) -> Answer:
+    def answer(self, request: ImdsRequest, *, admitted: bool = False) -> Answer:
         """The response, the calling VM when the request got as far as finding it (so a
         wrapper recording requests by VM need not look it up again) and the platform time it
-        was answered at, read once per request."""
+        was answered at, read once per request.
+
+        The rate limit counts requests as they arrive: "5 requests per second (on a per VM
+        basis)" (IMDS overview, "Rate limiting"). One its paused VM cannot answer yet (the
+        first-call delay, an impact) is counted then, and held only when within the rate;
+        when the pause ends it is answered ``admitted``, not counted a second time, so a VM
+        that polled within its rate is never refused for having been kept waiting."""
         path = request.path
         method = request.method
         allowed = _ALLOWED_METHODS.get(path)
@@ -323,8 +338,13 @@ class ImdsEndpoint:
         # saved on every poll of the fleet.
         vm, pause, at, encoded, repeats_under = arrival
         if pause is not None:
-            return Answer(self._paused(pause), vm, at)
-        if not self.rate_limiter.allow(vm.name, self._monotonic()):
+            paused = self._paused(pause)
+            if paused.held_until is None or admitted:  # nothing answers it, or counted already
+                return Answer(paused, vm, at)
+            if not self.rate_limiter.allow(vm.name, self._monotonic()):
+                return Answer(_TOO_MANY, vm, at)
+            return Answer(paused, vm, at)
+        if not admitted and not self.rate_limiter.allow(vm.name, self._monotonic()):
             return Answer(_TOO_MANY, vm, at)
         if not isinstance(checked, Checked):  # refused by the request's own bytes
             return Answer(checked, vm, at)

@@ -119,12 +119,18 @@ class ReplayEndpoint(ImdsEndpoint):
         return self.trace.document_at(moment) or self.trace.documents[0]
 
     def respond_again(
-        self, request: ImdsRequest, response: ImdsResponse, vm: Vm, repeats_under: int
+        self,
+        request: ImdsRequest,
+        response: ImdsResponse,
+        vm: Vm,
+        repeats_under: int,
+        *,
+        admitted: bool = False,
     ) -> datetime | None:
         return None  # the recording, not the platform, says when the document changes
 
-    def answer(self, request: ImdsRequest) -> Answer:
-        answer = super().answer(request)
+    def answer(self, request: ImdsRequest, *, admitted: bool = False) -> Answer:
+        answer = super().answer(request, admitted=admitted)
         checked = request.checked
         if (
             request.method != "GET"

@@ -370,8 +370,10 @@ class ForewarnPlatform:
     def predict_failure(self, host: str) -> tuple[Event, ...]:
         return self.perform("predict_failure", host)
 
-    def fail_host(self, host: str) -> tuple[Event, ...]:
-        return self.perform("fail_host", host)
+    def fail_host(self, host: str, *, as_: str | None = None) -> tuple[Event, ...]:
+        """Hardware failure: a Started Reboot at once for every VM of ``host`` (the VM pages),
+        or a Redeploy with ``as_="redeploy"`` (the newer overview), as ``host fail --as``."""
+        return self.perform("fail_host", host, as_=as_)
 
     def start_maintenance(
         self,

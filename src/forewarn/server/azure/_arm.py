@@ -1,4 +1,5 @@
-"""What Azure Resource Manager's routes share: api-versions and the ARM error envelope.
+"""What Azure Resource Manager's routes share: paths read without regard to case, api-versions
+and the ARM error envelope.
 
 ARM answers an error as ``{"error": {"code": ..., "message": ..., "details": [...]}}`` (the
 "ErrorResponse" every management-plane REST spec references, which the management SDKs parse
@@ -8,11 +9,45 @@ this package answer so, whatever went wrong.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class ArmPaths:
+    """Reads the start of an ARM route's path without regard to case, as ARM reads resource
+    ids (the Scheduled Events pages themselves spell ``resourcegroups`` and
+    ``resourceGroups``, ``Microsoft.Maintenance`` and ``microsoft.maintenance``): a request
+    whose path begins with one of ``prefixes`` in any spelling is routed as if it were
+    spelled as given, so ``/SUBSCRIPTIONS/...`` reaches the same operation as
+    ``/subscriptions/...`` rather than the control API's own 404. What follows the prefix is
+    the route's to read without regard to case (:func:`forewarn.domain.arm.
+    parse_scheduled_event_id`).
+
+    An ASGI middleware around the whole control app: the routers' own matching is
+    case-sensitive, and rebuilt by the framework when they are included."""
+
+    def __init__(
+        self, app: Callable[[_Scope, _Receive, _Send], Awaitable[None]], prefixes: Sequence[str]
+    ) -> None:
+        self.app = app
+        self._prefixes = tuple((prefix.lower(), prefix) for prefix in prefixes)
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            lowered = path.lower()
+            for folded, spelled in self._prefixes:
+                if lowered.startswith(folded) and not path.startswith(spelled):
+                    scope = {**scope, "path": spelled + path[len(spelled) :]}
+                    break
+        await self.app(scope, receive, send)
 
 
 def arm_error(
@@ -43,4 +78,4 @@ def api_version_error(request: Request, supported: Collection[str]) -> JSONRespo
     return None
 
 
-__all__ = ["api_version_error", "arm_error"]
+__all__ = ["ArmPaths", "api_version_error", "arm_error"]

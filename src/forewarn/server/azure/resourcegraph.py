@@ -163,8 +163,7 @@ def resource_graph_router(service: ScheduledEventsService) -> APIRouter:
             answer["$skipToken"] = _skip_token(offset + top, digest)
         return JSONResponse(answer)
 
-    for path in (PATH, PATH.lower()):
-        router.add_api_route(path, resources, methods=["POST"])
+    router.add_api_route(PATH, resources, methods=["POST"])
     return router
 
 

@@ -226,6 +226,8 @@ function operationForm(operation) {
   // example it shows is one the form accepts.
   const fields = operation.parameters.map(p => p.type === "boolean"
     ? el("label", {}, el("input", { type: "checkbox", name: p.name }), ` ${p.name}`)
+    : p.choices.length
+      ? el("label", {}, `${p.name} `, el("select", { name: p.name }, ...p.choices.map(c => el("option", { value: c }, c))))
     : p.type === "object"
       ? el("label", {}, `${p.name} `, el("textarea", { name: p.name, rows: 2, cols: 40, required: p.required, spellcheck: "false", "data-example": "policy", placeholder: '{"userInitiatedReboot": {"automaticallyApprove": true}}' }))
       : el("label", {}, `${p.name} `, el("input", { name: p.name, "data-example": "instance-ids", size: 8, required: p.required })));
@@ -242,7 +244,8 @@ function operationForm(operation) {
       if (p.type === "object") {
         try { body[p.name] = JSON.parse(input.value || "{}"); } catch (error) { say(`${p.name}: not JSON (${error.message})`); return; }
       } else {
-        body[p.name] = p.type === "boolean" ? input.checked : input.value.split(/[\s,]+/).filter(Boolean);
+        body[p.name] = p.type === "boolean" ? input.checked
+          : p.choices.length ? input.value : input.value.split(/[\s,]+/).filter(Boolean);
       }
     }
     const path = operation.path.replace("/api/v1", "").replace("{name}", encodeURIComponent(target.value));

@@ -22,7 +22,7 @@ from forewarn.server.http._held_requests import _Caller
 from forewarn.server.http._idle_connections import _Connections
 from forewarn.server.http._parse_cache import _Parsed
 from forewarn.server.http._parsing import _ReadingEndedError, _RequestParsing
-from forewarn.server.http._response_bytes import _ANSWER, _TOO_MANY
+from forewarn.server.http._response_bytes import _ANSWER
 from forewarn.server.http._shared import _Again, _Shared
 from forewarn.server.imds import Answer, ImdsEndpoint, ImdsRequest, ImdsResponse, Limits, Reply
 
@@ -34,6 +34,7 @@ class ImdsProtocol(_RequestParsing):
     """One client connection; requests are answered in order as soon as each is complete."""
 
     __slots__ = (
+        "_admitted",
         "_again",
         "_connections",
         "_fault_passed",
@@ -62,6 +63,9 @@ class ImdsProtocol(_RequestParsing):
         self._parsed = shared.parsed
         self._request_ids = shared.request_ids
         self._held: list[_Parsed] | None = None
+        # The held request counted against the rate limit when it came, answered without
+        # counting it again when its VM's pause ends (ImdsEndpoint.answer).
+        self._admitted: _Parsed | None = None
         # Its request is never answered (a gone VM's): held with no end.
         self._unanswered = False
         # The bytes of the last poll on this connection whose parse is known, and that parse.
@@ -288,10 +292,16 @@ class ImdsProtocol(_RequestParsing):
                 self._inject(fault, parsed, request)
                 return
         self._fault_passed = None
+        admitted = parsed is self._admitted
+        if admitted:
+            self._admitted = None
         again = self._again
         if again is not None:  # the request answered last here (connection or address), again
             _, kept, caller, count = again
-            at = self._endpoint.respond_again(request, kept[0], caller, count)
+            if admitted:
+                at = self._endpoint.respond_again(request, kept[0], caller, count, admitted=True)
+            else:
+                at = self._endpoint.respond_again(request, kept[0], caller, count)
             if at is not None:  # kept alive: a request that was not ended the connection
                 transport = self._transport
                 assert transport is not None  # connected: its data was received
@@ -300,7 +310,10 @@ class ImdsProtocol(_RequestParsing):
                         _ANSWER % (kept[1], self._request_ids.next(), self._date.value(at), kept[2])
                     )
                 return
-        response, vm, at, repeats_under = self._endpoint.respond(request)
+        if admitted:
+            response, vm, at, repeats_under = self._endpoint.respond(request, admitted=True)
+        else:
+            response, vm, at, repeats_under = self._endpoint.respond(request)
         parsed.checked = request.checked
         self._refused = response.status == 429
         if self._refused:
@@ -309,7 +322,7 @@ class ImdsProtocol(_RequestParsing):
             if response.later is not None:
                 self._await_write(response.later, functools.partial(self._written, parsed))
             elif response.held_until is not None:
-                self._hold(parsed, response.held_until, at)
+                self._hold(parsed, response.held_until)
             elif response.unanswered:
                 self._keep_unanswered(parsed)
             elif response.reset:
@@ -356,28 +369,22 @@ class ImdsProtocol(_RequestParsing):
             return
         self.release()
 
-    def _hold(self, parsed: _Parsed, until: datetime, at: datetime) -> None:
-        """Wait, unread, for the VM's pause to end; or answer 429 when the VM already has as
-        many requests held as the pause's end can answer (:class:`_HeldRequests`)."""
-        if self._shared.held.hold(until, self, self.caller()):
-            self._held = [parsed]
-            if self._transport is not None:
-                self._transport.pause_reading()
-            return
-        self._refused = True
-        self._shared.refused.refused(self.caller())
-        self._write(_TOO_MANY, parsed.keep_alive, at)
-        if not parsed.keep_alive:
-            self._end()
+    def _hold(self, parsed: _Parsed, until: datetime) -> None:
+        """Wait, unread, for the VM's pause to end (:class:`_HeldRequests`). The request was
+        within the VM's rate when it came (ImdsEndpoint.answer), so it is answered then
+        without being counted again. How many a VM has held is bounded by the connections
+        it may hold (``limits.CONNECTIONS_PER_VM``), one held request each."""
+        self._shared.held.hold(until, self)
+        self._held = [parsed]
+        self._admitted = parsed
+        if self._transport is not None:
+            self._transport.pause_reading()
 
     def _keep_unanswered(self, parsed: _Parsed) -> None:
         """Never answer: the VM is gone. The request waits, unread behind it, until its
-        client gives up (it is then closed by the idle sweep, or to make room), as nothing
-        answers at the address of a VM that no longer exists; one more than the bound of
-        held requests is closed unanswered (:class:`_HeldRequests`)."""
-        if not self._shared.held.keep_unanswered(self, (self._local, self._peer)):
-            self._close()
-            return
+        client gives up (it is then closed by the idle sweep, or to make room for another
+        of the caller's connections), as nothing answers at the address of a VM that no
+        longer exists; the caller's connections are bounded as any VM's."""
         self._held = [parsed]
         self._unanswered = True
         if self._transport is not None:
@@ -497,15 +504,19 @@ class ImdsProtocol(_RequestParsing):
     def idle_at(self) -> float | None:
         """When its last bytes came, while it is idle: between requests, none held or
         waiting for a turn, not closing; None while it is busy. A client that stopped
-        reading its answers is idle too: nothing it sends is read meanwhile."""
+        reading its answers is idle too: nothing it sends is read meanwhile; so is one that
+        left while its request was held."""
         if (
             self._closing
             or self._request_started is not None
-            or self._held is not None
             or self._turns is not None
             or self._waiting_data is not None
         ):
             return None
+        if self._held is not None:
+            # A waiting request whose client has gone (a timed-out call, retried) is answered
+            # to nobody: its connection is as good as idle, the first to close for room.
+            return self._last_active if self.client_left() else None
         return self._last_active
 
     def close_idle(self) -> None:

@@ -1,6 +1,5 @@
 """Requests held while their VM is paused (an impact, the first-call delay), released in order
-of the pause's end, at most a burst of the rate limit per VM; and those of a VM that is gone,
-never released, under the same bound."""
+of the pause's end."""
 
 from __future__ import annotations
 
@@ -30,55 +29,26 @@ class _HeldRequests:
     the same instant are released in the same look, in no particular order; the connection's
     id only keeps the heap from comparing connections (one is held once at a time).
 
-    Each caller (VM) has at most ``limit`` connections held, the burst of the rate limit:
-    they are all answered at the same moment when the pause ends, where the rate limit lets
-    no more than a burst through, so any further one would only be held to be answered 429.
-    It gets that 429 at once instead, after the caller's held connections whose client has
-    gone away meanwhile (a timed-out call, retried) are closed to make room: a held
-    connection is not read, so its client's leaving is not otherwise seen until the answer.
+    Nothing here bounds how many one VM has held: each is a connection of its own, and a VM's
+    connections are bounded (``limits.CONNECTIONS_PER_VM``, :class:`._Connections`), those
+    whose client has left while held being the first closed to make room. Each was counted
+    against the rate limit when it came, so however many are released at once, none is
+    refused for it (:meth:`forewarn.server.imds.ImdsEndpoint.answer`).
     """
 
-    __slots__ = ("_by_caller", "_clock", "_heap", "_limit", "_loop", "_timer")
+    __slots__ = ("_clock", "_heap", "_loop", "_timer")
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime], limit: int
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], datetime]) -> None:
         self._loop = loop
         self._clock = clock
-        self._limit = limit
-        self._heap: list[tuple[datetime, int, ImdsProtocol, _Caller]] = []
-        self._by_caller: dict[_Caller, list[ImdsProtocol]] = {}
+        self._heap: list[tuple[datetime, int, ImdsProtocol]] = []
         self._timer: asyncio.TimerHandle | None = None
 
-    def hold(self, until: datetime, connection: ImdsProtocol, caller: _Caller) -> bool:
-        """Hold ``connection`` until ``until``; False (not held) when ``caller`` already has
-        ``limit`` connections held whose clients still wait."""
-        if not self._admit(connection, caller):
-            return False
-        heapq.heappush(self._heap, (until, id(connection), connection, caller))
+    def hold(self, until: datetime, connection: ImdsProtocol) -> None:
+        """Hold ``connection`` until the platform time ``until``."""
+        heapq.heappush(self._heap, (until, id(connection), connection))
         if self._timer is None:
             self._timer = self._loop.call_later(limits.HOLD_TICK, self._tick)
-        return True
-
-    def keep_unanswered(self, connection: ImdsProtocol, caller: _Caller) -> bool:
-        """Keep ``connection`` with no end: its VM is gone, and nothing will answer. Under
-        the same bound as held ones; False when ``caller`` has as many kept already."""
-        return self._admit(connection, caller)
-
-    def _admit(self, connection: ImdsProtocol, caller: _Caller) -> bool:
-        """Count ``connection`` for ``caller``, after closing those whose client has left
-        when the caller has ``limit`` already; False when there is still no room."""
-        held = self._by_caller.get(caller)
-        if held is None:
-            held = self._by_caller[caller] = []
-        elif len(held) >= self._limit:
-            for gone in [c for c in held if c.client_left()]:
-                held.remove(gone)
-                gone.close_idle()
-            if len(held) >= self._limit:
-                return False
-        held.append(connection)
-        return True
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -88,23 +58,7 @@ class _HeldRequests:
         heap = self._heap
         due: list[ImdsProtocol] = []
         while heap and heap[0][0] <= now:
-            _, _, connection, caller = heapq.heappop(heap)
-            self._forget(connection, caller)
-            due.append(connection)
+            due.append(heapq.heappop(heap)[2])
         self._timer = self._loop.call_later(limits.HOLD_TICK, self._tick) if heap else None
         for connection in due:
             connection.release()
-
-    def _forget(self, connection: ImdsProtocol, caller: _Caller) -> None:
-        """``connection`` no longer counts for ``caller``. One closed to make room was
-        already left out, and its caller may have nothing held any more."""
-        held = self._by_caller.get(caller)
-        if held is None or connection not in held:
-            return
-        held.remove(connection)
-        if not held:
-            del self._by_caller[caller]
-
-    def held_by(self, caller: _Caller) -> int:
-        """How many of ``caller``'s connections are held now."""
-        return len(self._by_caller.get(caller, ()))

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from email.utils import format_datetime
 
 from forewarn.server.imds import SERVER, ImdsResponse
-from forewarn.wire.errors import TOO_MANY_REQUESTS, error_body
 
 #: The reason phrase of every status the endpoint and the fault plan answer with.
 _REASONS = {
@@ -45,7 +44,6 @@ _HeadKey = tuple[int, bytes | None, bool]
 _Wire = tuple[ImdsResponse, bytes, bytes]
 #: An answer: its head up to the request id, the id, the Date, the rest (_Shared.wire_of).
 _ANSWER = b"%s%s\r\nDate: %s\r\n%s"
-_TOO_MANY = ImdsResponse(429, error_body(TOO_MANY_REQUESTS))
 _SECOND = timedelta(seconds=1)
 
 

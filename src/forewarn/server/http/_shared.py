@@ -49,7 +49,7 @@ class _Shared:
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
         self.connections = _Connections(loop)
-        self.held = _HeldRequests(loop, clock, endpoint.rate_limiter.burst)
+        self.held = _HeldRequests(loop, clock)
         self.refused = _RefusedTurns(loop)
         self.heads: dict[_HeadKey, tuple[bytes, bytes]] = {
             key: _head(*key)

@@ -15,12 +15,15 @@ from __future__ import annotations
 #: address called and the address called from. A VM polling once a second needs one (two with
 #: Go's idle pool); the documented clients never hold more than a few: ``requests.get`` and
 #: curl open one per poll and close it, a ``requests.Session``, Node's agent and Go's
-#: transport reuse one kept connection for polls made one after another, requests held during
-#: an impact are at most the rate limit's burst (5), and a client pipelining keeps its waiting
-#: requests (``MAX_WAITING_BEHIND``) on one connection. At the cap, a new connection makes the
-#: VM's longest-idle one close (HTTP lets a server close an idle kept connection at any time,
-#: RFC 9112 section 9.5, and every client retries on a new one); when none of them is idle (each
-#: has a request in progress, held or waiting), the new one is closed at once, unread.
+#: transport reuse one kept connection for polls made one after another, a client that starts
+#: calls without waiting for the last (a metrics exporter's scrapes) holds one per call it has
+#: not given up on while its VM is paused (the first-call delay, an impact; a call whose
+#: client left counts as idle, ``ImdsProtocol.idle_at``), and a client pipelining keeps its
+#: waiting requests (``MAX_WAITING_BEHIND``) on one connection. At the cap, a new connection
+#: makes the VM's longest-idle one close (HTTP lets a server close an idle kept connection at
+#: any time, RFC 9112 section 9.5, and every client retries on a new one); when none of them
+#: is idle (each has a request in progress, held or waiting), the new one is closed at once,
+#: unread.
 CONNECTIONS_PER_VM = 64
 #: Descriptors (RLIMIT_NOFILE's soft limit) the VMs' connections leave to everything else: the
 #: control API and its dashboard streams, the store's files or connections, impact hooks' pipes.
