@@ -69,8 +69,8 @@ _OPERATIONS = logging.getLogger("forewarn.operations")
 
 @dataclass(frozen=True, slots=True)
 class EncodedDocument:
-    """A document's bytes and its ETag, the incarnation (SPEC 1: reference/imds/
-    vmss-terminate-notification.md calls DocumentIncarnation "an ETag")."""
+    """A document's bytes and its ETag, the incarnation (SPEC 1.4: the
+    scale sets' terminate-notification page calls DocumentIncarnation "an ETag")."""
 
     body: bytes
     tag: str

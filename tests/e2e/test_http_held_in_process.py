@@ -5,9 +5,9 @@ README, "Faithfulness": a request made during an impact is held "and answered on
 is over (on the manual clock: once the clock is moved past its end)". A VM that keeps calling
 while it is held cannot make the server hold without bound: it has at most a burst of the rate
 limit held (all of them are answered at the same moment, where the rate limit lets no more
-through: reference/imds/instance-metadata-service.md, "Rate limiting": "Requests exceeding
-this threshold will be rejected with 429 responses"), and a connection keeps at most
-``MAX_WAITING_BEHIND`` pipelined requests behind its held one.
+through: learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Rate limiting":
+"Requests exceeding this threshold will be rejected with 429 responses"), and a connection keeps at
+most ``MAX_WAITING_BEHIND`` pipelined requests behind its held one.
 
 The server runs in this process (``forewarn.testing``'s socket mode), one loopback address
 per VM, on a manual clock; the rate limit's clock moves with it.
@@ -108,9 +108,10 @@ class Caller:
 
 
 def _freeze(platform: ForewarnPlatform, seconds: Seconds, vms: list[str]) -> None:
-    """Each VM's Freeze started now (scheduled-events-windows-2024.txt: the VM is paused for
-    the impact's duration); the rate limit's clock moves on a second, so every VM has its
-    whole burst again."""
+    """Each VM's Freeze started now
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events: the VM is paused for the
+    impact's duration); the rate limit's clock moves on a second, so every VM has its whole burst
+    again."""
     for vm in vms:
         platform.schedule("Freeze", vm, duration_seconds=IMPACT_SECONDS, started=True)
     seconds.now += 1

@@ -9,7 +9,8 @@ api-version of Azure's generated SDK for the Maintenance provider (the JavaScrip
 (learn.microsoft.com, "Scheduled Events in Event Grid", "Acknowledging with the Maintenance
 Resource Provider Endpoint"). It is the approval a POST to IMDS from one of the resource's VMs
 gives: "Azure treats an approval request from either endpoint as meaning that the event can
-start" (scheduled-events-overview.md, "Acknowledging Scheduled Events").
+start" (learn.microsoft.com/azure/virtual-machines/scheduled-events-overview, "Acknowledging
+Scheduled Events").
 
 ARM matches paths without regard to case, so the route takes any spelling and
 :func:`forewarn.domain.arm.parse_scheduled_event_id` reads it.
