@@ -5,8 +5,8 @@ response. Three ``forewarn serve`` front-ends on loopback share one namespace; e
 makes a change through one front-end and then asks another, as a VM would, until its document
 shows the change. Two kinds of change alternate on each VM: an operation (a restart through
 the control API) and an approval (the VM's own ``POST`` of StartRequests to the VM-facing
-endpoint, scheduled-events-windows-2024.txt "Start an event"). The front-ends take turns in
-every role.
+endpoint, learn.microsoft.com/azure/virtual-machines/windows/scheduled-events "Start an event"). The
+front-ends take turns in every role.
 
 The latency is from the moment the change is sent to the first answer of the other front-end
 that shows it, so the change's own round trip is included; that round trip, and the time

@@ -1,13 +1,13 @@
 """forewarn's real workload beside nginx: a fleet of VMs, each polling once a second at its own
 address, in a private network namespace.
 
-scheduled-events-linux.txt, "Polling frequency": "we recommend that you poll the service once
-per second". ``forewarn serve --bind 0.0.0.0:PORT`` listens once for the whole fleet and tells
-VMs apart by the address each connection arrived at; nginx, in the same namespace, listens on
-``0.0.0.0:PORT2`` and serves each address its own document (``$server_addr``), from memory:
-the bytes forewarn answered at that address, fetched once, checking the Metadata header as
-forewarn does. Every 50th VM has an event of its own an hour ahead (Freeze, Reboot, Redeploy
-in turn), so documents differ and stay the same throughout the run.
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency": "we
+recommend that you poll the service once per second". ``forewarn serve --bind 0.0.0.0:PORT`` listens
+once for the whole fleet and tells VMs apart by the address each connection arrived at; nginx, in
+the same namespace, listens on ``0.0.0.0:PORT2`` and serves each address its own document
+(``$server_addr``), from memory: the bytes forewarn answered at that address, fetched once, checking
+the Metadata header as forewarn does. Every 50th VM has an event of its own an hour ahead (Freeze,
+Reboot, Redeploy in turn), so documents differ and stay the same throughout the run.
 
 The generator is ``bench/loadgen/poller.c``: open loop, latency from each poll's scheduled
 time, every answer checked. Two modes: keep-alive (a connection per VM, opened before the

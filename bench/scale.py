@@ -47,7 +47,8 @@ START = datetime(2024, 4, 11, 22, 0, 0, tzinfo=UTC)
 API_VERSION = "2020-07-01"
 QUERY = f"api-version={API_VERSION}"
 HEADERS = {"host": "169.254.169.254", "metadata": "true"}
-#: scheduled-events-linux.txt, "Event Properties": "Host server is undergoing maintenance."
+#: learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties": "Host
+#: server is undergoing maintenance."
 DESCRIPTION = "Host server is undergoing maintenance."
 
 
@@ -351,9 +352,10 @@ def _idle_memory(count: int) -> MemoryResult:
 def grouped_schedule_cost(count: int, events: int = 200) -> float:
     """CPU microseconds to schedule one event when VMs are in availability sets of 10.
 
-    Everyone in a set sees its members' events (scheduled-events-linux.txt, "The Basics":
-    "All the VMs in an availability set"), so a campaign over a grouped fleet schedules
-    events there; their cost must not grow with the size of the fleet.
+    Everyone in a set sees its members' events
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "All the VMs
+    in an availability set"), so a campaign over a grouped fleet schedules events there; their cost
+    must not grow with the size of the fleet.
     """
     with _collector_restored():
         return _grouped_schedule_cost(count, events)

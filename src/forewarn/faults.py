@@ -1,12 +1,13 @@
 """Faults injected in front of the VM-facing endpoint: the plan, with no I/O.
 
-The IMDS overview tells clients to retry some answers (reference/imds/instance-metadata-service.md,
-"Errors and debugging": "410 Gone | Retry after some time for a max of 70 seconds", "429 Too
-Many Requests", "500 Service Error | Retry after some time"); real networks add slow answers,
-no answer at all, bodies cut short and resets. A :class:`FaultPlan` holds rules saying which of
-these a VM's requests meet (one VM or all; the next N requests, for a duration, with a
-probability) and decides, request by request, which fault applies. The decision is all it
-does: the transports carry the fault out (:mod:`forewarn.server.fault_hook`).
+The IMDS overview tells clients to retry some answers
+(learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
+Gone | Retry after some time for a max of 70 seconds", "429 Too Many Requests", "500 Service Error |
+Retry after some time"); real networks add slow answers, no answer at all, bodies cut short and
+resets. A :class:`FaultPlan` holds rules saying which of these a VM's requests meet (one VM or all;
+the next N requests, for a duration, with a probability) and decides, request by request, which
+fault applies. The decision is all it does: the transports carry the fault out
+(:mod:`forewarn.server.fault_hook`).
 
 Faults are not platform state: they are never journaled, do not survive a restart, and a
 request they answer never reaches the platform (except ``latency`` and ``truncate``, which

@@ -11,8 +11,8 @@ clock (:meth:`~ScheduledEventsService.catch_up`), so a state change (an approval
 that passed) is visible in the very next response with no background polling, and no method
 can forget it. Only :meth:`~ScheduledEventsService.replay` moves the platform to other times
 (the journaled ones). The fault plan is not platform state: the fault methods reach the
-platform only to find a VM, through the same door. ``tests/unit/test_service_door.py`` holds
-this module and the adapters to both rules.
+platform only to find a VM, through the same door. ``tests/architecture/test_service_door.py``
+holds this module and the adapters to both rules.
 
 Every state change is a :class:`~forewarn.commands.Command`: journaled (when a journal is
 configured) before the caller is answered or anything reads the platform, so an answer is
@@ -69,8 +69,8 @@ _OPERATIONS = logging.getLogger("forewarn.operations")
 
 @dataclass(frozen=True, slots=True)
 class EncodedDocument:
-    """A document's bytes and its ETag, the incarnation (SPEC 1: reference/imds/
-    vmss-terminate-notification.md calls DocumentIncarnation "an ETag")."""
+    """A document's bytes and its ETag, the incarnation (SPEC 1.4: the
+    scale sets' terminate-notification page calls DocumentIncarnation "an ETag")."""
 
     body: bytes
     tag: str

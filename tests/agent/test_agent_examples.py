@@ -54,8 +54,9 @@ def run(script: str, hook: str, tmp_path: Path, **extra: str) -> subprocess.Comp
 
 
 def test_example_configuration_is_valid_and_prepares_for_reboots(tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": short freezes are approved at
-    once; the example prepares (drains) for everything else that impacts this VM."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample": short
+    freezes are approved at once; the example prepares (drains) for everything else that impacts
+    this VM."""
     config = load_config(EXAMPLES / "agent.yaml", environ={})
     policy = Policy.from_specs(config.policies)
     reboot = parse_document({"DocumentIncarnation": 2, "Events": [EVENT]}).events[0]

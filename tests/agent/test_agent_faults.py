@@ -1,6 +1,6 @@
 """The agent facing a misbehaving endpoint: it keeps polling and never approves unprepared.
 
-SPEC.md section 1: "410/500 are transient platform errors that clients retry", "429 over the
+SPEC 1: "410/500 are transient platform errors that clients retry", "429 over the
 rate limit"; the issue's fault list adds timeouts, malformed JSON and an endpoint that
 restarts. Each test scripts the answers with ``httpx.MockTransport``, some of them in front
 of the real endpoint.

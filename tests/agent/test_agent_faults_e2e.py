@@ -1,10 +1,10 @@
 """``forewarn agent`` (a process) retrying through every injected fault of ``forewarn serve``.
 
-reference/imds/instance-metadata-service.md, "Errors and debugging": "410 Gone | Retry after
-some time for a max of 70 seconds", "500 Service Error | Retry after some time", "429 Too Many
-Requests"; timeouts, cut bodies and resets are the network's share. Each fault outlasts one
-poll's retries, so the agent records a poll error of the right kind, and then still approves
-the live migration's Freeze (examples/agent.yaml approves short freezes at once).
+learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
+Gone | Retry after some time for a max of 70 seconds", "500 Service Error | Retry after some time",
+"429 Too Many Requests"; timeouts, cut bodies and resets are the network's share. Each fault
+outlasts one poll's retries, so the agent records a poll error of the right kind, and then still
+approves the live migration's Freeze (examples/agent.yaml approves short freezes at once).
 """
 
 from __future__ import annotations

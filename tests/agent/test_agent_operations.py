@@ -1,4 +1,4 @@
-"""The agent through every operation of SPEC.md section 6, against the real endpoint in process.
+"""The agent through every operation of SPEC 6, against the real endpoint in process.
 
 Each test puts an event in front of a VM with the same command the control API runs, polls
 with the agent, moves platform time, and checks the hooks that ran (in order), the approvals
@@ -38,15 +38,15 @@ def hooked(world: World, vm: str, log: Path) -> Agent:
 @pytest.mark.parametrize(
     ("vm", "command", "event_type", "source"),
     [
-        # SPEC.md section 6: "restart a VM | Reboot | User | 15 min or approval"
+        # SPEC 6: "restart a VM | Reboot | User | 15 min or approval"
         ("vm0", Restart("vm0"), "Reboot", "User"),
-        # SPEC.md section 6: "redeploy a VM | Redeploy | User | 10 min or approval"
+        # SPEC 6: "redeploy a VM | Redeploy | User | 10 min or approval"
         ("vm0", Redeploy("vm0"), "Redeploy", "User"),
-        # SPEC.md section 6: "host maintenance needing reboot | Reboot | Platform | 15 min"
+        # SPEC 6: "host maintenance needing reboot | Reboot | Platform | 15 min"
         ("vm0", HostOperation("h0", "maintain"), "Reboot", "Platform"),
-        # SPEC.md section 6: "predicted hardware failure | Redeploy | Platform | days"
+        # SPEC 6: "predicted hardware failure | Redeploy | Platform | days"
         ("vm0", HostOperation("h0", "predict-failure"), "Redeploy", "Platform"),
-        # SPEC.md section 6: "scale-set guest OS upgrade / reimage with
+        # SPEC 6: "scale-set guest OS upgrade / reimage with
         # osImageNotificationProfile on | Reboot-like notification | Platform | 15 min"
         ("web_0", OsImageUpgrade("web", ("0",)), "Reboot", "Platform"),
     ],
@@ -54,10 +54,10 @@ def hooked(world: World, vm: str, log: Path) -> Agent:
 def test_prepare_approve_start_recover(
     world: World, tmp_path: Path, vm: str, command: Command, event_type: str, source: str
 ) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "For events in the
-    EventStatus:"Scheduled" state, you'll need to take steps to prepare your workload. Once
-    the preparation is complete, you should then approve the event"; "When the event has
-    reached a terminal state, it's removed from the list of events. That serves as the signal
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "For events in the EventStatus:"Scheduled" state, you'll need to take steps to prepare your
+    workload. Once the preparation is complete, you should then approve the event"; "When the event
+    has reached a terminal state, it's removed from the list of events. That serves as the signal
     for the customer to recover"."""
     log = tmp_path / "hooks.log"
     agent = hooked(world, vm, log)
@@ -88,9 +88,9 @@ def test_prepare_approve_start_recover(
 @pytest.mark.parametrize(
     ("vm", "command", "event_type", "source"),
     [
-        # SPEC.md section 6: "Spot eviction (incl. simulate-eviction) | Preempt | Platform | 30 s"
+        # SPEC 6: "Spot eviction (incl. simulate-eviction) | Preempt | Platform | 30 s"
         ("vm0", SimulateEviction(("vm0",)), "Preempt", "Platform"),
-        # SPEC.md section 6: "delete or scale in a scale-set VM with terminate notification
+        # SPEC 6: "delete or scale in a scale-set VM with terminate notification
         # enabled | Terminate | User"
         ("web_0", DeleteInstances("web", ("0",)), "Terminate", "User"),
     ],
@@ -100,8 +100,8 @@ def test_prepare_and_approve_before_the_vm_goes_away(
 ) -> None:
     """An evicted or deleted VM does not come back, so there is nothing to start or recover
     on it: the agent prepares (drains) and approves, then keeps polling through the errors of
-    a VM that no longer exists (scheduled-events-windows-2024.txt, "Python Sample": approve
-    once prepared; SPEC.md section 6 for the event each operation gives)."""
+    a VM that no longer exists (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events,
+    "Python Sample": approve once prepared; SPEC 6 for the event each operation gives)."""
     log = tmp_path / "hooks.log"
     agent = hooked(world, vm, log)
     agent.loop.poll_once()
@@ -126,9 +126,9 @@ def test_prepare_and_approve_before_the_vm_goes_away(
 def test_live_migration_short_freeze_is_approved_without_preparing(
     world: World, tmp_path: Path
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": "freeze events less that 9 seconds
-    are considered no impact. This will immediately approve them"; SPEC.md section 6: "live
-    migration ... | Freeze (DurationInSeconds few s) | Platform | 15 min"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample": "freeze
+    events less that 9 seconds are considered no impact. This will immediately approve them"; SPEC
+    6: "live migration ... | Freeze (DurationInSeconds few s) | Platform | 15 min"."""
     log = tmp_path / "hooks.log"
     agent = hooked(world, "vm0", log)
     agent.loop.poll_once()
@@ -145,9 +145,9 @@ def test_live_migration_short_freeze_is_approved_without_preparing(
 
 
 def test_hardware_failure_goes_straight_to_started(world: World, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling" note: on hardware failure "an
-    event will be created for all impacted VMs with EventType = Reboot and EventStatus =
-    Started"; nothing to approve, the started and recover hooks still run."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling" note:
+    on hardware failure "an event will be created for all impacted VMs with EventType = Reboot and
+    EventStatus = Started"; nothing to approve, the started and recover hooks still run."""
     log = tmp_path / "hooks.log"
     agent = hooked(world, "vm0", log)
     agent.loop.poll_once()
@@ -164,9 +164,9 @@ def test_hardware_failure_goes_straight_to_started(world: World, tmp_path: Path)
 
 
 def test_cancelled_event_is_recovered_from(world: World, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": "in rare cases, the operation
-    will be canceled by Azure before it starts. In that case the event will be removed from
-    the Events array" -- the agent recovers (uncordons) what it prepared."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": "in
+    rare cases, the operation will be canceled by Azure before it starts. In that case the event
+    will be removed from the Events array" -- the agent recovers (uncordons) what it prepared."""
     from forewarn.commands import CancelEvent
 
     log = tmp_path / "hooks.log"

@@ -73,16 +73,16 @@ def event(**fields: object) -> ScheduledEvent:
 def test_the_default_policy_is_the_documented_sample(
     fields: dict[str, object], action: str, rule: str
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": "Approve all user initiated
-    events"; "freeze events less that 9 seconds are considered no impact. This will
-    immediately approve them" (``DurationInSeconds >= 0 and < 9``); everything else is
-    logged."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample":
+    "Approve all user initiated events"; "freeze events less that 9 seconds are considered no
+    impact. This will immediately approve them" (``DurationInSeconds >= 0 and < 9``); everything
+    else is logged."""
     decision = Policy.from_specs(DOCUMENTED_SAMPLE_POLICY).decide(event(**fields), "WestNO_0")
     assert (decision.action.value, decision.rule) == (action, rule)
 
 
 def test_rules_are_ordered_and_match_resources(tmp_path: Path) -> None:
-    """SPEC.md section 5: "``Resources`` still lists only the impacted VMs; readers check it"."""
+    """SPEC 5: "``Resources`` still lists only the impacted VMs; readers check it"."""
     path = tmp_path / "agent.yaml"
     path.write_text(
         "policies:\n"
@@ -97,13 +97,13 @@ def test_rules_are_ordered_and_match_resources(tmp_path: Path) -> None:
 
 
 def test_leader_election() -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "elect a leader ... which might be
-    as simple as the first machine in the Resources field"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "elect
+    a leader ... which might be as simple as the first machine in the Resources field"."""
     shown = event(Resources=["WestNO_1", "WestNO_0"])
     assert leader(shown, "first-by-name") == "WestNO_0"
     assert leader(shown, "first-listed") == "WestNO_1"
     assert leader(shown, "every-vm") is None
-    # SPEC.md section 2: 2017-03-01 prefixes IaaS VM names with "_".
+    # SPEC 2: 2017-03-01 prefixes IaaS VM names with "_".
     assert leader(event(Resources=["_WestNO_1", "_WestNO_0"]), "first-by-name") == "WestNO_0"
 
 

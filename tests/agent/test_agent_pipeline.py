@@ -19,10 +19,11 @@ def both_hooks(log: Path, exit_code: int = 0) -> HooksSpec:
 
 
 def test_only_the_leader_approves_both_prepare(world: World, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "Acknowledging an event allows the
-    event to proceed for all Resources in the event ... you can choose to elect a leader to
-    coordinate the acknowledgement, which might be as simple as the first machine in the
-    Resources field." Two VMs of one availability set on one host: one Freeze for both."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event":
+    "Acknowledging an event allows the event to proceed for all Resources in the event ... you can
+    choose to elect a leader to coordinate the acknowledgement, which might be as simple as the
+    first machine in the Resources field." Two VMs of one availability set on one host: one Freeze
+    for both."""
     log = tmp_path / "hooks.log"
     agents = {
         vm: world.agent(vm, policies=PREPARE_POLICY[2:], hooks=both_hooks(log))
@@ -49,10 +50,10 @@ def test_only_the_leader_approves_both_prepare(world: World, tmp_path: Path) -> 
 
 
 def test_a_vm_not_in_resources_never_approves(world: World, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Scope": events reach "All the VMs in an
-    availability set" and "check the Resources field in the event to identify which VMs are
-    affected"; a restart of WestNO_0 is shown to WestNO_1, which must not approve it, even
-    under the sample's policy that approves every User event."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope": events reach
+    "All the VMs in an availability set" and "check the Resources field in the event to identify
+    which VMs are affected"; a restart of WestNO_0 is shown to WestNO_1, which must not approve it,
+    even under the sample's policy that approves every User event."""
     bystander = world.agent("WestNO_1")  # the documented sample's policy (the default)
     owner = world.agent("WestNO_0")
     bystander.loop.poll_once()
@@ -66,8 +67,8 @@ def test_a_vm_not_in_resources_never_approves(world: World, tmp_path: Path) -> N
 
 def test_a_failing_prepare_hook_never_approves(world: World, tmp_path: Path) -> None:
     """Issue: "A failing hook never approves." The event then starts only at its NotBefore
-    (scheduled-events-windows-2024.txt, "High level overview": "Otherwise, the event is
-    automatically approved when the NotBefore time is reached")."""
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "Otherwise, the event is automatically approved when the NotBefore time is reached")."""
     log = tmp_path / "hooks.log"
     agent = world.agent("vm0", policies=PREPARE_POLICY, hooks=both_hooks(log, exit_code=3))
     agent.loop.poll_once()
@@ -108,8 +109,8 @@ def test_a_restarted_agent_neither_reruns_hooks_nor_reapproves(
     world: World, tmp_path: Path
 ) -> None:
     """Issue: "what was already handled survives an agent restart"; the documented loop
-    (scheduled-events-windows-2024.txt, "High level overview") would prepare again for every
-    event of the first document it reads after a restart."""
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview")
+    would prepare again for every event of the first document it reads after a restart."""
     log = tmp_path / "hooks.log"
     first = world.agent("vm0", policies=PREPARE_POLICY, hooks=both_hooks(log))
     first.loop.poll_once()
@@ -131,9 +132,10 @@ def test_a_restarted_agent_neither_reruns_hooks_nor_reapproves(
 
 
 def test_an_event_gone_while_the_agent_was_down_is_recovered(world: World, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": an event no longer in the
-    list is the signal to recover; the store remembers what was prepared, so an agent that
-    was down when the event disappeared still recovers (uncordons) after its restart."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    an event no longer in the list is the signal to recover; the store remembers what was prepared,
+    so an agent that was down when the event disappeared still recovers (uncordons) after its
+    restart."""
     log = tmp_path / "hooks.log"
     first = world.agent("vm0", policies=PREPARE_POLICY, hooks=both_hooks(log))
     first.loop.poll_once()

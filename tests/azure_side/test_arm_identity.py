@@ -1,7 +1,8 @@
 """ARM ids of VMs, scale sets and scheduled events, built as Azure's pages spell them.
 
-Sources: learn.microsoft.com, "Scheduled Events in Event Grid" (scheduled-events-event-grid.md):
-the sample's ``subject`` and ``data.resourceInfo.id``
+Sources: learn.microsoft.com, "Scheduled Events in Event Grid"
+(learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid): the sample's ``subject``
+and ``data.resourceInfo.id``
 ``/subscriptions/{subscription-id}/resourceGroups/{rg-name}/providers/Microsoft.Compute/
 virtualMachineScaleSets/{vmss-name}/providers/microsoft.maintenance/scheduledevents/{event-id}``,
 and "Finding the Virtual Machine ID for a Virtual Machine in a Virtual Machine Scale Set" ("the

@@ -48,7 +48,7 @@ def test_the_304_and_the_200_are_compared_in_process() -> None:
 
 @pytest.mark.e2e
 def test_the_304_and_the_200_are_compared_over_sockets(tmp_path: Path) -> None:
-    """SPEC.md section 1: a GET whose If-None-Match is the current tag answers 304 with no
+    """SPEC 1: a GET whose If-None-Match is the current tag answers 304 with no
     body; wrk's 304s and 200s are each checked before and after."""
     cost = run_not_modified(tmp_path, wrk=_wrk(), duration=1, rounds=1)
     assert cost["ok_cpu_us"] > 0
@@ -57,9 +57,9 @@ def test_the_304_and_the_200_are_compared_over_sockets(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_a_flood_is_measured_against_the_other_vms(tmp_path: Path) -> None:
-    """reference/imds/instance-metadata-service.md, "Rate limiting": the flooding VM gets 429s
-    (run_flood fails otherwise), however it sends (kept connections, pipelined, a new
-    connection each time), while the others are answered 200."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Rate limiting": the
+    flooding VM gets 429s (run_flood fails otherwise), however it sends (kept connections,
+    pipelined, a new connection each time), while the others are answered 200."""
     flood = run_flood(tmp_path, wrk=_wrk(), seconds=1, rounds=1)
     assert (flood["nice"], set(flood["modes"])) == (0, set(FLOOD_MODES))
     for figures in flood["modes"].values():

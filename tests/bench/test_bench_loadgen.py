@@ -137,8 +137,9 @@ def test_a_slice_past_the_targets_file_is_a_usage_error(poller: Path, tmp_path: 
 def test_every_vm_polls_once_a_period_and_every_answer_is_checked(
     poller: Path, server: tuple[int, Answers], tmp_path: Path, mode: str
 ) -> None:
-    """scheduled-events-linux.txt, "Polling frequency": once per second (here a tenth of
-    one): 4 VMs, 3 periods, 12 polls, each with the Metadata header the endpoint requires.
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency": once
+    per second (here a tenth of one): 4 VMs, 3 periods, 12 polls, each with the Metadata header the
+    endpoint requires.
 
     The schedule is the generator's; whether the server here answers each poll before the
     VM's next is the machine's: an answer later than that is a timeout, and nothing else."""

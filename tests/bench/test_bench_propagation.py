@@ -24,8 +24,9 @@ from forewarn.config.fleet import parse_fleet
 
 
 def test_each_pair_is_an_availability_set_of_two_at_their_own_addresses() -> None:
-    """scheduled-events-windows-2024.txt: every VM of an availability set sees the set's
-    events, so the restarted VM's partner is the one asked while the restarted VM is down."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events: every VM of an
+    availability set sees the set's events, so the restarted VM's partner is the one asked while the
+    restarted VM is down."""
     fleet = parse_fleet(fleet_yaml(3), "generated")
     assert [(vm.name, vm.address) for vm in fleet.vms] == [
         ("set0000-a", "127.3.0.1"),

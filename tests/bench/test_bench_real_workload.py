@@ -132,10 +132,10 @@ def test_the_namespace_is_removed_with_its_processes_even_on_failure() -> None:
 @pytest.mark.e2e
 @pytest.mark.netns
 def test_smoke_run_answers_every_poll_of_both_servers_in_both_modes(tmp_path: Path) -> None:
-    """scheduled-events-linux.txt, "Polling frequency": "we recommend that you poll the
-    service once per second". 200 VMs at their own addresses, every 50th with an event of its
-    own, so the documents differ; every answer is checked against its VM's document length
-    by the generator, and a single error fails the run."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency": "we
+    recommend that you poll the service once per second". 200 VMs at their own addresses, every 50th
+    with an event of its own, so the documents differ; every answer is checked against its VM's
+    document length by the generator, and a single error fails the run."""
     try:
         results = run_real_workload(tmp_path, nginx=which("nginx"), vms=200, rounds=1, seconds=1)
     except UnavailableError as reason:

@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_campaign_at_1k_vms_runs_every_event_to_its_end() -> None:
-    """scheduled-events-linux.txt, "Event Properties": Started "This event has started";
-    "No Completed or similar status is ever provided. The event is no longer returned when
-    the event is finished." Each of 1,000 VMs gets its event, approves it, reboots (no answer
-    while down), sees it Started, and then no longer sees it; afterwards one VM's change
-    re-encodes that VM's document only."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    Started "This event has started"; "No Completed or similar status is ever provided. The event is
+    no longer returned when the event is finished." Each of 1,000 VMs gets its event, approves it,
+    reboots (no answer while down), sees it Started, and then no longer sees it; afterwards one VM's
+    change re-encodes that VM's document only."""
     result = run_campaign(1000)
     assert result.vms == 1000
     assert result.peak_open_events == 1000
@@ -59,8 +59,9 @@ def test_campaign_at_1k_vms_runs_every_event_to_its_end() -> None:
 def test_campaign_fails_when_an_approval_does_not_start_the_event(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": the POST lets the event start
-    early; a platform that ignored approvals must fail the scenario, not yield a figure."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": the
+    POST lets the event start early; a platform that ignored approvals must fail the scenario, not
+    yield a figure."""
     monkeypatch.setattr(Platform, "approve", lambda self, vm_name, event_ids: None)
     with pytest.raises(ScenarioError, match="while rebooting"):
         run_campaign(50)
@@ -75,7 +76,7 @@ def test_idle_memory_is_measured_per_vm() -> None:
 
 @pytest.mark.e2e
 def test_throughput_beside_nginx(tmp_path: Path) -> None:
-    """SPEC.md section 1 [doc]: "Header `Metadata: true` is required on every request";
+    """SPEC 1 [doc]: "Header `Metadata: true` is required on every request";
     both servers are checked to refuse a request without it, and to serve the same bytes,
     before wrk measures either."""
     wrk = require_tool("wrk", "the load generator")

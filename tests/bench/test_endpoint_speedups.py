@@ -87,9 +87,9 @@ def run(world: World, *clients: Client) -> None:
 
 
 def test_a_state_change_reaches_the_next_identical_poll() -> None:
-    """scheduled-events-windows-2024.txt, "Query for events" / SPEC.md section 2 [doc]:
-    DocumentIncarnation "increases whenever this VM's Events array changes". The third poll is
-    byte for byte the second, whose parse is reused, and must still show the new event."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events" /
+    SPEC 2 [doc]: DocumentIncarnation "increases whenever this VM's Events array changes". The third
+    poll is byte for byte the second, whose parse is reused, and must still show the new event."""
     world = World()
     seen: list[dict[str, Any]] = []
 
@@ -109,7 +109,7 @@ def test_a_state_change_reaches_the_next_identical_poll() -> None:
 
 
 def test_every_check_runs_on_a_reused_parse() -> None:
-    """SPEC.md section 1 [doc]: over the rate limit -> 429; missing ``Metadata: true`` -> 400.
+    """SPEC 1 [doc]: over the rate limit -> 429; missing ``Metadata: true`` -> 400.
     Two identical polls in the same instant with a limit of 2 pass; the third, identical
     again and on a new connection, is refused; a poll without the header is refused."""
     world = World(rate_limit=2.0)
@@ -155,7 +155,7 @@ def test_split_and_pipelined_polls_are_parsed_in_full() -> None:
 def test_a_failing_endpoint_is_a_500_on_a_reused_parse_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """SPEC.md section 1 [doc]: "410/500 are transient platform errors that clients retry".
+    """SPEC 1 [doc]: "410/500 are transient platform errors that clients retry".
     The first poll teaches the server its bytes; the endpoint then fails on the second."""
     world = World()
     original = world.endpoint.respond
@@ -196,7 +196,7 @@ def test_a_failing_endpoint_is_a_500_on_a_reused_parse_too(
 
 
 def test_the_date_header_follows_the_platform_clock_second_by_second() -> None:
-    """RFC 9110 section 6.6.1, Date; SPEC.md section 2 [ours]: the header is in the platform's
+    """RFC 9110 section 6.6.1, Date; SPEC 2 [ours]: the header is in the platform's
     time, so clients compare NotBefore against it, manual clock included."""
     world = World()
     dates: list[str] = []

@@ -14,8 +14,8 @@ from .cli_support import Cli
 
 
 def test_events_create_list_show_cancel(cli: Cli) -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": a cancelled event "will be
-    removed from the Events array"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": a
+    cancelled event "will be removed from the Events array"."""
     created = json.loads(
         cli.ok("events", "create", "--type", "reboot", "--vm", "app0", "--source", "User",
                "--notice", "20m", "--duration", "9", "-o", "json")
@@ -35,7 +35,8 @@ def test_events_create_list_show_cancel(cli: Cli) -> None:
 
 
 def test_events_create_refusals(cli: Cli) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": "Reboot 15 minutes" is the minimum."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    "Reboot 15 minutes" is the minimum."""
     output = cli.fails("events", "create", "--type", "Reboot", "--vm", "app0", "--notice", "1m")
     assert (
         output
@@ -47,7 +48,7 @@ def test_events_create_refusals(cli: Cli) -> None:
 
 
 def test_clock_show_advance_set(cli: Cli, clock: ManualClock) -> None:
-    """SPEC.md section 4 [ours]: `forewarn clock advance 15m` moves a manual clock."""
+    """SPEC 4 [ours]: `forewarn clock advance 15m` moves a manual clock."""
     assert (
         cli.ok("clock", "show") == "2022-04-11T22:11:58+00:00 (ManualClock, profile documented)\n"
     )
@@ -67,7 +68,7 @@ def test_clock_show_advance_set(cli: Cli, clock: ManualClock) -> None:
 
 
 def test_control_address_from_option_and_environment(cli: Cli) -> None:
-    """SPEC.md section 1 [ours]: `--control HOST:PORT`, else FOREWARN_CONTROL, else the default."""
+    """SPEC 1 [ours]: `--control HOST:PORT`, else FOREWARN_CONTROL, else the default."""
     cli.ok("clock", "show")
     cli.ok("clock", "show", "--control", "10.1.2.3:4000")
     cli("clock", "show", env={"FOREWARN_CONTROL": "[::1]:4001"})
@@ -76,7 +77,7 @@ def test_control_address_from_option_and_environment(cli: Cli) -> None:
 
 
 def test_unreachable_control_api_is_one_line_exit_1() -> None:
-    """SPEC.md section 1 [ours]: a clear one-line error when nothing answers."""
+    """SPEC 1 [ours]: a clear one-line error when nothing answers."""
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

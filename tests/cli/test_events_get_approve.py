@@ -31,7 +31,8 @@ def ok(*args: str, env: Mapping[str, str] | None = None) -> str:
 
 
 def test_get_prints_the_document_as_the_endpoint_sent_it(platform: ForewarnPlatform) -> None:
-    """scheduled-events-windows-2024.txt, "Query for events": ``curl -H Metadata:true
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events":
+    ``curl -H Metadata:true
     http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01``."""
     (event,) = platform.restart("vm0")
     output = ok("events", "get", "--endpoint", platform.url, "-o", "json")
@@ -81,9 +82,9 @@ def test_get_as_a_table(platform: ForewarnPlatform) -> None:
 def test_get_with_an_older_api_version_shows_what_that_version_shows(
     platform: ForewarnPlatform,
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Version and region availability": 2017-08-01
-    "Removed prepended underscore from resource names for IaaS VMs", so 2017-03-01 has it; and
-    EventSource arrived with 2019-08-01."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Version and region
+    availability": 2017-08-01 "Removed prepended underscore from resource names for IaaS VMs", so
+    2017-03-01 has it; and EventSource arrived with 2019-08-01."""
     platform.restart("vm0")
     output = ok("events", "get", "--endpoint", platform.url, "--api-version", "2017-03-01")
     assert output.splitlines()[2].split()[3:5] == ["-", "_vm0"]
@@ -91,9 +92,9 @@ def test_get_with_an_older_api_version_shows_what_that_version_shows(
 
 
 def test_approve_starts_the_event(platform: ForewarnPlatform) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "you can approve the outstanding
-    event by making a POST call to Metadata Service with EventId"; "The service always returns
-    a 200 success code if it's passed a valid event ID"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "you
+    can approve the outstanding event by making a POST call to Metadata Service with EventId"; "The
+    service always returns a 200 success code if it's passed a valid event ID"."""
     (event,) = platform.restart("vm0")
     output = ok("events", "approve", event.event_id.lower(), "--endpoint", platform.url)
 
@@ -108,8 +109,8 @@ def test_approve_starts_the_event(platform: ForewarnPlatform) -> None:
 
 
 def test_approve_several_at_once_with_json_output(platform: ForewarnPlatform) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": "You can confirm multiple events in
-    a single request if needed"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample": "You
+    can confirm multiple events in a single request if needed"."""
     first = platform.schedule("Freeze", "vm0", duration_seconds=5)
     second = platform.schedule("Reboot", "vm0")
     output = ok(
@@ -131,7 +132,7 @@ def test_approve_several_at_once_with_json_output(platform: ForewarnPlatform) ->
 
 
 def test_an_unknown_event_id_is_a_one_line_error(platform: ForewarnPlatform) -> None:
-    """SPEC.md section 3 [ours]: an id that is not an event this VM can see is a 400."""
+    """SPEC 3 [ours]: an id that is not an event this VM can see is a 400."""
     result = run(
         "events", "approve", "F020BA2E-3BC0-4C40-A10B-86575A9EABD5", "--endpoint", platform.url
     )
@@ -145,7 +146,8 @@ def test_an_unknown_event_id_is_named_as_it_was_given(platform: ForewarnPlatform
     """Seen by a newcomer: an unknown id was echoed upper-cased. GUIDs are "case insensitive
     on input" (RFC 4122, section 3), so ids are compared in upper case, but an error names
     the id as the user wrote it; a known id in lower case is approved (the documentation's
-    own "Start an event" example is lower case, scheduled-events-windows-2024.txt)."""
+    own "Start an event" example is lower case,
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events)."""
     result = run("events", "approve", "not-an-event", "--endpoint", platform.url)
     assert result.exit_code == 1
     assert result.output.rstrip().endswith("400: Bad request. unknown event id(s): not-an-event")
@@ -157,7 +159,7 @@ def test_an_unknown_event_id_is_named_as_it_was_given(platform: ForewarnPlatform
 def test_an_invalid_api_version_is_reported_with_the_newest_ones(
     platform: ForewarnPlatform,
 ) -> None:
-    """SPEC.md section 1 [doc]: `latest` is not accepted; the 400 names the newest versions."""
+    """SPEC 1 [doc]: `latest` is not accepted; the 400 names the newest versions."""
     result = run("events", "get", "--endpoint", platform.url, "--api-version", "latest")
     assert result.exit_code == 1
     assert "(newest versions: 2020-07-01, 2019-08-01, 2019-04-01)" in result.output

@@ -16,7 +16,8 @@ from forewarn.testing import MakePlatform
 
 from .cli_support import START, Cli
 
-#: The documented impact ("Impact Duration: 7 seconds", scheduled-events-windows-2024.txt).
+#: The documented impact ("Impact Duration: 7 seconds",
+#: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events).
 IMPACT = "7s"
 
 
@@ -37,13 +38,13 @@ def test_the_approving_vm_is_named(cli: Cli) -> None:
 
 
 def test_a_deleted_vm_s_event_is_not_listed_as_live(cli: Cli) -> None:
-    """ "Preempt: The Spot Virtual Machine is being deleted" (scheduled-events-linux.txt,
-    "Event Properties"): once its impact is over and the VM gone, nobody is shown its event,
-    and it is over."""
+    """ "Preempt: The Spot Virtual Machine is being deleted"
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties"): once
+    its impact is over and the VM gone, nobody is shown its event, and it is over."""
     (event,) = json.loads(cli.ok("vm", "simulate-eviction", "--name", "spot0", "-o", "json"))[
         "events"
     ]
-    cli.ok("clock", "advance", "30s")  # "Preempt: 30 seconds" (scheduled-events-linux.txt)
+    cli.ok("clock", "advance", "30s")  # "Preempt: 30 seconds" (SPEC 4.1)
     assert _rows(cli.ok("events", "list"))[event["EventId"]][2] == "Started"
     cli.ok("clock", "advance", IMPACT)
     assert event["EventId"] not in cli.ok("events", "list")
@@ -72,7 +73,7 @@ def test_a_vm_redeployed_twice_is_on_host_name_redeployed_2(
     hosts = []
     for _ in range(3):
         alone.ok("vm", "redeploy", "--name", "vm0")
-        alone.ok("clock", "advance", "10m")  # "Redeploy: 10 minutes" (scheduled-events-linux.txt)
+        alone.ok("clock", "advance", "10m")  # "Redeploy: 10 minutes" (SPEC 4.1)
         alone.ok("clock", "advance", "15m")
         hosts.append(json.loads(alone.ok("vm", "show", "--name", "vm0", "-o", "json"))["host"])
     assert hosts == ["host-vm0-redeployed", "host-vm0-redeployed-2", "host-vm0-redeployed"]

@@ -1,7 +1,8 @@
 """``forewarn fault set|list|clear`` against the real control app, and the endpoint it faults.
 
-reference/imds/instance-metadata-service.md, "Errors and debugging": "410 Gone | Retry after
-some time for a max of 70 seconds"; the fault answers the VM's next request with it.
+learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
+Gone | Retry after some time for a max of 70 seconds"; the fault answers the VM's next request with
+it.
 """
 
 from __future__ import annotations

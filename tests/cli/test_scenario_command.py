@@ -21,7 +21,8 @@ def _live_migration_cli() -> Cli:
 
 
 def test_run_passes_with_a_progress_bar() -> None:
-    """scheduled-events-windows-2024.txt, "Example responses", as a scenario (see the file)."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses", as
+    a scenario (see the file)."""
     cli = _live_migration_cli()
     result = cli("scenario", "run", str(LIVE_MIGRATION))
     assert result.exit_code == 0, result.output
@@ -31,8 +32,9 @@ def test_run_passes_with_a_progress_bar() -> None:
 
 
 def test_run_fails_naming_the_step_and_expected_vs_actual(tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": after the approval the
-    document is incarnation 3; a scenario claiming 2 must fail there and say so."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+    after the approval the document is incarnation 3; a scenario claiming 2 must fail there and say
+    so."""
     wrong = tmp_path / "wrong.yaml"
     text = LIVE_MIGRATION.read_text(encoding="utf-8")
     wrong.write_text(
@@ -56,7 +58,7 @@ def test_run_fails_naming_the_step_and_expected_vs_actual(tmp_path: Path) -> Non
 
 
 def test_run_reports_an_api_error_as_the_failing_step(tmp_path: Path) -> None:
-    """SPEC.md section 6 [ours]: a step the control API refuses fails with its message."""
+    """SPEC 6 [ours]: a step the control API refuses fails with its message."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps:\n  - advance: 1s\n  - host: {fail: h9}\n", encoding="utf-8")
     result = _live_migration_cli()("scenario", "run", str(bad))
@@ -68,7 +70,7 @@ def test_run_reports_an_api_error_as_the_failing_step(tmp_path: Path) -> None:
 
 
 def test_run_in_process_needs_no_server() -> None:
-    """SPEC.md section 6 [ours]: `--in-process` builds the scenario's fleet on a manual clock."""
+    """SPEC 6 [ours]: `--in-process` builds the scenario's fleet on a manual clock."""
     result = CliRunner().invoke(
         main, ["scenario", "run", "--in-process", str(EXAMPLES / "every-operation.yaml")]
     )
@@ -77,7 +79,7 @@ def test_run_in_process_needs_no_server() -> None:
 
 
 def test_schema_errors_name_file_step_and_field(tmp_path: Path) -> None:
-    """SPEC.md section 6 [ours]: a scenario mistake names the file, the step and the field."""
+    """SPEC 6 [ours]: a scenario mistake names the file, the step and the field."""
     bad = tmp_path / "typo.yaml"
     bad.write_text("steps:\n  - advance: 1s\n  - expect: {vm: a, events: [{EventTyp: Freeze}]}\n")
     for command in (["scenario", "validate"], ["scenario", "run"]):

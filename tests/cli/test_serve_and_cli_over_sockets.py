@@ -31,8 +31,9 @@ def served(tmp_path: Path) -> Iterator[str]:
 
 
 def test_cli_and_scenario_against_a_real_server(served: str) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses", run against ``forewarn serve``
-    over TCP: the same scenario passes as in-process; the CLI reads the result back."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses", run
+    against ``forewarn serve`` over TCP: the same scenario passes as in-process; the CLI reads the
+    result back."""
     runner = CliRunner()
     listed = runner.invoke(main, ["vm", "list", "--control", served])
     assert listed.exit_code == 0, listed.output
@@ -58,7 +59,7 @@ def test_cli_and_scenario_against_a_real_server(served: str) -> None:
 
 
 def test_scenario_refuses_another_timing_profile(served: str, tmp_path: Path) -> None:
-    """SPEC.md section 4 [ours]: a scenario written for one profile says so and stops."""
+    """SPEC 4 [ours]: a scenario written for one profile says so and stops."""
     needs = tmp_path / "documented.yaml"
     needs.write_text("profile: documented\nsteps:\n  - advance: 1s\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["scenario", "run", str(needs), "--control", served])

@@ -12,7 +12,7 @@ USER_RESTART = "Virtual machine is going to be restarted as requested by authori
 
 
 def test_vm_list_table_and_json(cli: Cli) -> None:
-    """SPEC.md section 7 [doc]: whether a VM receives events; section 4: whether it is up."""
+    """SPEC 7 [doc]: whether a VM receives events; section 4: whether it is up."""
     table = cli.ok("vm", "list").splitlines()
     assert table[0].split() == ["NAME", "ADDRESS", "HOST", "REACHABLE", "RECEIVING", "GROUP"]
     row = next(line for line in table if line.startswith("WestNO_0 "))
@@ -23,7 +23,7 @@ def test_vm_list_table_and_json(cli: Cli) -> None:
 
 
 def test_vm_show_and_a_one_line_error(cli: Cli) -> None:
-    """SPEC.md section 1 [ours]: errors are one line and exit 1."""
+    """SPEC 1 [ours]: errors are one line and exit 1."""
     shown = cli.ok("vm", "show", "--name", "spot0")
     assert ["priority", "Spot"] in [line.split() for line in shown.splitlines()]
     assert json.loads(cli.ok("vm", "show", "-n", "app0", "-o", "json"))["host"] == "host-app"
@@ -32,8 +32,8 @@ def test_vm_show_and_a_one_line_error(cli: Cli) -> None:
 
 
 def test_vm_restart_prints_the_event(cli: Cli) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": "If you restart a VM,
-    an event with the type Reboot is scheduled"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": "If you restart a VM, an event with the type Reboot is scheduled"."""
     table = cli.ok("vm", "restart", "--name", "app0").splitlines()
     assert table[0].split() == [
         "EVENT",
@@ -52,15 +52,17 @@ def test_vm_restart_prints_the_event(cli: Cli) -> None:
 
 
 def test_vm_simulate_eviction(cli: Cli) -> None:
-    """scheduled-events-linux.txt, "Event Properties": "Preempt: The Spot Virtual Machine is
-    being deleted"; only Spot VMs are evicted (SPEC.md section 6 [doc]): 409 otherwise."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    "Preempt: The Spot Virtual Machine is being deleted"; only Spot VMs are evicted (SPEC 6 [doc]):
+    409 otherwise."""
     assert "Preempt" in cli.ok("vm", "simulate-eviction", "--name", "spot0")
     assert "Error: 409: app0 is not a Spot VM" in cli.fails("vm", "simulate-eviction", "-n", "app0")
 
 
 def test_vm_approve(cli: Cli) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": approving lets the event start;
-    forewarn's control route approves as the VM (real VMs POST StartRequests)."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event":
+    approving lets the event start; forewarn's control route approves as the VM (real VMs POST
+    StartRequests)."""
     (event,) = json.loads(cli.ok("vm", "restart", "-n", "app0", "-o", "json"))["events"]
     assert cli.ok("vm", "approve", "-n", "app0", event["EventId"]) == (
         f"app0 approved {event['EventId']}\n"
@@ -73,9 +75,9 @@ def test_vm_approve(cli: Cli) -> None:
 
 
 def test_vmss_delete_instances_takes_ids_as_az_does(cli: Cli) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": "Terminate User Configurable: 5 to 15
-    minutes"; SPEC.md section 6: User, or Platform for autoscale. ``az vmss delete-instances
-    --name SET --instance-ids 0 1`` is the spelling."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    "Terminate User Configurable: 5 to 15 minutes"; SPEC 6: User, or Platform for autoscale. ``az
+    vmss delete-instances --name SET --instance-ids 0 1`` is the spelling."""
     data = json.loads(
         cli.ok(
             "vmss", "delete-instances", "--name", "web", "--instance-ids", "0", "1", "-o", "json"
@@ -94,9 +96,10 @@ def test_vmss_delete_instances_takes_ids_as_az_does(cli: Cli) -> None:
 
 
 def test_vmss_simulate_eviction_and_os_image_upgrade(cli: Cli) -> None:
-    """SPEC.md section 6 [doc]: Spot instances are evicted (409 for a regular set); an OS image
-    upgrade with osImageNotification gives a Platform Reboot (scheduled-events-windows-2024.txt,
-    "User-initiated maintenance")."""
+    """SPEC 6 [doc]: Spot instances are evicted (409 for a regular set); an OS image
+    upgrade with osImageNotification gives a Platform Reboot
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance")."""
     assert "Error: 409" in cli.fails("vmss", "simulate-eviction", "-n", "web", "--instance-id", "0")
     for command in ("os-image-upgrade", "reimage"):
         data = json.loads(cli.ok("vmss", command, "-n", "web", "--instance-ids", "0", "-o", "json"))
@@ -116,7 +119,7 @@ def test_vmss_simulate_eviction_and_os_image_upgrade(cli: Cli) -> None:
     ],
 )
 def test_host_actions(cli: Cli, action: str, event_type: str, status: str) -> None:
-    """SPEC.md section 6 [doc]: live migration Freeze, host maintenance Reboot, predicted
+    """SPEC 6 [doc]: live migration Freeze, host maintenance Reboot, predicted
     failure Redeploy, hardware failure Reboot straight to Started (scheduled-events-windows-
     2024.txt, "Event scheduling": "EventType = Reboot and EventStatus = Started")."""
     (event,) = json.loads(cli.ok("host", action, "--name", "h1", "-o", "json"))["events"]
@@ -134,8 +137,9 @@ def test_host_list(cli: Cli) -> None:
 
 
 def test_maintenance_start_and_list(cli: Cli) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
-    domains won't be impacted by routine maintenance operations at the same time"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "VMs in different fault domains won't be impacted by routine maintenance operations at the same
+    time"."""
     output = cli.ok(
         "maintenance", "start", "--vm", "WestNO_0", "--vm", "WestNO_2", "--type", "Freeze"
     )
@@ -150,8 +154,9 @@ def test_maintenance_start_and_list(cli: Cli) -> None:
 
 
 def test_the_documented_edge_cases_from_the_shell(cli: Cli) -> None:
-    """scheduled-events-windows-2024.txt, "Event properties", EventStatus: a Reboot that
-    freezes instead, and a second shorter impact while Started; neither makes an event."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties",
+    EventStatus: a Reboot that freezes instead, and a second shorter impact while Started; neither
+    makes an event."""
     (event,) = json.loads(cli.ok("vm", "restart", "--name", "app0", "-o", "json"))["events"]
     assert "freeze-instead app0: done, with no event" in cli.ok(
         "vm", "freeze-instead", "--name", "app0"

@@ -79,8 +79,9 @@ def run(scenario: Callable[[AsyncWorld], Coroutine[Any, Any, None]]) -> AsyncWor
 
 
 def test_get_approve_and_instance() -> None:
-    """scheduled-events-windows-2024.txt, "Query for events" and "Start an event": read the
-    document, approve by EventId, see the event Started with ``NotBefore`` ``""``."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events" and
+    "Start an event": read the document, approve by EventId, see the event Started with
+    ``NotBefore`` ``""``."""
 
     async def scenario(world: AsyncWorld) -> None:
         async with world.client() as client:
@@ -104,8 +105,8 @@ def test_get_approve_and_instance() -> None:
 
 
 def test_errors_come_from_the_same_tree() -> None:
-    """SPEC.md section 1: ``latest`` is refused with the newest versions listed; SPEC.md
-    section 3 [ours]: an unknown EventId is 400."""
+    """SPEC 1: ``latest`` is refused with the newest versions listed; SPEC 3
+    [ours]: an unknown EventId is 400."""
 
     async def scenario(world: AsyncWorld) -> None:
         async with world.client(api_version="latest") as client:
@@ -120,10 +121,11 @@ def test_errors_come_from_the_same_tree() -> None:
 
 
 def test_watch_reports_added_started_and_removed() -> None:
-    """scheduled-events-windows-2024.txt, "High level overview" pseudo code: prepare for new
-    events, recover from those gone; "Example responses": Scheduled, then Started, then gone.
-    Nobody approves, so the Reboot starts at its NotBefore; while the VM reboots its endpoint
-    answers nothing, and ``on_error`` (a coroutine function here) keeps the watch going."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview"
+    pseudo code: prepare for new events, recover from those gone; "Example responses": Scheduled,
+    then Started, then gone. Nobody approves, so the Reboot starts at its NotBefore; while the VM
+    reboots its endpoint answers nothing, and ``on_error`` (a coroutine function here) keeps the
+    watch going."""
 
     async def scenario(world: AsyncWorld) -> None:
         changes: list[DocumentChange] = []

@@ -1,10 +1,10 @@
 """Endpoint discovery from arguments, the environment and DHCP lease files (fixtures only).
 
-SPEC.md section 8: "VMs outside a virtual network find the endpoint through DHCP option 245
+SPEC 8: "VMs outside a virtual network find the endpoint through DHCP option 245
 (WireServer address), as dhclient leases ``option unknown-245 a8:3f:81:10;`` or
-systemd-networkd ``OPTION_245=A83F8110``"; scheduled-events-windows-2024.txt, "Endpoint
-discovery": "For VNET enabled VMs, Metadata Service is available from a static nonroutable IP,
-169.254.169.254".
+systemd-networkd ``OPTION_245=A83F8110``";
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery": "For VNET
+enabled VMs, Metadata Service is available from a static nonroutable IP, 169.254.169.254".
 """
 
 from __future__ import annotations
@@ -72,14 +72,14 @@ def discover(tmp_path: Path, *patterns: str, environ: dict[str, str] | None = No
 
 
 def test_ubuntu_dhclient_lease_gives_the_wireserver_address(tmp_path: Path) -> None:
-    """SPEC.md section 8: ``option unknown-245 a8:3f:81:10;`` is 168.63.129.16."""
+    """SPEC 8: ``option unknown-245 a8:3f:81:10;`` is 168.63.129.16."""
     path = write(tmp_path / "dhcp" / "dhclient.eth0.leases", UBUNTU_LEASE)
     endpoint = discover(tmp_path, "dhcp/dhclient*.leases")
     assert endpoint == Endpoint(f"http://{WIRESERVER}", "dhcp", path)
 
 
 def test_networkd_lease_gives_the_wireserver_address(tmp_path: Path) -> None:
-    """SPEC.md section 8: systemd-networkd writes ``OPTION_245=A83F8110``."""
+    """SPEC 8: systemd-networkd writes ``OPTION_245=A83F8110``."""
     text = "# This is private data. Do not parse.\nADDRESS=10.0.0.4\nOPTION_245=A83F8110\n"
     write(tmp_path / "netif" / "leases" / "2", text)
     endpoint = discover(tmp_path, "netif/leases/*")
@@ -123,7 +123,8 @@ def test_unreadable_expiry_is_not_trusted(tmp_path: Path) -> None:
 
 
 def test_no_lease_means_169_254_169_254(tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Endpoint discovery": 169.254.169.254."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery":
+    169.254.169.254."""
     write(tmp_path / "x.leases", 'lease {\n  interface "eth0";\n  expire never;\n}\n')
     endpoint = discover(tmp_path, "x.leases", "missing/*")
     assert endpoint == Endpoint("http://169.254.169.254", "default")
@@ -201,8 +202,9 @@ def test_option_245_values(value: str, address: str | None) -> None:
 
 def test_a_lease_address_keeps_169_254_169_254_behind_it(tmp_path: Path) -> None:
     """VNet VMs are given option 245 too, yet their Metadata Service is 169.254.169.254
-    (scheduled-events-windows-2024.txt, "Endpoint discovery"), so a lease address is followed
-    by it as a fallback [ours]; an explicit or configured endpoint has none."""
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery"), so
+    a lease address is followed by it as a fallback [ours]; an explicit or configured endpoint has
+    none."""
     patterns = [write(tmp_path / "d.leases", UBUNTU_LEASE)]
     candidates = endpoint_candidates(environ={}, lease_paths=patterns, now=NOW)
     assert [c.base_url for c in candidates] == [f"http://{WIRESERVER}", "http://169.254.169.254"]

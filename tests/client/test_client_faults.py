@@ -85,7 +85,7 @@ def error(status: int, message: str = "", **headers: str) -> httpx.Response:
     [(410, GoneError), (429, TooManyRequestsError), (500, ServerError), (503, ServerError)],
 )
 def test_transient_statuses_are_retried(status: int, kind: type[ImdsHttpError]) -> None:
-    """SPEC.md section 1 (IMDS overview): "429 over the rate limit of 5 requests per second per
+    """SPEC 1 (IMDS overview): "429 over the rate limit of 5 requests per second per
     VM, 410/500 are transient platform errors that clients retry"."""
     script = Script([error(status), error(status), ok()])
     with script.client() as client:
@@ -223,7 +223,7 @@ def test_malformed_json_is_not_retried(body: bytes) -> None:
     [(400, BadRequestError), (404, NotFoundError), (405, MethodNotAllowedError)],
 )
 def test_client_errors_are_raised_at_once(status: int, kind: type[ImdsHttpError]) -> None:
-    """SPEC.md section 1: 400 for a refused request, 404 unknown path, 405 other methods;
+    """SPEC 1: 400 for a refused request, 404 unknown path, 405 other methods;
     none of them improves by asking again."""
     script = Script([error(status, "Bad request. Required metadata header not specified")])
     with script.client() as client, pytest.raises(kind) as caught:
@@ -250,8 +250,8 @@ def test_unlisted_status_is_a_plain_http_error() -> None:
 
 
 def test_a_dropped_connection_is_transient() -> None:
-    """forewarn closes the connection unanswered while a VM is frozen or rebooting (SPEC.md
-    section 1 [ours]); the client treats it like a timeout."""
+    """forewarn closes the connection unanswered while a VM is frozen or rebooting (SPEC 4.3
+    [ours]); the client treats it like a timeout."""
     script = Script([httpx.RemoteProtocolError("Server disconnected"), ok()])
     with script.client() as client:
         assert client.get().incarnation == 1
@@ -264,9 +264,9 @@ def test_a_dropped_connection_is_transient() -> None:
 
 
 def test_first_call_waits_longer_than_later_ones() -> None:
-    """scheduled-events-windows-2024.txt, "Enabling and disabling Scheduled Events": "You should
-    expect a delayed response in your first call of up to two minutes"; after the first
-    successful call the normal timeout applies again."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Enabling and disabling
+    Scheduled Events": "You should expect a delayed response in your first call of up to two
+    minutes"; after the first successful call the normal timeout applies again."""
     script = Script([ok()])
     with script.client(timeout=3.0) as client:
         client.get()
@@ -318,9 +318,10 @@ def by_host(answers: dict[str, Step]) -> Callable[[httpx.Request], httpx.Respons
     ids=["unreachable", "not-found"],
 )
 def test_lease_address_falls_back_to_169_254_169_254(tmp_path: Any, wireserver: Step) -> None:
-    """scheduled-events-windows-2024.txt, "Endpoint discovery": VNet VMs reach the Metadata
-    Service at 169.254.169.254 even though their leases carry option 245 too; a lease address
-    that does not answer like IMDS is left for it at once, without a retry [ours]."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery":
+    VNet VMs reach the Metadata Service at 169.254.169.254 even though their leases carry option 245
+    too; a lease address that does not answer like IMDS is left for it at once, without a retry
+    [ours]."""
     script = Script([by_host({"168.63.129.16": wireserver, "169.254.169.254": ok()})])
     with lease_client(tmp_path, script) as client:
         assert client.endpoint.source == "dhcp"
@@ -336,7 +337,7 @@ def test_lease_address_falls_back_to_169_254_169_254(tmp_path: Any, wireserver: 
 
 
 def test_lease_address_that_answers_like_imds_is_kept(tmp_path: Any) -> None:
-    """A classic VM's Metadata Service at the option-245 address (SPEC.md section 8) stays in
+    """A classic VM's Metadata Service at the option-245 address (SPEC 8) stays in
     use, even when it later fails: its errors are retried there, never elsewhere."""
     script = Script([ok(), error(500), ok()])
     with lease_client(tmp_path, script) as client:

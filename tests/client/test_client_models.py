@@ -28,7 +28,8 @@ from forewarn.wire.instance import compute_fields
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 
-# scheduled-events-windows-2024.txt, "Example responses", the second of the four documents.
+# learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses", the
+# second of the four documents.
 DOCS_FREEZE_SCHEDULED = """
 {
     "DocumentIncarnation":  2,
@@ -53,8 +54,8 @@ DOCS_FREEZE_SCHEDULED = """
 
 
 def test_docs_example_document_reads_field_by_field() -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": the Freeze two live-migrated VMs
-    saw, read field by field."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": the
+    Freeze two live-migrated VMs saw, read field by field."""
     document = parse_document(json.loads(DOCS_FREEZE_SCHEDULED), "2020-07-01")
     assert document.incarnation == 2
     (event,) = document.events
@@ -78,8 +79,8 @@ def test_docs_example_document_reads_field_by_field() -> None:
 
 
 def test_started_event_has_no_not_before() -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": once Started the same event shows
-    ``"NotBefore":  ""``; SPEC.md section 2: empty string once Started."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+    once Started the same event shows ``"NotBefore":  ""``; SPEC 2: empty string once Started."""
     payload = json.loads(DOCS_FREEZE_SCHEDULED)
     payload["DocumentIncarnation"] = 3
     payload["Events"][0].update(EventStatus="Started", NotBefore="")
@@ -89,8 +90,10 @@ def test_started_event_has_no_not_before() -> None:
 
 
 def test_rfc1123_and_preview_iso_not_before() -> None:
-    """scheduled-events-linux.txt, "Event Properties": NotBefore "Mon, 19 Sep 2016 18:29:47 GMT";
-    scheduled-events-preview-2017.md, "Event Properties": "2016-09-19T18:29:47Z"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    NotBefore "Mon, 19 Sep 2016 18:29:47 GMT";
+    docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Event
+    Properties": "2016-09-19T18:29:47Z"."""
     expected = datetime(2016, 9, 19, 18, 29, 47, tzinfo=UTC)
     assert parse_not_before("Mon, 19 Sep 2016 18:29:47 GMT") == expected
     assert parse_not_before("2016-09-19T18:29:47Z") == expected
@@ -105,10 +108,11 @@ def _platform_with_vm() -> ForewarnPlatform:
 
 @pytest.mark.parametrize("version", SCHEDULED_EVENTS_VERSIONS, ids=lambda v: v.name)
 def test_every_api_version_reads_with_missing_fields_as_none(version: Any) -> None:
-    """SPEC.md section 2, "What each api-version shows" (the release notes of
-    scheduled-events-linux.txt, "Version and Region Availability"): Description from
-    2019-04-01, EventSource from 2019-08-01, DurationInSeconds from 2020-07-01; 2017-03-01
-    prefixes IaaS names with ``_``. Fields a version does not send read as None."""
+    """SPEC 2, "What each api-version shows" (the release notes of
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability"): Description from 2019-04-01, EventSource from 2019-08-01, DurationInSeconds from
+    2020-07-01; 2017-03-01 prefixes IaaS names with ``_``. Fields a version does not send read as
+    None."""
     platform = _platform_with_vm()
     created = platform.schedule(
         domain.EventType.REBOOT,
@@ -157,7 +161,7 @@ def _event(**fields: Any) -> dict[str, Any]:
 
 
 def test_unknown_type_status_and_source_are_kept_as_strings() -> None:
-    """SPEC.md section 2 lists today's values; a value the client does not know is kept as its
+    """SPEC 2 lists today's values; a value the client does not know is kept as its
     string rather than refused, so a newer service never breaks an older client [ours]."""
     payload = {
         "DocumentIncarnation": 9,
@@ -179,9 +183,10 @@ def test_known_values_compare_equal_to_their_strings() -> None:
 
 
 def test_incarnation_and_duration_given_as_strings() -> None:
-    """scheduled-events-preview-2017.md, C# sample: ``public string DocumentIncarnation``;
-    scheduled-events-windows-2024.txt, Python sample: ``int(event["DurationInSeconds"])``.
-    Numeric strings read as integers."""
+    """docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), C#
+    sample: ``public string DocumentIncarnation``;
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, Python sample:
+    ``int(event["DurationInSeconds"])``. Numeric strings read as integers."""
     payload = {"DocumentIncarnation": "5", "Events": [_event(DurationInSeconds="9")]}
     document = parse_document(payload)
     assert document.incarnation == 5
@@ -189,8 +194,9 @@ def test_incarnation_and_duration_given_as_strings() -> None:
 
 
 def test_empty_events_means_nothing_scheduled() -> None:
-    """scheduled-events-linux.txt, "Query for events": "An empty array means that currently no
-    events are scheduled"; the docs' example starts at incarnation 1 with no events."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Query for events": "An
+    empty array means that currently no events are scheduled"; the docs' example starts at
+    incarnation 1 with no events."""
     document = parse_document({"DocumentIncarnation": 1, "Events": []})
     assert document.incarnation == 1
     assert document.events == ()
@@ -215,7 +221,7 @@ def test_empty_events_means_nothing_scheduled() -> None:
     ],
 )
 def test_what_is_not_a_document_is_refused(payload: Any, reason: str) -> None:
-    """SPEC.md section 2 gives the document's shape; a body without it is a
+    """SPEC 2 gives the document's shape; a body without it is a
     MalformedResponseError that says what is missing [ours]."""
     with pytest.raises(MalformedResponseError, match=reason):
         parse_document(payload)
@@ -232,7 +238,7 @@ def test_equality_ignores_raw_and_version() -> None:
 
 
 def test_compute_metadata_from_forewarn_instance_fields() -> None:
-    """SPEC.md section 8: handlers find their own name in Resources; the name comes from the
+    """SPEC 8: handlers find their own name in Resources; the name comes from the
     instance metadata's ``compute`` section, which forewarn serves (wire/instance.py)."""
     vm = Vm(
         name="WestNO_0",

@@ -61,8 +61,9 @@ def configured(server: Server, monkeypatch: pytest.MonkeyPatch) -> Server:
 
 
 def test_read_approve_and_instance_over_a_socket(configured: Server) -> None:
-    """scheduled-events-windows-2024.txt, "Query for events", "Start an event": the documented
-    round trip, against ``forewarn serve`` found through ``FOREWARN_IMDS_ENDPOINT``."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events",
+    "Start an event": the documented round trip, against ``forewarn serve`` found through
+    ``FOREWARN_IMDS_ENDPOINT``."""
     with Client(lease_paths=[]) as client:
         assert client.endpoint.source == "environment"
         assert client.get().events == ()
@@ -84,8 +85,9 @@ def test_read_approve_and_instance_over_a_socket(configured: Server) -> None:
 
 
 def test_watch_over_a_socket(configured: Server) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": prepare for added events,
-    recover from removed ones; one change per step, as in "Example responses"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    prepare for added events, recover from removed ones; one change per step, as in "Example
+    responses"."""
     polls = {"count": 0}
 
     def sleep(seconds: float) -> None:
@@ -117,7 +119,7 @@ def test_watch_over_a_socket(configured: Server) -> None:
 
 
 def test_rate_limit_answers_are_retried(configured: Server) -> None:
-    """SPEC.md section 1: "429 over the rate limit of 5 requests per second per VM"; without
+    """SPEC 1: "429 over the rate limit of 5 requests per second per VM"; without
     retries a burst meets it, with the default policy every read gets through (a real wait of
     about a second, as the limit is measured in real time)."""
     statuses: list[int] = []

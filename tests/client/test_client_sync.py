@@ -113,8 +113,8 @@ def client(world: World) -> Iterator[Client]:
 
 
 def test_first_document_is_empty(client: Client) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": the first document a VM sees is
-    ``{"DocumentIncarnation": 1, "Events": []}``."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": the
+    first document a VM sees is ``{"DocumentIncarnation": 1, "Events": []}``."""
     document = client.get()
     assert document.incarnation == 1
     assert document.events == ()
@@ -122,9 +122,9 @@ def test_first_document_is_empty(client: Client) -> None:
 
 
 def test_user_reboot_is_read_approved_and_started(world: World, client: Client) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": restarting a VM
-    schedules a Reboot; "Start an event": approving lets it start before NotBefore; the
-    Started event shows ``NotBefore`` as ``""`` ("Example responses")."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": restarting a VM schedules a Reboot; "Start an event": approving lets it start
+    before NotBefore; the Started event shows ``NotBefore`` as ``""`` ("Example responses")."""
     event_id = world.schedule("Reboot", source="User", description=USER_REBOOT)
     (event,) = client.get().events
     assert event.event_id == event_id
@@ -145,9 +145,9 @@ def test_user_reboot_is_read_approved_and_started(world: World, client: Client) 
 
 
 def test_several_events_are_approved_in_one_request(world: World, client: Client) -> None:
-    """scheduled-events-windows-2024.txt, Python sample: "You can confirm multiple events in a
-    single request if needed"; the body is ``{"StartRequests": [{"EventId": ...}]}`` ("Start
-    an event")."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, Python sample: "You can
+    confirm multiple events in a single request if needed"; the body is ``{"StartRequests":
+    [{"EventId": ...}]}`` ("Start an event")."""
     first = world.schedule("Freeze", description=LIVE_MIGRATION, duration_seconds=5)
     second = world.schedule("Redeploy")
     document = client.get()
@@ -163,9 +163,9 @@ def test_several_events_are_approved_in_one_request(world: World, client: Client
 def test_approving_an_unknown_event_is_refused_and_changes_nothing(
     world: World, client: Client
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "A 400 error code indicates that the
-    request header or payload was malformed"; SPEC.md section 3 [ours]: an id the VM cannot
-    see is 400 with no state change. Not transient, so not retried."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "A 400
+    error code indicates that the request header or payload was malformed"; SPEC 3 [ours]: an id the
+    VM cannot see is 400 with no state change. Not transient, so not retried."""
     event_id = world.schedule("Reboot", source="User")
     before = client.get()
     world.requests.clear()
@@ -178,7 +178,7 @@ def test_approving_an_unknown_event_is_refused_and_changes_nothing(
 
 
 def test_approving_no_events_sends_nothing(world: World, client: Client) -> None:
-    """SPEC.md section 3: the body carries a StartRequests array; an empty one is refused
+    """SPEC 3: the body carries a StartRequests array; an empty one is refused
     (400), so approving nothing sends nothing [ours]. Ids must be non-empty strings."""
     client.approve()
     client.approve(*client.get().events)
@@ -188,8 +188,9 @@ def test_approving_no_events_sends_nothing(world: World, client: Client) -> None
 
 
 def test_metadata_header_on_every_request(world: World, client: Client) -> None:
-    """scheduled-events-windows-2024.txt, "Headers": "The Metadata:true header is required for
-    all scheduled events requests"; SPEC.md section 1: required on GET and POST."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Headers": "The
+    Metadata:true header is required for all scheduled events requests"; SPEC 1: required on GET and
+    POST."""
     event_id = world.schedule("Reboot", source="User")
     client.get()
     client.instance()
@@ -205,8 +206,8 @@ def test_metadata_header_on_every_request(world: World, client: Client) -> None:
 
 
 def test_default_api_version_is_the_current_one(world: World, client: Client) -> None:
-    """scheduled-events-linux.txt, "Version and Region Availability": "the current version is
-    2020-07-01"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability": "the current version is 2020-07-01"."""
     client.get()
     (request,) = world.requests
     assert request.url.path == "/metadata/scheduledevents"
@@ -214,7 +215,7 @@ def test_default_api_version_is_the_current_one(world: World, client: Client) ->
 
 
 def test_older_api_versions_see_what_they_know(world: World) -> None:
-    """SPEC.md section 2, "What each api-version shows": Terminate exists from 2019-01-01,
+    """SPEC 2, "What each api-version shows": Terminate exists from 2019-01-01,
     Preempt from 2017-11-01, Description from 2019-04-01; "An event whose type a version does
     not know is not shown to that version at all"; 2017-03-01 prefixes IaaS names with _."""
     world.schedule("Terminate", notice_seconds=300)
@@ -239,8 +240,9 @@ def test_older_api_versions_see_what_they_know(world: World) -> None:
 
 
 def test_latest_is_not_an_api_version(world: World) -> None:
-    """scheduled-events-linux.txt, "Version and Region Availability": "{latest} ... is no longer
-    supported"; SPEC.md section 1: 400 with ``newest-versions``, not retried."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability": "{latest} ... is no longer supported"; SPEC 1: 400 with ``newest-versions``, not
+    retried."""
     with (
         world.client(api_version="latest") as client,
         pytest.raises(InvalidApiVersionError) as caught,
@@ -252,7 +254,7 @@ def test_latest_is_not_an_api_version(world: World) -> None:
 
 
 def test_instance_compute_metadata(client: Client) -> None:
-    """SPEC.md section 8: handlers check whether their own VM is among an event's Resources;
+    """SPEC 8: handlers check whether their own VM is among an event's Resources;
     its name is ``compute.name`` of the instance metadata."""
     compute = client.instance()
     assert compute.name == "vm0"
@@ -261,7 +263,7 @@ def test_instance_compute_metadata(client: Client) -> None:
 
 
 def test_a_vm_in_impact_gets_no_answer_until_it_is_back(world: World) -> None:
-    """SPEC.md section 4: a Started Reboot takes the VM down for the impact (7 s documented);
+    """SPEC 4: a Started Reboot takes the VM down for the impact (7 s documented);
     its endpoint closes connections unanswered meanwhile, a transient error the client retries
     on its injected sleep, which here is also what brings the VM back."""
     event_id = world.schedule("Reboot", source="User")
@@ -283,11 +285,12 @@ def test_a_vm_in_impact_gets_no_answer_until_it_is_back(world: World) -> None:
 
 
 def test_watch_follows_a_freeze_through_its_lifecycle_polling_once_a_second() -> None:
-    """scheduled-events-windows-2024.txt, "High level overview" pseudo code and "Example
-    responses": incarnation 1 (empty) -> 2 Freeze Scheduled -> 3 Started -> 4 removed; each
-    change is reported once, as added, changed (Scheduled -> Started) and removed.
-    scheduled-events-linux.txt, "Polling frequency": "poll the service once per second". The
-    endpoint keeps its real 5 requests per second limit (SPEC.md section 1)."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview"
+    pseudo code and "Example responses": incarnation 1 (empty) -> 2 Freeze Scheduled -> 3 Started ->
+    4 removed; each change is reported once, as added, changed (Scheduled -> Started) and removed.
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency": "poll
+    the service once per second". The endpoint keeps its real 5 requests per second limit (SPEC
+    1)."""
     world = World(rate_limit=5.0)
     changes: list[DocumentChange] = []
     errors: list[ImdsError] = []
@@ -328,8 +331,8 @@ def test_watch_follows_a_freeze_through_its_lifecycle_polling_once_a_second() ->
 
 
 def test_watch_yields_only_when_the_incarnation_moves(world: World) -> None:
-    """scheduled-events-windows-2024.txt, Python sample: it polls ``while
-    (last_document_incarnation == found_document_incarnation)`` and handles a document only
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, Python sample: it polls
+    ``while (last_document_incarnation == found_document_incarnation)`` and handles a document only
     once the incarnation changed."""
 
     def sleep(seconds: float) -> None:
@@ -352,8 +355,9 @@ def test_watch_yields_only_when_the_incarnation_moves(world: World) -> None:
 
 
 def test_watch_approving_user_events_as_the_docs_sample_does(world: World) -> None:
-    """scheduled-events-windows-2024.txt, Python sample: "Approve all user initiated events";
-    the approved Reboot starts without waiting for its NotBefore ("Start an event")."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, Python sample: "Approve
+    all user initiated events"; the approved Reboot starts without waiting for its NotBefore ("Start
+    an event")."""
     user_event = ""
     approved_at = 0.0
     with world.client() as client:

@@ -4,7 +4,7 @@ docs/scale-out.md, "What a VM sees when PostgreSQL restarts": "a VM's approval, 
 with `503` until PostgreSQL is back, and nothing is half applied. A client that retries on
 errors, as the IMDS documentation advises, gets its approval through once it is." The text is
 the IMDS family's for a 503, SPEC 1: "503 `Internal service unavailable. Retry later`"
-(reference/imds/troubleshoot-load-balancer-imds.md, "Error codes").
+(learn.microsoft.com/azure/load-balancer/troubleshoot-load-balancer-imds, "Error codes").
 """
 
 from __future__ import annotations

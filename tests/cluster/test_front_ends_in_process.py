@@ -281,9 +281,10 @@ def test_a_first_request_is_journaled_at_once_and_its_delay_runs_the_same_everyw
 def test_a_request_for_instance_metadata_journals_nothing_and_waits_for_nothing(
     shared_store: str, tmp_path: Path
 ) -> None:
-    """SPEC 7 (scheduled-events-linux.txt, "Enabling and Disabling Scheduled Events": enabled
-    "the first time you make a request for events"): on a front-end sharing the journal, a
-    request for instance metadata is answered at once and journals no first request."""
+    """SPEC 7 (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and
+    Disabling Scheduled Events": enabled "the first time you make a request for events"): on a
+    front-end sharing the journal, a request for instance metadata is answered at once and journals
+    no first request."""
     fleet = tmp_path / "quiet.yaml"
     fleet.write_text("vms:\n  - {name: quiet, address: 127.0.0.9, scheduledEventsEnabled: false}\n")
     a = front_end(shared_store, fleet)

@@ -31,8 +31,8 @@ def test_examples_load() -> None:
 
 
 def test_scale_set_instances_are_named_and_spread() -> None:
-    """scheduled-events-linux.txt Resources example and SPEC 2: scale-set instances are named
-    ``{scaleSetName}_{instanceId}``."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events Resources example and SPEC
+    2: scale-set instances are named ``{scaleSetName}_{instanceId}``."""
     fleet = parse_fleet(
         """
 scaleSets:
@@ -67,9 +67,10 @@ def test_classic_role_instances_are_not_iaas() -> None:
 
 
 def test_instance_n_of_every_role_shares_update_domain_n_mod_count() -> None:
-    """scheduled-events-linux.txt, "Event properties", Resources: "This is guaranteed to contain
-    machines from at most one Update Domain" with the example ``["FrontEnd_IN_0",
-    "BackEnd_IN_0"]``: instance *n* of every role is in update domain *n mod count*."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event properties",
+    Resources: "This is guaranteed to contain machines from at most one Update Domain" with the
+    example ``["FrontEnd_IN_0", "BackEnd_IN_0"]``: instance *n* of every role is in update domain *n
+    mod count*."""
     fleet = parse_fleet(
         """
 cloudServices:
@@ -175,11 +176,11 @@ def test_serve_refuses_an_unreadable_fleet_naming_it(tmp_path: Path) -> None:
 
 
 def test_a_flexible_scale_set_names_its_vms_as_azure_does_and_is_one_scope() -> None:
-    """scheduled-events-linux.txt, "Applies to: ... Flexible scale sets". Azure names the VMs
-    a Flexible set creates ``{scaleSet}_{8 hex digits}`` and reports the set in
-    ``virtualMachineScaleSet.id``. Flexible orchestration has no placement groups, so
-    (forewarn's decision; the documentation is silent) the whole set is one delivery scope,
-    as a Uniform set's placement group is, and terminate notifications work as in Uniform."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Applies to: ... Flexible
+    scale sets". Azure names the VMs a Flexible set creates ``{scaleSet}_{8 hex digits}`` and
+    reports the set in ``virtualMachineScaleSet.id``. Flexible orchestration has no placement
+    groups, so (forewarn's decision; the documentation is silent) the whole set is one delivery
+    scope, as a Uniform set's placement group is, and terminate notifications work as in Uniform."""
     text = """
 scaleSets:
   - name: flex

@@ -7,8 +7,9 @@ from typing import Any
 
 import httpx
 
-#: scheduled-events-windows-2024.txt, "Example responses": the Freeze scheduled at this moment
-#: shows NotBefore "Mon, 11 Apr 2022 22:26:58 GMT", 15 minutes later.
+#: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": the
+#: Freeze scheduled at this moment shows NotBefore "Mon, 11 Apr 2022 22:26:58 GMT", 15 minutes
+#: later.
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 TENANT = "11111111-1111-1111-1111-111111111111"
 

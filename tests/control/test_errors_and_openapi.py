@@ -62,7 +62,7 @@ ROUTES = {
 
 
 def test_openapi_lists_every_route_with_its_models(http: httpx.Client) -> None:
-    """SPEC.md section 1 [ours]: the control API is described by /openapi.json."""
+    """SPEC 1 [ours]: the control API is described by /openapi.json."""
     document = ok(http.get("/openapi.json"))
     listed = {
         (method.upper(), path)
@@ -108,14 +108,14 @@ def test_no_page_that_needs_the_internet(http: httpx.Client) -> None:
 
 
 def test_unknown_routes_and_methods(http: httpx.Client) -> None:
-    """SPEC.md section 1 [doc: IMDS family]: unknown path 404, other methods 405, JSON errors."""
+    """SPEC 1 [doc: IMDS family]: unknown path 404, other methods 405, JSON errors."""
     refused(http.get("/api/v1/nothing"), 404, "no route GET /api/v1/nothing")
     refused(http.put("/api/v1/vms"), 405, "PUT is not allowed on /api/v1/vms")
     refused(http.delete("/api/v1/clock"), 405)
 
 
 def test_malformed_json_is_400_and_changes_nothing(http: httpx.Client) -> None:
-    """SPEC.md section 1 [doc]: a malformed payload is 400."""
+    """SPEC 1 [doc]: a malformed payload is 400."""
     for body in (b"{", b"{'type': 'Reboot'}", b'{"type": "Reboot",}'):
         refused(
             http.post("/api/v1/events", content=body, headers={"content-type": "application/json"}),
@@ -127,7 +127,7 @@ def test_malformed_json_is_400_and_changes_nothing(http: httpx.Client) -> None:
 
 
 def test_bodies_are_bounded(http: httpx.Client) -> None:
-    """SPEC.md section 1 [doc: IMDS family]: request limits. A declared or streamed body over
+    """SPEC 1 [doc: IMDS family]: request limits. A declared or streamed body over
     the limit is refused with 413 before it is parsed."""
     big = json.dumps(
         {"type": "Reboot", "resources": ["app0"], "description": "x" * MAX_CONTROL_BODY}
@@ -161,7 +161,7 @@ POST_PATHS = [path for method, path in sorted(ROUTES) if method == "POST"]
     ),
 )  # fmt: skip
 def test_no_input_gives_a_500(http: httpx.Client, path: str, name: str, body: object) -> None:
-    """SPEC.md section 1 [ours]: bad input is refused with a 4xx and {"error": ...}, never a
+    """SPEC 1 [ours]: bad input is refused with a 4xx and {"error": ...}, never a
     500; a few valid bodies slip through and succeed, which is fine."""
     target = path.replace("{name}", name)
     response = http.post(
@@ -174,7 +174,7 @@ def test_no_input_gives_a_500(http: httpx.Client, path: str, name: str, body: ob
 
 @pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
 def test_non_json_content_types_are_refused(http: httpx.Client, content_type: str | None) -> None:
-    """SPEC.md section 1 [ours]: the control API takes JSON bodies; others are 422 or 400."""
+    """SPEC 1 [ours]: the control API takes JSON bodies; others are 422 or 400."""
     headers = {"content-type": content_type} if content_type else {}
     response = http.post("/api/v1/clock/advance", content=b"seconds=5", headers=headers)
     assert response.status_code in (400, 422), response.text

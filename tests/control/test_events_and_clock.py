@@ -25,9 +25,9 @@ def _create(http: httpx.Client, **fields: object) -> dict[str, object]:
 
 
 def test_create_list_show_cancel(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": "in rare cases, the operation will
-    be canceled by Azure before it starts. In that case the event will be removed from the
-    Events array"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": "in
+    rare cases, the operation will be canceled by Azure before it starts. In that case the event
+    will be removed from the Events array"."""
     event = _create(http, source="User", description="d", durationInSeconds=9, noticeSeconds=1200)
     assert event["NotBefore"] == format_not_before(START + timedelta(minutes=20))
     assert (event["EventSource"], event["Description"], event["DurationInSeconds"]) == (
@@ -47,7 +47,7 @@ def test_create_list_show_cancel(http: httpx.Client) -> None:
 
 
 def test_a_started_event_cannot_be_cancelled(http: httpx.Client) -> None:
-    """SPEC.md section 4 [doc]: the platform cancels an event "while Scheduled"; an event
+    """SPEC 4 [doc]: the platform cancels an event "while Scheduled"; an event
     never moves back from Started (section 2). Cancelling a Started one is 409."""
     event = _create(http, started=True)
     assert (event["EventStatus"], event["NotBefore"]) == ("Started", "")
@@ -57,7 +57,8 @@ def test_a_started_event_cannot_be_cancelled(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("fields", "status", "fragment"),
     [
-        # scheduled-events-linux.txt, "Event Scheduling": "Reboot 15 minutes" minimum notice.
+        # learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+        # "Reboot 15 minutes" minimum notice.
         ({"noticeSeconds": 60}, 422, "needs at least 900 s"),
         ({"resources": ["ghost"]}, 404, "ghost"),
         ({"resources": []}, 422, "resources"),
@@ -76,15 +77,15 @@ def test_a_started_event_cannot_be_cancelled(http: httpx.Client) -> None:
 def test_create_refusals(
     http: httpx.Client, fields: dict[str, object], status: int, fragment: str
 ) -> None:
-    """SPEC.md section 4 [doc] for the notice; [ours] for the statuses: nothing is created."""
+    """SPEC 4 [doc] for the notice; [ours] for the statuses: nothing is created."""
     body = {"type": "Reboot", "resources": ["app0"], **fields}
     refused(http.post("/api/v1/events", json=body), status, fragment)
     assert ok(http.get("/api/v1/events")) == {"events": []}
 
 
 def test_clock_show_advance_set(http: httpx.Client, clock: ManualClock) -> None:
-    """SPEC.md section 4 [doc]: an unapproved event starts at its NotBefore; the manual clock
-    is how a test gets there without waiting (SPEC.md section 4 [ours])."""
+    """SPEC 4 [doc]: an unapproved event starts at its NotBefore; the manual clock
+    is how a test gets there without waiting (SPEC 4 [ours])."""
     shown = ok(http.get("/api/v1/clock"))
     assert shown == {
         "now": START.isoformat(),
@@ -123,13 +124,13 @@ def test_clock_show_advance_set(http: httpx.Client, clock: ManualClock) -> None:
 def test_clock_refusals(
     http: httpx.Client, clock: ManualClock, path: str, body: object, status: int, fragment: str
 ) -> None:
-    """SPEC.md section 4 [ours]: a clock only moves forward, by a bounded, valid amount."""
+    """SPEC 4 [ours]: a clock only moves forward, by a bounded, valid amount."""
     refused(http.post(path, json=body), status, fragment)
     assert clock.now() == START
 
 
 def test_a_real_clock_cannot_be_moved() -> None:
-    """SPEC.md section 4 [ours]: only `serve --clock manual` moves on request; others 409."""
+    """SPEC 4 [ours]: only `serve --clock manual` moves on request; others 409."""
 
     class FixedClock:
         def now(self) -> datetime:

@@ -17,16 +17,16 @@ LIVE_MIGRATION = (
 
 
 def test_list_hosts(http: httpx.Client) -> None:
-    """SPEC.md section 6 [ours]: host operations name hosts; the list shows who is on each."""
+    """SPEC 6 [ours]: host operations name hosts; the list shows who is on each."""
     hosts = {h["name"]: h["vms"] for h in ok(http.get("/api/v1/hosts"))["hosts"]}
     assert hosts["h1"] == ["WestNO_0", "WestNO_1"]
     assert (hosts["host-web"], hosts["host-web-1"]) == (["web_0"], ["web_1"])
 
 
 def test_live_migration_matches_the_documented_example(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": Freeze, Resources
-    ["WestNO_0","WestNO_1"], NotBefore "Mon, 11 Apr 2022 22:26:58 GMT" (15 minutes after
-    this test's start), the Live Migration description, EventSource Platform,
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+    Freeze, Resources ["WestNO_0","WestNO_1"], NotBefore "Mon, 11 Apr 2022 22:26:58 GMT" (15 minutes
+    after this test's start), the Live Migration description, EventSource Platform,
     DurationInSeconds 5."""
     (event,) = ok(http.post("/api/v1/hosts/h1/live-migrate"))["events"]
     assert {k: v for k, v in event.items() if k != "EventId"} | {"EventId": "-"} == {
@@ -50,21 +50,23 @@ def test_live_migration_matches_the_documented_example(http: httpx.Client) -> No
 @pytest.mark.parametrize(
     ("action", "event_type", "status", "notice", "description"),
     [
-        # scheduled-events-linux.txt, "Event Scheduling": "Reboot 15 minutes"; "Event
-        # Properties": Description example "Host server is undergoing maintenance."
+        # learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+        # "Reboot 15 minutes"; "Event Properties": Description example "Host server is undergoing
+        # maintenance."
         ("maintain", "Reboot", "Scheduled", timedelta(minutes=15),
          "Host server is undergoing maintenance."),
-        # SPEC.md section 6 [seen]: the memory-preserving host update, a Freeze with the
+        # SPEC 6 [seen]: the memory-preserving host update, a Freeze with the
         # host-maintenance description, 15 minutes ahead.
         ("update", "Freeze", "Scheduled", timedelta(minutes=15),
          "Host server is undergoing maintenance."),
-        # scheduled-events-windows-2024.txt, "Event scheduling": degraded hardware predicted to
-        # fail, "Azure tries to give 7 days' advance notice when possible".
+        # learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling":
+        # degraded hardware predicted to fail, "Azure tries to give 7 days' advance notice when
+        # possible".
         ("predict-failure", "Redeploy", "Scheduled", timedelta(days=7),
          "Host server is undergoing an emergency repair."),
-        # scheduled-events-windows-2024.txt, "Event scheduling": hardware failure, "an event
-        # will be created for all impacted VMs with EventType = Reboot and EventStatus =
-        # Started".
+        # learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling":
+        # hardware failure, "an event will be created for all impacted VMs with EventType = Reboot
+        # and EventStatus = Started".
         ("fail", "Reboot", "Started", None, "Virtual machine has encountered a failure."),
     ],
 )  # fmt: skip
@@ -92,16 +94,16 @@ def test_host_actions(
     "action", ["live-migrate", "update", "maintain", "predict-failure", "fail"]
 )
 def test_unknown_host_is_404(http: httpx.Client, action: str) -> None:
-    """SPEC.md section 6 [ours] for the control plane: an unknown host is 404."""
+    """SPEC 6 [ours] for the control plane: an unknown host is 404."""
     refused(http.post(f"/api/v1/hosts/h9/{action}"), 404, "no virtual machine runs on host 'h9'")
     refused(http.post(f"/api/v1/hosts/h1/{action}-now"), 404, "no route")
 
 
 def test_campaign_serializes_fault_domains(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
-    domains won't be impacted by routine maintenance operations at the same time. However,
-    they may have operations serialized one after another. VMs in one fault domain can receive
-    scheduled events with EventStatus:"Scheduled" shortly after another fault domain's
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "VMs in different fault domains won't be impacted by routine maintenance operations at the same
+    time. However, they may have operations serialized one after another. VMs in one fault domain
+    can receive scheduled events with EventStatus:"Scheduled" shortly after another fault domain's
     maintenance is completed.\""""
     started = ok(http.post("/api/v1/campaigns", json={"vms": ["web_0", "web_1"]}), status=201)
     (first,) = started["events"]
@@ -118,7 +120,7 @@ def test_campaign_serializes_fault_domains(http: httpx.Client) -> None:
 
 
 def test_campaign_over_every_vm_freezing(http: httpx.Client) -> None:
-    """SPEC.md section 4 [doc]: routine maintenance, memory-preserving (Freeze) or reboot."""
+    """SPEC 4 [doc]: routine maintenance, memory-preserving (Freeze) or reboot."""
     started = ok(http.post("/api/v1/campaigns", json={"eventType": "Freeze"}), status=201)
     assert started["events"]
     assert {e["EventType"] for e in started["events"]} == {"Freeze"}
@@ -134,7 +136,7 @@ def test_campaign_over_every_vm_freezing(http: httpx.Client) -> None:
     ],
 )
 def test_campaign_refusals(http: httpx.Client, body: object, status: int) -> None:
-    """SPEC.md section 4 [ours] for the control plane: campaigns reboot or freeze known VMs."""
+    """SPEC 4 [ours] for the control plane: campaigns reboot or freeze known VMs."""
     refused(http.post("/api/v1/campaigns", json=body), status)
     assert ok(http.get("/api/v1/campaigns")) == {"campaigns": []}
 

@@ -13,10 +13,11 @@ from .control_support import START, ok, refused
 
 
 def test_delete_instances_with_terminate_notification(http: httpx.Client) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": "Terminate User Configurable: 5 to 15
-    minutes" (the set's notBeforeTimeout, PT7M here); SPEC.md section 6 [doc]: User source,
-    Platform for autoscale; section 3: Terminate events of one set with the same NotBefore all
-    start together. Scale-set instances are named {scaleSetName}_{instanceId} (section 2)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    "Terminate User Configurable: 5 to 15 minutes" (the set's notBeforeTimeout, PT7M here); SPEC 6
+    [doc]: User source, Platform for autoscale; section 3: Terminate events of one set with the same
+    NotBefore all start together. Scale-set instances are named {scaleSetName}_{instanceId} (section
+    2)."""
     data = ok(
         http.post("/api/v1/scale-sets/web/delete-instances", json={"instanceIds": ["0", "1"]})
     )
@@ -28,7 +29,7 @@ def test_delete_instances_with_terminate_notification(http: httpx.Client) -> Non
 
 
 def test_autoscale_scale_in_is_the_platforms_doing(http: httpx.Client) -> None:
-    """SPEC.md section 6 [doc]: "delete or scale in a scale-set VM with terminate notification
+    """SPEC 6 [doc]: "delete or scale in a scale-set VM with terminate notification
     enabled | Terminate | User (Platform for autoscale)"."""
     (event,) = ok(
         http.post(
@@ -40,7 +41,7 @@ def test_autoscale_scale_in_is_the_platforms_doing(http: httpx.Client) -> None:
 
 
 def test_delete_without_terminate_notification_has_no_event(http: httpx.Client) -> None:
-    """SPEC.md section 6 [doc]: Terminate comes only "with terminate notification enabled";
+    """SPEC 6 [doc]: Terminate comes only "with terminate notification enabled";
     without it the instance simply goes."""
     assert ok(
         http.post("/api/v1/scale-sets/plain/delete-instances", json={"instanceIds": ["0"]})
@@ -50,8 +51,9 @@ def test_delete_without_terminate_notification_has_no_event(http: httpx.Client) 
 
 
 def test_simulate_eviction_of_spot_instances(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "Spot VM and Spot scale set instance evictions";
-    scheduled-events-linux.txt, "Event Scheduling": "Preempt 30 seconds"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Spot VM and Spot scale
+    set instance evictions"; learn.microsoft.com/azure/virtual-machines/linux/scheduled-events,
+    "Event Scheduling": "Preempt 30 seconds"."""
     data = ok(http.post("/api/v1/scale-sets/batch/simulate-eviction", json={"instanceIds": ["1"]}))
     (event,) = data["events"]
     assert (event["EventType"], event["Resources"]) == ("Preempt", ["batch_1"])
@@ -64,9 +66,10 @@ def test_simulate_eviction_of_spot_instances(http: httpx.Client) -> None:
 
 
 def test_os_image_upgrade_notification(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": Guest OS upgrades and
-    reimages give scheduled events once enabled with OSImageNotificationProfile, "disabled by
-    default"; SPEC.md section 4 [doc]: "OS image upgrade notification: 15 min"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": Guest OS upgrades and reimages give scheduled events once enabled with
+    OSImageNotificationProfile, "disabled by default"; SPEC 4 [doc]: "OS image upgrade notification:
+    15 min"."""
     (event,) = ok(
         http.post("/api/v1/scale-sets/web/os-image-upgrade", json={"instanceIds": ["0"]})
     )["events"]
@@ -80,7 +83,7 @@ def test_os_image_upgrade_notification(http: httpx.Client) -> None:
 
 @pytest.mark.parametrize("operation", ["delete-instances", "simulate-eviction", "os-image-upgrade"])
 def test_unknown_scale_set_or_instance_is_404(http: httpx.Client, operation: str) -> None:
-    """SPEC.md section 6 [ours] for the control plane: unknown names are 404."""
+    """SPEC 6 [ours] for the control plane: unknown names are 404."""
     refused(
         http.post(f"/api/v1/scale-sets/nope/{operation}", json={"instanceIds": ["0"]}),
         404,
@@ -105,6 +108,6 @@ def test_unknown_scale_set_or_instance_is_404(http: httpx.Client, operation: str
     ],
 )
 def test_invalid_instance_bodies_are_422(http: httpx.Client, body: object) -> None:
-    """SPEC.md section 6 [ours] for the control plane: invalid input is 422, nothing changes."""
+    """SPEC 6 [ours] for the control plane: invalid input is 422, nothing changes."""
     refused(http.post("/api/v1/scale-sets/web/delete-instances", json=body), 422)
     assert ok(http.get("/api/v1/events")) == {"events": []}

@@ -17,7 +17,7 @@ USER_REDEPLOY = "Virtual machine is going to be redeployed as requested by autho
 
 
 def test_list_vms_shows_host_reachable_and_receiving(http: httpx.Client) -> None:
-    """SPEC.md section 7 [doc]: a VM receives events once enabled; section 4: a VM in impact
+    """SPEC 7 [doc]: a VM receives events once enabled; section 4: a VM in impact
     is down. The list is how an operator sees both, with each VM's host and group."""
     vms = {vm["name"]: vm for vm in ok(http.get("/api/v1/vms"))["vms"]}
     assert set(vms) == {
@@ -33,15 +33,15 @@ def test_list_vms_shows_host_reachable_and_receiving(http: httpx.Client) -> None
 
 
 def test_show_vm_and_unknown_vm(http: httpx.Client) -> None:
-    """SPEC.md section 1 [ours] for the control plane: an unknown VM is 404 {"error": ...}."""
+    """SPEC 1 [ours] for the control plane: an unknown VM is 404 {"error": ...}."""
     assert ok(http.get("/api/v1/vms/app0"))["host"] == "host-app"
     refused(http.get("/api/v1/vms/nope"), 404, "no virtual machine named 'nope'")
 
 
 def test_document_per_api_version(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": a VM first sees incarnation 1
-    and no events. SPEC.md section 2, "What each api-version shows": 2017-03-01 prefixes IaaS
-    names with "_" and has no Description."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": a
+    VM first sees incarnation 1 and no events. SPEC 2, "What each api-version shows": 2017-03-01
+    prefixes IaaS names with "_" and has no Description."""
     assert ok(http.get("/api/v1/vms/WestNO_0/document")) == {
         "DocumentIncarnation": 1,
         "Events": [],
@@ -60,9 +60,10 @@ def test_document_per_api_version(http: httpx.Client) -> None:
 
 
 def test_restart_schedules_a_user_reboot_15_minutes_ahead(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": "If you restart a VM,
-    an event with the type Reboot is scheduled"; scheduled-events-linux.txt, "Event
-    Scheduling": "Reboot 15 minutes"; SPEC.md section 2 for the Description text."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": "If you restart a VM, an event with the type Reboot is scheduled";
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling": "Reboot
+    15 minutes"; SPEC 2 for the Description text."""
     (event,) = ok(http.post("/api/v1/vms/app0/restart"))["events"]
     assert (event["EventType"], event["EventStatus"], event["EventSource"]) == (
         "Reboot",
@@ -79,9 +80,10 @@ def test_restart_schedules_a_user_reboot_15_minutes_ahead(http: httpx.Client) ->
 
 
 def test_redeploy_schedules_a_user_redeploy_10_minutes_ahead(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": "If you redeploy a VM,
-    an event with the type Redeploy is scheduled"; scheduled-events-linux.txt, "Event
-    Scheduling": "Redeploy 10 minutes"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": "If you redeploy a VM, an event with the type Redeploy is scheduled";
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling": "Redeploy
+    10 minutes"."""
     (event,) = ok(http.post("/api/v1/vms/app0/redeploy"))["events"]
     assert (event["EventType"], event["EventSource"]) == ("Redeploy", "User")
     assert event["NotBefore"] == format_not_before(START + timedelta(minutes=10))
@@ -92,9 +94,9 @@ def test_redeploy_schedules_a_user_redeploy_10_minutes_ahead(http: httpx.Client)
 def test_simulate_eviction_of_a_spot_vm_and_refusal_of_a_regular_one(
     http: httpx.Client, clock: ManualClock
 ) -> None:
-    """scheduled-events-linux.txt, "Event Properties": "Preempt: The Spot Virtual Machine is
-    being deleted"; "Event Scheduling": "Preempt 30 seconds". Only Spot VMs are evicted
-    (SPEC.md section 6 [doc]); asking for a regular VM is the wrong state: 409."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    "Preempt: The Spot Virtual Machine is being deleted"; "Event Scheduling": "Preempt 30 seconds".
+    Only Spot VMs are evicted (SPEC 6 [doc]); asking for a regular VM is the wrong state: 409."""
     (event,) = ok(http.post("/api/v1/vms/spot0/simulate-eviction"))["events"]
     assert (event["EventType"], event["EventSource"]) == ("Preempt", "Platform")
     assert event["NotBefore"] == format_not_before(START + timedelta(seconds=30))
@@ -105,9 +107,9 @@ def test_simulate_eviction_of_a_spot_vm_and_refusal_of_a_regular_one(
 
 
 def test_approve_all_starts_the_event_for_every_resource(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": "An approval of the event would
-    allow the freeze to proceed for both WestNO_0 and WestNO_1"; once Started, NotBefore is
-    "" (SPEC.md section 2)."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": "An
+    approval of the event would allow the freeze to proceed for both WestNO_0 and WestNO_1"; once
+    Started, NotBefore is "" (SPEC 2)."""
     (event,) = ok(http.post("/api/v1/hosts/h1/live-migrate"))["events"]
     approved = ok(http.post("/api/v1/vms/WestNO_1/approve", json={"eventIds": "all"}))
     assert approved == {"approved": [event["EventId"]]}
@@ -120,10 +122,10 @@ def test_approve_all_starts_the_event_for_every_resource(http: httpx.Client) -> 
 
 
 def test_approve_by_id_and_its_refusals(http: httpx.Client) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "The service always returns a 200
-    success code if it's passed a valid event ID, even if another VM already approved the
-    event." An id the VM cannot see changes nothing (SPEC.md section 3 [ours]): here 404.
-    A VM in impact cannot ask anything (SPEC.md section 4 [ours]): 409."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "The
+    service always returns a 200 success code if it's passed a valid event ID, even if another VM
+    already approved the event." An id the VM cannot see changes nothing (SPEC 3 [ours]): here 404.
+    A VM in impact cannot ask anything (SPEC 4 [ours]): 409."""
     (event,) = ok(http.post("/api/v1/vms/app0/restart"))["events"]
     event_id = event["EventId"]
     refused(
@@ -143,5 +145,5 @@ def test_approve_by_id_and_its_refusals(http: httpx.Client) -> None:
     [{}, {"eventIds": "some"}, {"eventIds": [1]}, {"eventIds": "all", "extra": 1}, []],
 )
 def test_approve_refuses_invalid_bodies(http: httpx.Client, body: object) -> None:
-    """SPEC.md section 3 [ours] for the control plane: invalid input is 422 naming the field."""
+    """SPEC 3 [ours] for the control plane: invalid input is 422 naming the field."""
     refused(http.post("/api/v1/vms/app0/approve", json=body), 422, "invalid request")

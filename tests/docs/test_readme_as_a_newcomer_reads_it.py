@@ -1,7 +1,7 @@
 """What the README shows a newcomer is true of the repository and usable from a clone.
 
 Seen by a newcomer: the README's inline copy of ``examples/fleet.yaml`` differed from the
-file; the Faithfulness section pointed at ``../shared/...``, which a clone does not have; the
+file; the Faithfulness section pointed at files beside the checkout, which a clone does not have; the
 quick start installed into ``.venv`` while later sections called a bare ``forewarn``.
 """
 

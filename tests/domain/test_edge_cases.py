@@ -1,9 +1,10 @@
 """The documented edge cases of an event's life, as operations.
 
-scheduled-events-windows-2024.txt, "Event properties", EventStatus: "In rare cases a VM
-scheduled for EventType:"Reboot" may experience a freeze event instead of a reboot" and "While
-the event is still in EventStatus:"Started" state, there may be another impact of a shorter
-duration than what was advertised". Handlers must survive both; these make them happen.
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties",
+EventStatus: "In rare cases a VM scheduled for EventType:"Reboot" may experience a freeze event
+instead of a reboot" and "While the event is still in EventStatus:"Started" state, there may be
+another impact of a shorter duration than what was advertised". Handlers must survive both; these
+make them happen.
 """
 
 from __future__ import annotations

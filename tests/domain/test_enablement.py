@@ -1,11 +1,11 @@
 """Enabling and disabling Scheduled Events per VM (SPEC 7).
 
-scheduled-events-windows-2024.txt, "Enabling and disabling Scheduled Events": "Scheduled
-Events is enabled for your service the first time you make a request for events. You should
-expect a delayed response in your first call of up to two minutes and you'll start receiving
-events within 5 minutes. Scheduled Events is disabled for your service if it doesn't make a
-request to the endpoint for 24 hours." The delays come from the timing profile: the documented
-two minutes, or none in the fast profile (SPEC 7 [ours]).
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Enabling and disabling
+Scheduled Events": "Scheduled Events is enabled for your service the first time you make a request
+for events. You should expect a delayed response in your first call of up to two minutes and you'll
+start receiving events within 5 minutes. Scheduled Events is disabled for your service if it doesn't
+make a request to the endpoint for 24 hours." The delays come from the timing profile: the
+documented two minutes, or none in the fast profile (SPEC 7 [ours]).
 """
 
 from __future__ import annotations
@@ -141,7 +141,8 @@ def test_a_disabled_vm_is_shown_no_new_events() -> None:
 def test_a_disabled_vm_is_not_waited_for(b_receiving: bool, started: bool) -> None:
     """SPEC 7 [doc]: a disabled VM "gets no events and nobody waits for its approval"; on
     shared hardware the platform otherwise waits "for all other tenants on the same hardware
-    to also approve the job" (scheduled-events-windows-2024.txt, "High level overview")."""
+    to also approve the job" (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events,
+    "High level overview")."""
     platform = make_platform()
     add(platform, "a0", host="h1", subscription_id="tenant-a")
     add(platform, "b0", host="h1", subscription_id="tenant-b", receiving=b_receiving)
@@ -232,8 +233,9 @@ def test_first_call_after_idle_keeps_live_events_shown(timing: TimingProfile) ->
 
 def test_re_enablement_resets_incarnation_but_a_request_within_the_idle_period_does_not() -> None:
     """SPEC 2 [seen]: the incarnation starts afresh only on re-enablement after 24 h without
-    a request (scheduled-events-linux.txt, "Enabling and disabling": "disabled ... after 24
-    hours without a request"); one second short of it, the count goes on."""
+    a request (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and
+    disabling": "disabled ... after 24 hours without a request"); one second short of it, the count
+    goes on."""
     platform = make_platform(FAST)
     add(platform, "vm0", host="h1")
     platform.schedule(
@@ -247,8 +249,9 @@ def test_re_enablement_resets_incarnation_but_a_request_within_the_idle_period_d
 
 
 def test_the_idle_period_ends_exactly_at_24_hours() -> None:
-    """scheduled-events-linux.txt, "Enabling and disabling": Scheduled Events is disabled
-    "after 24 hours without a request": at 24 h it is off, a second earlier still on."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and disabling":
+    Scheduled Events is disabled "after 24 hours without a request": at 24 h it is off, a second
+    earlier still on."""
     platform = make_platform(FAST)
     add(platform, "vm0", host="h1")
     platform.advance_to(START + DAY - timedelta(seconds=1))
@@ -304,11 +307,11 @@ def test_a_request_arriving_counts_unless_the_vm_is_down() -> None:
 
 
 def test_only_a_request_for_events_counts() -> None:
-    """scheduled-events-linux.txt, "Enabling and Disabling Scheduled Events": "enabled for
-    your service the first time you make a request for events" and disabled "if it does not
-    make a request for 24 hours": a request for instance metadata (``for_events=False``)
-    turns nothing on, waits for no first-call delay and does not keep the VM enabled; only a
-    VM that is down makes it wait."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and Disabling
+    Scheduled Events": "enabled for your service the first time you make a request for events" and
+    disabled "if it does not make a request for 24 hours": a request for instance metadata
+    (``for_events=False``) turns nothing on, waits for no first-call delay and does not keep the VM
+    enabled; only a VM that is down makes it wait."""
     platform = make_platform()
     add(platform, "vm0", receiving=False, host="h1")
     assert platform.arrive("vm0", for_events=False) == (None, False)

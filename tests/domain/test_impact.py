@@ -2,8 +2,9 @@
 
 A paused VM "simply takes longer" (held), the policy per event type can drop or refuse
 instead, a VM warming up after its first call is always held ("You should expect a delayed
-response in your first call of up to two minutes", scheduled-events-linux.txt "Enabling and
-disabling Scheduled Events"), and a VM that is gone has nothing to hold a request for.
+response in your first call of up to two minutes",
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events "Enabling and disabling Scheduled
+Events"), and a VM that is gone has nothing to hold a request for.
 """
 
 from __future__ import annotations
@@ -96,9 +97,10 @@ def test_every_impact_is_held_unless_told_otherwise(event_type: EventType) -> No
 
 def test_a_warm_up_is_always_held_and_a_gone_vm_held_for_ever() -> None:
     """A deleted VM gets no HTTP answer a real VM could get: on Azure its software is gone
-    with it and nothing answers at its address (scheduled-events-linux.txt, "Event
-    Properties": Preempt "The Spot Virtual Machine is being deleted", Terminate "The virtual
-    machine is scheduled to be deleted"). Held with no end, whatever the policies."""
+    with it and nothing answers at its address
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties": Preempt
+    "The Spot Virtual Machine is being deleted", Terminate "The virtual machine is scheduled to be
+    deleted"). Held with no end, whatever the policies."""
     everything = ImpactPolicies.parse([f"{t.value}=refuse" for t in EventType])
     assert everything.for_pause(Pause(START)) is ImpactPolicy.HOLD
     assert ImpactPolicies().for_pause(Pause(None)) is ImpactPolicy.HOLD
@@ -120,8 +122,9 @@ def test_settings_are_type_equals_policy_in_any_case() -> None:
 
 
 def test_a_duration_of_zero_means_no_impact() -> None:
-    """scheduled-events-linux.txt, "Event Properties": DurationInSeconds 0 means "no impact":
-    a started Freeze of 0 s pauses nobody, while -1 ("unknown") takes the profile's impact."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    DurationInSeconds 0 means "no impact": a started Freeze of 0 s pauses nobody, while -1
+    ("unknown") takes the profile's impact."""
     platform = platform_with("a", "b")
     started(platform, EventType.FREEZE, "a", seconds=0)
     assert platform.pause("a") is None
@@ -171,10 +174,10 @@ def test_the_impacts_list_names_every_paused_vm_with_its_event_and_end() -> None
 def test_a_deleting_event_nobody_can_be_shown_is_over_with_its_impact(
     event_type: EventType,
 ) -> None:
-    """scheduled-events-linux.txt, "Event Properties": Preempt "is being deleted", Terminate
-    "is scheduled to be deleted". Once the impact deleted every VM that could be shown the
-    event, it is over (nobody could read it); in a set, the others still read it Started
-    until its Started period ends."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    Preempt "is being deleted", Terminate "is scheduled to be deleted". Once the impact deleted
+    every VM that could be shown the event, it is over (nobody could read it); in a set, the others
+    still read it Started until its Started period ends."""
     alone = platform_with("a")
     event_id = started(alone, event_type, "a")
     alone.advance_to(START + DOCUMENTED.impact)

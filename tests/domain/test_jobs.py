@@ -1,6 +1,6 @@
 """Jobs: the events of one platform operation start together (SPEC 3-4).
 
-SPEC 3 [doc: reference/imds/vmss-terminate-notification.md]: scale-set Terminate events "for
+SPEC 3.2 [doc: the scale sets' terminate-notification page]: scale-set Terminate events "for
 one scale set with the same NotBefore" are one job, and "all must be approved before any
 proceeds"; a deletion at another moment, or of another set, is a job of its own.
 """
@@ -80,7 +80,7 @@ def test_a_started_job_is_closed_to_later_deletions() -> None:
 
 
 def test_deletion_is_user_initiated_unless_autoscale_scales_in() -> None:
-    """vmss-terminate-notification.md: a user's delete is EventSource User; a scale-in by
+    """The terminate-notification page (SPEC 6): a user's delete is EventSource User; a scale-in by
     autoscale comes from the Platform."""
     platform = fleet("web")
     (user,) = operations.delete_instances(platform, "web", ["0"])

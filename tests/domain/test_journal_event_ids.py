@@ -1,6 +1,7 @@
 """EventIds named after the journal record that created them (``domain/ids.py``) [ours].
 
-SPEC 1 (reference/imds: "EventId: Globally unique identifier for this event", a GUID); the
+SPEC 1.4 (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event
+properties": "EventId: Globally unique identifier for this event", a GUID); the
 scheme is ours: front-ends sharing a journal must give one event one id.
 """
 

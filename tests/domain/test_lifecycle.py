@@ -51,8 +51,9 @@ def statuses(platform: Platform, vm: str) -> list[tuple[str, str]]:
 
 
 def test_docs_live_migration_example_incarnations(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": two VMs live migrated see
-    incarnation 1 (empty) -> 2 Scheduled Freeze -> 3 Started, NotBefore "" -> 4 empty."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": two
+    VMs live migrated see incarnation 1 (empty) -> 2 Scheduled Freeze -> 3 Started, NotBefore "" ->
+    4 empty."""
     # one live migration names both, so they share a host and with it a fault domain
     for name, fd in (("WestNO_0", 0), ("WestNO_1", 0)):
         platform.add_vm(
@@ -96,7 +97,8 @@ def test_not_before_starts_an_unapproved_event(platform: Platform, add: Callable
 
 
 def test_minimum_notice_is_enforced(platform: Platform, add: Callable[..., Vm]) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": Reboot has 15 minutes minimum notice."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling": Reboot
+    has 15 minutes minimum notice."""
     add("vm0")
     with pytest.raises(InvalidEventError):
         platform.schedule(EventType.REBOOT, ["vm0"], source=EventSource.USER, notice=MIN)
@@ -118,8 +120,8 @@ def test_reboot_makes_vm_unreachable_during_impact_only(
 def test_cancelled_event_vanishes_while_scheduled(
     platform: Platform, add: Callable[..., Vm]
 ) -> None:
-    """scheduled-events-windows-2024.txt: "the scheduled event goes directly from 'Scheduled'
-    to being removed from the events array"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events: "the scheduled event
+    goes directly from 'Scheduled' to being removed from the events array"."""
     add("vm0")
     (event,) = operations.restart(platform, "vm0")
     platform.cancel(event.event_id)
@@ -138,8 +140,9 @@ def test_started_event_cannot_be_cancelled(platform: Platform, add: Callable[...
 
 
 def test_hardware_failure_skips_scheduled(platform: Platform, add: Callable[..., Vm]) -> None:
-    """scheduled-events-windows-2024.txt: "In the case of hardware failure, Azure bypasses the
-    'Scheduled' state and immediately move to the EventStatus:"Started" state"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events: "In the case of hardware
+    failure, Azure bypasses the 'Scheduled' state and immediately move to the EventStatus:"Started"
+    state"."""
     add("vm0", host="h1")
     operations.fail_host(platform, "h1")
     assert statuses(platform, "vm0") == [("Reboot", "Started")]
@@ -147,9 +150,9 @@ def test_hardware_failure_skips_scheduled(platform: Platform, add: Callable[...,
 
 
 def test_shared_host_waits_for_every_tenant(platform: Platform, add: Callable[..., Vm]) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "If the VM is on shared
-    infrastructure, the system will then wait for all other tenants on the same hardware to
-    also approve the job or timeout"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "If the VM is on shared infrastructure, the system will then wait for all other tenants on the
+    same hardware to also approve the job or timeout"."""
     adder = add
     adder("a0", host="h1", subscription_id="tenant-a")
     adder("b0", host="h1", subscription_id="tenant-b")
@@ -250,9 +253,9 @@ def test_campaign_walks_fault_domains_one_at_a_time(
 
 
 def test_first_call_enables_after_delay(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "Enabling and Disabling": "Scheduled Events is enabled for
-    your service the first time you make a request for events ... disabled for your service if
-    it does not make a request for 24 hours"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and Disabling":
+    "Scheduled Events is enabled for your service the first time you make a request for events ...
+    disabled for your service if it does not make a request for 24 hours"."""
     platform.add_vm(make_vm("vm0"), receiving=False)
     (event,) = operations.restart(platform, "vm0")
     # nobody was listening, so nobody is waited for: it starts at once, unseen
@@ -269,9 +272,10 @@ def test_first_call_enables_after_delay(platform: Platform) -> None:
 
 
 def test_set_member_is_waited_for_when_the_impacted_vm_is_off(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Scope": events are "delivered to and can be
-    acknowledged by ... All the VMs in an availability set"; "Enabling and disabling": a VM
-    that has not asked is not waited for. So a receiving member still gets the notice."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope": events are
+    "delivered to and can be acknowledged by ... All the VMs in an availability set"; "Enabling and
+    disabling": a VM that has not asked is not waited for. So a receiving member still gets the
+    notice."""
     platform.add_vm(make_vm("as-0", availability_set="as"), receiving=False)
     platform.add_vm(make_vm("as-1", availability_set="as"))
     (event,) = operations.restart(platform, "as-0")
@@ -316,8 +320,9 @@ def test_advancing_to_the_present_is_allowed_and_changes_nothing(
 def test_a_duration_counts_to_the_second_and_a_deletion_takes_the_profiles_impact(
     platform: Platform, add: Callable[..., Vm]
 ) -> None:
-    """scheduled-events-linux.txt, "Event properties": DurationInSeconds is the expected
-    impact; a Preempt advertising 0 still deletes the VM, after the profile's impact."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event properties":
+    DurationInSeconds is the expected impact; a Preempt advertising 0 still deletes the VM, after
+    the profile's impact."""
     add("a")
     add("b", priority=Priority.SPOT)
     one = platform.schedule(

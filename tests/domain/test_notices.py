@@ -55,8 +55,8 @@ def test_a_terminate_gives_the_sets_not_before_timeout() -> None:
 
 
 def test_a_predicted_failure_gives_days_of_notice() -> None:
-    """scheduled-events-linux.txt: for a predicted hardware failure "Azure tries to give 7
-    days' advance notice" (here the profile says 3)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events: for a predicted hardware
+    failure "Azure tries to give 7 days' advance notice" (here the profile says 3)."""
     built = platform()
     (event,) = operations.predict_failure(built, "h1")
     assert event.not_before == START + timedelta(days=3)

@@ -69,14 +69,16 @@ def names(platform: Platform) -> set[str]:
     ],
 )
 def test_documented_minimum_notice(event_type: EventType, notice: timedelta) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": "Freeze 15 minutes, Reboot 15 minutes,
-    Redeploy 10 minutes, Preempt 30 seconds, Terminate User Configurable: 5 to 15 minutes"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    "Freeze 15 minutes, Reboot 15 minutes, Redeploy 10 minutes, Preempt 30 seconds, Terminate User
+    Configurable: 5 to 15 minutes"."""
     assert DOCUMENTED.notice_for(event_type) == notice
 
 
 def test_documented_typical_timings() -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "Impact Duration: 7 seconds,
-    EventStatus:"Started" to Completed (event removed from Events array): 10 minutes"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "Impact Duration: 7 seconds, EventStatus:"Started" to Completed (event removed from Events
+    array): 10 minutes"."""
     assert (DOCUMENTED.impact, DOCUMENTED.started_period) == (7 * SECOND, 10 * MIN)
 
 
@@ -84,8 +86,9 @@ def test_documented_typical_timings() -> None:
 
 
 def test_restart_is_a_user_reboot_with_15_minutes_notice(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "User-initiated Maintenance": "If you restart a VM, an
-    event with the type Reboot is scheduled"; description as documented (SPEC 2)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "User-initiated
+    Maintenance": "If you restart a VM, an event with the type Reboot is scheduled"; description as
+    documented (SPEC 2)."""
     add(platform, "vm0")
     (event,) = operations.restart(platform, "vm0")
     assert row(event) == ("Reboot", "User", "Scheduled", descriptions.USER_RESTART, 15 * MIN)
@@ -95,9 +98,9 @@ def test_restart_is_a_user_reboot_with_15_minutes_notice(platform: Platform) -> 
 
 
 def test_restart_starts_at_once_when_approved(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": approving "indicates to Azure that
-    it can shorten the minimum notification time"; user events "can be immediately approved"
-    ("User-initiated maintenance")."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event":
+    approving "indicates to Azure that it can shorten the minimum notification time"; user events
+    "can be immediately approved" ("User-initiated maintenance")."""
     add(platform, "vm0")
     (event,) = operations.restart(platform, "vm0")
     platform.approve("vm0", [event.event_id])
@@ -108,9 +111,9 @@ def test_restart_starts_at_once_when_approved(platform: Platform) -> None:
 def test_redeploy_is_a_user_redeploy_with_10_minutes_notice_and_moves_the_vm(
     platform: Platform,
 ) -> None:
-    """scheduled-events-linux.txt, "User-initiated Maintenance": "If you redeploy a VM, an
-    event with the type Redeploy is scheduled"; "Event Properties": Redeploy "The Virtual
-    Machine is scheduled to move to another node"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "User-initiated
+    Maintenance": "If you redeploy a VM, an event with the type Redeploy is scheduled"; "Event
+    Properties": Redeploy "The Virtual Machine is scheduled to move to another node"."""
     add(platform, "vm0", host="h1")
     add(platform, "vm1", host="h2")
     (event,) = operations.redeploy(platform, "vm0")
@@ -127,9 +130,9 @@ def test_redeploy_is_a_user_redeploy_with_10_minutes_notice_and_moves_the_vm(
 def test_terminate_notice_is_the_scale_sets_not_before_timeout(
     platform: Platform, minutes: int, autoscale: bool, source: str
 ) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": Terminate "User Configurable: 5 to 15
-    minutes"; SPEC 6 [doc]: delete or scale in with terminate notification gives Terminate,
-    source User (Platform for autoscale)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    Terminate "User Configurable: 5 to 15 minutes"; SPEC 6 [doc]: delete or scale in with terminate
+    notification gives Terminate, source User (Platform for autoscale)."""
     platform.add_scale_set(
         ScaleSet("web", terminate_notification=True, terminate_timeout=minutes * MIN)
     )
@@ -140,8 +143,8 @@ def test_terminate_notice_is_the_scale_sets_not_before_timeout(
 
 
 def test_terminate_is_deleted_after_its_impact(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "Event Properties": Terminate "The virtual machine is
-    scheduled to be deleted"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    Terminate "The virtual machine is scheduled to be deleted"."""
     platform.add_scale_set(ScaleSet("web", terminate_notification=True))
     add(platform, "web_0", vm_scale_set_name="web")
     (event,) = operations.delete_instances(platform, "web", ["0"])
@@ -195,9 +198,9 @@ def test_other_scale_set_operations_never_terminate(platform: Platform) -> None:
 def test_os_image_notification_not_for_g_m_n_h_sizes(
     platform: Platform, size: str, notified: bool
 ) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": guest OS upgrade and
-    reimage events are "supported for general purpose VM sizes ... It doesn't work for G, M,
-    N, and H series"; SPEC 6: Platform, 15 min."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": guest OS upgrade and reimage events are "supported for general purpose VM sizes
+    ... It doesn't work for G, M, N, and H series"; SPEC 6: Platform, 15 min."""
     platform.add_scale_set(ScaleSet("web", os_image_notification=True))
     add(platform, "web_0", vm_scale_set_name="web", vm_size=size)
     events = operations.os_image_upgrade(platform, "web", ["0"])
@@ -206,9 +209,9 @@ def test_os_image_notification_not_for_g_m_n_h_sizes(
 
 
 def test_os_image_notification_only_when_enabled(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": "Scheduled events for
-    Virtual Machine Scale Sets Guest OS upgrades and reimages are disabled by default. To enable
-    ... first enable them using OSImageNotificationProfile"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": "Scheduled events for Virtual Machine Scale Sets Guest OS upgrades and reimages
+    are disabled by default. To enable ... first enable them using OSImageNotificationProfile"."""
     platform.add_scale_set(ScaleSet("web"))
     add(platform, "web_0", vm_scale_set_name="web")
     assert operations.os_image_upgrade(platform, "web", ["0"]) == ()
@@ -222,9 +225,9 @@ def test_os_image_notification_only_when_enabled(platform: Platform) -> None:
 def test_spot_eviction_is_a_platform_preempt_then_a_deletion(
     timing: TimingProfile, notice: timedelta
 ) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": Preempt "30 seconds"; "Event
-    Properties": "Preempt: The Spot Virtual Machine is being deleted"; the fast profile's
-    second is SPEC 7 [ours]."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    Preempt "30 seconds"; "Event Properties": "Preempt: The Spot Virtual Machine is being deleted";
+    the fast profile's second is SPEC 7 [ours]."""
     platform = make_platform(timing)
     platform.add_scale_set(ScaleSet("spotset", priority=Priority.SPOT))
     add(platform, "spotset_0", vm_scale_set_name="spotset", priority=Priority.SPOT)
@@ -240,9 +243,10 @@ def test_spot_eviction_is_a_platform_preempt_then_a_deletion(
 
 
 def test_live_migration_is_a_freeze_of_a_few_seconds(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "Event Properties": "Freeze: The Virtual Machine is
-    scheduled to pause for a few seconds"; the documented example's DurationInSeconds 5 and
-    description (scheduled-events-windows-2024.txt, "Example responses")."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    "Freeze: The Virtual Machine is scheduled to pause for a few seconds"; the documented example's
+    DurationInSeconds 5 and description
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses")."""
     add(platform, "vm0", host="h1")
     (event,) = operations.live_migrate(platform, "h1")
     assert row(event) == ("Freeze", "Platform", "Scheduled", descriptions.LIVE_MIGRATION, 15 * MIN)
@@ -257,7 +261,7 @@ def test_live_migration_is_a_freeze_of_a_few_seconds(platform: Platform) -> None
 def test_a_memory_preserving_host_update_is_a_freeze_of_about_nine_seconds(
     platform: Platform,
 ) -> None:
-    """SPEC.md section 6 [seen: public captures and Microsoft's mock]: "memory-preserving host
+    """SPEC 6 [seen: public captures and Microsoft's mock]: "memory-preserving host
     update (the most common real event) | Freeze, "Host server is undergoing maintenance.",
     DurationInSeconds ~9 (1-15) | Platform | 15 min"."""
     add(platform, "vm0", host="h1")
@@ -279,8 +283,8 @@ def test_a_memory_preserving_host_update_is_a_freeze_of_about_nine_seconds(
 
 def test_host_maintenance_is_a_platform_reboot(platform: Platform) -> None:
     """SPEC 6 [doc]: host maintenance needing reboot: Reboot, Platform, 15 min; description
-    "Host server is undergoing maintenance." (scheduled-events-linux.txt, "Event
-    Properties")."""
+    "Host server is undergoing maintenance."
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties")."""
     add(platform, "vm0", host="h1")
     (event,) = operations.maintain_host(platform, "h1")
     assert row(event) == (
@@ -294,9 +298,10 @@ def test_host_maintenance_is_a_platform_reboot(platform: Platform) -> None:
 
 
 def test_predicted_failure_is_a_redeploy_days_ahead(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "Event Scheduling": "Affected virtual machines will receive
-    a scheduled event with a NotBefore that is typically a few days in the future ... Azure
-    tries to give 7 days' advance notice when possible"; "scheduling a migration": Redeploy."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+    "Affected virtual machines will receive a scheduled event with a NotBefore that is typically a
+    few days in the future ... Azure tries to give 7 days' advance notice when possible";
+    "scheduling a migration": Redeploy."""
     add(platform, "vm0", host="h1")
     add(platform, "vm1", host="h2")
     (event,) = operations.predict_failure(platform, "h1")
@@ -314,10 +319,10 @@ def test_predicted_failure_is_a_redeploy_days_ahead(platform: Platform) -> None:
 
 
 def test_hardware_failure_is_a_started_reboot_for_every_impacted_vm(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": "In the case the host node
-    experiences a hardware failure Azure will bypass the minimum notice period ... an event will
-    be created for all impacted VMs with EventType = Reboot and EventStatus = Started."
-    Nobody is asked: every impacted VM is down at once."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": "In
+    the case the host node experiences a hardware failure Azure will bypass the minimum notice
+    period ... an event will be created for all impacted VMs with EventType = Reboot and EventStatus
+    = Started." Nobody is asked: every impacted VM is down at once."""
     add(platform, "a0", host="h1")
     add(platform, "as-0", host="h1", availability_set="as", platform_update_domain=0)
     add(platform, "as-1", host="h1", availability_set="as", platform_update_domain=1)
@@ -399,10 +404,11 @@ def test_auto_approval_is_for_user_initiated_operations_only(platform: Platform)
 
 
 def test_event_outlasting_the_started_period_is_removed_after_its_impact() -> None:
-    """SPEC 4: "Started --impact, then done--> (removed)"; scheduled-events-windows-2024.txt,
-    "High level overview": "When the event has reached a terminal state, it's removed from the
-    list of events. That serves as the signal for the customer to recover their VMs." A VM
-    still frozen has not reached that state."""
+    """SPEC 4: "Started --impact, then done--> (removed)";
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "When the event has reached a terminal state, it's removed from the list of events. That serves
+    as the signal for the customer to recover their VMs." A VM still frozen has not reached that
+    state."""
     platform = make_platform(FAST)
     add(platform, "vm0", host="h1", availability_set="as")
     add(platform, "vm1", host="h2", availability_set="as")
@@ -422,11 +428,12 @@ def fault_domains_in_impact(platform: Platform) -> set[int]:
 
 
 def test_campaign_walks_fault_domains_and_groups_update_domains(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
-    domains won't be impacted by routine maintenance operations at the same time. However,
-    they may have operations serialized one after another. VMs in one fault domain can receive
-    scheduled events with EventStatus:"Scheduled" shortly after another fault domain's
-    maintenance is completed"; Resources hold one update domain (scheduled-events-linux.txt)."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "VMs in different fault domains won't be impacted by routine maintenance operations at the same
+    time. However, they may have operations serialized one after another. VMs in one fault domain
+    can receive scheduled events with EventStatus:"Scheduled" shortly after another fault domain's
+    maintenance is completed"; Resources hold one update domain
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events)."""
     for i in range(6):
         add(
             platform,
@@ -462,9 +469,9 @@ def test_campaign_walks_fault_domains_and_groups_update_domains(platform: Platfo
 
 
 def test_overlapping_campaigns_impact_one_fault_domain_at_a_time(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "As part of Azure's
-    availability guarantee, VMs in different fault domains won't be impacted by routine
-    maintenance operations at the same time"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "As part of Azure's availability guarantee, VMs in different fault domains won't be impacted by
+    routine maintenance operations at the same time"."""
     add(platform, "as-0", availability_set="as", platform_fault_domain=0, host="h1")
     add(platform, "as-1", availability_set="as", platform_fault_domain=1, host="h2")
     operations.maintenance_campaign(platform, ["as-0"])
@@ -490,8 +497,8 @@ def test_campaigns_are_numbered_from_one_and_report_their_first_step(platform: P
 
 def test_a_campaign_step_skips_vms_deleted_before_it(platform: Platform) -> None:
     """A VM deleted while an earlier fault domain is under maintenance is not named by the
-    later step (Resources name only existing VMs, scheduled-events-linux.txt "Event
-    properties")."""
+    later step (Resources name only existing VMs,
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events "Event properties")."""
     add(platform, "as-0", availability_set="as", platform_fault_domain=0, host="h1")
     add(platform, "as-1", availability_set="as", platform_fault_domain=1, host="h2")
     add(platform, "as-3", availability_set="as", platform_fault_domain=1, host="h2")

@@ -1,9 +1,9 @@
 """Placement: each set's fault domains stay on hosts of their own, whatever moves a VM.
 
-scheduled-events-windows-2024.txt, "High level overview": "As part of Azure's availability
-guarantee, VMs in different fault domains won't be impacted by routine maintenance operations at
-the same time". Host maintenance impacts a whole host, so the guarantee holds only if no host
-holds two fault domains of one availability set, scale set or cloud service.
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview": "As part
+of Azure's availability guarantee, VMs in different fault domains won't be impacted by routine
+maintenance operations at the same time". Host maintenance impacts a whole host, so the guarantee
+holds only if no host holds two fault domains of one availability set, scale set or cloud service.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ def run_to_the_end(platform: Platform) -> None:
 
 
 def test_a_redeploy_never_lands_on_a_host_of_another_fault_domain(platform: Platform) -> None:
-    """Redeploy "moves" the VM (scheduled-events-linux.txt, "Event properties"): to the first
-    host by name that holds no other fault domain of its set (a host is known while it runs a
-    VM)."""
+    """Redeploy "moves" the VM (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events,
+    "Event properties"): to the first host by name that holds no other fault domain of its set (a
+    host is known while it runs a VM)."""
     two_domains(platform)
     operations.redeploy(platform, "as-0")
     run_to_the_end(platform)
@@ -91,9 +91,9 @@ def test_a_new_host_name_is_never_one_in_use() -> None:
 def test_a_predicted_failure_moves_the_vms_and_no_vm_moves_onto_that_host(
     platform: Platform,
 ) -> None:
-    """scheduled-events-linux.txt, "Event scheduling": Azure predicts host failure "due to
-    degraded hardware and will attempt to mitigate disruption to your service by scheduling a
-    migration": the VMs leave, and the degraded host takes no others."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event scheduling": Azure
+    predicts host failure "due to degraded hardware and will attempt to mitigate disruption to your
+    service by scheduling a migration": the VMs leave, and the degraded host takes no others."""
     two_domains(platform)
     (event,) = operations.predict_failure(platform, "h0")
     assert event.event_type is EventType.REDEPLOY
@@ -104,9 +104,10 @@ def test_a_predicted_failure_moves_the_vms_and_no_vm_moves_onto_that_host(
 
 
 def test_after_a_host_failure_its_vms_come_back_elsewhere(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": on a hardware failure "Azure will
-    ... immediately begin the recovery process for affected virtual machines" with a Started
-    Reboot; the failed host runs nothing afterwards and takes no VM that moves."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": on a
+    hardware failure "Azure will ... immediately begin the recovery process for affected virtual
+    machines" with a Started Reboot; the failed host runs nothing afterwards and takes no VM that
+    moves."""
     two_domains(platform)
     (event,) = operations.fail_host(platform, "h1")
     assert (event.event_type, event.status) == (EventType.REBOOT, EventStatus.STARTED)

@@ -39,8 +39,9 @@ def shown(platform: Platform) -> dict[str, list[str]]:
 
 
 def test_standalone_vm_is_shown_only_its_own_events(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "The Basics": "Scheduled events are delivered to:
-    Standalone Virtual Machines." Two standalone VMs of one tenant on one host are strangers."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "Scheduled
+    events are delivered to: Standalone Virtual Machines." Two standalone VMs of one tenant on one
+    host are strangers."""
     add(platform, "vm0", host="h1")
     add(platform, "vm1", host="h1")
     operations.restart(platform, "vm0")
@@ -50,9 +51,9 @@ def test_standalone_vm_is_shown_only_its_own_events(platform: Platform) -> None:
 def test_availability_set_every_vm_is_shown_and_resources_name_the_impacted(
     platform: Platform,
 ) -> None:
-    """scheduled-events-linux.txt, "The Basics": "if you have 100 VMs in a availability set
-    and there is an update to one of them, the scheduled event will go to all 100" and "check
-    the Resources field in the event to identify which VMs are affected"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "if you have
+    100 VMs in a availability set and there is an update to one of them, the scheduled event will go
+    to all 100" and "check the Resources field in the event to identify which VMs are affected"."""
     for i in range(4):
         add(platform, f"as-{i}", availability_set="as", platform_fault_domain=i % 2)
     add(platform, "outsider")
@@ -67,8 +68,9 @@ def test_availability_set_every_vm_is_shown_and_resources_name_the_impacted(
 
 
 def test_cloud_service_every_vm_is_shown(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "The Basics": "All the VMs in a cloud service."; classic
-    role instances keep their names unprefixed (SPEC 2, api-version 2017-03-01)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "All the VMs
+    in a cloud service."; classic role instances keep their names unprefixed (SPEC 2, api-version
+    2017-03-01)."""
     for i in range(3):
         add(platform, f"FrontEnd_IN_{i}", cloud_service="classic", iaas=False)
     (event,) = operations.restart(platform, "FrontEnd_IN_2")
@@ -77,10 +79,10 @@ def test_cloud_service_every_vm_is_shown(platform: Platform) -> None:
 
 
 def test_placement_group_is_the_scope_regardless_of_zone(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Scope": "All the VMs in a scale set placement
-    group" and "Scheduled Events for all virtual machines (VMs) in an entire Availability Set or
-    a Placement Group for a Virtual Machine Scale Set are delivered to all other VMs in the
-    same group or set regardless of Availability Zone usage"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope": "All the VMs in
+    a scale set placement group" and "Scheduled Events for all virtual machines (VMs) in an entire
+    Availability Set or a Placement Group for a Virtual Machine Scale Set are delivered to all other
+    VMs in the same group or set regardless of Availability Zone usage"."""
     platform.add_scale_set(ScaleSet("web", platform_fault_domain_count=2))
     add(platform, "web_0", vm_scale_set_name="web", placement_group="pg0", zone="1")
     add(platform, "web_1", vm_scale_set_name="web", placement_group="pg0", zone="2")
@@ -90,9 +92,9 @@ def test_placement_group_is_the_scope_regardless_of_zone(platform: Platform) -> 
 
 
 def test_single_vms_in_a_zone_are_shown_only_their_own_events(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "The Basics": "Specific to VMs in an availability zone,
-    the scheduled events go to single VMs in a zone ... if there are 100 single VMs in a zone,
-    then event will only go to the VM which is getting impacted"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "Specific to
+    VMs in an availability zone, the scheduled events go to single VMs in a zone ... if there are
+    100 single VMs in a zone, then event will only go to the VM which is getting impacted"."""
     for i in range(3):
         add(platform, f"zonal{i}", zone="1", host="h1")
     operations.maintain_host(platform, "h1")
@@ -106,10 +108,10 @@ def test_single_vms_in_a_zone_are_shown_only_their_own_events(platform: Platform
 def test_gpu_scale_set_with_one_fault_domain_shows_only_the_impacted_vm(
     platform: Platform, size: str, fault_domains: int, broadcast: bool
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Resources": "GPU accelerated Virtual Machines in a
-    scale set using 1 fault domain (FD = 1) will only receive scheduled events for the
-    impacted resource. Events will not be broadcasted to all VMs in the same placement group."
-    Either condition alone keeps the placement-group scope."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Resources": "GPU
+    accelerated Virtual Machines in a scale set using 1 fault domain (FD = 1) will only receive
+    scheduled events for the impacted resource. Events will not be broadcasted to all VMs in the
+    same placement group." Either condition alone keeps the placement-group scope."""
     platform.add_scale_set(ScaleSet("gpu", platform_fault_domain_count=fault_domains))
     for i in range(3):
         add(platform, f"gpu_{i}", vm_scale_set_name="gpu", vm_size=size)
@@ -121,11 +123,12 @@ def test_gpu_scale_set_with_one_fault_domain_shows_only_the_impacted_vm(
 def test_host_operation_resources_hold_one_update_domain_one_tenant_one_scope(
     platform: Platform,
 ) -> None:
-    """scheduled-events-linux.txt, "Event Properties", Resources: "The list is guaranteed to
-    contain machines from at most one update domain, but it might not contain all machines in
-    the UD"; tenants on shared hardware each approve their own events
-    (scheduled-events-windows-2024.txt, "High level overview"). A set member on another host is
-    shown the events of its set but is not in their Resources."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties",
+    Resources: "The list is guaranteed to contain machines from at most one update domain, but it
+    might not contain all machines in the UD"; tenants on shared hardware each approve their own
+    events (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
+    overview"). A set member on another host is shown the events of its set but is not in their
+    Resources."""
     add(platform, "as-0", availability_set="as", platform_update_domain=0, host="h1")
     add(platform, "as-1", availability_set="as", platform_update_domain=0, host="h1")
     add(platform, "as-2", availability_set="as", platform_update_domain=1, host="h1")
@@ -150,10 +153,10 @@ def test_host_operation_resources_hold_one_update_domain_one_tenant_one_scope(
 
 
 def test_a_vm_of_the_scope_may_approve_for_the_impacted(platform: Platform) -> None:
-    """scheduled-events-windows-2024.txt, "Scope": events are "delivered to and can be
-    acknowledged by ... All the VMs in an availability set"; "Start an event": "Acknowledging
-    an event allows the event to proceed for all Resources in the event, not just the VM that
-    acknowledges the event"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope": events are
+    "delivered to and can be acknowledged by ... All the VMs in an availability set"; "Start an
+    event": "Acknowledging an event allows the event to proceed for all Resources in the event, not
+    just the VM that acknowledges the event"."""
     add(platform, "as-0", availability_set="as")
     add(platform, "as-1", availability_set="as")
     (event,) = operations.restart(platform, "as-0")
@@ -174,10 +177,10 @@ def test_a_vm_outside_the_scope_cannot_approve(platform: Platform) -> None:
 
 
 def test_the_gpu_rule_reaches_the_platform() -> None:
-    """scheduled-events-windows-2024.txt, "Resources": "GPU accelerated Virtual Machines in a
-    scale set using 1 fault domain (FD = 1) will only receive scheduled events for the
-    impacted resource": a restart of one such instance is shown to it alone, while a set
-    with more fault domains shows it to its whole placement group."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Resources": "GPU
+    accelerated Virtual Machines in a scale set using 1 fault domain (FD = 1) will only receive
+    scheduled events for the impacted resource": a restart of one such instance is shown to it
+    alone, while a set with more fault domains shows it to its whole placement group."""
     from datetime import UTC, datetime
 
     from forewarn.domain.events import EventSource, EventType
@@ -206,8 +209,8 @@ def test_the_gpu_rule_reaches_the_platform() -> None:
 
 
 def test_two_cloud_services_do_not_see_each_others_events(platform: Platform) -> None:
-    """scheduled-events-linux.txt, "The Basics": "All the VMs in a cloud service": in that
-    service only."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "All the VMs
+    in a cloud service": in that service only."""
     add(platform, "FrontEnd_IN_0", cloud_service="shop", iaas=False)
     add(platform, "BackEnd_IN_0", cloud_service="shop", iaas=False)
     add(platform, "Worker_IN_0", cloud_service="batch", iaas=False)

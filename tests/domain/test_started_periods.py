@@ -72,8 +72,9 @@ def started_for(platform: Platform, vm: str, **kwargs: Any) -> timedelta:
 def test_an_event_is_of_the_kind_its_type_and_description_name(
     event_type: EventType, description: str, kind: EventKind | None
 ) -> None:
-    """The Description texts are the documented ones (scheduled-events-windows-2024.txt,
-    "Event properties", Description); the mock server's flows pair them with these types."""
+    """The Description texts are the documented ones
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties",
+    Description); the mock server's flows pair them with these types."""
     assert kind_of(event_type, description) is kind
 
 

@@ -26,21 +26,23 @@ from e2e_support import (
     USER_REBOOT,
 )
 
-#: scheduled-events-windows-2024.txt, "Query for events".
+#: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events".
 QUERY_2020 = (
     "curl -H Metadata:true http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01"
 )
-#: scheduled-events-windows-2024.txt, "Start an event".
+#: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event".
 START_2020 = (
     "curl -H Metadata:true -X POST -d "
     """'{"StartRequests": [{"EventId": "f020ba2e-3bc0-4c40-a10b-86575a9eabd5"}]}' """
     "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01"
 )
-#: scheduled-events-preview-2017.md, "Query for events".
+#: docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Query for
+#: events".
 QUERY_2017 = (
     "curl -H Metadata:true http://169.254.169.254/metadata/scheduledevents?api-version=2017-03-01"
 )
-#: scheduled-events-preview-2017.md, "Starting an event (expedite)".
+#: docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Starting an
+#: event (expedite)".
 START_2017 = (
     "curl -H Metadata:true -X POST -d "
     """'{"DocumentIncarnation":"5", "StartRequests": [{"EventId": """
@@ -82,13 +84,15 @@ def documented_sample() -> str:
     text = SAMPLE_FILE.read_text(encoding="utf-8")
     header, separator, sample = text.partition(_HEADER_END)
     assert separator, "the header's closing line is missing"
-    assert header.startswith("# Source: scheduled-events-windows-2024.txt"), header
+    assert header.startswith(
+        "# Source: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events"
+    ), header
     return sample
 
 
 def sample_from_reference(reference: str) -> str:
-    """The Python sample as scheduled-events-windows-2024.txt holds it (the page renders every
-    code block twice; both copies must agree)."""
+    """The Python sample as learn.microsoft.com/azure/virtual-machines/windows/scheduled-events
+    holds it (the page renders every code block twice; both copies must agree)."""
     lead = (
         "The following sample queries Metadata Service for scheduled events and approves "
         "each outstanding event:\n"
@@ -176,9 +180,10 @@ class InteractiveProcess:
 
 def drive_advanced_sample(sample: InteractiveProcess, control: Control) -> None:
     """Run the documented ``main()`` through three rounds of ``advanced_sample`` and check
-    each decision the sample documents (scheduled-events-windows-2024.txt, "Python Sample"):
-    Started events are logged, User events approved, Freezes shorter than 9 s approved, other
-    impactful events logged and left alone; and the loop waits for a new DocumentIncarnation.
+    each decision the sample documents
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample"): Started
+    events are logged, User events approved, Freezes shorter than 9 s approved, other impactful
+    events logged and left alone; and the loop waits for a new DocumentIncarnation.
 
     The events impact WestNO_1 and the sample runs as WestNO_0 of the same availability set:
     "Acknowledging an event allows the event to proceed for all Resources in the event, not

@@ -52,8 +52,8 @@ AZURE_ENDPOINT = "169.254.169.254"
 #: The subscription both VMs of the availability set belong to: approvals count per tenant.
 TENANT = "00000000-0000-0000-0000-000000000000"
 
-#: Texts from scheduled-events-windows-2024.txt ("Event properties", "Example responses") and
-#: SPEC.md section 2, used as the events' descriptions.
+#: Texts from learn.microsoft.com/azure/virtual-machines/windows/scheduled-events ("Event
+#: properties", "Example responses") and SPEC 2, used as the events' descriptions.
 USER_REBOOT = "Virtual machine is going to be restarted as requested by authorized user."
 LIVE_MIGRATION = (
     "Virtual machine is being paused because of a memory-preserving Live Migration operation."
@@ -73,8 +73,9 @@ OUTSIDER_HOST = "127.0.0.4"
 
 def pair_fleet(leader: str, partner: str, outsider: str | None = None) -> str:
     """Two VMs of one availability set, as in the documentation's live-migration example
-    (scheduled-events-windows-2024.txt, "Example responses": WestNO_0 and WestNO_1), plus an
-    optional standalone VM whose events the pair must never see (SPEC.md section 5).
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+    WestNO_0 and WestNO_1), plus an optional standalone VM whose events the pair must never see
+    (SPEC 5).
 
     The tests talk as WestNO_0 and put events on WestNO_1: every VM of a set sees the set's
     events, and an approval "allows the event to proceed for all Resources", so WestNO_0 can
@@ -310,7 +311,7 @@ class ForewarnServer:
             self.advance(11 * 60)
         assert not self.events(), self.events()
         for host in self.vm_hosts:
-            # A request from each VM, as real VMs poll: none goes idle (SPEC.md section 7)
+            # A request from each VM, as real VMs poll: none goes idle (SPEC 7)
             # however many tests move the clock.
             assert self.document_response(host).status == 200
 

@@ -30,7 +30,8 @@ def post(body: bytes, extra: bytes = b"") -> bytes:
 
 
 def approval(event_id: str) -> bytes:
-    """scheduled-events-windows-2024.txt, "Start an event": the StartRequests body."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": the
+    StartRequests body."""
     return json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
 
 

@@ -2,19 +2,20 @@
 instance metadata first (README "Faithfulness": "Deleted VMs", "First call").
 
 - Deleted: "Preempt: The Spot Virtual Machine is being deleted", "Terminate: The virtual
-  machine is scheduled to be deleted" (scheduled-events-linux.txt, "Event Properties"). The
-  documentation's Python sample (scheduled-events-windows-2024.txt, "Python Sample", its
-  functions unchanged but for the address) and a poller with ``If-None-Match`` (as
-  Microsoft's sample service polls: Azure/vm-scheduled-events, node/src/index.ts) run on each
-  of two VMs, one evicted, one deleted from its scale set. After its deletion a VM's clients
-  get no HTTP answer at all (each one's last call never completes), and none of them crashes
-  before the harness stops it through ``--impact-hook``'s ``deleted`` phase, as Azure stops
-  the software of a VM it deletes.
+  machine is scheduled to be deleted"
+  (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties"). The
+  documentation's Python sample
+  (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample", its
+  functions unchanged but for the address) and a poller with ``If-None-Match`` (as Microsoft's
+  sample service polls: Azure/vm-scheduled-events, node/src/index.ts) run on each of two VMs, one
+  evicted, one deleted from its scale set. After its deletion a VM's clients get no HTTP answer at
+  all (each one's last call never completes), and none of them crashes before the harness stops it
+  through ``--impact-hook``'s ``deleted`` phase, as Azure stops the software of a VM it deletes.
 - First call: "Scheduled Events is enabled for your service the first time you make a request
   for events. You should expect a delayed response in your first call of up to two minutes"
-  (scheduled-events-linux.txt, "Enabling and Disabling Scheduled Events"): a client reading
-  ``/metadata/instance`` first on a fresh VM is answered at once; its first events call is
-  the one held.
+  (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and Disabling
+  Scheduled Events"): a client reading ``/metadata/instance`` first on a fresh VM is answered at
+  once; its first events call is the one held.
 """
 
 from __future__ import annotations

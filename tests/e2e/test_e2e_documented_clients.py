@@ -1,7 +1,8 @@
 """The documented clients, unmodified but for the address, against ``forewarn serve``.
 
 curl exactly as the documents write it, and the Python sample of
-scheduled-events-windows-2024.txt run with ``requests`` in a process of its own.
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events run with ``requests`` in a
+process of its own.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from e2e_support import (
     clean_environment,
     run,
 )
-from machine_support import require_tool
+from machine_support import require_tool, unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -60,9 +61,11 @@ def _cli(server: ForewarnServer, *args: str) -> str:
 
 
 def test_commands_and_sample_are_the_documents_own() -> None:
-    """What this tier runs is what the documents print, character for character."""
+    """What this tier runs is what the documents print, character for character, read from
+    the saved pages beside the checkout: on a developer's machine without them this skips, and
+    under CI (which has them) their absence fails."""
     if not REFERENCE_DIR.is_dir():
-        pytest.skip(f"the reference documents are not at {REFERENCE_DIR}")
+        unavailable(f"the saved documentation pages are not at {REFERENCE_DIR}")
     for name, commands in DOCUMENTED_COMMANDS.items():
         lines = (REFERENCE_DIR / name).read_text(encoding="utf-8").splitlines()
         for command in commands:
@@ -82,11 +85,11 @@ def test_committed_sample_has_only_a_header_added() -> None:
 
 
 def test_curl_reads_approves_and_sees_the_event_start(pair: ForewarnServer) -> None:
-    """scheduled-events-windows-2024.txt, "Query for events" and "Start an event", with the
-    address changed: a user restart is Scheduled; "The service always returns a 200 success
-    code if it's passed a valid event ID"; "A 400 error code indicates that the request
-    header or payload was malformed" (an id the VM cannot see: SPEC.md section 3 [ours]).
-    Once started, "NotBefore" is "" (SPEC.md section 2) and the DocumentIncarnation "is
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events" and
+    "Start an event", with the address changed: a user restart is Scheduled; "The service always
+    returns a 200 success code if it's passed a valid event ID"; "A 400 error code indicates that
+    the request header or payload was malformed" (an id the VM cannot see: SPEC 3 [ours]).
+    Once started, "NotBefore" is "" (SPEC 2) and the DocumentIncarnation "is
     changing every time there's new information in Events" ("Example responses").
     """
     _curl()
@@ -140,7 +143,8 @@ def test_curl_reads_approves_and_sees_the_event_start(pair: ForewarnServer) -> N
     try:
         with pytest.raises(subprocess.TimeoutExpired):
             during.wait(1.0)
-        # "Impact Duration: 7 seconds" (scheduled-events-windows-2024.txt, "High level
+        # "Impact Duration: 7 seconds"
+        # (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
         # overview").
         server.advance(7)
         held_out, held_err = during.communicate(timeout=20)
@@ -158,10 +162,11 @@ def test_curl_reads_approves_and_sees_the_event_start(pair: ForewarnServer) -> N
 
 
 def test_preview_curl_approves_with_a_string_document_incarnation(pair: ForewarnServer) -> None:
-    """scheduled-events-preview-2017.md, "Query for events" and "Starting an event
-    (expedite)": the POST also carries ``"DocumentIncarnation":"5"`` (a string), which is
-    accepted and ignored (SPEC.md section 3); api-version 2017-03-01 shows IaaS names with a
-    leading underscore and no Description (SPEC.md section 2, "What each api-version shows").
+    """docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Query
+    for events" and "Starting an event (expedite)": the POST also carries
+    ``"DocumentIncarnation":"5"`` (a string), which is accepted and ignored (SPEC 3); api-version
+    2017-03-01 shows IaaS names with a leading underscore and no Description (SPEC 2, "What each
+    api-version shows").
     """
     _curl()
     server = pair
@@ -218,10 +223,10 @@ def _sample_calls(path: Path, *event_ids: str) -> dict[str, object]:
 
 
 def test_sample_functions_read_and_confirm(pair: ForewarnServer, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": ``get_scheduled_events`` and
-    ``confirm_scheduled_event``; "Start an event": "The service always returns a 200 success
-    code if it's passed a valid event ID, even if another VM already approved the event.";
-    "0: The event won't interrupt the VM" ("Event properties"), so both VMs stay up.
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample":
+    ``get_scheduled_events`` and ``confirm_scheduled_event``; "Start an event": "The service always
+    returns a 200 success code if it's passed a valid event ID, even if another VM already approved
+    the event."; "0: The event won't interrupt the VM" ("Event properties"), so both VMs stay up.
     """
     server = pair
     event_id = server.create_event("Freeze", ["WestNO_1"], durationInSeconds=0)
@@ -244,8 +249,8 @@ def test_sample_functions_read_and_confirm(pair: ForewarnServer, tmp_path: Path)
 
 
 def test_advanced_sample_approves_what_it_documents(pair: ForewarnServer, tmp_path: Path) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample", run through its own ``main()``;
-    only ``metadata_url`` differs from the document."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample", run
+    through its own ``main()``; only ``metadata_url`` differs from the document."""
     server = pair
     path = write_sample(tmp_path, sample_pointing_at(server.base_url(PAIR[0])))
     sample = InteractiveProcess([sys.executable, str(path)], clean_environment())

@@ -1,9 +1,9 @@
 """Injected faults over real sockets: ``forewarn serve`` answers each one, the client SDK
 retries through it, and the platform is not touched.
 
-reference/imds/instance-metadata-service.md, "Errors and debugging": "410 Gone | Retry after
-some time for a max of 70 seconds", "429 Too Many Requests | API Rate Limits have been
-exceeded", "500 Service Error | Retry after some time"; "Frequently asked questions": "Why am I
+learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
+Gone | Retry after some time for a max of 70 seconds", "429 Too Many Requests | API Rate Limits have
+been exceeded", "500 Service Error | Retry after some time"; "Frequently asked questions": "Why am I
 getting the error `500 Internal Server Error` or `410 Resource Gone`? Retry your request."
 Timeouts, cut bodies and resets are what real networks add (SPEC 1: a client retries them).
 """

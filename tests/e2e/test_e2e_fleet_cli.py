@@ -2,8 +2,9 @@
 
 Issue text (platform): "An end-to-end test drives a multi-VM fleet through the CLI while
 several VMs poll their own addresses, and checks what each VM saw, in order." Scope rules:
-scheduled-events-linux.txt, "The Basics" (availability set, placement group, standalone);
-scheduled-events-windows-2024.txt, "Scope".
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics" (availability set,
+placement group, standalone); learn.microsoft.com/azure/virtual-machines/windows/scheduled-events,
+"Scope".
 """
 
 from __future__ import annotations

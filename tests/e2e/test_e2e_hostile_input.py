@@ -1,7 +1,7 @@
 """Hostile and broken input over real sockets: the endpoint answers 400 (or closes), never
 changes anything because of it, and goes on serving.
 
-SPEC.md section 1: "Request limits: bounded body, header and parameter lengths, rejected with
+SPEC 1: "Request limits: bounded body, header and parameter lengths, rejected with
 400"; section 3: "400 when the header or payload is malformed" and "An id that is not an event
 this VM can see: 400 and no state change". Every case below ends with the same three checks:
 the server still answers, WestNO_0's document (and so its DocumentIncarnation) is byte for byte
@@ -108,7 +108,7 @@ def _approval(*event_ids: str) -> bytes:
 
 
 def _only_error(reply: Exchange, status: int = 400, *, closes: bool = True) -> RawResponse:
-    """Exactly one error response in the IMDS style, ``{"error": "..."}`` (SPEC.md 1)."""
+    """Exactly one error response in the IMDS style, ``{"error": "..."}`` (SPEC 1)."""
     responses = parse_responses(reply.data)
     assert len(responses) == 1, responses
     (response,) = responses
@@ -188,7 +188,7 @@ OVERSIZED = {
 def test_oversized_requests_are_refused_quickly(
     target: Target, request_bytes: bytes, reason: str
 ) -> None:
-    """SPEC.md section 1, "Request limits": bounded lengths, rejected with 400; the client,
+    """SPEC 1, "Request limits": bounded lengths, rejected with 400; the client,
     still sending, gets the answer rather than a reset, and without waiting for more: the
     answer names the limit, where a server still reading would end on its request timeout
     (30 s), long after this read gives up (limits protect the one event loop every VM
@@ -353,8 +353,8 @@ NOT_START_REQUESTS = {
 
 @pytest.mark.parametrize("body", NOT_START_REQUESTS.values(), ids=NOT_START_REQUESTS.keys())
 def test_malformed_payloads_are_refused(target: Target, body: bytes) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "A 400 error code indicates that
-    the request header or payload was malformed"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "A 400
+    error code indicates that the request header or payload was malformed"."""
     reply = target.send(_post(body), until=responses_complete(1))
     _only_error(reply, closes=False)
 
@@ -369,7 +369,7 @@ def test_valid_id_inside_a_malformed_payload_is_not_approved(target: Target) -> 
 
 
 def test_unknown_event_ids_are_refused_and_change_nothing(target: Target) -> None:
-    """SPEC.md section 3 [ours]: "An id that is not an event this VM can see: 400 and no
+    """SPEC 3 [ours]: "An id that is not an event this VM can see: 400 and no
     state change", for the whole request: the valid id beside an unknown one is not
     approved either."""
     outsider = target.server.create_event("Freeze", ["Outsider"], durationInSeconds=0)

@@ -42,7 +42,7 @@ with ForewarnPlatform() as platform:
 
 
 def test_an_exception_in_the_endpoint_is_a_logged_500() -> None:
-    """SPEC.md section 1: "410/500 are transient platform errors that clients retry"; a 400
+    """SPEC 1: "410/500 are transient platform errors that clients retry"; a 400
     would tell the client its request was wrong, and it would not retry."""
     server = InteractiveProcess([sys.executable, "-c", _BROKEN_SERVER], clean_environment())
     try:

@@ -40,7 +40,7 @@ def _get(target: str = TARGET, *, extra: str = "", metadata: bool = True) -> byt
 
 
 def test_keep_alive_connection_is_reused_by_a_requests_session(pair: ForewarnServer) -> None:
-    """SPEC.md section 8: clients "poll about once a second"; a session keeps one connection
+    """SPEC 8: clients "poll about once a second"; a session keeps one connection
     (RFC 9112 section 9.3: HTTP/1.1 connections persist unless one side says close)."""
     with requests.Session() as session:
         session.trust_env = False
@@ -110,7 +110,7 @@ def test_http_1_0_without_keep_alive_is_answered_then_closed(pair: ForewarnServe
 
 def test_pipelined_requests_are_answered_in_order(pair: ForewarnServer) -> None:
     """RFC 9112 section 9.3.2: responses to pipelined requests come in request order. The
-    statuses are SPEC.md section 1's: 200, 404 unknown path, 400 without the Metadata header,
+    statuses are SPEC 1's: 200, 404 unknown path, 400 without the Metadata header,
     405 other methods."""
     burst = (
         _get()
@@ -128,7 +128,7 @@ def test_pipelined_requests_are_answered_in_order(pair: ForewarnServer) -> None:
 
 
 def test_content_length_is_exact_and_content_type_is_json(pair: ForewarnServer) -> None:
-    """SPEC.md section 1: "Responses are Content-Type: application/json; charset=utf-8,
+    """SPEC 1: "Responses are Content-Type: application/json; charset=utf-8,
     compact JSON"; each response's Content-Length is its body's length to the byte, so the
     next pipelined response starts exactly after it (the parser fails otherwise)."""
     event_id = pair.create_event("Reboot", ["WestNO_1"], source="User")
@@ -203,7 +203,7 @@ def test_expect_100_continue_gets_an_interim_response(pair: ForewarnServer) -> N
 
 
 def test_rate_limit_answers_429_per_vm(start_server: StartServer) -> None:
-    """SPEC.md section 1 [doc: IMDS overview]: "429 over the rate limit of 5 requests per
+    """SPEC 1 [doc: IMDS overview]: "429 over the rate limit of 5 requests per
     second per VM", with the default limit; another VM has a budget of its own."""
     hosts = PAIR_HOSTS
     server = start_server(fleet=pair_fleet(*hosts), vm_hosts=hosts)
@@ -218,7 +218,7 @@ def test_rate_limit_answers_429_per_vm(start_server: StartServer) -> None:
 
 
 def test_headers_are_those_of_real_responses_in_their_order(pair: ForewarnServer) -> None:
-    """SPEC.md section 1 [seen: SDK logs and public captures]: "Response headers seen on the
+    """SPEC 1 [seen: SDK logs and public captures]: "Response headers seen on the
     real service, in this order: Content-Type, Server: IMDS/150.870.65.1854 (the build number
     varies), x-ms-request-id: <GUID> (a new one per response), Date, Content-Length"; "Some
     SDKs reject a metadata response whose Server does not contain 'IMDS'". Errors too."""
@@ -237,12 +237,12 @@ def test_headers_are_those_of_real_responses_in_their_order(pair: ForewarnServer
 
 
 def test_if_none_match_answers_304_until_the_document_changes(pair: ForewarnServer) -> None:
-    """SPEC.md section 1 [seen]: "documents carry an ETag; a GET with If-None-Match equal to
+    """SPEC 1 [seen]: "documents carry an ETag; a GET with If-None-Match equal to
     the current tag answers 304 Not Modified with no body"; Microsoft's sample service
     (Azure/vm-scheduled-events, node/src/index.ts) sends ``If-None-Match`` with its last tag on
     GETs and on its approval POST, and "only treats a 200 as a new document". The tag is the
     DocumentIncarnation ("The DocumentIncarnation is an ETag",
-    reference/imds/vmss-terminate-notification.md)."""
+    the scale sets' terminate-notification page, SPEC 1.4)."""
     first = pair.document_response()
     etag = first.header("ETag")
     assert etag == f'"{first.json()["DocumentIncarnation"]}"'

@@ -47,7 +47,7 @@ def test_the_hook_runs_at_impact_start_and_end_with_the_event_in_its_environment
         event_id = _restart_started(server)
         _eventually(lambda: log.exists() and "start" in log.read_text(), "the start hook")
         assert log.read_text().split() == ["start", "WestNO_1", "Reboot", event_id]
-        server.advance(7)  # "Impact Duration: 7 seconds" (scheduled-events-windows-2024.txt)
+        server.advance(7)  # "Impact Duration: 7 seconds" (SPEC 4.1)
         _eventually(lambda: len(log.read_text().splitlines()) == 2, "the end hook")
         assert log.read_text().splitlines()[1].split() == ["end", "WestNO_1", "Reboot", event_id]
 
@@ -72,9 +72,10 @@ def test_a_failing_or_hanging_hook_is_logged_and_the_platform_goes_on(tmp_path: 
 
 def test_a_deleted_vm_s_hook_says_deleted_after_its_impact_ends(tmp_path: Path) -> None:
     """A Preempt deletes its VM when its impact ends ("Preempt: The Spot Virtual Machine is
-    being deleted", scheduled-events-linux.txt, "Event Properties"): the hook is told the
-    start, the end and then ``deleted``, with the event, so a harness stops the software of
-    a VM that no longer exists; its address answers nothing from then on."""
+    being deleted", learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event
+    Properties"): the hook is told the start, the end and then ``deleted``, with the event, so a
+    harness stops the software of a VM that no longer exists; its address answers nothing from then
+    on."""
     log = tmp_path / "hook.log"
     hook = f'echo "$FOREWARN_IMPACT $FOREWARN_VM $FOREWARN_EVENT_TYPE $FOREWARN_EVENT_ID" >> {log}'
     fleet = f"vms:\n  - {{name: spot0, address: {PAIR_HOSTS[0]}, priority: Spot}}\n"
@@ -85,7 +86,7 @@ def test_a_deleted_vm_s_hook_says_deleted_after_its_impact_ends(tmp_path: Path) 
         response = server.control.post("/vms/spot0/simulate-eviction")
         assert response.status_code in (200, 201), response.text
         event_id = response.json()["events"][0]["EventId"]
-        server.advance(30)  # "Preempt: 30 seconds" (scheduled-events-linux.txt)
+        server.advance(30)  # "Preempt: 30 seconds" (SPEC 4.1)
         _eventually(lambda: log.exists() and "start" in log.read_text(), "the start hook")
         server.advance(7)
         _eventually(lambda: len(log.read_text().splitlines()) == 3, "the deleted hook")

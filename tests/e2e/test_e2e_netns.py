@@ -1,8 +1,8 @@
 """The documented clients with nothing changed at all: ``forewarn serve`` on 169.254.169.254:80
 inside a network namespace of the test's own, and the clients run in it.
 
-scheduled-events-windows-2024.txt, "Endpoint discovery": "For VNET enabled VMs, Metadata
-Service is available from a static nonroutable IP, 169.254.169.254"; SPEC.md section 1:
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery": "For VNET
+enabled VMs, Metadata Service is available from a static nonroutable IP, 169.254.169.254"; SPEC 1:
 "binding to 169.254.169.254:80 inside a network namespace lets unmodified clients run". The
 namespace is private: nothing on the host changes, and it is deleted (with anything still
 running in it) however the test ends. Needs root and iproute2; skipped with the reason
@@ -199,8 +199,9 @@ def inside(azure_address: NamespacedServer) -> NamespacedServer:
 def test_unmodified_python_sample_inside_the_namespace(
     inside: NamespacedServer, tmp_path: Path
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample", byte for byte: it talks to
-    http://169.254.169.254/metadata/scheduledevents as written, and gets forewarn."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample", byte
+    for byte: it talks to http://169.254.169.254/metadata/scheduledevents as written, and gets
+    forewarn."""
     path = write_sample(tmp_path, documented_sample())
     sample = InteractiveProcess(
         inside.namespace.argv(sys.executable, str(path)), clean_environment()
@@ -209,9 +210,9 @@ def test_unmodified_python_sample_inside_the_namespace(
 
 
 def test_unmodified_curl_inside_the_namespace(inside: NamespacedServer) -> None:
-    """scheduled-events-windows-2024.txt, "Query for events" and "Start an event", exactly as
-    printed (the POST with the event's id in place of the example's); the event is put there
-    with ``forewarn events create``, as the README shows."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Query for events" and
+    "Start an event", exactly as printed (the POST with the event's id in place of the example's);
+    the event is put there with ``forewarn events create``, as the README shows."""
     require_tool("curl", "the documented commands are curl command lines")
     namespace = inside.namespace
     created = run(

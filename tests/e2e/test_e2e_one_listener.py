@@ -2,7 +2,7 @@
 
 ``forewarn serve --bind 0.0.0.0:80`` opens one VM-facing socket however many VMs the fleet
 has, and tells each VM by the address its connection arrived at, as a per-VM listener would
-(SPEC.md section 1: a VM is told apart by the address its request arrives at). The namespace is
+(SPEC 1: a VM is told apart by the address its request arrives at). The namespace is
 private, so the wildcard reaches nothing but the namespace's own loopback.
 """
 

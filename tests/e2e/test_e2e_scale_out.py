@@ -1,15 +1,15 @@
 """``examples/scale-out/run.sh`` as a reader runs it: three front-ends, each in a network
 namespace of its own answering its VMs at 169.254.169.254:80, one PostgreSQL namespace.
 
-scheduled-events-windows-2024.txt, "Endpoint discovery": "For VNET enabled VMs, Metadata
-Service is available from a static nonroutable IP, 169.254.169.254"; "Scope": events are
-delivered to "All the VMs in an availability set", whichever front-end answers them; and
-scheduled-events-linux.txt, "Start an event": "Acknowledging an event allows the event to
-proceed for all Resources in the event, not just the VM that acknowledges the event". So an
-operation through one front-end and an approval through another must meet. Needs root, iproute2, curl and
-PostgreSQL (run.sh's own check says when it is absent); skipped with the reason otherwise.
-Each run uses namespaces, links, a run directory and a store namespace of its own, all
-removed afterwards.
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery": "For VNET
+enabled VMs, Metadata Service is available from a static nonroutable IP, 169.254.169.254"; "Scope":
+events are delivered to "All the VMs in an availability set", whichever front-end answers them; and
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Start an event": "Acknowledging
+an event allows the event to proceed for all Resources in the event, not just the VM that
+acknowledges the event". So an operation through one front-end and an approval through another must
+meet. Needs root, iproute2, curl and PostgreSQL (run.sh's own check says when it is absent); skipped
+with the reason otherwise. Each run uses namespaces, links, a run directory and a store namespace of
+its own, all removed afterwards.
 """
 
 from __future__ import annotations

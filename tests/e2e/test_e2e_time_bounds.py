@@ -4,7 +4,8 @@ holding an impossible time is refused alike by start-up and ``forewarn store che
 
 The bound is ``forewarn.domain.clock.LATEST`` (9000-01-01T00:00:00Z) with every duration at
 most ``LONGEST`` (100 years), so the latest date the platform prints (a NotBefore 7 days ahead
-for a predicted failure, RFC 1123 as scheduled-events-linux.txt shows it, "Mon, 19 Sep 2016
+for a predicted failure, RFC 1123 as
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events shows it, "Mon, 19 Sep 2016
 18:29:47 GMT") stays far from the year 9999, where ``datetime`` stops.
 """
 

@@ -3,15 +3,17 @@
 What must hold (README "Faithfulness"): no client ever sees a reset, an exception or a
 document out of order, from Scheduled through approval, impact and removal. The clients:
 the documentation's Python sample (its functions unchanged but for the address,
-scheduled-events-windows-2024.txt "Python Sample"), the documentation's curl command in a
-loop, a poller with ``If-None-Match`` as Microsoft's sample service polls
-(Azure/vm-scheduled-events, node/src/index.ts), and a client written as the documentation
-shows, polling once a second with no error handling, which must exit cleanly after a restart,
-a live migration and an eviction of its VM.
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events "Python Sample"), the
+documentation's curl command in a loop, a poller with ``If-None-Match`` as Microsoft's sample
+service polls (Azure/vm-scheduled-events, node/src/index.ts), and a client written as the
+documentation shows, polling once a second with no error handling, which must exit cleanly after a
+restart, a live migration and an eviction of its VM.
 
 The impact lasts the documented 7 s ("Impact Duration: 7 seconds",
-scheduled-events-windows-2024.txt "High level overview"); the eviction notice is the documented 30 s, other notices the fast profile's. The run itself is ``clients/whole_event.py``, on
-loopback and, where network namespaces can be made, at 169.254.169.254:80 inside one.
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events "High level overview"); the
+eviction notice is the documented 30 s, other notices the fast profile's. The run itself is
+``clients/whole_event.py``, on loopback and, where network namespaces can be made, at
+169.254.169.254:80 inside one.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def test_the_same_clients_against_a_front_end_sharing_its_fleet_on_postgresql(
 
 
 def test_the_same_clients_at_azures_address_inside_a_network_namespace(tmp_path: Path) -> None:
-    """SPEC.md section 1: "binding to 169.254.169.254:80 inside a network namespace lets
+    """SPEC 1: "binding to 169.254.169.254:80 inside a network namespace lets
     unmodified clients run"; the sample needs no change at all there."""
     with namespace_for_test() as namespace:
         write_sample(tmp_path, sample_pointing_at(f"http://{AZURE_ENDPOINT}"))

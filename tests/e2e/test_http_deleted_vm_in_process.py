@@ -2,11 +2,11 @@
 until the client gives up, as many per caller as a VM may hold connections (README
 "Faithfulness", "Deleted VMs").
 
-scheduled-events-linux.txt, "Event Properties": Preempt "The Spot Virtual Machine is being
-deleted". A client whose VM is really gone is gone with it: nothing it could be sent exists.
-One still running here (its harness has not stopped it yet) must not read an answer no real
-VM gets (a 400, a document, a reset): its call simply never completes. The server runs in
-this process (``forewarn.testing``'s socket mode) on a manual clock.
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties": Preempt "The
+Spot Virtual Machine is being deleted". A client whose VM is really gone is gone with it: nothing it
+could be sent exists. One still running here (its harness has not stopped it yet) must not read an
+answer no real VM gets (a 400, a document, a reset): its call simply never completes. The server
+runs in this process (``forewarn.testing``'s socket mode) on a manual clock.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ vms:
   - {name: spot0, address: 127.0.0.2, priority: Spot}
   - {name: other, address: 127.0.0.3}
 """
-IMPACT = 7  # "Impact Duration: 7 seconds" (scheduled-events-windows-2024.txt)
+IMPACT = 7  # "Impact Duration: 7 seconds" (SPEC 4.1)
 BOUND = 5  # the connections a caller may hold, lowered for the test (CONNECTIONS_PER_VM)
 
 

@@ -111,9 +111,10 @@ class Caller:
 
 
 def _freeze(platform: ForewarnPlatform, seconds: Seconds, vms: list[str]) -> None:
-    """Each VM's Freeze started now (scheduled-events-windows-2024.txt: the VM is paused for
-    the impact's duration); the rate limit's clock moves on a second, so every VM has its
-    whole burst again."""
+    """Each VM's Freeze started now
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events: the VM is paused for the
+    impact's duration); the rate limit's clock moves on a second, so every VM has its whole burst
+    again."""
     for vm in vms:
         platform.schedule("Freeze", vm, duration_seconds=IMPACT_SECONDS, started=True)
     seconds.now += 1

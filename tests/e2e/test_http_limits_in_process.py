@@ -1,6 +1,6 @@
 """The socket server's limits at their edge, and how a refused connection ends.
 
-SPEC.md section 1 [doc: IMDS family]: "Request limits: bounded body, header and parameter
+SPEC 1 [doc: IMDS family]: "Request limits: bounded body, header and parameter
 lengths, rejected with 400". A request exactly at a limit is served; one byte more is refused
 with one 400 that closes the connection. The server runs in this process (``forewarn.testing``'s
 socket mode) so that mutation testing sees ``server/http/``.
@@ -212,7 +212,8 @@ def _with_headers(count: int, value: bytes = b"v") -> bytes:
 def test_headers_at_their_limits_are_answered_and_one_more_is_refused(port: int) -> None:
     """The header limits of ``forewarn.server.imds.Limits``: 64 header lines, and values of
     4096 bytes (IMDS's text: "Parameter header value length is larger than
-    MaxHeaderValueLength", reference/imds/troubleshoot-load-balancer-imds.md)."""
+    MaxHeaderValueLength",
+    learn.microsoft.com/azure/load-balancer/troubleshoot-load-balancer-imds)."""
     limits = Limits()
     cases = [
         (_with_headers(limits.max_headers), None),
@@ -286,7 +287,7 @@ def test_a_refusal_in_the_middle_of_a_large_read_is_the_only_answer(port: int) -
 
 
 def test_a_burst_of_connections_waits_for_a_busy_server_rather_than_being_dropped() -> None:
-    """SPEC.md section 8: VMs poll about once a second, many on a new connection each time;
+    """SPEC 8: VMs poll about once a second, many on a new connection each time;
     a burst of new connections arriving while the server is busy waits in the listen queue
     (4096 deep) instead of being dropped after the default hundred."""
     with ForewarnPlatform(rate_limit=1000) as platform:

@@ -541,7 +541,7 @@ vms:
 
 
 def test_a_vm_is_known_by_the_address_it_calls_from_on_a_shared_listener() -> None:
-    """SPEC.md section 1: forewarn binds wherever it is told; a listener that is no VM's
+    """SPEC 1: forewarn binds wherever it is told; a listener that is no VM's
     address (one address for a whole namespace of VMs) knows each VM by the address its
     request comes from, for its document and for the faults aimed at it."""
     platform = ForewarnPlatform(fleet=PEERS, rate_limit=1000, seed=4)

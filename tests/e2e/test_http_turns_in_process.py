@@ -1,10 +1,10 @@
 """A VM over its rate limit still gets IMDS's 429s, but cannot make another VM wait.
 
-reference/imds/instance-metadata-service.md, "Rate limiting": "requests to IMDS are limited to
-5 requests per second (on a per VM basis). Requests exceeding this threshold will be rejected
-with 429 responses." The limit is per VM, so one VM flooding its endpoint must not delay the
-others: once a connection's answer is a 429, each request it sends next (later, or pipelined
-in the same read) waits for a turn, and a turn answers a few requests in all (a turn every
+learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Rate limiting": "requests to
+IMDS are limited to 5 requests per second (on a per VM basis). Requests exceeding this threshold
+will be rejected with 429 responses." The limit is per VM, so one VM flooding its endpoint must not
+delay the others: once a connection's answer is a 429, each request it sends next (later, or
+pipelined in the same read) waits for a turn, and a turn answers a few requests in all (a turn every
 millisecond), instead of being answered in the same batch as every other ready connection of
 the flood or every other request of the same read.
 

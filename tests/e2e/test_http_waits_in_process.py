@@ -102,9 +102,10 @@ def _nothing_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 def _start_restart(platform: ForewarnPlatform) -> None:
-    """vm0's user restart, approved: its impact (scheduled-events-windows-2024.txt, "Impact
-    Duration: 7 seconds") starts now, and vm0's requests are held until it ends (README,
-    "Faithfulness": a paused VM's call "simply takes longer")."""
+    """vm0's user restart, approved: its impact
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Impact Duration: 7
+    seconds") starts now, and vm0's requests are held until it ends (README, "Faithfulness": a
+    paused VM's call "simply takes longer")."""
     (event,) = platform.restart("vm0")
     reply = exchange("127.0.0.1", platform.port, post(approval(event.event_id), CLOSE))
     assert parse_responses(reply.data)[0].status == 200
@@ -138,7 +139,7 @@ def test_a_held_request_the_endpoint_fails_on_is_a_500(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The same logged 500 as for any request the endpoint fails on (SPEC.md section 1:
+    """The same logged 500 as for any request the endpoint fails on (SPEC 1:
     "410/500 are transient platform errors that clients retry")."""
     _start_restart(platform)
     client = connect()

@@ -32,7 +32,7 @@ from http_wire_support import (
 from forewarn.testing import ForewarnPlatform
 
 JSON_TYPE = b"Content-Type: application/json; charset=utf-8\r\n"
-#: SPEC.md section 1 [seen: SDK logs and public captures]: "Response headers seen on the real
+#: SPEC 1 [seen: SDK logs and public captures]: "Response headers seen on the real
 #: service, in this order: Content-Type, Server: IMDS/150.870.65.1854 (the build number
 #: varies), x-ms-request-id: <GUID> (a new one per response), Date, Content-Length".
 SERVED_BY = b"Server: IMDS/150.870.65.1854\r\nx-ms-request-id: <id>\r\nDate: <date>\r\n"
@@ -85,7 +85,7 @@ def wire(served: ForewarnPlatform) -> Iterator[Wire]:
 
 
 def test_each_kind_of_answer_keeps_the_connection_and_has_the_real_head(wire: Wire) -> None:
-    """SPEC.md section 1: the headers of the real service in their order and case, with the
+    """SPEC 1: the headers of the real service in their order and case, with the
     statuses of the endpoint (200, 304 Not Modified for a current If-None-Match, 404 unknown
     path, 400 without the Metadata header, 405 other methods). RFC 9112 section 9.3: an
     HTTP/1.1 connection persists after each of them, until the request that says close, and
@@ -113,9 +113,10 @@ def test_each_kind_of_answer_keeps_the_connection_and_has_the_real_head(wire: Wi
 
 
 def test_an_approval_is_an_empty_200_and_a_304_can_end_the_connection(wire: Wire) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": the approval POST; forewarn
-    answers it 200 with an empty body, so no Content-Type. A 304 has no body and so no
-    Content-Length (RFC 9110 section 8.6), with ``Connection: close`` when it is the last."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": the
+    approval POST; forewarn answers it 200 with an empty body, so no Content-Type. A 304 has no body
+    and so no Content-Length (RFC 9110 section 8.6), with ``Connection: close`` when it is the
+    last."""
     event = wire.platform.schedule("Freeze", "vm0", duration_seconds=0)
     heads, closed = wire.heads(
         post(approval(event.event_id)),
@@ -139,8 +140,9 @@ def test_an_approval_is_an_empty_200_and_a_304_can_end_the_connection(wire: Wire
 def test_an_error_fault_has_the_real_head_and_ends_the_connection_only_when_asked(
     wire: Wire, kind: str, status_line: bytes
 ) -> None:
-    """instance-metadata-service.md, "Errors and debugging": 410, 500 and 429 as IMDS answers
-    them; the fault's answer keeps a kept-alive connection, and closes one that said close."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging":
+    410, 500 and 429 as IMDS answers them; the fault's answer keeps a kept-alive connection, and
+    closes one that said close."""
     wire.platform.fault(kind, count=2)
     error = status_line + JSON_TYPE + SERVED_BY + LENGTH
     heads, closed = wire.heads(get(), get(extra=CLOSE))
@@ -154,7 +156,7 @@ def test_an_error_fault_has_the_real_head_and_ends_the_connection_only_when_aske
 def test_an_endpoint_failure_is_a_500_that_closes_and_logs_the_exception(
     wire: Wire, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, after: int
 ) -> None:
-    """SPEC.md section 1: "410/500 are transient platform errors that clients retry"; the
+    """SPEC 1: "410/500 are transient platform errors that clients retry"; the
     server's log shows the exception and the connection it happened on. The second case
     fails on a poll whose bytes the server has parsed before."""
     poll = get(b"/metadata/scheduledevents?api-version=2020-07-01&case=%d" % after)
@@ -182,7 +184,7 @@ def test_an_endpoint_failure_is_a_500_that_closes_and_logs_the_exception(
 def test_repeated_headers_are_read_as_one_comma_separated_value(wire: Wire) -> None:
     """RFC 9110 section 5.3: a recipient may combine repeated header lines into one value,
     in order, separated by commas; so a second If-None-Match adds a tag, and the combined
-    list ``"<current>", "0"`` names the current one (SPEC.md section 1, conditional GET)."""
+    list ``"<current>", "0"`` names the current one (SPEC 1, conditional GET)."""
     (current,) = parse_responses(exchange("127.0.0.1", wire.port, get(extra=CLOSE)).data)
     tag = (current.header("ETag") or "").encode()
     assert tag != b'"0"'
@@ -213,7 +215,7 @@ def test_every_request_expecting_100_continue_gets_it(wire: Wire) -> None:
 
 def test_the_date_moves_to_the_next_second_exactly_when_the_clock_does(wire: Wire) -> None:
     """RFC 9110 section 6.6.1: Date is the time the answer was made, to the second; the
-    platform's clock (SPEC.md section 2 [ours]) passing a whole second changes it."""
+    platform's clock (SPEC 2 [ours]) passing a whole second changes it."""
     start = wire.platform.now
     assert start.microsecond == 0
     dates = []

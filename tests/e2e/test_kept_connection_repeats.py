@@ -88,8 +88,9 @@ def poller(platform: ForewarnPlatform, request: pytest.FixtureRequest) -> Iterat
 def test_a_repeated_poll_meets_each_new_document(
     platform: ForewarnPlatform, poller: Poller
 ) -> None:
-    """scheduled-events-linux.txt, "Polling frequency": a VM polling once a second sees an
-    event as soon as it is scheduled, and sees it go when it is cancelled."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency": a VM
+    polling once a second sees an event as soon as it is scheduled, and sees it go when it is
+    cancelled."""
     empty = poller.polled_alike()
     assert b'"Events":[]' in empty
     event = platform.schedule(EventType.FREEZE, "vm0")
@@ -104,8 +105,9 @@ def test_a_repeated_poll_meets_each_new_document(
 
 
 def test_a_repeated_poll_meets_the_clock(platform: ForewarnPlatform, poller: Poller) -> None:
-    """scheduled-events-linux.txt, "Event Properties": NotBefore passed, the platform starts
-    the event by itself; a VM polling all along is shown it Started."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    NotBefore passed, the platform starts the event by itself; a VM polling all along is shown it
+    Started."""
     event = platform.schedule(EventType.FREEZE, "vm0")
     assert b'"EventStatus":"Scheduled"' in poller.polled_alike()
     platform.advance(timedelta(minutes=16))  # past the 15 minutes of notice a Freeze has
@@ -118,8 +120,8 @@ def test_another_request_on_the_connection_is_answered_for_itself(
     platform: ForewarnPlatform, poller: Poller
 ) -> None:
     """A client asking other things on its kept connection between polls (the instance
-    metadata; an older api-version, whose events have fewer fields: reference/imds/
-    instance-metadata-service.md) gets each one's own answer, and its poll's again after."""
+    metadata; an older api-version, whose events have fewer fields: SPEC 2.2
+    and 9) gets each one's own answer, and its poll's again after."""
     platform.schedule(EventType.FREEZE, "vm0")
     document = poller.polled_alike()
     for target in (
@@ -141,8 +143,8 @@ def test_every_repeated_poll_is_recorded(platform: ForewarnPlatform, poller: Pol
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_repeated_poll_is_rate_limited(mode: str) -> None:
-    """SPEC 1, reference/imds/instance-metadata-service.md, "Rate limiting": over the
-    limit, a VM's requests are answered 429, repeats like the rest."""
+    """SPEC 1, learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Rate
+    limiting": over the limit, a VM's requests are answered 429, repeats like the rest."""
     now = [0.0]
     with ForewarnPlatform(vms=["vm0", "vm1"], rate_limit=3, monotonic=lambda: now[0]) as made:
         poller = Poller(made, "vm0", mode)
@@ -260,10 +262,11 @@ def test_a_vm_polling_on_new_connections_is_answered_from_its_address_last_answe
 def test_at_a_polling_address_another_form_of_the_poll_is_answered_for_itself(
     platform: ForewarnPlatform,
 ) -> None:
-    """RFC 9110 section 13.1.2 and scheduled-events-linux.txt's sample (If-None-Match with the
-    last ETag: 304 while nothing changed), RFC 9112 section 9.6 (``Connection: close``: the
-    answer says so and the connection ends): at an address whose poll is answered as a
-    repeat, the same poll with either header, on a new connection, gets its own answer."""
+    """RFC 9110 section 13.1.2 and
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events's sample (If-None-Match with
+    the last ETag: 304 while nothing changed), RFC 9112 section 9.6 (``Connection: close``: the
+    answer says so and the connection ends): at an address whose poll is answered as a repeat, the
+    same poll with either header, on a new connection, gets its own answer."""
     host, port = platform.url_for("vm0").removeprefix("http://").rsplit(":", 1)
     poller = Poller(platform, "vm0", "new-connection")
     polled = poller.polled_alike(times=3)  # the address now answers its repeats

@@ -157,8 +157,8 @@ def faulty(pair: InProcessServer) -> Iterator[InProcessServer]:
 def test_an_error_fault_is_an_imds_answer_and_keeps_the_connection(
     faulty: InProcessServer, kind: str, status: int, message: str
 ) -> None:
-    """instance-metadata-service.md, "Errors and debugging": 410, 500 and 429 with IMDS's
-    bodies; a kept-alive connection goes on to the real answer."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging":
+    410, 500 and 429 with IMDS's bodies; a kept-alive connection goes on to the real answer."""
     faulty.platform.fault(kind, count=1)
     both = exchange(
         faulty.host,

@@ -47,8 +47,9 @@ def statuses(imds: Imds, vm: str = "WestNO_1") -> dict[str, str]:
 
 
 def test_approval_answers_200_with_an_empty_body(scheduled: tuple[Imds, str, str]) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "The service always returns a 200
-    success code if it's passed a valid event ID"; the body is empty (SPEC 3 [ours])."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "The
+    service always returns a 200 success code if it's passed a valid event ID"; the body is empty
+    (SPEC 3 [ours])."""
     imds, reboot, _ = scheduled
     response = imds.approve("WestNO_1", reboot)
     assert (response.status, response.body, response.content_type) == (200, b"", None)
@@ -56,8 +57,8 @@ def test_approval_answers_200_with_an_empty_body(scheduled: tuple[Imds, str, str
 
 
 def test_several_events_are_approved_at_once(scheduled: tuple[Imds, str, str]) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": "You can confirm multiple events in
-    a single request if needed"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample": "You
+    can confirm multiple events in a single request if needed"."""
     imds, reboot, redeploy = scheduled
     before = imds.document("WestNO_0")["DocumentIncarnation"]
     assert imds.approve("WestNO_0", reboot, redeploy).status == 200
@@ -67,9 +68,10 @@ def test_several_events_are_approved_at_once(scheduled: tuple[Imds, str, str]) -
 
 
 def test_an_approval_lets_the_event_proceed_for_all_its_resources(pair: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "Acknowledging an event allows the
-    event to proceed for all Resources in the event, not just the VM that acknowledges the
-    event"; any VM of the set may approve, as the docs' leader election implies."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event":
+    "Acknowledging an event allows the event to proceed for all Resources in the event, not just the
+    VM that acknowledges the event"; any VM of the set may approve, as the docs' leader election
+    implies."""
     pair.add_vm("WestNO_2", availability_set="WestNO")
     event = pair.schedule(EventType.FREEZE, "WestNO_0", "WestNO_1", duration_seconds=5)
     assert pair.approve("WestNO_2", event.event_id).status == 200
@@ -86,9 +88,10 @@ def test_an_approval_lets_the_event_proceed_for_all_its_resources(pair: Imds) ->
 def test_document_incarnation_in_the_body_is_accepted_and_ignored(
     scheduled: tuple[Imds, str, str], incarnation: object
 ) -> None:
-    """scheduled-events-preview-2017.md, "Starting an event (expedite)": the curl sample sends
-    ``{"DocumentIncarnation":"5", "StartRequests": [...]}`` (a string, and not the current
-    incarnation); its PowerShell sample sends the number it read. SPEC 3: accept and ignore."""
+    """docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Starting
+    an event (expedite)": the curl sample sends ``{"DocumentIncarnation":"5", "StartRequests":
+    [...]}`` (a string, and not the current incarnation); its PowerShell sample sends the number it
+    read. SPEC 3: accept and ignore."""
     imds, reboot, _ = scheduled
     body = orjson.dumps(start_requests(reboot, DocumentIncarnation=incarnation))
     assert imds.post("WestNO_1", body).status == 200
@@ -108,16 +111,18 @@ def test_document_incarnation_in_the_body_is_accepted_and_ignored(
 def test_no_content_type_is_required(
     scheduled: tuple[Imds, str, str], headers: dict[str, str]
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": ``curl -H Metadata:true -X POST -d
-    '{"StartRequests": ...}'``; curl -d labels the body as form data (SPEC 3 [doc] [seen])."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": ``curl
+    -H Metadata:true -X POST -d '{"StartRequests": ...}'``; curl -d labels the body as form data
+    (SPEC 3 [doc] [seen])."""
     imds, reboot, _ = scheduled
     assert imds.post("WestNO_1", start_requests(reboot), headers=headers).status == 200
 
 
 def test_the_documented_request_bodies_are_understood(scheduled: tuple[Imds, str, str]) -> None:
     """The bodies exactly as the documentation writes them, whitespace and tabs included:
-    scheduled-events-windows-2024.txt, "Start an event" and scheduled-events-preview-2017.md,
-    "PowerShell Sample" (ConvertTo-Json output, pretty-printed)."""
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event" and
+    docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "PowerShell
+    Sample" (ConvertTo-Json output, pretty-printed)."""
     imds, reboot, redeploy = scheduled
     windows = b'{\n\t"StartRequests" : [\n\t\t{\n\t\t\t"EventId": "%s"\n\t\t}\n\t]\n}' % (
         reboot.encode()
@@ -136,8 +141,9 @@ def test_the_documented_request_bodies_are_understood(scheduled: tuple[Imds, str
 def test_approving_again_is_still_200_and_changes_nothing(
     scheduled: tuple[Imds, str, str],
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": 200 "even if another VM already
-    approved the event"; a Started event approved again stays as it is."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": 200
+    "even if another VM already approved the event"; a Started event approved again stays as it
+    is."""
     imds, reboot, _ = scheduled
     assert imds.approve("WestNO_1", reboot).status == 200
     imds.advance(timedelta(seconds=7))
@@ -148,10 +154,10 @@ def test_approving_again_is_still_200_and_changes_nothing(
 
 
 def test_approval_by_one_tenant_waits_for_the_other_and_repeats_are_200(imds: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "High level overview": "If the VM is on shared
-    infrastructure, the system will then wait for all other tenants on the same hardware to
-    also approve the job or timeout"; "Start an event": 200 "even if another VM already
-    approved the event"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview":
+    "If the VM is on shared infrastructure, the system will then wait for all other tenants on the
+    same hardware to also approve the job or timeout"; "Start an event": 200 "even if another VM
+    already approved the event"."""
     imds.add_vm("a0", host="shared", subscription_id="11111111-1111-1111-1111-111111111111")
     imds.add_vm("a1", host="shared", subscription_id="11111111-1111-1111-1111-111111111111")
     imds.add_vm("b0", host="shared", subscription_id="22222222-2222-2222-2222-222222222222")
@@ -171,7 +177,8 @@ def test_approval_by_one_tenant_waits_for_the_other_and_repeats_are_200(imds: Im
 
 def test_event_ids_are_matched_without_regard_to_case(scheduled: tuple[Imds, str, str]) -> None:
     """EventIds are GUIDs, "case insensitive on input" (RFC 4122, section 3); the documented
-    approvals carry lower-case ids (scheduled-events-windows-2024.txt, "Start an event":
+    approvals carry lower-case ids
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event":
     "f020ba2e-3bc0-4c40-a10b-86575a9eabd5") while documents show them in upper case."""
     imds, reboot, redeploy = scheduled
     assert imds.approve("WestNO_1", reboot.lower(), redeploy.title()).status == 200
@@ -238,8 +245,8 @@ MALFORMED: dict[str, bytes] = {
 def test_a_malformed_body_is_400_and_changes_nothing(
     scheduled: tuple[Imds, str, str], name: str
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "A 400 error code indicates that
-    the request header or payload was malformed."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "A 400
+    error code indicates that the request header or payload was malformed."""
     imds, reboot, _ = scheduled
     body = MALFORMED[name].replace(b"KNOWN", reboot.encode())
     before = snapshot(imds)
@@ -280,9 +287,10 @@ def test_a_huge_body_is_400_and_changes_nothing(scheduled: tuple[Imds, str, str]
 
 
 def test_post_needs_the_metadata_header_from_2017_08_01(scheduled: tuple[Imds, str, str]) -> None:
-    """scheduled-events-windows-2024.txt, "Headers": "The Metadata:true header is required for
-    all scheduled events requests"; release note of 2017-08-01: "Metadata header requirement
-    enforced for all requests" (scheduled-events-linux.txt, "Version and Region
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Headers": "The
+    Metadata:true header is required for all scheduled events requests"; release note of 2017-08-01:
+    "Metadata header requirement enforced for all requests"
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
     Availability")."""
     imds, reboot, _ = scheduled
     before = snapshot(imds)
@@ -301,10 +309,11 @@ def test_post_needs_the_metadata_header_from_2017_08_01(scheduled: tuple[Imds, s
 def test_the_2017_03_01_preview_approved_without_the_header(
     scheduled: tuple[Imds, str, str],
 ) -> None:
-    """scheduled-events-preview-2017.md, "C# Sample": ``ApproveScheduledEvents`` posts with
-    only ``Content-Type: application/json`` (no Metadata header) to api-version=2017-03-01,
-    and the 2017-08-01 note "Metadata header requirement enforced for all requests" says the
-    preview did not enforce it. GET always needed it ("Using Headers")."""
+    """docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "C#
+    Sample": ``ApproveScheduledEvents`` posts with only ``Content-Type: application/json`` (no
+    Metadata header) to api-version=2017-03-01, and the 2017-08-01 note "Metadata header requirement
+    enforced for all requests" says the preview did not enforce it. GET always needed it ("Using
+    Headers")."""
     imds, reboot, _ = scheduled
     preview_approval = orjson.dumps({"DocumentIncarnation": "2", **start_requests(reboot)})
     response = imds.post(

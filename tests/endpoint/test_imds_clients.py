@@ -1,9 +1,10 @@
 """The documented client, run unchanged against the endpoint in-process (SPEC 8).
 
-The sample is scheduled-events-windows-2024.txt, "Python Sample", as the documentation prints
-it (the end-to-end tier's copy, ``tests/e2e/samples/``). Its functions run with ``requests`` and ``sleep`` swapped for stand-ins
-that call :meth:`ImdsEndpoint.handle` and move the manual clock, so the sample's once-a-second
-loop runs in no time and never touches a socket.
+The sample is learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample",
+as the documentation prints it (the end-to-end tier's copy, ``tests/e2e/samples/``). Its functions
+run with ``requests`` and ``sleep`` swapped for stand-ins that call :meth:`ImdsEndpoint.handle` and
+move the manual clock, so the sample's once-a-second loop runs in no time and never touches a
+socket.
 """
 
 from __future__ import annotations
@@ -124,9 +125,10 @@ def test_the_sample_reads_the_first_document_at_once(
 def test_the_sample_approves_a_user_event_at_once(
     vm0: Imds, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """scheduled-events-windows-2024.txt, "User-initiated maintenance": "Typically events with
-    a user event source can be immediately approved"; the sample polls once a second
-    ("Polling frequency"), never gets 429, and its approval starts the event."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+    maintenance": "Typically events with a user event source can be immediately approved"; the
+    sample polls once a second ("Polling frequency"), never gets 429, and its approval starts the
+    event."""
     sample, transport = load_sample(vm0, "vm0")
     sample["advanced_sample"]("-1")
     vm0.advance(timedelta(seconds=42))
@@ -142,9 +144,9 @@ def test_the_sample_approves_a_user_event_at_once(
 def test_the_sample_approves_short_freezes_and_leaves_the_rest(
     vm0: Imds, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """scheduled-events-windows-2024.txt, "Python Sample": "freeze events less that 9 seconds
-    are considered no impact. This will immediately approve them"; other platform events are
-    logged by Description and wait for their NotBefore."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample": "freeze
+    events less that 9 seconds are considered no impact. This will immediately approve them"; other
+    platform events are logged by Description and wait for their NotBefore."""
     sample, _ = load_sample(vm0, "vm0")
     sample["advanced_sample"]("-1")
     short = vm0.schedule(
@@ -165,11 +167,11 @@ def test_the_sample_approves_short_freezes_and_leaves_the_rest(
 
 
 def test_the_sample_sees_every_change_when_it_polls_each_second(imds: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": "The DocumentIncarnation is
-    changing every time there's new information in Events"; a once-a-second poller in the
-    same availability set notices the event, its start at NotBefore (10 minutes of notice
-    for Redeploy, "Event scheduling") and its removal ten minutes later ("EventStatus:
-    "Started" to Completed (event removed from Events array): 10 minutes")."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+    "The DocumentIncarnation is changing every time there's new information in Events"; a
+    once-a-second poller in the same availability set notices the event, its start at NotBefore (10
+    minutes of notice for Redeploy, "Event scheduling") and its removal ten minutes later
+    ("EventStatus: "Started" to Completed (event removed from Events array): 10 minutes")."""
     imds.add_vm("web_0", availability_set="web")
     imds.add_vm("web_1", availability_set="web")
     imds.monotonic.step = 0.0

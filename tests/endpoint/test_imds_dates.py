@@ -40,8 +40,9 @@ def rfc1123(moment: datetime) -> str:
 
 
 def test_the_independent_calendar_agrees_with_the_documented_examples() -> None:
-    """scheduled-events-linux.txt, "Event Properties": "Mon, 19 Sep 2016 18:29:47 GMT";
-    scheduled-events-windows-2024.txt, "Example responses": "Mon, 11 Apr 2022 22:26:58 GMT"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties": "Mon,
+    19 Sep 2016 18:29:47 GMT"; learn.microsoft.com/azure/virtual-machines/windows/scheduled-events,
+    "Example responses": "Mon, 11 Apr 2022 22:26:58 GMT"."""
     assert rfc1123(datetime(2016, 9, 19, 18, 29, 47, tzinfo=UTC)) == (
         "Mon, 19 Sep 2016 18:29:47 GMT"
     )
@@ -71,15 +72,16 @@ def test_not_before_has_the_right_weekday_on_any_date(moment: datetime) -> None:
 @settings(max_examples=200)
 @given(moments)
 def test_not_before_text_reads_back_to_the_same_second(moment: datetime) -> None:
-    """Clients parse NotBefore back (scheduled-events-preview-2017.md, "C# Sample":
-    ``DateTime? NotBefore``); the text must name the same instant, to the second."""
+    """Clients parse NotBefore back
+    (docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "C#
+    Sample": ``DateTime? NotBefore``); the text must name the same instant, to the second."""
     parsed = parse_not_before(format_not_before(moment))
     assert parsed == moment.astimezone(UTC).replace(microsecond=0)
 
 
 def test_started_events_have_no_not_before() -> None:
-    """scheduled-events-windows-fr.txt, "Propriétés d'événement", NotBefore: "Est vide si
-    l'événement a déjà démarré"."""
+    """learn.microsoft.com/fr-fr/azure/virtual-machines/windows/scheduled-events, "Propriétés
+    d'événement", NotBefore: "Est vide si l'événement a déjà démarré"."""
     assert format_not_before(None) == ""
     assert parse_not_before("") is None
 
@@ -93,7 +95,8 @@ def test_not_before_through_the_endpoint(
     make_imds: type[Imds], start: datetime, extra_seconds: int
 ) -> None:
     """The same rule on the wire: start + the 15 minute Reboot minimum notice
-    (scheduled-events-linux.txt, "Event Scheduling") + any further notice."""
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling") + any
+    further notice."""
     imds = make_imds(start=start.replace(tzinfo=UTC))
     imds.add_vm("vm0")
     notice = timedelta(minutes=15, seconds=extra_seconds)

@@ -1,10 +1,10 @@
 """A deleted VM's address answers nothing (README "Faithfulness", "Deleted VMs").
 
-scheduled-events-linux.txt, "Event Properties": Preempt "The Spot Virtual Machine is being
-deleted", Terminate "The virtual machine is scheduled to be deleted". On Azure the VM's
-software is gone with the VM, so no client ever reads an answer about a deleted VM: no 400,
-no document, no reset. forewarn cannot stop a client that still runs (its impact hook can),
-so it answers it nothing at all: the request is never answered, the connection kept open
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties": Preempt "The
+Spot Virtual Machine is being deleted", Terminate "The virtual machine is scheduled to be deleted".
+On Azure the VM's software is gone with the VM, so no client ever reads an answer about a deleted
+VM: no 400, no document, no reset. forewarn cannot stop a client that still runs (its impact hook
+can), so it answers it nothing at all: the request is never answered, the connection kept open
 until the client gives up [ours]. A VM added again under the name or address starts afresh.
 """
 

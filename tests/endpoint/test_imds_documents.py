@@ -34,14 +34,15 @@ ALL_VERSIONS = [
 BASE_KEYS = ["EventId", "EventStatus", "EventType", "ResourceType", "Resources", "NotBefore"]
 BASE_TYPES = ["Freeze", "Reboot", "Redeploy"]
 
-#: scheduled-events-linux.txt, "Version and Region Availability", release notes per version:
-#: 2017-03-01 "Initial release"; 2017-08-01 "Removed prepended underscore from resource names
-#: for IaaS VMs"; 2017-11-01 "Added support for Spot VM eviction EventType 'Preempt'";
-#: 2019-01-01 "Added support for virtual machine scale sets EventType 'Terminate'";
-#: 2019-04-01 "Added support for Event Description"; 2019-08-01 "Added support for Event
-#: Source"; 2020-07-01 "Added support for Event Duration". The 2017-03-01 field set is the
-#: preview's (scheduled-events-preview-2017.md, "Query for events").
-#: version -> (event keys in order, event types shown, IaaS names prefixed with "_")
+#: learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+#: Availability", release notes per version: 2017-03-01 "Initial release"; 2017-08-01 "Removed
+#: prepended underscore from resource names for IaaS VMs"; 2017-11-01 "Added support for Spot VM
+#: eviction EventType 'Preempt'"; 2019-01-01 "Added support for virtual machine scale sets EventType
+#: 'Terminate'"; 2019-04-01 "Added support for Event Description"; 2019-08-01 "Added support for
+#: Event Source"; 2020-07-01 "Added support for Event Duration". The 2017-03-01 field set is the
+#: preview's (docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017),
+#: "Query for events"). version -> (event keys in order, event types shown, IaaS names prefixed with
+#: "_")
 SHOWN: dict[str, tuple[list[str], list[str], bool]] = {
     "2017-03-01": (BASE_KEYS, BASE_TYPES, True),
     "2017-08-01": (BASE_KEYS, BASE_TYPES, False),
@@ -86,8 +87,9 @@ def keys_in_order(body: bytes) -> list[list[str]]:
 
 
 def test_the_versions_table_is_the_documented_one() -> None:
-    """scheduled-events-windows-2024.txt, "Version and region availability": "Versions are
-    mandatory; the current version is 2020-07-01." The list is the release-notes table."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Version and region
+    availability": "Versions are mandatory; the current version is 2020-07-01." The list is the
+    release-notes table."""
     assert [version.name for version in SCHEDULED_EVENTS_VERSIONS] == ALL_VERSIONS
 
 
@@ -120,8 +122,8 @@ def test_an_unknown_type_alone_leaves_an_empty_array(imds: Imds) -> None:
 
 
 def test_2017_03_01_prefixes_iaas_names_and_later_versions_do_not(imds: Imds) -> None:
-    """scheduled-events-linux.txt, "Version and Region Availability", 2017-08-01: "Removed
-    prepended underscore from resource names for IaaS VMs"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability", 2017-08-01: "Removed prepended underscore from resource names for IaaS VMs"."""
     imds.add_vm("WestNO_0", availability_set="WestNO")
     imds.add_vm("WestNO_1", availability_set="WestNO")
     imds.schedule(EventType.FREEZE, "WestNO_0", "WestNO_1")
@@ -133,10 +135,11 @@ def test_2017_03_01_prefixes_iaas_names_and_later_versions_do_not(imds: Imds) ->
 
 
 def test_classic_role_instances_keep_their_names_in_2017_03_01(imds: Imds) -> None:
-    """The underscore was prepended "for IaaS VMs" only (scheduled-events-linux.txt, "Version
-    and Region Availability"); cloud-service role instances are shown as the docs' example
-    Resources ["FrontEnd_IN_0", "BackEnd_IN_0"] (scheduled-events-linux.txt, "Event
-    Properties")."""
+    """The underscore was prepended "for IaaS VMs" only
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability"); cloud-service role instances are shown as the docs' example Resources
+    ["FrontEnd_IN_0", "BackEnd_IN_0"]
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties")."""
     imds.add_vm("FrontEnd_IN_0", cloud_service="svc", iaas=False)
     imds.add_vm("BackEnd_IN_0", cloud_service="svc", iaas=False)
     imds.schedule(EventType.REBOOT, "FrontEnd_IN_0", "BackEnd_IN_0")
@@ -148,7 +151,7 @@ def test_classic_role_instances_keep_their_names_in_2017_03_01(imds: Imds) -> No
 def test_key_order_is_the_captured_one(imds: Imds) -> None:
     """SPEC 2 [seen]: DocumentIncarnation, Events; in an event EventId, EventStatus, EventType,
     ResourceType, Resources, NotBefore, Description, EventSource, DurationInSeconds, as in
-    scheduled-events-windows-2024.txt, "Example responses"."""
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses"."""
     one_of_each_type(imds)
     body = imds.get("web_0", "2020-07-01").body
     orders = keys_in_order(body)
@@ -178,9 +181,9 @@ def test_responses_are_json_in_utf_8(imds: Imds) -> None:
 
 
 def test_not_before_is_rfc_1123_gmt_while_scheduled(imds: Imds) -> None:
-    """scheduled-events-linux.txt, "Event Properties", NotBefore: "Mon, 19 Sep 2016 18:29:47
-    GMT"; the Freeze minimum notice is 15 minutes ("Event Scheduling"). The docs' example:
-    "NotBefore":  "Mon, 11 Apr 2022 22:26:58 GMT"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties",
+    NotBefore: "Mon, 19 Sep 2016 18:29:47 GMT"; the Freeze minimum notice is 15 minutes ("Event
+    Scheduling"). The docs' example: "NotBefore":  "Mon, 11 Apr 2022 22:26:58 GMT"."""
     imds.add_vm("vm0")
     imds.schedule(EventType.FREEZE, "vm0")
     assert imds.document("vm0")["Events"][0]["NotBefore"] == "Mon, 11 Apr 2022 22:26:58 GMT"
@@ -190,8 +193,9 @@ def test_not_before_is_rfc_1123_gmt_while_scheduled(imds: Imds) -> None:
 
 @pytest.mark.parametrize("version", ALL_VERSIONS)
 def test_not_before_is_empty_once_started(imds: Imds, version: str) -> None:
-    """scheduled-events-windows-fr.txt, "Propriétés d'événement", NotBefore: "Est vide si
-    l'événement a déjà démarré"; scheduled-events-windows-2024.txt, "Example responses":
+    """learn.microsoft.com/fr-fr/azure/virtual-machines/windows/scheduled-events, "Propriétés
+    d'événement", NotBefore: "Est vide si l'événement a déjà démarré";
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
     "EventStatus":  "Started", ... "NotBefore":  ""."""
     imds.add_vm("a", availability_set="s")
     imds.add_vm("b", availability_set="s")
@@ -203,8 +207,9 @@ def test_not_before_is_empty_once_started(imds: Imds, version: str) -> None:
 
 def test_event_ids_are_upper_case_guids_and_stable(imds: Imds) -> None:
     """SPEC 2 [doc] [seen]: "EventId: upper-case GUID, globally unique, stable for the life of
-    the event" (scheduled-events-windows-2024.txt, "Example responses":
-    "C7061BAC-AFDC-4513-B24B-AA5F13A16123" in both the Scheduled and the Started document)."""
+    the event" (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example
+    responses": "C7061BAC-AFDC-4513-B24B-AA5F13A16123" in both the Scheduled and the Started
+    document)."""
     imds.add_vm("a", availability_set="s")
     imds.add_vm("b", availability_set="s")
     events = [imds.schedule(EventType.REDEPLOY, "a") for _ in range(50)]
@@ -234,11 +239,11 @@ def test_event_ids_follow_the_seed(imds: Imds, make_imds: type[Imds]) -> None:
 
 
 def test_description_source_and_duration_are_shown_as_given(imds: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "Event properties": Description "Host server is
-    undergoing maintenance."; EventSource "Platform" / "User"; DurationInSeconds "9: The
-    interruption caused by the event will last for 9 seconds", "0: The event won't interrupt
-    the VM", "-1: The default value used if the impact duration is either unknown or not
-    applicable". An empty Description is shown as "" (SPEC 2 [seen])."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties":
+    Description "Host server is undergoing maintenance."; EventSource "Platform" / "User";
+    DurationInSeconds "9: The interruption caused by the event will last for 9 seconds", "0: The
+    event won't interrupt the VM", "-1: The default value used if the impact duration is either
+    unknown or not applicable". An empty Description is shown as "" (SPEC 2 [seen])."""
     imds.add_vm("vm0")
     imds.schedule(EventType.REBOOT, "vm0", description=descriptions.HOST_MAINTENANCE)
     imds.schedule(
@@ -267,9 +272,9 @@ def test_description_source_and_duration_are_shown_as_given(imds: Imds) -> None:
 
 
 def test_every_vm_of_the_set_sees_the_same_resources_in_the_same_order(imds: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "elect a leader ... as simple as
-    the first machine in the Resources field" only works if every VM reads the same list;
-    "Scope": events for an availability set are delivered to all its VMs."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "elect
+    a leader ... as simple as the first machine in the Resources field" only works if every VM reads
+    the same list; "Scope": events for an availability set are delivered to all its VMs."""
     for name in ("db_2", "db_0", "db_1", "db_3"):
         imds.add_vm(name, availability_set="db")
     imds.schedule(EventType.REBOOT, "db_2", "db_0", "db_1")
@@ -278,10 +283,10 @@ def test_every_vm_of_the_set_sees_the_same_resources_in_the_same_order(imds: Imd
 
 
 def test_finished_and_cancelled_events_simply_disappear(imds: Imds) -> None:
-    """scheduled-events-linux.txt, "Event Properties", EventStatus: "No Completed or similar
-    status is ever provided. The event is no longer returned when the event is finished.";
-    "Event Scheduling": cancelled by Azure, "the event will be removed from the Events
-    array"."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties",
+    EventStatus: "No Completed or similar status is ever provided. The event is no longer returned
+    when the event is finished."; "Event Scheduling": cancelled by Azure, "the event will be removed
+    from the Events array"."""
     imds.add_vm("vm0")
     finished = imds.schedule(EventType.FREEZE, "vm0", duration_seconds=5)
     cancelled = imds.schedule(EventType.REBOOT, "vm0")
@@ -312,9 +317,10 @@ def test_vms_shown_the_same_document_share_its_bytes(imds: Imds) -> None:
 def test_members_of_a_set_shown_the_same_event_share_its_bytes_at_the_same_incarnation(
     imds: Imds,
 ) -> None:
-    """A set's event is shown to every member (scheduled-events-linux.txt, "The Basics": "All
-    the VMs in an availability set"): members whose documents are equal share one encoding; a
-    member at another incarnation, though shown the very same events, is not given theirs."""
+    """A set's event is shown to every member
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics": "All the VMs
+    in an availability set"): members whose documents are equal share one encoding; a member at
+    another incarnation, though shown the very same events, is not given theirs."""
     for name in ("vm0", "vm1"):
         imds.add_vm(name, availability_set="west")
     called_off = imds.schedule(EventType.FREEZE, "vm0")

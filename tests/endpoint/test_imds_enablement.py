@@ -1,10 +1,10 @@
 """Only requests for events turn Scheduled Events on and keep it on (SPEC 7).
 
-scheduled-events-linux.txt, "Enabling and Disabling Scheduled Events": "Scheduled Events is
-enabled for your service the first time you make a request for events. You should expect a
-delayed response in your first call of up to two minutes." and "Scheduled Events is disabled
-for your service if it does not make a request for 24 hours." Both are about requests for
-events: software reading instance metadata first (a cluster agent, a drainer reading its node
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and Disabling Scheduled
+Events": "Scheduled Events is enabled for your service the first time you make a request for events.
+You should expect a delayed response in your first call of up to two minutes." and "Scheduled Events
+is disabled for your service if it does not make a request for 24 hours." Both are about requests
+for events: software reading instance metadata first (a cluster agent, a drainer reading its node
 name) is answered at once and turns nothing on, and a VM that only reads instance metadata
 is not kept enabled by it.
 """

@@ -38,7 +38,7 @@ def conditional(imds: Imds, if_none_match: str) -> int:
     ],
 )
 def test_if_none_match_against_the_current_tag(imds: Imds, if_none_match: str, status: int) -> None:
-    """terminate-notification page (reference/imds): the DocumentIncarnation is "an ETag";
+    """The terminate-notification page (SPEC 1.4): the DocumentIncarnation is "an ETag";
     Microsoft's sample service polls with If-None-Match and expects 304 while unchanged."""
     imds.add_vm("vm")
     first = imds.get("vm")

@@ -1,9 +1,10 @@
 """DocumentIncarnation as the VM reads it (SPEC 2).
 
-scheduled-events-windows-fr.txt, "Propriétés d'événement": "Document Incarnation: Entier qui
-augmente lorsque le tableau d'événements change. Les documents avec la même incarnation
-contiennent les mêmes informations d'événement, et l'incarnation sera incrémentée lorsqu'un
-événement change." scheduled-events-windows-2024.txt, "Example responses": "The
+learn.microsoft.com/fr-fr/azure/virtual-machines/windows/scheduled-events, "Propriétés d'événement":
+"Document Incarnation: Entier qui augmente lorsque le tableau d'événements change. Les documents
+avec la même incarnation contiennent les mêmes informations d'événement, et l'incarnation sera
+incrémentée lorsqu'un événement change."
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": "The
 DocumentIncarnation is changing every time there's new information in Events."
 """
 
@@ -34,17 +35,17 @@ def incarnation(imds: Imds, vm: str, version: str = "2020-07-01") -> int:
 
 
 def test_the_first_document_is_incarnation_1_with_no_events(imds: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": the example starts with
-    ``{"DocumentIncarnation": 1, "Events": []}``."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": the
+    example starts with ``{"DocumentIncarnation": 1, "Events": []}``."""
     imds.add_vm("vm0")
     for version in ("2017-03-01", "2020-07-01"):
         assert imds.get("vm0", version).body == b'{"DocumentIncarnation":1,"Events":[]}'
 
 
 def test_each_change_of_the_events_moves_it_by_one(pair: Imds) -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": 1 (empty) -> 2 (Scheduled) ->
-    3 (Started) -> 4 (empty again); a cancellation is a change too ("Event scheduling": the
-    event "will be removed from the Events array")."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": 1
+    (empty) -> 2 (Scheduled) -> 3 (Started) -> 4 (empty again); a cancellation is a change too
+    ("Event scheduling": the event "will be removed from the Events array")."""
     seen = [incarnation(pair, "WestNO_1")]
     event = pair.schedule(EventType.REBOOT, "WestNO_0")
     seen.append(incarnation(pair, "WestNO_1"))
@@ -230,20 +231,22 @@ def test_incarnation_follows_the_events_over_any_history(
 # -- through an api-version that hides some event types ---------------------------------------
 
 #: Each a version's view: 2017-08-01 shows neither Preempt nor Terminate, 2017-11-01 shows
-#: Preempt, 2019-01-01 on show both (the release notes: scheduled-events-linux.txt, "Version
-#: and Region Availability").
+#: Preempt, 2019-01-01 on show both (the release notes:
+#: learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+#: Availability").
 VIEWS = ("2017-08-01", "2017-11-01", "2020-07-01")
 
 
 def test_a_change_a_version_hides_moves_neither_its_incarnation_nor_its_etag(pair: Imds) -> None:
     """The incarnation "increases when the events array changes. Documents with the same
-    incarnation contain the same event information" (scheduled-events-windows-fr.txt, "Event
-    Properties"), "is changing every time there's new information in Events"
-    (scheduled-events-windows-2024.txt, "Example responses") and "provides an easy way to
-    inspect if the Events payload has changed" (vmss-terminate-notification.md): what a version
-    hides is no new information in its Events, so its incarnation stays, a conditional GET
-    answers 304, and the next change it shows brings it to the VM's incarnation ("It may jump
-    by more than one", SPEC 2)."""
+    incarnation contain the same event information"
+    (learn.microsoft.com/fr-fr/azure/virtual-machines/windows/scheduled-events, "Event Properties"),
+    "is changing every time there's new information in Events"
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses") and
+    "provides an easy way to inspect if the Events payload has changed" (terminate page, SPEC 1.4):
+    what a version hides is no new information in its Events, so its incarnation stays, a
+    conditional GET answers 304, and the next change it shows brings it to the VM's incarnation ("It
+    may jump by more than one", SPEC 2)."""
     pair.schedule(EventType.FREEZE, "WestNO_0", notice=timedelta(days=1))
     assert [incarnation(pair, "WestNO_1", v) for v in VIEWS] == [2, 2, 2]
     bodies = {v: pair.get("WestNO_1", v).body for v in VIEWS}
@@ -281,7 +284,8 @@ def test_each_version_s_incarnation_moves_exactly_when_its_events_do(
     """The rule above over any history of every event type, read through three versions
     after every action: for each version, the incarnation never goes backwards, one
     incarnation is one Events array, and it moves if and only if that version's Events
-    changed (SPEC 2; scheduled-events-windows-2024.txt, "Example responses")."""
+    changed (SPEC 2; learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example
+    responses")."""
     imds = make_imds()
     imds.add_vm("a", availability_set="s")
     imds.add_vm("b", availability_set="s")  # the reader: every event impacts a, never b

@@ -1,6 +1,6 @@
 """``/metadata/instance`` and ``/metadata/versions``: what handlers ask to learn who they are.
 
-SPEC.md has no section of its own for these; the rules pinned here are the IMDS family's
+SPEC 9 holds what handlers read there; the rules pinned here are the IMDS family's
 ones that SPEC 1 applies to every request (header, X-Forwarded-For, api-version errors with
 ``newest-versions``), plus the slice :mod:`forewarn.wire.instance` documents.
 """
@@ -45,9 +45,9 @@ def instance(imds: Imds, path: str = INSTANCE, query: str = "api-version=2021-02
 
 
 def test_compute_names_the_vm_as_events_name_it(web: Imds) -> None:
-    """scheduled-events-linux.txt, "Python sample": handlers check ``if this_host in
-    resources``; the compute name is the name Resources uses, scale-set instances
-    ``{scaleSetName}_{instanceId}`` (SPEC 2), and numbers are strings as in IMDS."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Python sample": handlers
+    check ``if this_host in resources``; the compute name is the name Resources uses, scale-set
+    instances ``{scaleSetName}_{instanceId}`` (SPEC 2), and numbers are strings as in IMDS."""
     compute = instance(web)["compute"]
     assert compute["name"] == "web_3"
     assert compute["vmScaleSetName"] == "web"
@@ -142,10 +142,10 @@ def test_the_metadata_header_is_required_here_too(web: Imds, path: str) -> None:
 
 
 def test_a_leaf_in_json_is_refused(web: Imds) -> None:
-    """instance-metadata-service.md, "Instance metadata": "When filtering to a leaf node,
-    format=json doesn't work. For these queries format=text needs to be explicitly specified
-    since the default format is json"; the errors table: 400 for "missing parameter
-    format=json when querying a leaf node"."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Instance metadata":
+    "When filtering to a leaf node, format=json doesn't work. For these queries format=text needs to
+    be explicitly specified since the default format is json"; the errors table: 400 for "missing
+    parameter format=json when querying a leaf node"."""
     for query in ("api-version=2021-02-01", "api-version=2021-02-01&format=json"):
         refused = web.request("GET", "web_3", path=f"{INSTANCE}/compute/name", query=query)
         assert refused.status == 400, query
@@ -170,8 +170,9 @@ def test_a_leaf_in_json_is_refused(web: Imds) -> None:
 def test_each_api_version_shows_the_fields_it_introduced(
     web: Imds, version: str, has: set[str], lacks: set[str]
 ) -> None:
-    """instance-metadata-service.md, "Instance metadata", the compute table's "Version
-    introduced" column; 2017-03-01 callers get the first set (SPEC 9)."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Instance metadata",
+    the compute table's "Version introduced" column; 2017-03-01 callers get the first set (SPEC
+    9)."""
     compute = instance(web, query=f"api-version={version}")["compute"]
     assert has <= set(compute), has - set(compute)
     assert not lacks & set(compute), lacks & set(compute)
@@ -194,8 +195,8 @@ def test_nested_fields_follow_their_own_version(web: Imds) -> None:
 
 
 def test_spot_priority_and_eviction_policy(imds: Imds) -> None:
-    """spot-vms.md and the compute table: handlers read ``priority`` to know they may be
-    evicted; a regular VM says Regular with no eviction policy."""
+    """learn.microsoft.com/azure/virtual-machines/spot-vms and the compute table: handlers read
+    ``priority`` to know they may be evicted; a regular VM says Regular with no eviction policy."""
     imds.add_vm("spot", priority=Priority.SPOT)
     imds.add_vm("regular")
     spot = instance_of(imds, "spot")

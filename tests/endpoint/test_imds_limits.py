@@ -1,6 +1,6 @@
 """Input limits at their edges: the limit itself passes, one more is refused (SPEC 1: "bounded
 body, header and parameter lengths, rejected with 400"; texts from
-reference/imds/troubleshoot-load-balancer-imds.md, "Error codes")."""
+learn.microsoft.com/azure/load-balancer/troubleshoot-load-balancer-imds, "Error codes")."""
 
 from __future__ import annotations
 

@@ -45,8 +45,8 @@ def test_a_second_impact_holds_the_next_poll(imds: Imds) -> None:
 
 
 def test_an_approval_s_impact_holds_the_next_poll(imds: Imds) -> None:
-    """scheduled-events-linux.txt: a Reboot approved by its only party starts at once, and
-    the VM answers nothing while it reboots (held by default)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events: a Reboot approved by its
+    only party starts at once, and the VM answers nothing while it reboots (held by default)."""
     imds.add_vm("vm")
     event = imds.schedule(EventType.REBOOT, "vm")
     polled_twice(imds, "vm")
@@ -55,9 +55,9 @@ def test_an_approval_s_impact_holds_the_next_poll(imds: Imds) -> None:
 
 
 def test_a_poll_after_the_idle_period_starts_afresh(imds: Imds) -> None:
-    """scheduled-events-linux.txt, "Enabling and Disabling": disabled after 24 hours without
-    a request, and the next request enables it again, after the first call's delay (SPEC 7),
-    with the DocumentIncarnation started afresh (SPEC 2)."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and Disabling":
+    disabled after 24 hours without a request, and the next request enables it again, after the
+    first call's delay (SPEC 7), with the DocumentIncarnation started afresh (SPEC 2)."""
     imds.add_vm("vm")
     imds.schedule(EventType.FREEZE, "vm", notice=timedelta(days=3))
     assert b'"DocumentIncarnation":2' in polled_twice(imds, "vm")

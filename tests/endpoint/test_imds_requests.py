@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from endpoint.conftest import Imds
 
 NEWEST = b'"newest-versions":["2020-07-01","2019-08-01","2019-04-01"]}'
-#: reference/imds/instance-metadata-service.md, "Versioning": "When you don't specify a
-#: version, you get an error with a list of the newest supported versions".
+#: learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Versioning": "When you
+#: don't specify a version, you get an error with a list of the newest supported versions".
 MISSING_API_VERSION = (
     b'{"error":"Bad request. api-version was not specified in the request. '
     b'For more information refer to aka.ms/azureimds",' + NEWEST
@@ -47,10 +47,11 @@ def vm0(imds: Imds) -> Imds:
     ids=["absent", "false", "empty", "yes", "other-name"],
 )
 def test_get_without_metadata_true_is_400(vm0: Imds, version: str, headers: dict[str, str]) -> None:
-    """scheduled-events-windows-2024.txt, "Headers": "The Metadata:true header is required for
-    all scheduled events requests. Failure to include the header in the request results in a
-    "Bad Request" response"; the text is the IMDS one (SPEC 1 [doc: IMDS overview]). The
-    2017-03-01 preview asked for it on GET too (scheduled-events-preview-2017.md, "Using
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Headers": "The
+    Metadata:true header is required for all scheduled events requests. Failure to include the
+    header in the request results in a "Bad Request" response"; the text is the IMDS one (SPEC 1
+    [doc: IMDS overview]). The 2017-03-01 preview asked for it on GET too
+    (docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Using
     Headers")."""
     response = vm0.get("vm0", version, headers=headers)
     assert (response.status, response.body) == (400, MISSING_HEADER)
@@ -113,9 +114,9 @@ def test_a_repeated_query_parameter_is_400(vm0: Imds, query: str) -> None:
 
 @pytest.mark.parametrize("query", ["", "api-version=", "api-version", "apiversion=2020-07-01"])
 def test_a_missing_api_version_is_400_saying_it_was_not_specified(vm0: Imds, query: str) -> None:
-    """reference/imds/instance-metadata-service.md, "Versioning": "When you don't specify a
-    version, you get an error with a list of the newest supported versions" and the example
-    body "Bad request. api-version was not specified in the request. ..."."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Versioning": "When you
+    don't specify a version, you get an error with a list of the newest supported versions" and the
+    example body "Bad request. api-version was not specified in the request. ..."."""
     for method in ("GET", "POST"):
         response = vm0.request(method, "vm0", query=query)
         assert (response.status, response.body) == (400, MISSING_API_VERSION), method
@@ -135,11 +136,12 @@ def test_a_missing_api_version_is_400_saying_it_was_not_specified(vm0: Imds, que
     ],
 )
 def test_an_unknown_api_version_is_400_with_the_newest_versions(vm0: Imds, query: str) -> None:
-    """scheduled-events-linux.txt, "Version and Region Availability": "Versions are mandatory";
-    "Previous preview releases of Scheduled Events supported {latest} as the api-version. This
-    format is no longer supported". The body lists forewarn's three newest Scheduled Events
-    versions, newest first (SPEC 1 [doc: IMDS overview] and [ours]); general IMDS versions
-    such as 2021-02-01 are not Scheduled Events versions (SPEC 1 [doc] [seen])."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability": "Versions are mandatory"; "Previous preview releases of Scheduled Events
+    supported {latest} as the api-version. This format is no longer supported". The body lists
+    forewarn's three newest Scheduled Events versions, newest first (SPEC 1 [doc: IMDS overview] and
+    [ours]); general IMDS versions such as 2021-02-01 are not Scheduled Events versions (SPEC 1
+    [doc] [seen])."""
     for method in ("GET", "POST"):
         response = vm0.request(method, "vm0", query=query)
         assert (response.status, response.body) == (400, INVALID_API_VERSION), method
@@ -147,8 +149,8 @@ def test_an_unknown_api_version_is_400_with_the_newest_versions(vm0: Imds, query
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_documented_version_is_served(vm0: Imds, version: str) -> None:
-    """scheduled-events-linux.txt, "Version and Region Availability": the seven versions of
-    the release-notes table."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
+    Availability": the seven versions of the release-notes table."""
     assert vm0.get("vm0", version).body == b'{"DocumentIncarnation":1,"Events":[]}'
 
 
@@ -289,8 +291,9 @@ def test_errors_count_against_the_limit_and_a_throttled_post_approves_nothing(
 
 
 def test_polling_once_a_second_is_never_throttled(vm0: Imds) -> None:
-    """scheduled-events-linux.txt, "Polling frequency": "we recommend that you poll the service
-    once per second"; with an approval now and then, a well-behaved client never sees 429."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency": "we
+    recommend that you poll the service once per second"; with an approval now and then, a
+    well-behaved client never sees 429."""
     vm0.monotonic.step = 0.0
     statuses = set()
     for second in range(600):

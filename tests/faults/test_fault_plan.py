@@ -1,8 +1,8 @@
 """The fault plan alone (src/forewarn/faults.py): matching, counting, durations, seeded draws.
 
-reference/imds/instance-metadata-service.md, "Errors and debugging": "410 Gone | Retry after
-some time for a max of 70 seconds", "429 Too Many Requests", "500 Service Error | Retry after
-some time": the answers clients must retry, which a plan hands out on demand.
+learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
+Gone | Retry after some time for a max of 70 seconds", "429 Too Many Requests", "500 Service Error |
+Retry after some time": the answers clients must retry, which a plan hands out on demand.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """The documentation's own live-migration example, replayed through the endpoint.
 
-scheduled-events-windows-2024.txt, "Example responses": "The following events are an example
-that was seen by two VMs that were live migrated to another node. The DocumentIncarnation is
-changing every time there's new information in Events. An approval of the event would allow
-the freeze to proceed for both WestNO_0 and WestNO_1."
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": "The
+following events are an example that was seen by two VMs that were live migrated to another node.
+The DocumentIncarnation is changing every time there's new information in Events. An approval of the
+event would allow the freeze to proceed for both WestNO_0 and WestNO_1."
 
-The platform clock starts 15 minutes (the Freeze minimum notice, scheduled-events-linux.txt,
-"Event Scheduling") before the example's NotBefore, so every field but the EventId, which is
-drawn from the seeded generator, must equal the documented one.
+The platform clock starts 15 minutes (the Freeze minimum notice,
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling") before the
+example's NotBefore, so every field but the EventId, which is drawn from the seeded generator, must
+equal the documented one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from forewarn.domain.vms import Vm
 from forewarn.server.imds import ImdsRequest, ImdsResponse
 from forewarn.testing import ForewarnPlatform
 
-#: The four documents exactly as scheduled-events-windows-2024.txt prints them.
+#: The four documents exactly as learn.microsoft.com/azure/virtual-machines/windows/scheduled-events
+#: prints them.
 DOCUMENTED_RESPONSES = """\
 {
     "DocumentIncarnation":  1,

@@ -158,9 +158,9 @@ class Invariants:
                 assert current.events[event.event_id].event == event
 
     def check_status_never_goes_back(self, previous: Snapshot, current: Snapshot) -> None:
-        """scheduled-events-windows-2024.txt, "High level overview": Scheduled -> Started ->
-        removed; SPEC 2: "An event never moves back from Started to Scheduled"; NotBefore is a
-        time while Scheduled and "" (None) once Started."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
+        overview": Scheduled -> Started -> removed; SPEC 2: "An event never moves back from Started
+        to Scheduled"; NotBefore is a time while Scheduled and "" (None) once Started."""
         del previous
         for event_id, view in current.events.items():
             event = view.event
@@ -172,10 +172,11 @@ class Invariants:
                 assert event_id not in self.started_by, f"{event_id} went back to Scheduled"
 
     def check_incarnations(self, previous: Snapshot, current: Snapshot) -> None:
-        """scheduled-events-windows-2024.txt, "Example responses": "The DocumentIncarnation is
-        changing every time there's new information in Events"; SPEC 2: it never goes back and
-        the same incarnation always means the same information. Exception, SPEC 2 [seen]: a VM
-        re-enabled after 24 h without requests starts afresh (at most one change after 1)."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+        "The DocumentIncarnation is changing every time there's new information in Events"; SPEC 2:
+        it never goes back and the same incarnation always means the same information. Exception,
+        SPEC 2 [seen]: a VM re-enabled after 24 h without requests starts afresh (at most one change
+        after 1)."""
         for name, document in current.documents.items():
             before = previous.documents.get(name)
             if before is None:
@@ -199,10 +200,12 @@ class Invariants:
     def check_bounds(self, previous: Snapshot, current: Snapshot) -> None:
         """Scheduled no longer than its notice (it starts at NotBefore at the latest: "the
         event is automatically approved when the NotBefore time is reached",
-        scheduled-events-windows-2024.txt, "High level overview"), never less than the type's
-        minimum notice ("Event Scheduling", scheduled-events-linux.txt), and Started no longer
-        than the profile's Started period ("EventStatus:"Started" to Completed (event removed
-        from Events array): 10 minutes", scheduled-events-windows-2024.txt), or than its impact
+        learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview"),
+        never less than the type's minimum notice ("Event Scheduling",
+        learn.microsoft.com/azure/virtual-machines/linux/scheduled-events), and Started no longer
+        than the profile's Started period ("EventStatus:"Started" to Completed (event removed from
+        Events array): 10 minutes",
+        learn.microsoft.com/azure/virtual-machines/windows/scheduled-events), or than its impact
         where that is longer (SPEC 4: "Started --impact, then done--> (removed)")."""
         for event_id, view in current.events.items():
             event = view.event
@@ -245,9 +248,10 @@ class Invariants:
                         assert member.parties <= member.approvals, f"{event_id} started early"
 
     def check_resources_grouping(self, previous: Snapshot, current: Snapshot) -> None:
-        """scheduled-events-linux.txt, "Event Properties", Resources: "guaranteed to contain
-        machines from at most one update domain"; one tenant per event, since each tenant on
-        shared hardware approves its own (scheduled-events-windows-2024.txt, "High level
+        """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties",
+        Resources: "guaranteed to contain machines from at most one update domain"; one tenant per
+        event, since each tenant on shared hardware approves its own
+        (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
         overview"); one delivery-scope group, so nobody is shown a neighbour it cannot see."""
         for event_id in set(current.events) - set(previous.events):
             vms = [self.fleet[r.name] for r in current.events[event_id].event.resources]
@@ -286,8 +290,9 @@ class Invariants:
             assert receiving is expected, name
 
     def check_campaign_fault_domains(self, previous: Snapshot, current: Snapshot) -> None:
-        """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
-        domains won't be impacted by routine maintenance operations at the same time"."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
+        overview": "VMs in different fault domains won't be impacted by routine maintenance
+        operations at the same time"."""
         del previous
         for campaign in current.campaigns:
             for event_id in campaign.current:
@@ -319,10 +324,11 @@ class Invariants:
                 walked.append(domain)
 
     def check_fault_domains_on_their_own_hosts(self, previous: Snapshot, current: Snapshot) -> None:
-        """scheduled-events-windows-2024.txt, "High level overview": "VMs in different fault
-        domains won't be impacted by routine maintenance operations at the same time". A host's
-        maintenance hits all of it at once, so through redeploys, predicted failures and host
-        failures no host holds two fault domains of one set, and no platform event names two."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
+        overview": "VMs in different fault domains won't be impacted by routine maintenance
+        operations at the same time". A host's maintenance hits all of it at once, so through
+        redeploys, predicted failures and host failures no host holds two fault domains of one set,
+        and no platform event names two."""
         del previous
         domains_on: dict[tuple[tuple[str, str], str], set[int]] = defaultdict(set)
         for name, host in current.hosts.items():

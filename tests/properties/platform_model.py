@@ -7,8 +7,9 @@ so two processes with different hash seeds can be compared.
 
 The scope rules are written out here again, from the documents rather than from
 :mod:`forewarn.domain.scope`, so the property tests check the platform against the rules
-and not against itself: scheduled-events-linux.txt, "The Basics", and
-scheduled-events-windows-2024.txt, "Scope" and "Resources".
+and not against itself: learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The
+Basics", and learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope" and
+"Resources".
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ GENERAL_SIZE = "Standard_D2s_v3"
 GPU_SIZE = "Standard_NC6s_v3"
 #: General purpose sizes, a GPU size (N series) and the other families the documentation
 #: excludes from OS image notifications: "It doesn't work for G, M, N, and H series"
-#: (scheduled-events-windows-2024.txt, "User-initiated maintenance").
+#: (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+#: maintenance").
 SIZES = (GENERAL_SIZE, "Standard_F4s_v2", GPU_SIZE, "Standard_M8ms", "Standard_H16r", "Standard_G2")
 GPU_SIZES = frozenset({GPU_SIZE})
 NO_OS_IMAGE_NOTIFICATION_SIZES = frozenset(
@@ -205,10 +207,11 @@ def scope_key(vm: Vm, scale_sets: Mapping[str, ScaleSet]) -> tuple[str, ...] | N
 
     "Scheduled events are delivered to: Standalone Virtual Machines. All the VMs in a cloud
     service. All the VMs in an availability set. ... All the VMs in a scale set placement
-    group." and "the scheduled events go to single VMs in a zone" (scheduled-events-linux.txt,
-    "The Basics"); "GPU accelerated Virtual Machines in a scale set using 1 fault domain (FD =
-    1) will only receive scheduled events for the impacted resource"
-    (scheduled-events-windows-2024.txt, "Resources").
+    group." and "the scheduled events go to single VMs in a zone"
+    (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics"); "GPU
+    accelerated Virtual Machines in a scale set using 1 fault domain (FD = 1) will only receive
+    scheduled events for the impacted resource"
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Resources").
     """
     if vm.cloud_service is not None:
         return ("cloud service", vm.cloud_service)

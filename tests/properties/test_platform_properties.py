@@ -114,9 +114,10 @@ class PlatformProperties(RuleBasedStateMachine):
         notice: timedelta | None,
         duration: int = -1,
     ) -> None:
-        """The rows of SPEC 6 (scheduled-events-linux.txt, "Event Scheduling" and "User-
-        initiated Maintenance"): type, source, description, and NotBefore = now + notice for
-        each event still Scheduled. ``notice`` None: the event must be Started already."""
+        """The rows of SPEC 6 (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events,
+        "Event Scheduling" and "User- initiated Maintenance"): type, source, description, and
+        NotBefore = now + notice for each event still Scheduled. ``notice`` None: the event must be
+        Started already."""
         now = self.platform.now
         for event in events:
             assert event.event_type is event_type
@@ -139,8 +140,8 @@ class PlatformProperties(RuleBasedStateMachine):
     @precondition(has_vms)
     @rule(data=st.data())
     def restart(self, data: st.DataObject) -> None:
-        """scheduled-events-linux.txt, "User-initiated Maintenance": "If you restart a VM, an
-        event with the type Reboot is scheduled"."""
+        """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "User-initiated
+        Maintenance": "If you restart a VM, an event with the type Reboot is scheduled"."""
         name = self.draw_vm(data)
         vm = self.platform.vm(name)
         events = operations.restart(self.platform, name)
@@ -177,7 +178,8 @@ class PlatformProperties(RuleBasedStateMachine):
     @precondition(lambda self: any(vm.priority is Priority.SPOT for vm in self.platform.vms()))
     @rule(data=st.data())
     def evict(self, data: st.DataObject) -> None:
-        """scheduled-events-linux.txt, "Event Scheduling": Preempt, 30 seconds minimum."""
+        """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Scheduling":
+        Preempt, 30 seconds minimum."""
         spot = sorted(vm.name for vm in self.platform.vms() if vm.priority is Priority.SPOT)
         names = data.draw(st.lists(st.sampled_from(spot), min_size=1, max_size=2, unique=True))
         events = operations.simulate_eviction(self.platform, names)
@@ -230,8 +232,9 @@ class PlatformProperties(RuleBasedStateMachine):
     @precondition(has_scale_set_vms)
     @rule(data=st.data())
     def os_image_upgrade(self, data: st.DataObject) -> None:
-        """scheduled-events-windows-2024.txt, "User-initiated maintenance": OS upgrade and
-        reimage events are "disabled by default" and "doesn't work for G, M, N, and H series"."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+        maintenance": OS upgrade and reimage events are "disabled by default" and "doesn't work for
+        G, M, N, and H series"."""
         scale_set_name, instances = self.draw_instances(data)
         scale_set = self.scale_sets[scale_set_name]
         names = [f"{scale_set_name}_{i}" for i in instances]
@@ -257,7 +260,8 @@ class PlatformProperties(RuleBasedStateMachine):
     def host_operation(self, data: st.DataObject, kind: str) -> None:
         """SPEC 6 [doc]: live migration Freeze (a few seconds, 15 min), host maintenance Reboot
         (15 min), predicted failure Redeploy (days), hardware failure Reboot straight to
-        Started (scheduled-events-windows-2024.txt, "Event scheduling", second note)."""
+        Started (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event
+        scheduling", second note)."""
         host = data.draw(st.sampled_from(self.hosts()), label="host")
         on_host = [vm for vm in self.platform.vms() if vm.host == host]
         timing = self.timing
@@ -307,9 +311,10 @@ class PlatformProperties(RuleBasedStateMachine):
         kinds=st.lists(st.sampled_from(operations.MaintenanceKind), min_size=1, max_size=3),
     )
     def campaign(self, data: st.DataObject, kinds: list[operations.MaintenanceKind]) -> None:
-        """scheduled-events-windows-2024.txt, "High level overview": routine maintenance, one
-        fault domain after another; a campaign started while another runs waits its turn (the
-        fault-domain check then covers both, in ``platform_invariants.py``)."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level
+        overview": routine maintenance, one fault domain after another; a campaign started while
+        another runs waits its turn (the fault-domain check then covers both, in
+        ``platform_invariants.py``)."""
         names = data.draw(
             st.one_of(st.none(), st.lists(st.sampled_from(self.names()), min_size=1, unique=True))
         )
@@ -409,8 +414,8 @@ class PlatformProperties(RuleBasedStateMachine):
     def approve(self, data: st.DataObject) -> None:
         """SPEC 3: an approval counts for the approver's tenant, only for events it is shown
         ("Scheduled events are delivered to and can be acknowledged by" the VMs of the scope,
-        scheduled-events-windows-2024.txt, "Scope"); an id it is not shown is refused with no
-        state change (SPEC 3 [ours])."""
+        learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope"); an id it is
+        not shown is refused with no state change (SPEC 3 [ours])."""
         name = self.draw_vm(data)
         platform = self.platform
         shown = [e.event_id for e in platform.document(name).events]
@@ -437,9 +442,10 @@ class PlatformProperties(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.platform.events()))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
-        """scheduled-events-windows-2024.txt, "Event scheduling": "in rare cases, the operation
-        will be canceled by Azure before it starts. In that case the event will be removed from
-        the Events array"; a Started event cannot be called off (SPEC 4)."""
+        """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling":
+        "in rare cases, the operation will be canceled by Azure before it starts. In that case the
+        event will be removed from the Events array"; a Started event cannot be called off (SPEC
+        4)."""
         live = sorted(v.event.event_id for v in self.platform.events())
         event_id = data.draw(st.sampled_from(live), label="event")
         before = Snapshot.take(self.platform)
@@ -456,9 +462,9 @@ class PlatformProperties(RuleBasedStateMachine):
     @precondition(has_vms)
     @rule(data=st.data())
     def touch(self, data: st.DataObject) -> None:
-        """scheduled-events-linux.txt, "Enabling and Disabling": enabled "the first time you
-        make a request", "disabled for your service if it does not make a request for 24
-        hours"; the first call's delay is the profile's (SPEC 7)."""
+        """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and
+        Disabling": enabled "the first time you make a request", "disabled for your service if it
+        does not make a request for 24 hours"; the first call's delay is the profile's (SPEC 7)."""
         name = self.draw_vm(data)
         now = self.platform.now
         expect_enabling = self.checks.request_enables(name, now)

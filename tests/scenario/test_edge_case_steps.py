@@ -1,5 +1,6 @@
 """The documented edge cases as scenario steps and from the pytest plugin, both built from the
-operation registry (scheduled-events-windows-2024.txt, "Event properties", EventStatus)."""
+operation registry (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event
+properties", EventStatus)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ SCENARIOS = sorted(p.name for p in EXAMPLES.glob("*.yaml") if not p.name.startsw
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_example_scenarios_pass(name: str) -> None:
     """Every scenario in examples/scenarios/ (the fleets beside them are not scenarios):
-    live-migration.yaml: scheduled-events-windows-2024.txt, "Example responses";
-    every-operation.yaml: every row of SPEC.md section 6 (each step cites its source);
+    live-migration.yaml: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events,
+    "Example responses"; every-operation.yaml: every row of SPEC 6 (each step cites its source);
     real-world-mix.yaml: host-update campaigns, the documented edge cases and a 410 burst."""
     scenario = load_scenario(EXAMPLES / name)
     result = run_in_process(scenario)
@@ -25,7 +25,7 @@ def test_example_scenarios_pass(name: str) -> None:
 
 
 def test_every_operation_covers_every_row_of_spec_6() -> None:
-    """SPEC.md section 6 [doc]: restart, redeploy, scale-set delete with terminate
+    """SPEC 6 [doc]: restart, redeploy, scale-set delete with terminate
     notification (User and autoscale), Spot eviction, live migration, host maintenance,
     predicted failure, hardware failure, OS image upgrade notification."""
     scenario = load_scenario(EXAMPLES / "every-operation.yaml")
@@ -48,8 +48,9 @@ def test_every_operation_covers_every_row_of_spec_6() -> None:
 
 
 def test_live_migration_in_the_documented_profile_matches_the_example_byte_for_byte() -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": with the documented 15-minute
-    Freeze notice from 22:11:58, NotBefore is exactly "Mon, 11 Apr 2022 22:26:58 GMT"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses":
+    with the documented 15-minute Freeze notice from 22:11:58, NotBefore is exactly "Mon, 11 Apr
+    2022 22:26:58 GMT"."""
     text = (EXAMPLES / "live-migration.yaml").read_text(encoding="utf-8")
     assert 'NotBefore: "+3s"' in text
     assert "profile: fast" in text

@@ -11,8 +11,9 @@ FREEZE = "[{EventType: Freeze}]"
 
 
 def test_a_wrong_expectation_fails_with_expected_and_actual() -> None:
-    """scheduled-events-windows-2024.txt, "Example responses": the Freeze names both VMs;
-    a scenario claiming only one fails at that step with both values shown."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses": the
+    Freeze names both VMs; a scenario claiming only one fails at that step with both values
+    shown."""
     result = run_text(
         "steps:\n"
         "  - host: {live-migrate: h1}\n"
@@ -33,7 +34,7 @@ def test_a_wrong_expectation_fails_with_expected_and_actual() -> None:
 
 
 def test_a_host_update_step_freezes_every_vm_on_the_host() -> None:
-    """SPEC.md section 6 [seen]: "memory-preserving host update ... Freeze, "Host server is
+    """SPEC 6 [seen]: "memory-preserving host update ... Freeze, "Host server is
     undergoing maintenance.", DurationInSeconds ~9"; the step key comes from the registry."""
     result = run_text(
         "steps:\n"
@@ -45,7 +46,7 @@ def test_a_host_update_step_freezes_every_vm_on_the_host() -> None:
 
 
 def test_event_count_and_older_api_versions() -> None:
-    """SPEC.md section 2, "What each api-version shows": 2019-01-01 is the first to know
+    """SPEC 2, "What each api-version shows": 2019-01-01 is the first to know
     Terminate; an older version is not shown the event at all."""
     result = run_text(
         "steps:\n"
@@ -62,7 +63,7 @@ def test_event_count_and_older_api_versions() -> None:
 
 
 def test_absent_fields_of_an_old_version_are_reported() -> None:
-    """SPEC.md section 2: Description appears with 2019-04-01; asking for it earlier fails."""
+    """SPEC 2: Description appears with 2019-04-01; asking for it earlier fails."""
     result = run_text(
         "steps:\n"
         "  - host: {live-migrate: h1}\n"
@@ -75,8 +76,9 @@ def test_absent_fields_of_an_old_version_are_reported() -> None:
 
 
 def test_approve_and_cancel_select_events_and_fail_on_nothing() -> None:
-    """scheduled-events-windows-2024.txt, "Start an event" (approve) and "Event scheduling"
-    (cancelled events are removed). A selection matching nothing is a failed step."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event"
+    (approve) and "Event scheduling" (cancelled events are removed). A selection matching nothing is
+    a failed step."""
     result = run_text(
         "steps:\n"
         "  - event: {type: Reboot, resources: [WestNO_0], notice: 10s}\n"
@@ -96,8 +98,9 @@ def test_approve_and_cancel_select_events_and_fail_on_nothing() -> None:
 
 
 def test_vm_existence_reachability_and_host() -> None:
-    """scheduled-events-linux.txt, "Event Properties": "Redeploy: The Virtual Machine is
-    scheduled to move to another node"; "Preempt/Terminate": the VM is deleted."""
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties":
+    "Redeploy: The Virtual Machine is scheduled to move to another node"; "Preempt/Terminate": the
+    VM is deleted."""
     result = run_text(
         "steps:\n"
         "  - expect: {vm: WestNO_0, exists: true, reachable: true, receiving: true, host: h1}\n"
@@ -120,7 +123,7 @@ def test_vm_existence_reachability_and_host() -> None:
 
 
 def test_maintenance_evictions_and_clock_steps() -> None:
-    """SPEC.md section 4 [doc]: campaigns one fault domain at a time; section 6: only Spot VMs
+    """SPEC 4 [doc]: campaigns one fault domain at a time; section 6: only Spot VMs
     are evicted, so asking for a regular one fails the step with the API's 409."""
     result = run_text(
         "steps:\n"
@@ -137,7 +140,7 @@ def test_maintenance_evictions_and_clock_steps() -> None:
 
 
 def test_scale_set_steps_reach_the_api() -> None:
-    """SPEC.md section 6 [doc]: scale-set steps name a set; an unknown one is the API's 404."""
+    """SPEC 6 [doc]: scale-set steps name a set; an unknown one is the API's 404."""
     for step in (
         "delete-instances: {scaleSet: web, instanceIds: [0], autoscale: true}",
         "os-image-upgrade: {scaleSet: web, instanceIds: ['0']}",
@@ -149,7 +152,7 @@ def test_scale_set_steps_reach_the_api() -> None:
 
 
 def test_on_step_reports_progress_and_json_result() -> None:
-    """SPEC.md section 6 [ours]: the CLI's progress bar is fed one tick per step."""
+    """SPEC 6 [ours]: the CLI's progress bar is fed one tick per step."""
     scenario = parse_scenario("steps:\n  - advance: 1m\n  - expect: {vm: vm0, incarnation: 1}\n")
     service = ForewarnPlatform(profile="fast").service
     seen: list[int] = []

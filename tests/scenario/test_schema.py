@@ -19,7 +19,7 @@ from forewarn.scenario.schema import HostStep
 
 
 def test_a_valid_scenario_is_parsed_into_numbered_steps(tmp_path: Path) -> None:
-    """SPEC.md section 6 [ours]: one action per step, numbered from 1 as people count."""
+    """SPEC 6 [ours]: one action per step, numbered from 1 as people count."""
     scenario = parse_scenario(
         "name: demo\nfleet: f.yaml\nprofile: fast\nsteps:\n"
         "  - host: {live-migrate: h1}\n"
@@ -74,7 +74,7 @@ def test_a_valid_scenario_is_parsed_into_numbered_steps(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_mistakes_are_named(text: str, message: str) -> None:
-    """SPEC.md section 6 [ours]: nothing runs until the whole file is valid."""
+    """SPEC 6 [ours]: nothing runs until the whole file is valid."""
     with pytest.raises(ScenarioFileError) as caught:
         parse_scenario(text, "x.yaml")
     assert message in str(caught.value)
@@ -99,7 +99,7 @@ def test_files_are_read_with_limits(tmp_path: Path) -> None:
      ("7d", 604800, "7d"), ("2.5s", 2.5, "2.5s"), ("0", 0, "0s")],
 )  # fmt: skip
 def test_durations(text: str, seconds: float, canonical: str) -> None:
-    """SPEC.md section 4 [ours]: `forewarn clock advance 15m` and `advance: 15m` agree."""
+    """SPEC 4 [ours]: `forewarn clock advance 15m` and `advance: 15m` agree."""
     assert parse_duration(text).total_seconds() == seconds
     assert format_duration(parse_duration(text)) == canonical
     assert parse_duration(canonical) == parse_duration(text)

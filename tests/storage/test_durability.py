@@ -1,6 +1,6 @@
 """What survives the process: reopening, and a SIGKILL in the middle of appending.
 
-SPEC.md section 2 [ours: restart]: DocumentIncarnation "never goes backwards, not even across a
+SPEC 2 [ours: restart]: DocumentIncarnation "never goes backwards, not even across a
 service restart", and the service answers only after journaling (``forewarn.service``), so
 every acknowledged append must be found, intact and in order, by the next process.
 """

@@ -1,6 +1,6 @@
 """The journal contract, run against every backend (memory, SQLite, PostgreSQL).
 
-The journal exists for SPEC.md section 2 [ours: restart]: "It never goes backwards, not even
+The journal exists for SPEC 2 [ours: restart]: "It never goes backwards, not even
 across a service restart." State survives a restart only if the journal gives back every
 record exactly as written, in order, numbered without gaps; everything below pins that, plus
 the bounds and errors of SPEC-less decisions made in ``forewarn.storage`` [ours].

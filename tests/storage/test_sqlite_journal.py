@@ -1,6 +1,6 @@
 """The SQLite file: durability settings, one writer, schema versions and damaged files.
 
-All [ours] (``forewarn.storage.sqlite``): SPEC.md section 2 [ours: restart] needs the journal to
+All [ours] (``forewarn.storage.sqlite``): SPEC 2 [ours: restart] needs the journal to
 survive the process, which is what WAL with ``synchronous=FULL`` and the version checks are for.
 """
 

@@ -3,10 +3,10 @@
 
 A harness running the application under test as real processes must stop a VM's software when
 the VM is deleted ("Preempt: The Spot Virtual Machine is being deleted", "Terminate: The
-virtual machine is scheduled to be deleted": scheduled-events-linux.txt, "Event
-Properties"), since nothing answers it any more; and may pause it during an impact. The hook
-is told each start, end and deletion, in the test's thread, once the call that made it
-returns.
+virtual machine is scheduled to be deleted":
+learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties"), since
+nothing answers it any more; and may pause it during an impact. The hook is told each start, end and
+deletion, in the test's thread, once the call that made it returns.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_a_preempt_is_told_start_end_and_deleted_in_the_test_s_thread(served: bo
         if served:
             platform.serve()
         (event,) = platform.evict("spot0")
-        platform.advance(30)  # "Preempt: 30 seconds" (scheduled-events-linux.txt)
+        platform.advance(30)  # "Preempt: 30 seconds" (SPEC 4.1)
         assert [c.phase for c, _ in told] == ["start"]
         platform.advance(7)  # the documented impact: then the VM is deleted
         changes = [change for change, _ in told]

@@ -3,7 +3,7 @@ the rate limit's clock.
 
 The handle offers what ``forewarn serve`` offers the CLI and scenarios (docs/testing.md,
 "Driving the platform"), so a test drives its platform the way those do; these check the
-handle's own promises (SPEC.md section 4 [ours] for the control API, section 8 for the limit).
+handle's own promises (SPEC 4 [ours] for the control API, section 8 for the limit).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_the_control_client_runs_on_the_server_loop_once_sockets_serve(
 
 
 def test_the_control_client_answers_the_control_api_errors() -> None:
-    """SPEC.md section 4 [ours]: an unknown VM is the control API's 404."""
+    """SPEC 4 [ours]: an unknown VM is the control API's 404."""
     with ForewarnPlatform() as platform, platform.control_client() as http:
         response = http.post("/api/v1/vms/nobody/restart")
         assert response.status_code == 404
@@ -87,8 +87,8 @@ def test_a_scenario_runs_on_the_platform_and_a_failure_is_returned() -> None:
 
 
 def test_the_rate_limit_runs_on_the_clock_it_is_given() -> None:
-    """scheduled-events-windows-2024.txt, "Polling frequency": 5 requests per second per VM,
-    then 429 (SPEC.md section 8); measured on the ``monotonic`` the test passes."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Polling frequency": 5
+    requests per second per VM, then 429 (SPEC 8); measured on the ``monotonic`` the test passes."""
     now = [100.0]
     with ForewarnPlatform(monotonic=lambda: now[0]) as platform:
         http = httpx.Client(transport=platform.transport(), base_url="http://169.254.169.254")

@@ -1,8 +1,9 @@
 """Faults from the pytest plugin (``forewarn_platform.fault``), in-process and on sockets.
 
-reference/imds/instance-metadata-service.md, "Errors and debugging": "410 Gone | Retry after
-some time for a max of 70 seconds", "500 Service Error | Retry after some time", "429 Too Many
-Requests"; the in-process transport raises for the others what httpx raises from a socket.
+learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
+Gone | Retry after some time for a max of 70 seconds", "500 Service Error | Retry after some time",
+"429 Too Many Requests"; the in-process transport raises for the others what httpx raises from a
+socket.
 """
 
 from __future__ import annotations

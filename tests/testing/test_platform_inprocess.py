@@ -18,8 +18,8 @@ HEADERS = {"Metadata": "true"}
 
 
 def test_an_httpx_client_reaches_the_endpoint_through_the_transport_as_its_vm() -> None:
-    """scheduled-events-windows-2024.txt, "Scope": every VM of an availability set is
-    delivered the set's events, and "Resources" names the affected ones."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope": every VM of an
+    availability set is delivered the set's events, and "Resources" names the affected ones."""
     fleet = (
         "availabilitySets: [{name: west}]\n"
         "vms:\n"
@@ -55,8 +55,8 @@ def test_the_transport_serves_an_async_client_too() -> None:
 
 
 def test_missing_metadata_header_is_refused_and_recorded() -> None:
-    """scheduled-events-windows-2024.txt, "Headers": "Failure to include the header in the
-    request results in a "Bad Request" response from Metadata Service"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Headers": "Failure to
+    include the header in the request results in a "Bad Request" response from Metadata Service"."""
     with ForewarnPlatform() as platform:
         with httpx.Client(transport=platform.transport(), base_url=AZURE) as client:
             assert client.get(PATH).status_code == 400
@@ -67,8 +67,8 @@ def test_missing_metadata_header_is_refused_and_recorded() -> None:
 
 
 def test_the_sdk_client_on_the_transport_and_a_vm_that_is_down() -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": an approval lets the event proceed;
-    a rebooting VM's endpoint does not answer (SPEC.md section 4)."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": an
+    approval lets the event proceed; a rebooting VM's endpoint does not answer (SPEC 4)."""
     with ForewarnPlatform() as platform, platform.client(retry=NO_RETRY) as client:
         (event,) = platform.redeploy("vm0")
         document = client.get()
@@ -80,7 +80,7 @@ def test_the_sdk_client_on_the_transport_and_a_vm_that_is_down() -> None:
 
 
 def test_every_operation_of_the_handle_makes_its_documented_event() -> None:
-    """SPEC.md section 6 [doc]: restart -> Reboot/User, redeploy -> Redeploy/User, Spot
+    """SPEC 6 [doc]: restart -> Reboot/User, redeploy -> Redeploy/User, Spot
     eviction -> Preempt, live migration -> Freeze, host maintenance -> Reboot, predicted
     failure -> Redeploy, hardware failure -> Reboot straight to Started."""
     fleet = (
@@ -123,7 +123,7 @@ def test_every_operation_of_the_handle_makes_its_documented_event() -> None:
 
 
 def test_every_registered_operation_is_a_method_of_the_handle() -> None:
-    """SPEC.md section 6 [seen]: the memory-preserving host update, a Freeze of about 9 s with
+    """SPEC 6 [seen]: the memory-preserving host update, a Freeze of about 9 s with
     the host-maintenance description, reached as ``update_host`` with no method written for it;
     an unknown name is still an AttributeError."""
     with ForewarnPlatform(vms=["a"]) as platform:
@@ -139,9 +139,9 @@ def test_every_registered_operation_is_a_method_of_the_handle() -> None:
 
 
 def test_a_cancelled_event_vanishes() -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": "in rare cases, the operation
-    will be canceled by Azure before it starts. In that case the event will be removed from
-    the Events array"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": "in
+    rare cases, the operation will be canceled by Azure before it starts. In that case the event
+    will be removed from the Events array"."""
     with ForewarnPlatform() as platform:
         event = platform.schedule("Reboot", "vm0", notice=timedelta(minutes=20))
         assert platform.document().events[0].event_id == event.event_id
@@ -151,8 +151,9 @@ def test_a_cancelled_event_vanishes() -> None:
 
 
 def test_a_maintenance_campaign_starts_with_one_fault_domain() -> None:
-    """scheduled-events-windows-2024.txt, "Use the API": "VMs in different fault domains
-    won't be impacted by routine maintenance operations at the same time"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Use the API": "VMs in
+    different fault domains won't be impacted by routine maintenance operations at the same
+    time"."""
     fleet = (
         "availabilitySets: [{name: s, faultDomains: 2}]\n"
         "vms:\n"

@@ -1,7 +1,7 @@
 """forewarn.testing over real sockets: what an application reaches, and what is recorded.
 
 The handle serves the real VM-facing endpoint, so the documented behaviour holds through it;
-these tests check the handle's own promises (SPEC.md section 1 [ours] for one address per VM)
+these tests check the handle's own promises (SPEC 1 [ours] for one address per VM)
 and quote the documents for the behaviour they lean on.
 """
 
@@ -44,9 +44,9 @@ def _approve(session: requests.Session, url: str, event_id: str) -> requests.Res
 
 
 def test_an_application_reads_and_approves_over_a_socket_and_every_request_is_recorded() -> None:
-    """scheduled-events-windows-2024.txt, "Start an event": "The service always returns a 200
-    success code if it's passed a valid event ID"; "Headers": "The Metadata:true header is
-    required for all scheduled events requests"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event": "The
+    service always returns a 200 success code if it's passed a valid event ID"; "Headers": "The
+    Metadata:true header is required for all scheduled events requests"."""
     with ForewarnPlatform() as platform, requests.Session() as session:
         assert platform.url.startswith("http://127.0.0.1:")
         (event,) = platform.restart("vm0")
@@ -68,8 +68,9 @@ def test_an_application_reads_and_approves_over_a_socket_and_every_request_is_re
 
 
 def test_each_vm_of_a_fleet_answers_at_its_own_address_on_one_port() -> None:
-    """scheduled-events-windows-2024.txt, "Scope": events of an availability set "are
-    delivered to all other VMs in the same group"; "check the Resources field"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope": events of an
+    availability set "are delivered to all other VMs in the same group"; "check the Resources
+    field"."""
     with ForewarnPlatform(fleet=PAIR) as platform, requests.Session() as session:
         assert platform.urls == {
             "WestNO_0": f"http://127.0.0.2:{platform.port}",
@@ -101,9 +102,9 @@ def test_vms_by_name_get_consecutive_loopback_addresses() -> None:
 
 
 def test_a_vm_that_is_down_does_not_answer_and_the_silence_is_recorded() -> None:
-    """scheduled-events-windows-2024.txt, "Use the API": once approved, "Azure generates a new
-    scheduled event payload with EventStatus:"Started" and triggers the start of the
-    maintenance event"; a rebooting VM cannot reach its endpoint (SPEC.md section 4). With
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Use the API": once
+    approved, "Azure generates a new scheduled event payload with EventStatus:"Started" and triggers
+    the start of the maintenance event"; a rebooting VM cannot reach its endpoint (SPEC 4). With
     the ``drop`` policy the connection closes unanswered."""
     with ForewarnPlatform(impact={"Reboot": "drop"}) as platform, requests.Session() as session:
         (event,) = platform.restart("vm0")
@@ -121,7 +122,8 @@ def test_a_vm_that_is_down_does_not_answer_and_the_silence_is_recorded() -> None
 def test_a_request_during_an_impact_is_held_until_the_clock_passes_its_end() -> None:
     """The default ``hold`` policy (README "Faithfulness"): a paused VM's own call "simply takes
     longer" and completes once the VM runs again, here once the manual clock passes the
-    impact's end (the documented 7 s, scheduled-events-windows-2024.txt "Impact Duration: 7
+    impact's end (the documented 7 s,
+    learn.microsoft.com/azure/virtual-machines/windows/scheduled-events "Impact Duration: 7
     seconds"); the answer shows the event Started, never a reset."""
     with ForewarnPlatform() as platform, requests.Session() as session:
         (event,) = platform.restart("vm0")
@@ -152,8 +154,9 @@ def test_refuse_resets_the_connection_as_for_a_vm_that_is_off() -> None:
 
 
 def test_platform_time_moves_only_when_told() -> None:
-    """scheduled-events-windows-2024.txt, "Event scheduling": an event "will move into the
-    Started state after it's been approved or the NotBefore time passes"."""
+    """learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event scheduling": an
+    event "will move into the Started state after it's been approved or the NotBefore time
+    passes"."""
     with ForewarnPlatform() as platform, requests.Session() as session:
         start = platform.now
         (event,) = platform.restart("vm0")
@@ -214,7 +217,7 @@ def test_closing_stops_listening_and_closes_kept_alive_connections() -> None:
 
 
 def test_the_rate_limit_is_the_documented_one_unless_told() -> None:
-    """SPEC.md section 1 [doc: IMDS overview]: 429 over 5 requests per second per VM."""
+    """SPEC 1 [doc: IMDS overview]: 429 over 5 requests per second per VM."""
     with ForewarnPlatform() as platform, requests.Session() as session:
         statuses = [_get(session, platform.url).status_code for _ in range(12)]
         assert 429 in statuses
@@ -234,9 +237,9 @@ FIRST_CALL_FLEET = "vms:\n  - {name: vm0, scheduledEventsEnabled: false}\n"
 
 
 def test_the_first_call_is_answered_after_the_first_call_delay() -> None:
-    """scheduled-events-linux.txt, "Enabling and disabling Scheduled Events": "You should
-    expect a delayed response in your first call of up to two minutes and you'll start
-    receiving events within 5 minutes." The first call is held for the profile's
+    """learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and disabling
+    Scheduled Events": "You should expect a delayed response in your first call of up to two minutes
+    and you'll start receiving events within 5 minutes." The first call is held for the profile's
     ``first_call_delay`` (2 minutes documented), here on the manual clock; a client with a
     shorter timeout meets it as a timeout."""
     with ForewarnPlatform(fleet=FIRST_CALL_FLEET) as platform, requests.Session() as session:

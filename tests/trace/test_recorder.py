@@ -209,8 +209,8 @@ def test_an_existing_file_that_is_not_a_trace_is_refused_naming_its_line(
 def test_errors_are_written_once_each_and_recording_goes_on(
     platform: ForewarnPlatform, tmp_path: Path
 ) -> None:
-    """imds/instance-metadata-service.md, "Errors and debugging": 410 while the service
-    starts; the client retries."""
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging":
+    410 while the service starts; the client retries."""
     platform.fault("gone", count=3)
     out = tmp_path / "t"
     recorder = record(platform, out, nothing, nothing, nothing, nothing, nothing)

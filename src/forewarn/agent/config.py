@@ -82,8 +82,8 @@ class HooksSpec(_Strict):
     recover: tuple[HookSpec, ...] = ()
 
 
-#: scheduled-events-windows-2024.txt, "Python Sample": approve all user initiated events,
-#: approve Freeze events of 0 to 8 seconds, log everything else.
+#: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample": approve all
+#: user initiated events, approve Freeze events of 0 to 8 seconds, log everything else.
 DOCUMENTED_SAMPLE_POLICY: tuple[RuleSpec, ...] = (
     RuleSpec(name="approve-user-events", match=MatchSpec(source=("User",)), action="approve"),
     RuleSpec(

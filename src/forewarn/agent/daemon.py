@@ -4,7 +4,7 @@ Nothing the endpoint does stops the loop: 410, 429 and 5xx answers, timeouts, re
 connections (the endpoint restarting, or this VM frozen), documents that are not JSON or not
 a Scheduled Events document. Each is counted by kind, logged, shown on ``/healthz``, and the
 next poll happens on time. The loop polls once a second by default, as the documentation
-advises (scheduled-events-linux.txt, "Polling frequency").
+advises (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency").
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 "Acknowledging an event allows the event to proceed for all Resources in the event, not just
 the VM that acknowledges the event. Therefore, you can choose to elect a leader to coordinate
 the acknowledgement, which might be as simple as the first machine in the Resources field."
-(scheduled-events-windows-2024.txt, "Start an event"). Every VM of the event computes the same
-answer from the same document, so no messages are needed: the leader approves, the others only
-prepare. A VM that is not among the Resources never approves.
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event"). Every VM of
+the event computes the same answer from the same document, so no messages are needed: the leader
+approves, the others only prepare. A VM that is not among the Resources never approves.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from forewarn.agent.config import LeaderElection
 from forewarn.client import ScheduledEvent
 
-#: api-version 2017-03-01 prefixes IaaS VM names with ``_`` (SPEC.md section 2).
+#: api-version 2017-03-01 prefixes IaaS VM names with ``_`` (SPEC 2).
 _PREFIX = "_"
 
 

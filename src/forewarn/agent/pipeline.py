@@ -1,7 +1,8 @@
 """The agent's pipeline: change -> store -> policy -> hooks -> approval.
 
-The documented loop (scheduled-events-windows-2024.txt, "High level overview") prepares for
-new events and recovers from removed ones; this is that loop made durable and concurrent:
+The documented loop (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High
+level overview") prepares for new events and recovers from removed ones; this is that loop made
+durable and concurrent:
 
 - every event of a document is reconsidered on every poll, and the :class:`HandledStore`
   says which steps are already done, so a restart, a lost approval or a repeated document

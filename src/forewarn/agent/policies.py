@@ -2,9 +2,9 @@
 
 Each rule is a small callable-like value with an explicit decision: the first rule whose
 conditions all hold wins, and an event no rule matches is only observed. The default rules are
-those of the documentation's Python sample (scheduled-events-windows-2024.txt, "Python
-Sample"): approve user-initiated events at once, approve Freeze events of 0 to 8 seconds at
-once, log the rest.
+those of the documentation's Python sample
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample"): approve
+user-initiated events at once, approve Freeze events of 0 to 8 seconds at once, log the rest.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 VMs in a virtual network reach the Metadata Service at 169.254.169.254; VMs outside one
 (classic VMs, cloud services) must discover the address another way
-(scheduled-events-windows-2024.txt, "Endpoint discovery": "If the VM isn't created within a
-Virtual Network ... additional logic is required to discover the IP address to use"), which is
-the address the platform hands out as DHCP option 245 (SPEC.md section 8). Nothing here sends
-DHCP: the address is read from the lease files the VM's DHCP client already wrote.
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Endpoint discovery": "If the
+VM isn't created within a Virtual Network ... additional logic is required to discover the IP
+address to use"), which is the address the platform hands out as DHCP option 245 (SPEC 8). Nothing
+here sends DHCP: the address is read from the lease files the VM's DHCP client already wrote.
 
 The order, first answer wins:
 

@@ -17,9 +17,9 @@
     └── MalformedResponseError         200, but not the JSON the path returns
 
 ``transient`` is what the default :class:`~forewarn.client.RetryPolicy` retries: the IMDS
-family documents 410 and 500 as transient and 429 as its rate limit (SPEC.md section 1); a
+family documents 410 and 500 as transient and 429 as its rate limit (SPEC 1); a
 connection closed unanswered is what an endpoint does while its VM is frozen or rebooting
-(SPEC.md section 1 [ours]). The caller decides what is fatal: every error reaches it once the
+(SPEC 1 [ours]). The caller decides what is fatal: every error reaches it once the
 retries are spent, with ``attempts`` saying how many tries were made.
 """
 

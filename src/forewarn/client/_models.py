@@ -1,6 +1,6 @@
 """Typed, immutable views of what the endpoint returns, read leniently from any api-version.
 
-One model serves every api-version (SPEC.md section 2, "What each api-version shows"):
+One model serves every api-version (SPEC 2, "What each api-version shows"):
 a field a version does not send (Description before 2019-04-01, EventSource before 2019-08-01,
 DurationInSeconds before 2020-07-01) is None rather than a guess. An EventType, EventStatus or
 EventSource this client does not know is kept as the plain string it was sent as, so a newer
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from forewarn.client._errors import MalformedResponseError
 
-#: api-version 2017-03-01 prefixed IaaS VM names in Resources with ``_`` (SPEC.md section 2).
+#: api-version 2017-03-01 prefixed IaaS VM names in Resources with ``_`` (SPEC 2).
 UNDERSCORE_PREFIX_VERSION = "2017-03-01"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -36,7 +36,8 @@ def _no_fields() -> Mapping[str, Any]:
 
 
 class EventType(enum.StrEnum):
-    """The documented impacts (scheduled-events-linux.txt, "Event Properties")."""
+    """The documented impacts (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events,
+    "Event Properties")."""
 
     FREEZE = "Freeze"
     REBOOT = "Reboot"
@@ -99,9 +100,9 @@ class ScheduledEvent:
         """Whether ``vm_name`` is one of the Resources, and not merely told about the event.
 
         Events reach every VM of an availability set or placement group, so handlers check
-        Resources (scheduled-events-windows-2024.txt, "Scope": "check the Resources field in
-        the event to identify which VMs are affected"). Under api-version 2017-03-01 the
-        ``_``-prefixed IaaS name matches too.
+        Resources (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope":
+        "check the Resources field in the event to identify which VMs are affected"). Under
+        api-version 2017-03-01 the ``_``-prefixed IaaS name matches too.
         """
         if vm_name in self.resources:
             return True
@@ -157,8 +158,10 @@ def parse_not_before(text: str) -> datetime | None:
     """NotBefore as an aware UTC datetime; ``""`` (Started) and unreadable text give None.
 
     The documented form is RFC 1123 (``Mon, 19 Sep 2016 18:29:47 GMT``,
-    scheduled-events-linux.txt, "Event Properties"); the 2017 preview's table shows
-    ``2016-09-19T18:29:47Z`` (scheduled-events-preview-2017.md, "Event Properties").
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties"); the 2017
+    preview's table shows ``2016-09-19T18:29:47Z``
+    (docs.microsoft.com/azure/virtual-machines/virtual-machines-scheduled-events (2017), "Event
+    Properties").
     """
     text = text.strip()
     if not text:

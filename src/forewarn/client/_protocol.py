@@ -4,8 +4,9 @@
 once: the paths and query parameters, the ``Metadata: true`` header on every request, the
 approval body, the mapping from statuses to the error tree, the move from a lease address to
 169.254.169.254 when the former is not the Metadata Service, and the longer timeout of the
-first call (scheduled-events-windows-2024.txt, "Enabling and disabling Scheduled Events": "You
-should expect a delayed response in your first call of up to two minutes").
+first call (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Enabling and
+disabling Scheduled Events": "You should expect a delayed response in your first call of up to two
+minutes").
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from forewarn.client._models import (
 )
 from forewarn.client._retry import RetryPolicy
 
-#: The current Scheduled Events version (scheduled-events-linux.txt, "Version and Region
+#: The current Scheduled Events version
+#: (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
 #: Availability": "the current version is 2020-07-01").
 DEFAULT_API_VERSION = "2020-07-01"
 #: A general IMDS version for ``/metadata/instance``, which has its own version list.
@@ -56,7 +58,8 @@ DEFAULT_RETRY = RetryPolicy()
 
 SCHEDULED_EVENTS_PATH = "/metadata/scheduledevents"
 COMPUTE_PATH = "/metadata/instance/compute"
-#: Sent on every request, GET and POST (scheduled-events-windows-2024.txt, "Headers": "The
+#: Sent on every request, GET and POST
+#: (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Headers": "The
 #: Metadata:true header is required for all scheduled events requests").
 METADATA_HEADERS: Mapping[str, str] = {"Metadata": "true"}
 _JSON_HEADERS: Mapping[str, str] = {**METADATA_HEADERS, "Content-Type": "application/json"}
@@ -93,9 +96,10 @@ def event_ids_of(events: Iterable[str | ScheduledEvent]) -> tuple[str, ...]:
 
 
 def approval_body(event_ids: Sequence[str]) -> bytes:
-    """``{"StartRequests":[{"EventId":...}]}`` (scheduled-events-windows-2024.txt, "Start an
-    event"); several ids in one request are allowed ("You can confirm multiple events in a
-    single request if needed", its Python sample)."""
+    """``{"StartRequests":[{"EventId":...}]}``
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event"); several
+    ids in one request are allowed ("You can confirm multiple events in a single request if needed",
+    its Python sample)."""
     requests = [{"EventId": event_id} for event_id in event_ids]
     return json.dumps({"StartRequests": requests}, separators=(",", ":")).encode()
 
@@ -246,7 +250,7 @@ class ClientCore:
 
     def approval_call(self, events: Iterable[str | ScheduledEvent]) -> Call | None:
         """The POST approving ``events``; None for no events, as an empty StartRequests
-        array is refused by the service (SPEC.md section 3) and approves nothing anyway."""
+        array is refused by the service (SPEC 3) and approves nothing anyway."""
         event_ids = event_ids_of(events)
         if not event_ids:
             return None

@@ -1,6 +1,6 @@
 """When to try a request again, and how long to wait first.
 
-410, 429, 5xx and timeouts are the Metadata Service's transient answers (SPEC.md section 1:
+410, 429, 5xx and timeouts are the Metadata Service's transient answers (SPEC 1:
 "410/500 are transient platform errors that clients retry", 429 its rate limit of 5 requests
 per second). Retries back off exponentially with jitter, so VMs that failed together do not
 retry together, and are bounded twice over: by a number of attempts and by a deadline. The

@@ -1,6 +1,7 @@
 """Turning polled documents into changes, the way the documentation's pseudo code does.
 
-scheduled-events-windows-2024.txt, "High level overview", prescribes the loop::
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview",
+prescribes the loop::
 
     current_list_of_scheduled_events = get_latest_from_se_endpoint()
     for each event in current_list_of_scheduled_events:
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 
 from forewarn.client._models import ScheduledEvent, ScheduledEventsDocument
 
-#: "we recommend that you poll the service once per second" (scheduled-events-linux.txt,
-#: "Polling frequency").
+#: "we recommend that you poll the service once per second"
+#: (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Polling frequency").
 DEFAULT_POLL_INTERVAL = 1.0
 
 

@@ -121,7 +121,8 @@ class _AvailabilitySetSpec(_Strict):
     fault_domains: int = Field(default=2, alias="faultDomains", ge=1, le=3)
     update_domains: int = Field(default=5, alias="updateDomains", ge=1, le=20)
     #: Every member's policy: "All VMs in the same ... availability set are required to have
-    #: the same scheduled events policy" (scheduled-events-event-grid.md).
+    #: the same scheduled events policy"
+    #: (learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid).
     scheduled_events_policy: PolicyIn = Field(
         default_factory=PolicyIn, alias="scheduledEventsPolicy"
     )
@@ -421,7 +422,8 @@ class _Builder:
     def _cloud_service(self, spec: _CloudServiceSpec) -> None:
         """Instance *n* of every role is in update domain *n mod count* and fault domain *n mod
         2*, so one event can name ``["FrontEnd_IN_0", "BackEnd_IN_0"]`` (the Resources example of
-        scheduled-events-linux.txt; classic cloud services have two fault domains)."""
+        learn.microsoft.com/azure/virtual-machines/linux/scheduled-events; classic cloud services
+        have two fault domains)."""
         addresses = _Addresses(spec.address_start)
         for role in spec.roles:
             for n in range(role.instances):

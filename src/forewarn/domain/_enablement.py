@@ -2,9 +2,10 @@
 
 "The first time you make a request for scheduled events, it implicitly enables the service"
 and the answer comes "up to two minutes" later; a VM that makes no request for 24 hours has
-it turned off again (scheduled-events-linux.txt, "Enabling and disabling Scheduled Events").
-The first-call delay and the idle period come from the timing profile; the first-call delay
-is the ``ENABLE`` deadline of :data:`forewarn.domain._lifecycle.LIFECYCLE`.
+it turned off again (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling
+and disabling Scheduled Events"). The first-call delay and the idle period come from the timing
+profile; the first-call delay is the ``ENABLE`` deadline of
+:data:`forewarn.domain._lifecycle.LIFECYCLE`.
 
 Only requests for events are counted here (:meth:`Platform.arrive`'s ``for_events``): the
 page ties both the first call and the 24 hours to them ("enabled for your service the first

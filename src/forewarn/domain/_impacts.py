@@ -74,14 +74,16 @@ class Impacts:
                 self._registry.delete(vm, live.event)
             elif event_type is EventType.REDEPLOY or vm.host in state.failed_hosts:
                 # "Azure will ... immediately begin the recovery process for affected virtual
-                # machines" (scheduled-events-windows-2024.txt): they come back elsewhere
+                # machines" (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events):
+                # they come back elsewhere
                 self._registry.move_off_host(vm)
 
     def freeze_instead(self, name: str, seconds: int) -> None:
         """The VM's Scheduled Reboot, when it starts, freezes it for ``seconds`` instead: "In
         rare cases a VM scheduled for EventType:"Reboot" may experience a freeze event instead
-        of a reboot" (scheduled-events-windows-2024.txt, "Event properties", EventStatus). The
-        document still says Reboot; only what the VM lives through differs."""
+        of a reboot" (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event
+        properties", EventStatus). The document still says Reboot; only what the VM lives through
+        differs."""
         if not any(
             live.event.event_type is EventType.REBOOT
             and live.event.status is EventStatus.SCHEDULED

@@ -163,7 +163,7 @@ class Registry:
 
         A VM of a set takes its set's: "If your VM is part of an availability set or a Virtual
         Machine Scale Set then you can't set the schedule events profile for each VM
-        individually" (scheduled-events-event-grid.md)."""
+        individually" (learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid)."""
         state = self._state
         if kind == "vm":
             vm = self.vm(name)

@@ -1,8 +1,9 @@
 """The Scheduled Events api-versions and what each one shows.
 
-Source: the release notes table in scheduled-events-linux.txt ("Version and Region
-Availability") and scheduled-events-windows-2024.txt; distilled in SPEC 2. Each version adds to
-the one before it, so the table is a list of increments.
+Source: the release notes table in learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
+("Version and Region Availability") and
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events; distilled in SPEC 2. Each
+version adds to the one before it, so the table is a list of increments.
 """
 
 from __future__ import annotations

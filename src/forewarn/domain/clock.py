@@ -13,8 +13,8 @@ from typing import Protocol
 from forewarn.domain.errors import TimeOutOfRangeError
 
 #: Where a manual clock starts unless told: the moment of the documentation's live-migration
-#: example (scheduled-events-windows-2024.txt, "Example responses": NotBefore
-#: "Mon, 11 Apr 2022 22:26:58 GMT", 15 minutes later).
+#: example (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example
+#: responses": NotBefore "Mon, 11 Apr 2022 22:26:58 GMT", 15 minutes later).
 DEFAULT_START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
 
 

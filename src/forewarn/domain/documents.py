@@ -10,14 +10,15 @@ that version shows (:meth:`Document.incarnation_for`). The documentation defines
 client reads: "Entier qui augmente lorsque le tableau d'événements change. Les documents avec
 la même incarnation contiennent les mêmes informations d'événement" (an integer that increases
 when the events array changes, the same incarnation the same information:
-scheduled-events-windows-fr.txt, "Event properties"), it "provides an easy way to inspect if
-the Events payload has changed since the last query" (vmss-terminate-notification.md) and "is
-changing every time there's new information in Events" (scheduled-events-windows-2024.txt,
-"Example responses"). A change to an event a version hides is no new information in that version's
-Events, so it moves neither that version's incarnation nor its ETag (a conditional GET answers
-304); the next change it does show brings it to the VM's incarnation, by more than one
-("It may jump by more than one", SPEC 2). Each incarnation still names one document of the VM,
-the one a client of any version would read as that version shows it.
+learn.microsoft.com/fr-fr/azure/virtual-machines/windows/scheduled-events, "Event properties"), it
+"provides an easy way to inspect if the Events payload has changed since the last query" (terminate
+page, SPEC 1.4) and "is changing every time there's new information in Events"
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses"). A change
+to an event a version hides is no new information in that version's Events, so it moves neither that
+version's incarnation nor its ETag (a conditional GET answers 304); the next change it does show
+brings it to the VM's incarnation, by more than one ("It may jump by more than one", SPEC 2). Each
+incarnation still names one document of the VM, the one a client of any version would read as that
+version shows it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS
 from forewarn.domain.events import Event, EventType
 
 #: The first document a VM is shown: the docs' live-migration example starts at 1 with no events
-#: (scheduled-events-windows-2024.txt, "Example responses").
+#: (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Example responses").
 FIRST_INCARNATION = 1
 
 #: The event types of each api-version that does not show them all, narrowest first: each is

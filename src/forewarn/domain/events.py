@@ -15,7 +15,8 @@ from forewarn.domain._frozen import frozen_slot_setters
 
 
 class EventType(enum.Enum):
-    """The impact an event causes (reference: scheduled-events-linux.txt, Event Properties)."""
+    """The impact an event causes (reference:
+    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, Event Properties)."""
 
     FREEZE = "Freeze"
     REBOOT = "Reboot"
@@ -49,7 +50,8 @@ class EventSource(enum.Enum):
 
 RESOURCE_TYPE_VM = "VirtualMachine"
 
-#: DurationInSeconds value for "unknown or not applicable" (scheduled-events-windows-2024.txt).
+#: DurationInSeconds value for "unknown or not applicable"
+#: (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events).
 DURATION_UNKNOWN = -1
 
 

@@ -2,7 +2,7 @@
 
 Sources: SPEC 5-6; scale-set terminate notification ``notBeforeTimeout`` PT5M..PT15M and "cannot
 be enabled on Spot VMs" (SPEC 6); OS image notification only for sizes outside G, M, N, H
-(scheduled-events-windows-2024.txt, "User-initiated maintenance").
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated maintenance").
 """
 
 from __future__ import annotations

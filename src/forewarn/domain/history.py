@@ -12,7 +12,8 @@ changes are at most those four, in that order.
 
 Only events published beyond IMDS are recorded: those of VMs whose ``scheduledEventsPolicy``
 enables ``eventGridAndResourceGraph`` ("By default, scheduled events aren't delivered to Event
-Grid", scheduled-events-event-grid.md), so a fleet that publishes nothing pays nothing.
+Grid", learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid), so a fleet that
+publishes nothing pays nothing.
 
 Changes are numbered in the order they happen. The platform is a function of its journal, so
 a replay (a restart, another front-end) makes the very same changes with the very same numbers

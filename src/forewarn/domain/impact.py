@@ -3,8 +3,9 @@
 On Azure no VM ever sees its metadata endpoint misbehave during an impact: a frozen VM's calls
 simply take longer (the VM is paused mid-request), a rebooting VM has no process left to ask,
 and a VM that is warming up after enablement waits "up to two minutes" for its first answer
-(scheduled-events-linux.txt, "Enabling and disabling Scheduled Events"). forewarn can only
-imitate that from outside the VM, so what a request meets is a policy, per event type:
+(learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Enabling and disabling
+Scheduled Events"). forewarn can only imitate that from outside the VM, so what a request meets is a
+policy, per event type:
 
 - ``hold`` (the default): the request is answered when the impact ends, as a paused VM
   experiences it;

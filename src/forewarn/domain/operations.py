@@ -2,10 +2,11 @@
 
 Each function takes the :class:`~forewarn.domain.platform.Platform` and returns the events it
 created. Grouping follows two documented rules: an event's Resources hold VMs of "at most one
-update domain" (scheduled-events-linux.txt, Event Properties, Resources), and a platform
-operation on a shared host waits for every tenant's approval (scheduled-events-windows-2024.txt,
-"High level overview": "the system will then wait for all other tenants on the same hardware to
-also approve"), so one host operation is one job with one event per tenant and scope group.
+update domain" (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, Event Properties,
+Resources), and a platform operation on a shared host waits for every tenant's approval
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview": "the
+system will then wait for all other tenants on the same hardware to also approve"), so one host
+operation is one job with one event per tenant and scope group.
 """
 
 from __future__ import annotations
@@ -317,8 +318,8 @@ def maintenance_campaign(
 
     "VMs in different fault domains won't be impacted by routine maintenance operations at the
     same time. However, they may have operations serialized one after another"
-    (scheduled-events-windows-2024.txt, "High level overview"). Step *i* (the *i*-th fault
-    domain, in order) is maintenance of kind ``kinds[i mod len(kinds)]``.
+    (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview").
+    Step *i* (the *i*-th fault domain, in order) is maintenance of kind ``kinds[i mod len(kinds)]``.
     """
     if not kinds:
         raise InvalidOperationError("a maintenance campaign needs at least one kind")

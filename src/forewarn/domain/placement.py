@@ -1,11 +1,11 @@
 """Where VMs run: the fault-domain guarantee every placement keeps.
 
 "VMs in different fault domains won't be impacted by routine maintenance operations at the same
-time" (scheduled-events-windows-2024.txt, "High level overview"): Azure gives each fault domain
-of an availability set, scale set or cloud service its own hardware. A host's maintenance hits
-every VM on it at once, so a host that held two fault domains of one set would break that
-promise. Every placement here (the fleet, a VM added later, a redeploy, recovery from a failed
-host) therefore keeps each set's fault domains on distinct hosts.
+time" (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "High level overview"):
+Azure gives each fault domain of an availability set, scale set or cloud service its own hardware. A
+host's maintenance hits every VM on it at once, so a host that held two fault domains of one set
+would break that promise. Every placement here (the fleet, a VM added later, a redeploy, recovery
+from a failed host) therefore keeps each set's fault domains on distinct hosts.
 """
 
 from __future__ import annotations

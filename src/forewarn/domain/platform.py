@@ -224,10 +224,10 @@ class Platform:
 
         Only requests for events count: "Scheduled Events is enabled for your service the
         first time you make a request for events", and disabled "if it does not make a
-        request for 24 hours" (scheduled-events-linux.txt, "Enabling and Disabling Scheduled
-        Events"). A request for instance metadata or the versions neither turns it on nor
-        keeps it on, and is answered at once during the first-call delay, which is the
-        events' own; only a VM that is down holds it.
+        request for 24 hours" (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events,
+        "Enabling and Disabling Scheduled Events"). A request for instance metadata or the versions
+        neither turns it on nor keeps it on, and is answered at once during the first-call delay,
+        which is the events' own; only a VM that is down holds it.
 
         The pause the request meets (None: it is answered now), one reading of it unless
         this request turned Scheduled Events on, and whether it did (the only requests worth

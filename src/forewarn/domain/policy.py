@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 #: The only ``scheduledEventsApiVersion`` the preview supports ("During the preview, the only
-#: supported value is "2020-07-01"", scheduled-events-event-grid.md, field table).
+#: supported value is "2020-07-01"",
+#: learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid, field table).
 PUBLISHED_API_VERSION = "2020-07-01"
 
 

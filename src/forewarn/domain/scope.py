@@ -1,12 +1,12 @@
 """Who is shown an event: the delivery scope rules of SPEC 5.
 
-Sources: scheduled-events-linux.txt, "The Basics" ("Scheduled events are delivered to:
-Standalone Virtual Machines. All the VMs in a cloud service. All the VMs in an availability
-set. ... All the VMs in a scale set placement group." and "Specific to VMs in an availability
-zone, the scheduled events go to single VMs in a zone"); scheduled-events-windows-2024.txt,
-"Scope" and "Resources" ("GPU accelerated Virtual Machines in a scale set using 1 fault domain
-(FD = 1) will only receive scheduled events for the impacted resource"). ``Resources`` still
-lists only the impacted VMs.
+Sources: learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "The Basics" ("Scheduled
+events are delivered to: Standalone Virtual Machines. All the VMs in a cloud service. All the VMs in
+an availability set. ... All the VMs in a scale set placement group." and "Specific to VMs in an
+availability zone, the scheduled events go to single VMs in a zone");
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Scope" and "Resources" ("GPU
+accelerated Virtual Machines in a scale set using 1 fault domain (FD = 1) will only receive
+scheduled events for the impacted resource"). ``Resources`` still lists only the impacted VMs.
 """
 
 from __future__ import annotations

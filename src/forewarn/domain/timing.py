@@ -1,14 +1,15 @@
 """How long each phase of an event lasts: the documented numbers, dev and fast profiles.
 
-Sources: "Event Scheduling" minimum notice table (scheduled-events-linux.txt); the typical
-timings of scheduled-events-windows-2024.txt ("Scheduled to Approval Timeout: 15 minutes,
-Impact Duration: 7 seconds, Started to Completed: 10 minutes"); "Enabling and disabling"
-(first call "up to two minutes", disabled after 24 hours without a request); predicted
-hardware failure "Azure tries to give 7 days' advance notice"; SPEC 4 and 7. The Started
-period of a live migration, 5 minutes where every other kind captured is Started for 10, is
-the capture of Microsoft's Scheduled Events mock server (Azure-Samples/scheduled-events-mock-
-server, ``main.py``, "Live Migration": ``StartedDurationInMinutes`` 5), whose "Dev Timing"
-variants read its minutes as seconds: the ``dev`` profile.
+Sources: "Event Scheduling" minimum notice table
+(learn.microsoft.com/azure/virtual-machines/linux/scheduled-events); the typical timings of
+learn.microsoft.com/azure/virtual-machines/windows/scheduled-events ("Scheduled to Approval Timeout:
+15 minutes, Impact Duration: 7 seconds, Started to Completed: 10 minutes"); "Enabling and disabling"
+(first call "up to two minutes", disabled after 24 hours without a request); predicted hardware
+failure "Azure tries to give 7 days' advance notice"; SPEC 4 and 7. The Started period of a live
+migration, 5 minutes where every other kind captured is Started for 10, is the capture of
+Microsoft's Scheduled Events mock server (Azure-Samples/scheduled-events-mock- server, ``main.py``,
+"Live Migration": ``StartedDurationInMinutes`` 5), whose "Dev Timing" variants read its minutes as
+seconds: the ``dev`` profile.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ class Priority(enum.Enum):
     SPOT = "Spot"
 
 
-#: Size families that do not get OS image notifications (scheduled-events-windows-2024.txt,
-#: "User-initiated maintenance": "It doesn't work for G, M, N, and H series").
+#: Size families that do not get OS image notifications
+#: (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "User-initiated
+#: maintenance": "It doesn't work for G, M, N, and H series").
 _NO_OS_IMAGE_NOTIFICATION_FAMILIES = ("G", "M", "N", "H")
 
 

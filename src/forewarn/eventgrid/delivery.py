@@ -202,7 +202,8 @@ class EventGrid:
 
     async def duplicate(self, name: str, count: int) -> SubscriptionView:
         """The ``eventgrid-duplicate`` fault: the next ``count`` deliveries to ``name`` are
-        sent twice, identical ("Double notifications", scheduled-events-event-grid.md)."""
+        sent twice, identical ("Double notifications",
+        learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid)."""
         await self.view(name)
         await asyncio.to_thread(self.store.add_duplicates, name, count)
         return await self.view(name)

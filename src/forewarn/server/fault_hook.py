@@ -18,10 +18,11 @@ from forewarn.wire.errors import TOO_MANY_REQUESTS, error_body
 
 __all__ = ["ERROR_MESSAGES", "error_response", "fault_for"]
 
-#: The message of each error fault. reference/imds/instance-metadata-service.md, "Frequently
-#: asked questions": "Why am I getting the error `500 Internal Server Error` or `410 Resource
-#: Gone`?"; 429 is the rate limit's own text (SPEC 1). The bodies are the IMDS family's
-#: ``{"error": "..."}`` (SPEC 1).
+#: The message of each error fault.
+#: learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Frequently asked
+#: questions": "Why am I getting the error `500 Internal Server Error` or `410 Resource Gone`?"; 429
+#: is the rate limit's own text (SPEC 1). The bodies are the IMDS family's ``{"error": "..."}``
+#: (SPEC 1).
 ERROR_MESSAGES = {
     FaultKind.GONE: "Resource Gone",
     FaultKind.ERROR: "Internal Server Error",

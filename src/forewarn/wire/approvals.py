@@ -5,10 +5,10 @@ string, its PowerShell sample as a number): accepted and ignored. Anything else 
 :class:`MalformedApprovalError`, which the HTTP edge answers with 400.
 
 EventIds are GUIDs, which RFC 4122 (section 3) declares "case insensitive on input"; the
-documentation's own samples approve lower-case ids (scheduled-events-windows-2024.txt, "Start
-an event": ``f020ba2e-3bc0-4c40-a10b-86575a9eabd5``) while documents show upper case, so ids
-are compared in upper case; they are kept as sent, so an error names an id as its client
-wrote it.
+documentation's own samples approve lower-case ids
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Start an event":
+``f020ba2e-3bc0-4c40-a10b-86575a9eabd5``) while documents show upper case, so ids are compared in
+upper case; they are kept as sent, so an error names an id as its client wrote it.
 """
 
 from __future__ import annotations

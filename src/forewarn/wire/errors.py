@@ -11,8 +11,8 @@ import orjson
 from forewarn.domain.api_versions import NEWEST_VERSIONS
 
 MISSING_METADATA_HEADER = "Bad request. Required metadata header not specified"
-#: reference/imds/instance-metadata-service.md, "Versioning": the text for a request without
-#: an api-version.
+#: learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Versioning": the text for
+#: a request without an api-version.
 MISSING_API_VERSION = (
     "Bad request. api-version was not specified in the request. "
     "For more information refer to aka.ms/azureimds"
@@ -21,13 +21,13 @@ MISSING_API_VERSION = (
 INVALID_API_VERSION = (
     "Bad request. api-version is invalid. For more information refer to aka.ms/azureimds"
 )
-#: reference/imds/troubleshoot-load-balancer-imds.md, "Error codes".
+#: learn.microsoft.com/azure/load-balancer/troubleshoot-load-balancer-imds, "Error codes".
 HEADER_VALUE_TOO_LONG = "Parameter header value length is larger than MaxHeaderValueLength: {}"
 FORWARDED_REQUEST = "Bad request. Requests with an X-Forwarded-For header are not allowed"
 DUPLICATE_PARAMETER = "Bad request. Query parameter names must not repeat"
 TOO_MANY_REQUESTS = "Too many requests"
-#: reference/imds/troubleshoot-load-balancer-imds.md, "Error codes": the API is temporarily
-#: unavailable (SPEC 1).
+#: learn.microsoft.com/azure/load-balancer/troubleshoot-load-balancer-imds, "Error codes": the API
+#: is temporarily unavailable (SPEC 1).
 SERVICE_UNAVAILABLE = "Internal service unavailable. Retry later"
 
 

@@ -29,8 +29,8 @@ INSTANCE_API_VERSIONS: tuple[str, ...] = (
 INSTANCE_NEWEST_VERSIONS: tuple[str, ...] = tuple(reversed(INSTANCE_API_VERSIONS[-3:]))
 
 
-#: The api-version that introduced each compute field (reference/imds/instance-metadata-
-#: service.md, "Instance metadata", the compute table); a caller is shown the fields its
+#: The api-version that introduced each compute field (SPEC 9: the IMDS overview,
+#: "Instance metadata", the compute table); a caller is shown the fields its
 #: version has. The table starts at 2017-04-02; 2017-03-01 callers get that first set (SPEC 9).
 _COMPUTE_SINCE: dict[str, str] = {
     "azEnvironment": "2018-10-01", "evictionPolicy": "2020-12-01",
@@ -172,7 +172,8 @@ def compute_fields(vm: Vm, api_version: str = INSTANCE_API_VERSIONS[-1]) -> dict
 
 def network_fields(vm: Vm) -> dict[str, Any]:
     """One interface whose private address is the address the VM's requests arrive at (the
-    Sample 6 shape of instance-metadata-service.md, "Network")."""
+    Sample 6 shape of learn.microsoft.com/azure/virtual-machines/instance-metadata-service,
+    "Network")."""
     address = vm.address or "10.0.0.4"
     mac = uuid.UUID(_stable_id("mac", vm.vm_id)).hex[:12].upper()
     return {
@@ -195,7 +196,8 @@ def instance_fields(vm: Vm, api_version: str = INSTANCE_API_VERSIONS[-1]) -> dic
 
 def is_leaf(value: Any) -> bool:
     """A leaf node: what ``format=json`` cannot serve ("When filtering to a leaf node,
-    ``format=json`` doesn't work", instance-metadata-service.md)."""
+    ``format=json`` doesn't work",
+    learn.microsoft.com/azure/virtual-machines/instance-metadata-service)."""
     return not isinstance(value, dict | list)
 
 

@@ -4,11 +4,11 @@
 "Scheduled Events overview"): both are built here from one
 :class:`~forewarn.domain.history.EventChange`, whose event is the one IMDS showed, encoded by
 :func:`forewarn.wire.documents.event_fields` for the policy's ``scheduledEventsApiVersion``.
-Properties are in the order of the Event Grid page's sample (scheduled-events-event-grid.md),
-with EventStatus the change's (Completed and Canceled are "Event Grid and ARG only"), and
-``ScheduledEventApiVersion`` added. NotBefore is ``""`` once Started, as the field tables say
-("Is blank if the event is in the started state"; the sample shows a Started event with a
-NotBefore, which the tables contradict).
+Properties are in the order of the Event Grid page's sample
+(learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid), with EventStatus the
+change's (Completed and Canceled are "Event Grid and ARG only"), and ``ScheduledEventApiVersion``
+added. NotBefore is ``""`` once Started, as the field tables say ("Is blank if the event is in the
+started state"; the sample shows a Started event with a NotBefore, which the tables contradict).
 """
 
 from __future__ import annotations

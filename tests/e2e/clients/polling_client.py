@@ -1,5 +1,6 @@
 """A client written the way the documentation shows: poll once a second, approve what is
-Scheduled, no error handling at all (scheduled-events-windows-2024.txt, "Python Sample").
+Scheduled, no error handling at all
+(learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample").
 
 It leaves once its eviction is announced, as a handler shuts its workload down.
 Each document it reads is printed as one JSON line, with how long the request took; each

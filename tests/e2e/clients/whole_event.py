@@ -74,9 +74,10 @@ def no_events() -> bool:
     return not control.get("/events").json()["events"]
 
 
-# The documented impact and eviction notice ("Preempt: 30 seconds", scheduled-events-linux.txt
-# "Event Scheduling"), the fast profile's other notices, and Started for 10 s rather than the
-# documented 10 minutes, so a call held through the impact finds its event still Started.
+# The documented impact and eviction notice ("Preempt: 30 seconds",
+# learn.microsoft.com/azure/virtual-machines/linux/scheduled-events "Event Scheduling"), the fast
+# profile's other notices, and Started for 10 s rather than the documented 10 minutes, so a call
+# held through the impact finds its event still Started.
 start(
     "serve",
     [

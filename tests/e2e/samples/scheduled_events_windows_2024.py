@@ -1,5 +1,5 @@
-# Source: scheduled-events-windows-2024.txt (learn.microsoft.com, "Azure Metadata Service:
-# Scheduled Events for Windows VMs", 2024-09-23), section "Python Sample".
+# Source: learn.microsoft.com/azure/virtual-machines/windows/scheduled-events ("Azure Metadata
+# Service: Scheduled Events for Windows VMs", 2024-09-23), section "Python Sample".
 # Everything below the line of dashes is the documented sample byte for byte; the tests
 # check that against the reference file and change metadata_url only in a temporary copy.
 # ruff: noqa

@@ -14,8 +14,9 @@ list-acknowledge`` send too (learn.microsoft.com, "Scheduled Events in Event Gri
 (github.com/Azure/azure-rest-api-specs, specification/maintenance, ``ScheduledEvents_
 Acknowledge.json`` and ``ScheduledEvents_AcknowledgeList.json``). It is the approval a POST to
 IMDS from one of the resource's VMs gives: "Azure treats an approval request from either
-endpoint as meaning that the event can start" (scheduled-events-overview.md, "Acknowledging
-Scheduled Events").
+endpoint as meaning that the event can start"
+(learn.microsoft.com/azure/virtual-machines/scheduled-events-overview, "Acknowledging Scheduled
+Events").
 
 ARM matches paths without regard to case: :data:`PREFIX` in any spelling reaches the route
 (:class:`~forewarn.server.azure._arm.ArmPaths`), and
