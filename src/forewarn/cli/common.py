@@ -17,6 +17,7 @@ import click
 import httpx
 
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST
+from forewarn.nesting import load_json
 from forewarn.registry import Operation
 from forewarn.scenario.client import ControlClient, ControlError, connect
 from forewarn.scenario.durations import parse_duration as _parse_duration
@@ -108,7 +109,7 @@ def output_option(function: F) -> F:
 def parse_json_object(text: str, hint: str) -> dict[str, Any]:
     """``text`` as a JSON object, or a one-line usage error naming ``hint``."""
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint=hint) from None
     if not isinstance(value, dict):

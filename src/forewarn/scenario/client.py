@@ -17,6 +17,7 @@ import httpx
 from forewarn.control_token import find_token
 from forewarn.defaults import CONTROL_API as API
 from forewarn.errors import ForewarnError
+from forewarn.nesting import load_json
 
 
 class ControlError(ForewarnError):
@@ -57,12 +58,18 @@ class ControlClient:
             raise ControlError(
                 f"{response.status_code}: {_message(response)}", response.status_code
             )
+        return self._decoded(response, API + path)
+
+    def _decoded(self, response: httpx.Response, path: str) -> Any:
+        """The answer's JSON (None when it has no body): read as untrusted, its nesting
+        bounded (forewarn.nesting), whatever answered at the control address."""
         if not response.content:
             return None
         try:
-            return response.json()
+            return load_json(response.content)
         except ValueError:
-            raise ControlError(f"{self.base}{path} did not answer JSON; is it forewarn?") from None
+            base = str(self.http.base_url).rstrip("/")
+            raise ControlError(f"{base}{path} did not answer JSON; is it forewarn?") from None
 
     def arm(
         self, method: str, path: str, api_version: str, payload: Mapping[str, Any] | None = None
@@ -77,12 +84,12 @@ class ControlClient:
             raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
         if response.status_code >= 400:
             try:
-                error = response.json()["error"]
+                error = load_json(response.content)["error"]
                 message = f"{error['code']}: {error['message']}"
             except (ValueError, KeyError, TypeError):
                 message = response.text.strip() or response.reason_phrase
             raise ControlError(f"{response.status_code}: {message}", response.status_code)
-        return response.json() if response.content else None
+        return self._decoded(response, path)
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return self.request("GET", path, params=params)
@@ -99,7 +106,7 @@ def _message(response: httpx.Response) -> str:
     ``detail`` text of its guard's and the framework's (a refused token, 401), else the body
     as it came."""
     try:
-        body = response.json()
+        body = load_json(response.content)
     except ValueError:
         body = None
     if isinstance(body, dict):
