@@ -16,10 +16,16 @@ from typing import Any, TypeVar
 import click
 import httpx
 
+from forewarn.control_token import TOKEN_ENVIRONMENT_VARIABLE, token_file, token_origin
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST
 from forewarn.nesting import load_json
 from forewarn.registry import Operation
-from forewarn.scenario.client import ControlClient, ControlError, connect
+from forewarn.scenario.client import (
+    ControlClient,
+    ControlError,
+    ControlUnreachableError,
+    connect,
+)
 from forewarn.scenario.durations import parse_duration as _parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,14 +78,46 @@ def parse_moment(text: str) -> datetime:
 
 @contextmanager
 def control_api(address: str) -> Iterator[ControlClient]:
-    """A client for the control API at ``address``; its errors become one-line CLI errors."""
+    """A client for the control API at ``address``; its errors become one-line CLI errors,
+    saying what to check when nothing answers there or its token was refused."""
     host, port = parse_address(address, DEFAULT_CONTROL_PORT)
     context = click.get_current_context().find_object(CliContext) or CliContext()
     with context.connect(host, port) as http:
         try:
             yield ControlClient(http)
+        except ControlUnreachableError as exc:
+            raise click.ClickException(
+                f"{exc}; is forewarn serve running at {_shown(host, port)}? "
+                "see --control (or FOREWARN_CONTROL)"
+            ) from None
         except ControlError as exc:
+            if exc.status == 401:
+                raise click.ClickException(refused_token(host, port, str(exc))) from None
             raise click.ClickException(str(exc)) from None
+
+
+def refused_token(host: str, port: int, refusal: str) -> str:
+    """A 401 of the control API at ``host:port`` in one line: which token was sent (the
+    variable's, or the file's) and where the server's own is."""
+    where, origin = token_file(host, port), token_origin(host, port)
+    address = _shown(host, port)
+    if origin == TOKEN_ENVIRONMENT_VARIABLE:
+        return (
+            f"401: the control API at {address} refused the token in "
+            f"{TOKEN_ENVIRONMENT_VARIABLE}: unset it to use the one forewarn serve wrote to "
+            f"{where}, or set it to that token"
+        )
+    if origin is not None:
+        return (
+            f"401: the control API at {address} refused the token in {origin}, which is not "
+            "its own (a serve run by another user or in a container writes its own file): "
+            f"set {TOKEN_ENVIRONMENT_VARIABLE} to its token"
+        )
+    return f"{refusal}; none was sent ({TOKEN_ENVIRONMENT_VARIABLE} is unset, no {where})"
+
+
+def _shown(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def control_option(function: F) -> F:
@@ -201,4 +239,5 @@ __all__ = [
     "parse_duration",
     "parse_json_object",
     "parse_moment",
+    "refused_token",
 ]

@@ -8,6 +8,7 @@ manual clock and nothing listens on a port.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +27,17 @@ class ControlError(ForewarnError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ControlUnreachableError(ControlError):
+    """Nothing answered at the control API's address (refused, reset, timed out)."""
+
+    def __init__(self, base: str, exc: httpx.HTTPError) -> None:
+        # "[Errno 111] Connection refused": the number says nothing the words do not
+        reason = re.sub(r"^\[Errno -?\d+\] ", "", str(exc)) or type(exc).__name__
+        super().__init__(f"cannot reach the control API at {base}: {reason}")
+        self.base = base
+        self.reason = reason
 
 
 def segment(name: str) -> str:
@@ -53,7 +65,7 @@ class ControlClient:
         try:
             response = self.http.request(method, API + path, json=payload, params=params)
         except httpx.HTTPError as exc:
-            raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
+            raise ControlUnreachableError(self.base, exc) from None
         if response.status_code >= 400:
             raise ControlError(
                 f"{response.status_code}: {_message(response)}", response.status_code
@@ -81,7 +93,7 @@ class ControlClient:
                 method, quote(path, safe="/"), params={"api-version": api_version}, json=payload
             )
         except httpx.HTTPError as exc:
-            raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
+            raise ControlUnreachableError(self.base, exc) from None
         if response.status_code >= 400:
             try:
                 error = load_json(response.content)["error"]
@@ -165,6 +177,7 @@ __all__ = [
     "AsgiTransport",
     "ControlClient",
     "ControlError",
+    "ControlUnreachableError",
     "connect",
     "control_url",
     "in_process_client",
