@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from e2e_support import clean_environment, http_server_in_thread
@@ -39,9 +40,10 @@ class Hostile(BaseHTTPRequestHandler):
     metadata, as Azure does off a VM, with a 404."""
 
     protocol_version = "HTTP/1.1"
-    mode = ""
-    released = threading.Event()
-    polls: list[str] = []
+    #: Each endpoint's subclass sets these (:meth:`Endpoints.start`).
+    mode: ClassVar[str] = ""
+    released: ClassVar[threading.Event]
+    polls: ClassVar[list[str]]
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet."""
