@@ -120,6 +120,13 @@ def _shown(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+#: How a client finds the control API's token, as every ``--control`` help says it.
+TOKEN_HELP = (
+    "its token is FOREWARN_TOKEN, else the file forewarn serve wrote for that address "
+    "(see its start-up lines)"
+)
+
+
 def control_option(function: F) -> F:
     option = click.option(
         "--control",
@@ -127,9 +134,29 @@ def control_option(function: F) -> F:
         default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
         show_default=True,
         envvar="FOREWARN_CONTROL",
-        help="The control API's HOST:PORT (env FOREWARN_CONTROL).",
+        metavar="HOST:PORT",
+        help=f"The control API's address (env FOREWARN_CONTROL); {TOKEN_HELP}.",
     )
     return option(function)
+
+
+def examples(*lines: str) -> str:
+    """An ``Examples:`` epilog for ``--help``: one command a line, shown as written (click's
+    ``\\b`` keeps it from being rewrapped); a ``#`` starts a comment, as in a shell."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
+class AzureNames(click.Choice[str]):
+    """Azure's names of one kind (``Reboot``, ``Platform``), listed in lower case as every
+    other choice of the CLI is, taken in any case, and handed on as Azure spells them."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.spelled = {name.lower(): name for name in names}
+        super().__init__(list(self.spelled), case_sensitive=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        chosen = super().convert(value, param, ctx)
+        return self.spelled[str(chosen).lower()]
 
 
 def output_option(function: F) -> F:
@@ -167,6 +194,14 @@ def operation_options(operation: Operation, function: F) -> F:
                 "--policy", param.name, required=True, metavar="JSON", help=param.help
             )(function)
     return function
+
+
+def operation_examples(operation: Operation) -> str | None:
+    """The ``Examples:`` epilog of ``operation``'s command, from its declaration."""
+    if not operation.examples:
+        return None
+    command = f"forewarn {operation.target.cli_group} {operation.name}"
+    return examples(*(f"{command} {arguments}" for arguments in operation.examples))
 
 
 def operation_body(operation: Operation, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -225,6 +260,8 @@ def emit_events(data: dict[str, Any], output: str, nothing: str) -> None:
 
 __all__ = [
     "EVENT_HEADER",
+    "TOKEN_HELP",
+    "AzureNames",
     "CliContext",
     "cell",
     "control_api",
@@ -232,7 +269,9 @@ __all__ = [
     "emit",
     "emit_events",
     "event_row",
+    "examples",
     "operation_body",
+    "operation_examples",
     "operation_options",
     "output_option",
     "parse_address",

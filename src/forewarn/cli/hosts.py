@@ -7,10 +7,12 @@ from typing import Any
 import click
 
 from forewarn.cli.common import (
+    AzureNames,
     control_api,
     control_option,
     emit,
     emit_events,
+    operation_examples,
     output_option,
 )
 from forewarn.domain.operations import MaintenanceKind
@@ -33,7 +35,7 @@ def host_list(control: str, output: str) -> None:
 
 
 def _host_command(operation: Operation) -> click.Command:
-    @click.command(operation.name, help=operation.summary)
+    @click.command(operation.name, help=operation.summary, epilog=operation_examples(operation))
     @click.option("--name", "-n", required=True, help=HOST.name_help)
     @control_option
     @output_option
@@ -59,10 +61,10 @@ def maintenance() -> None:
 @click.option(
     "--type",
     "event_type",
-    type=click.Choice(["Reboot", "Freeze"]),
-    default="Reboot",
+    type=AzureNames(["Reboot", "Freeze"]),
+    default="reboot",
     show_default=True,
-    help="Reboot (host maintenance) or Freeze (live migration), when no --kind is given.",
+    help="reboot (host maintenance) or freeze (live migration), when no --kind is given.",
 )
 @click.option(
     "--kind",
