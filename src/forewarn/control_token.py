@@ -29,6 +29,7 @@ __all__ = [
     "find_token",
     "new_token",
     "token_file",
+    "token_origin",
     "write_token",
 ]
 
@@ -115,12 +116,26 @@ def _refusal(path: Path, exc: OSError) -> TokenFileError:
 def find_token(host: str, port: int) -> str | None:
     """The token for the control API at ``host:port``: ``FOREWARN_TOKEN``, else the file
     the server wrote (never through a link), else None."""
+    found = _found(host, port)
+    return None if found is None else found[0]
+
+
+def token_origin(host: str, port: int) -> str | None:
+    """Where :func:`find_token` takes the token for ``host:port`` from, as a message names
+    it: ``FOREWARN_TOKEN``, the file's path, or None when there is none to send."""
+    found = _found(host, port)
+    return None if found is None else found[1]
+
+
+def _found(host: str, port: int) -> tuple[str, str] | None:
     explicit = os.environ.get(TOKEN_ENVIRONMENT_VARIABLE)
     if explicit:
-        return explicit
+        return explicit, TOKEN_ENVIRONMENT_VARIABLE
+    path = token_file(host, port)
     try:
-        descriptor = os.open(token_file(host, port), os.O_RDONLY | os.O_NOFOLLOW)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(descriptor, encoding="utf-8") as handle:
-            return handle.read(1024).strip() or None
+            token = handle.read(1024).strip()
     except (OSError, UnicodeDecodeError):
         return None
+    return (token, str(path)) if token else None

@@ -21,8 +21,10 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── FleetFileError                    forewarn.config.fleet
     ├── ScenarioFileError                 forewarn.scenario.schema
     ├── YamlInputError                    forewarn.yaml_files: YAML past a bound, a key twice
+    ├── NestingError                      forewarn.nesting: JSON nested past the shared bound
     ├── TokenFileError                    forewarn.control_token: a link at the token's path
     ├── ControlError                      forewarn.scenario.client: the control API refused
+    │   └── ControlUnreachableError       nothing answered at its address
     ├── StorageError                      forewarn.storage.errors (its own tree below it)
     ├── StateMismatchError                forewarn.server.state: a store of another fleet
     ├── ReplayError                       forewarn.replay: a journal record that cannot apply

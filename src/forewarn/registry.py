@@ -125,7 +125,8 @@ class Operation:
     ``check`` runs on the platform before the command is built, for a refusal the command's
     own effect would word less clearly (an unknown scale set before its unknown instances).
     ``plugin_method`` is the name of the pytest plugin's method; ``cli_aliases`` are extra
-    command names (``vmss reimage``).
+    command names (``vmss reimage``); ``examples`` are the arguments of the CLI command,
+    each one example its ``--help`` shows (``--name vm0``), a ``#`` starting a comment.
     """
 
     name: str
@@ -136,6 +137,7 @@ class Operation:
     params: tuple[Param, ...] = ()
     check: Callable[[Platform, str], object] | None = None
     cli_aliases: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
 
     @property
     def route(self) -> str:
@@ -232,6 +234,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "Restart: a User Reboot event, 15 minutes or approval first.",
         Restart,
         "restart",
+        examples=(
+            "--name vm0            # a Reboot, 15 minutes ahead",
+            "--name vm0 -o json    # the event created, as JSON",
+            "--name vm0 --control 127.0.0.1:16955",
+        ),
     ),
     Operation(
         "redeploy",
@@ -239,6 +246,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Redeploy: a User Redeploy event, 10 minutes or approval first.",
         Redeploy,
         "redeploy",
+        examples=("--name vm0",),
     ),
     Operation(
         "simulate-eviction",
@@ -246,6 +254,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Evict a Spot VM: a Preempt event 30 seconds ahead.",
         lambda vm: SimulateEviction((vm,)),
         "evict",
+        examples=("--name spot0",),
     ),
     Operation(
         "freeze-instead",
@@ -283,6 +292,7 @@ OPERATIONS: tuple[Operation, ...] = (
             INSTANCE_IDS,
             Param("autoscale", "autoscale", "flag", "Scale-in by autoscale: EventSource Platform."),
         ),
+        examples=("--name web --instance-ids 0 1", "--name web --instance-ids 2 --autoscale"),
     ),
     Operation(
         "os-image-upgrade",
@@ -302,6 +312,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Live migration: a Platform Freeze of a few seconds for every VM on the host.",
         _host_action("live-migrate"),
         "live_migrate",
+        examples=("--name host-vm0",),
     ),
     Operation(
         "update",

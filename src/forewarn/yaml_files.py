@@ -8,6 +8,7 @@ value it drops without a word. :func:`load_yaml` composes the document with liby
 nesting limit keeps the composer's recursion short), walks the node tree once, without
 recursion, refusing each of those at its place (the dotted path of keys and indexes, and the
 line), and only then builds the values. Callers prefix the file's name, or the scenario step.
+The nesting bound is the one every untrusted input shares (:mod:`forewarn.nesting`).
 """
 
 from __future__ import annotations
@@ -19,17 +20,15 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from forewarn import collector
 from forewarn.errors import ForewarnError
+from forewarn.nesting import MAX_NESTING
 
 __all__ = [
-    "MAX_DEPTH",
     "MAX_INTEGER_CHARACTERS",
     "YamlInputError",
     "dotted",
     "load_yaml",
 ]
 
-#: How deep mappings and sequences may nest: a fleet file needs 5 levels, a scenario 7.
-MAX_DEPTH = 32
 #: How long an integer may be written: no count forewarn takes needs more than 20 digits.
 MAX_INTEGER_CHARACTERS = 32
 #: Values the document may stand for, aliases expanded, per character of its text: enough for
@@ -77,7 +76,7 @@ def _load(text: str) -> Any:
         except yaml.YAMLError as exc:
             raise _not_yaml(exc) from None
         except RecursionError:  # the pure-Python composer, without libyaml
-            raise YamlInputError((), 1, f"nested deeper than {MAX_DEPTH} levels") from None
+            raise YamlInputError((), 1, f"nested deeper than {MAX_NESTING} levels") from None
         if node is None:
             return None
         _check(node, budget=_VALUES_PER_CHARACTER * len(text) + 1024)
@@ -115,7 +114,7 @@ def _plain_values(node: Node, loader: yaml.SafeLoader, built: dict[int, Any]) ->
     them (a node used twice through an alias is one value), in a third of its time: it
     calls a function of its own for every node. Anything else (a merge, a set, an omap,
     a tag safe YAML does not build) raises :class:`_NotPlainError`, and PyYAML builds the
-    document. Recursion is bounded: the document is checked (:data:`MAX_DEPTH`)."""
+    document. Recursion is bounded: the document is checked (:data:`MAX_NESTING`)."""
     if isinstance(node, ScalarNode):
         if node.tag == _STR:
             return node.value
@@ -173,11 +172,11 @@ def _check(root: Node, *, budget: int) -> None:
                 f"aliases make the document stand for more than {budget:,} values, "
                 f"line {_line(node)}",
             )
-        if depth > MAX_DEPTH:
+        if depth >= MAX_NESTING and not isinstance(node, ScalarNode):  # the 33rd collection
             raise YamlInputError(
                 _path(trail)[:4],
                 _line(node),
-                f"nested deeper than {MAX_DEPTH} levels, line {_line(node)}",
+                f"nested deeper than {MAX_NESTING} levels, line {_line(node)}",
             )
         if isinstance(node, ScalarNode):
             if node.tag == _INT and len(node.value) > MAX_INTEGER_CHARACTERS:

@@ -86,7 +86,8 @@ def test_schema_errors_name_file_step_and_field(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, [*command, str(bad)])
         assert result.exit_code == 1
         assert result.stderr == (
-            f"Error: {bad}: step 2 (expect): events.0.EventTyp: Extra inputs are not permitted\n"
+            f"Error: {bad}: step 2 (expect): events.0: unknown field 'EventTyp' "
+            "(did you mean 'EventType'?)\n"
         )
     assert CliRunner().invoke(main, ["scenario", "validate", str(LIVE_MIGRATION)]).stdout == (
         f"{LIVE_MIGRATION}: 'live migration (documentation example)', 12 step(s), valid\n"

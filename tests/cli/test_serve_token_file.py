@@ -1,6 +1,7 @@
 """A second ``forewarn serve`` that cannot start leaves the running one's token alone (README
 "Security": the token is written where the CLI finds it; a start-up failure is one line and
-exit status 1).
+exit status 1); a refused token is one line saying which token was sent and where the
+server's is.
 
 Seen by a newcomer: a second serve failing because the control port was taken had already
 replaced the running server's token file, so the CLI was locked out of the running server
@@ -58,8 +59,24 @@ def test_a_serve_refused_its_control_port_keeps_the_running_server_s_token(
         )
         assert refused.returncode == 1
         assert refused.stderr == (
+            f"Error: 401: the control API at 127.0.0.1:{control} refused the token in "
+            f"FOREWARN_TOKEN: unset it to use the one forewarn serve wrote to {token_file}, "
+            "or set it to that token\n"
+        )
+        # A file the server did not write (another user's serve, a container's): named.
+        token_file.write_text("a-token-of-another-serve\n")
+        stale = forewarn("vm", "list", "--control", f"127.0.0.1:{control}")
+        assert stale.stderr == (
+            f"Error: 401: the control API at 127.0.0.1:{control} refused the token in "
+            f"{token_file}, which is not its own (a serve run by another user or in a "
+            "container writes its own file): set FOREWARN_TOKEN to its token\n"
+        )
+        token_file.unlink()
+        none = forewarn("vm", "list", "--control", f"127.0.0.1:{control}")
+        assert none.stderr == (
             "Error: 401: the control API needs its token: Authorization: Bearer <token>, "
-            "FOREWARN_TOKEN, or the file forewarn serve wrote (see its start-up lines)\n"
+            "FOREWARN_TOKEN, or the file forewarn serve wrote (see its start-up lines); none "
+            f"was sent (FOREWARN_TOKEN is unset, no {token_file})\n"
         )
     finally:
         first.terminate()

@@ -206,7 +206,13 @@ def test_no_retry_raises_at_once() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b'{"DocumentIncarnation": 1, "Events": [', b"<html>busy</html>", b"", b'"a string"'],
+    [
+        b'{"DocumentIncarnation": 1, "Events": [',
+        b"<html>busy</html>",
+        b"",
+        b'"a string"',
+        b"[" * 200_000,  # was a RecursionError: nesting is bounded (forewarn.nesting)
+    ],
 )
 def test_malformed_json_is_not_retried(body: bytes) -> None:
     """A 200 whose body is not a document is a MalformedResponseError; nothing in the IMDS

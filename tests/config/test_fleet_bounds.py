@@ -84,7 +84,7 @@ def test_a_set_whose_vms_cannot_be_told_apart_is_refused_before_any_is_built() -
         (
             "scaleSets: [{name: s, capacity: 1, terminateNotification: "
             "{notBeforeTimeout: PT" + "9" * 5000 + "M}}]",
-            "f.yaml: scaleSets.0.terminateNotification.notBeforeTimeout: Value error, must be "
+            "f.yaml: scaleSets.0.terminateNotification.notBeforeTimeout: must be "
             "an ISO 8601 duration",
         ),
     ],

@@ -121,7 +121,7 @@ vms:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("vms: [{name: a, colour: red}]", "vms.0.colour"),
+        ("vms: [{name: a, colour: red}]", "vms.0: unknown field 'colour'"),
         ("vms: [{name: 'a b'}]", "vms.0.name"),
         ("vms: [{name: a, address: not-an-ip}]", "vms.0.address"),
         ("vms: [{name: a, address: 127.0.0.2}, {name: b, address: 127.0.0.2}]", "used twice"),
@@ -152,6 +152,26 @@ def test_mistakes_name_file_field_and_reason(text: str, fragment: str) -> None:
     message = str(caught.value)
     assert message.startswith("fleet.yaml: ")
     assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("vms: [{name: a, adress: 127.0.0.2}]", "vms.0: unknown field 'adress' (did you mean 'address'?)"),
+        ("vmz: [{name: a}]", "(top level): unknown field 'vmz' (did you mean 'vms'?)"),
+        ("vms: [{name: a, faultdomain: 1}]", "vms.0: unknown field 'faultdomain' (did you mean 'faultDomain'?)"),
+        ("scaleSets: [{name: s, capacity: 1, terminateNotification: {notBeforeTimout: PT5M}}]",
+         "scaleSets.0.terminateNotification: unknown field 'notBeforeTimout' (did you mean 'notBeforeTimeout'?)"),
+        ("vms: [{name: a, zzz: 1}]", "vms.0: unknown field 'zzz'"),
+    ],
+)  # fmt: skip
+def test_a_typo_is_an_unknown_field_with_the_nearest_known_one(text: str, said: str) -> None:
+    """pydantic's "Extra inputs are not permitted" told a newcomer nothing about ``adress``:
+    the field is named unknown, at the mapping holding it, with the closest field the file
+    may have there, as the file spells it (camelCase aliases)."""
+    with pytest.raises(FleetFileError) as caught:
+        parse_fleet(text, "fleet.yaml")
+    assert str(caught.value) == f"fleet.yaml: {said}"
 
 
 def test_unreadable_and_oversized_files(tmp_path: Path) -> None:

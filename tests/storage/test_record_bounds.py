@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from forewarn.nesting import MAX_NESTING
 from forewarn.storage import MAX_RECORD_BYTES
 from forewarn.storage.errors import CorruptRecordError, CorruptStoreError, NotSerializableError
-from forewarn.storage.journal import MAX_NESTING, check_after, decode_record, encode_record
+from forewarn.storage.journal import check_after, decode_record, encode_record
 
 
 @pytest.mark.parametrize(
@@ -28,7 +29,8 @@ from forewarn.storage.journal import MAX_NESTING, check_after, decode_record, en
         ("null", "its body is a JSON null, not an object"),
         ('{"at": NaN}', "its body is not JSON (NaN is not a JSON value)"),
         ('{"at": Infinity}', "its body is not JSON (Infinity is not a JSON value)"),
-        ("[" * 100_000 + "]" * 100_000, "its body is not JSON (nested too deeply)"),
+        ("[" * 100_000 + "]" * 100_000, "its body is not JSON (nested deeper than 32 levels)"),
+        ('{"x":' * 33 + "1" + "}" * 33, "its body is not JSON (nested deeper than 32 levels)"),
         (b'{"op": "restart"}', "its body is binary data, not JSON text"),
         (7, "its body is a number, not JSON text"),
         (["op"], "its body is a list, not JSON text"),  # a kind no column holds: named as is
@@ -59,15 +61,17 @@ def _nested(levels: int, container: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("container", ["object", "array"])
-def test_a_record_nested_64_levels_is_kept_and_one_more_is_refused(container: str) -> None:
-    """[ours] (``MAX_NESTING``): a command's fields are flat, so deep nesting is refused
-    before the JSON encoder recurses into it; the bound itself is kept, in objects and
-    arrays alike (the record is level 0, the value innermost at level ``levels + 1``)."""
+def test_a_record_nested_32_levels_is_kept_and_one_more_is_refused(container: str) -> None:
+    """[ours] (``MAX_NESTING``, the bound YAML files and every JSON reader share): a
+    command's fields are flat, so deep nesting is refused before the JSON encoder recurses
+    into it; the bound itself is kept, in objects and arrays alike, and what is written at
+    the bound reads back (the record and ``levels`` containers inside it)."""
     kept = _nested(MAX_NESTING - 1, container)
     assert decode_record(encode_record(kept), 1, "memory journal") == kept
     with pytest.raises(NotSerializableError) as refused:
         encode_record(_nested(MAX_NESTING, container))
-    assert str(refused.value) == "record nested deeper than 64 levels"
+    assert str(refused.value) == "record nested deeper than 32 levels"
+    assert MAX_NESTING == 32
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,9 @@ def test_a_trace_reads_back_what_was_written() -> None:
         (START + b'{"kind": "approval", "at": "2026-04-20T22:11:59Z", "eventIds": [1]}\n', "t.trace:2: 'eventIds' is a list of EventIds"),
         (START + b"\xff\n", "t.trace:2: not UTF-8 text"),
         (START + b"{" + b" " * MAX_LINE_BYTES + b"}\n", f"t.trace:2: longer than {MAX_LINE_BYTES} bytes"),
+        # A 200 KB line of "[" was a RecursionError traceback (forewarn.nesting):
+        (START + b"[" * 200_000 + b"\n", "t.trace:2: not a JSON object: nested deeper than 32 levels"),
+        (START + document_line(AT, 200, {}, "[" * 200_000), "t.trace:2: the body is not a JSON document (nested deeper than 32 levels)"),
     ],
 )  # fmt: skip
 def test_a_malformed_trace_is_one_message_naming_the_line(lines: bytes, message: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -275,3 +275,46 @@ def test_the_body_is_kept_exactly(platform: ForewarnPlatform, tmp_path: Path) ->
     assert all(isinstance(d, DocumentRecord) for d in documents)
     assert json.loads(documents[-1].body)["Events"][0]["EventType"] == "Reboot"
     assert documents[-1].body == documents[-1].body.strip()
+
+
+def test_an_answer_not_whole_within_its_timeout_is_cut_off(tmp_path: Path) -> None:
+    """An endpoint trickling a body, a byte well within each read timeout, would hold a poll
+    for ever: the whole answer has its call's timeout (the first call's 130 s here), then the
+    trace says why, and polling goes on."""
+    ticks = iter(range(0, 10**6, 7))  # seven seconds pass between two looks at the clock
+
+    def trickling(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/metadata/scheduledevents":
+            return httpx.Response(404)
+        return httpx.Response(200, stream=_Trickle())
+
+    stop = threading.Event()
+    polls: list[str] = []
+
+    def progress(line: str) -> None:
+        polls.append(line)
+        if len(polls) == 2:
+            stop.set()
+
+    recorder = Recorder(
+        RecordSettings(tmp_path / "t", interval=0.2),
+        http=httpx.Client(transport=httpx.MockTransport(trickling)),
+        monotonic=lambda: float(next(ticks)),
+        progress=progress,
+        stop=stop,
+    )
+    assert recorder.run() == "stopped"
+    errors = [r for r in load_trace(tmp_path / "t").records if isinstance(r, Note)]
+    assert [(e.kind, e.text) for e in errors] == [
+        ("error", "200 with a body not whole within 130 s: cut off there"),
+        ("error", "200 with a body not whole within 30 s: cut off there"),
+        ("stop", "stopped"),
+    ]
+
+
+class _Trickle(httpx.SyncByteStream):
+    """A body that never ends, a byte at a time."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            yield b" "

@@ -29,14 +29,28 @@ from forewarn.agent.store import AgentStateError
     envvar="FOREWARN_AGENT_CONFIG",
     help="YAML configuration file (see examples/agent.yaml).",
 )
-@click.option("--endpoint", help="Metadata Service URL (default: discovered, see docs/client.md).")
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    help="Metadata Service URL (default: discovered, see docs/client.md).",
+)
 @click.option("--vm-name", help="This VM's name (default: from instance metadata).")
 @click.option(
-    "--state-dir", type=click.Path(file_okay=False, path_type=Path), help="Where the state lives."
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the state lives (default: /var/lib/forewarn-agent).",
 )
 @click.option("--poll-interval", type=float, help="Seconds between polls (default 1).")
-@click.option("--metrics-address", help="HOST:PORT for /metrics and /healthz, or 'off'.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--metrics-address",
+    metavar="HOST:PORT|off",
+    help="Where /metrics and /healthz are served, or off (default: 127.0.0.1:9464).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    help="Write log lines at this level and above (default: info).",
+)
 @click.option(
     "--dry-run",
     is_flag=True,

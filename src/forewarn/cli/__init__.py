@@ -60,6 +60,19 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return load_command(cmd_name) if cmd_name in COMMANDS else None
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every command's usage errors, with what to do where click says only what failed
+        (:mod:`forewarn.cli.usage`)."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            from forewarn.cli.usage import explained
+
+            replaced = explained(error)
+            if replaced is error:
+                raise
+            raise replaced from None
+
 
 @click.group(cls=_LazyGroup)
 @click.version_option(__version__, prog_name="forewarn")

@@ -16,9 +16,16 @@ from typing import Any, TypeVar
 import click
 import httpx
 
+from forewarn.control_token import TOKEN_ENVIRONMENT_VARIABLE, token_file, token_origin
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST
+from forewarn.nesting import load_json
 from forewarn.registry import Operation
-from forewarn.scenario.client import ControlClient, ControlError, connect
+from forewarn.scenario.client import (
+    ControlClient,
+    ControlError,
+    ControlUnreachableError,
+    connect,
+)
 from forewarn.scenario.durations import parse_duration as _parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,14 +78,53 @@ def parse_moment(text: str) -> datetime:
 
 @contextmanager
 def control_api(address: str) -> Iterator[ControlClient]:
-    """A client for the control API at ``address``; its errors become one-line CLI errors."""
+    """A client for the control API at ``address``; its errors become one-line CLI errors,
+    saying what to check when nothing answers there or its token was refused."""
     host, port = parse_address(address, DEFAULT_CONTROL_PORT)
     context = click.get_current_context().find_object(CliContext) or CliContext()
     with context.connect(host, port) as http:
         try:
             yield ControlClient(http)
+        except ControlUnreachableError as exc:
+            raise click.ClickException(
+                f"{exc}; is forewarn serve running at {_shown(host, port)}? "
+                "see --control (or FOREWARN_CONTROL)"
+            ) from None
         except ControlError as exc:
+            if exc.status == 401:
+                raise click.ClickException(refused_token(host, port, str(exc))) from None
             raise click.ClickException(str(exc)) from None
+
+
+def refused_token(host: str, port: int, refusal: str) -> str:
+    """A 401 of the control API at ``host:port`` in one line: which token was sent (the
+    variable's, or the file's) and where the server's own is."""
+    where, origin = token_file(host, port), token_origin(host, port)
+    address = _shown(host, port)
+    if origin == TOKEN_ENVIRONMENT_VARIABLE:
+        return (
+            f"401: the control API at {address} refused the token in "
+            f"{TOKEN_ENVIRONMENT_VARIABLE}: unset it to use the one forewarn serve wrote to "
+            f"{where}, or set it to that token"
+        )
+    if origin is not None:
+        return (
+            f"401: the control API at {address} refused the token in {origin}, which is not "
+            "its own (a serve run by another user or in a container writes its own file): "
+            f"set {TOKEN_ENVIRONMENT_VARIABLE} to its token"
+        )
+    return f"{refusal}; none was sent ({TOKEN_ENVIRONMENT_VARIABLE} is unset, no {where})"
+
+
+def _shown(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+#: How a client finds the control API's token, as every ``--control`` help says it.
+TOKEN_HELP = (
+    "its token is FOREWARN_TOKEN, else the file forewarn serve wrote for that address "
+    "(see its start-up lines)"
+)
 
 
 def control_option(function: F) -> F:
@@ -88,9 +134,29 @@ def control_option(function: F) -> F:
         default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
         show_default=True,
         envvar="FOREWARN_CONTROL",
-        help="The control API's HOST:PORT (env FOREWARN_CONTROL).",
+        metavar="HOST:PORT",
+        help=f"The control API's address (env FOREWARN_CONTROL); {TOKEN_HELP}.",
     )
     return option(function)
+
+
+def examples(*lines: str) -> str:
+    """An ``Examples:`` epilog for ``--help``: one command a line, shown as written (click's
+    ``\\b`` keeps it from being rewrapped); a ``#`` starts a comment, as in a shell."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
+class AzureNames(click.Choice[str]):
+    """Azure's names of one kind (``Reboot``, ``Platform``), listed in lower case as every
+    other choice of the CLI is, taken in any case, and handed on as Azure spells them."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.spelled = {name.lower(): name for name in names}
+        super().__init__(list(self.spelled), case_sensitive=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        chosen = super().convert(value, param, ctx)
+        return self.spelled[str(chosen).lower()]
 
 
 def output_option(function: F) -> F:
@@ -108,7 +174,7 @@ def output_option(function: F) -> F:
 def parse_json_object(text: str, hint: str) -> dict[str, Any]:
     """``text`` as a JSON object, or a one-line usage error naming ``hint``."""
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint=hint) from None
     if not isinstance(value, dict):
@@ -133,6 +199,14 @@ def operation_options(operation: Operation, function: F) -> F:
                 "--policy", param.name, required=True, metavar="JSON", help=param.help
             )(function)
     return function
+
+
+def operation_examples(operation: Operation) -> str | None:
+    """The ``Examples:`` epilog of ``operation``'s command, from its declaration."""
+    if not operation.examples:
+        return None
+    command = f"forewarn {operation.target.cli_group} {operation.name}"
+    return examples(*(f"{command} {arguments}" for arguments in operation.examples))
 
 
 def operation_body(operation: Operation, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -191,6 +265,8 @@ def emit_events(data: dict[str, Any], output: str, nothing: str) -> None:
 
 __all__ = [
     "EVENT_HEADER",
+    "TOKEN_HELP",
+    "AzureNames",
     "CliContext",
     "cell",
     "control_api",
@@ -198,11 +274,14 @@ __all__ = [
     "emit",
     "emit_events",
     "event_row",
+    "examples",
     "operation_body",
+    "operation_examples",
     "operation_options",
     "output_option",
     "parse_address",
     "parse_duration",
     "parse_json_object",
     "parse_moment",
+    "refused_token",
 ]

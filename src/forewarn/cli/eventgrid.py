@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from forewarn.cli.common import control_api, control_option, emit, output_option
+from forewarn.cli.common import control_api, control_option, emit, examples, output_option
 from forewarn.scenario.client import segment
 
 HEADER = ("NAME", "SCHEMA", "STATE", "DELIVERED", "FAILED", "DEAD-LETTERED", "PENDING", "ENDPOINT")
@@ -29,7 +29,14 @@ def _row(subscription: dict[str, object]) -> tuple[object, ...]:
     )
 
 
-@eventgrid.command("subscribe")
+@eventgrid.command(
+    "subscribe",
+    epilog=examples(
+        "forewarn eventgrid subscribe --endpoint http://127.0.0.1:8000/events",
+        "forewarn eventgrid subscribe --endpoint https://hooks.example.com/x --name ops",
+        "forewarn eventgrid subscribe --endpoint http://127.0.0.1:8000/ --schema cloudevents",
+    ),
+)
 @click.option("--endpoint", required=True, help="The webhook's http(s) URL.")
 @click.option(
     "--schema",
@@ -62,7 +69,7 @@ def subscriptions(control: str, output: str) -> None:
 
 
 @eventgrid.command("delete")
-@click.option("--name", required=True)
+@click.option("--name", required=True, help="The subscription.")
 @control_option
 def delete(name: str, control: str) -> None:
     """Delete a subscription and its pending deliveries."""
@@ -80,7 +87,13 @@ def delete(name: str, control: str) -> None:
     show_default=True,
     help="eventgrid-duplicate: an event sent twice with the same id (Double notifications).",
 )
-@click.option("--count", type=click.IntRange(1, 100_000), default=1, show_default=True)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 100_000),
+    default=1,
+    show_default=True,
+    help="How many of the next deliveries arrive twice.",
+)
 @control_option
 @output_option
 def fault(name: str, kind: str, count: int, control: str, output: str) -> None:

@@ -15,10 +15,12 @@ import click
 
 from forewarn.cli.common import (
     EVENT_HEADER,
+    AzureNames,
     control_api,
     control_option,
     emit,
     event_row,
+    examples,
     output_option,
     parse_duration,
 )
@@ -65,21 +67,36 @@ def events_show(event_id: str, control: str, output: str) -> None:
     emit(data, output, list(data.items()), ("FIELD", "VALUE"))
 
 
-@events.command("create")
+@events.command(
+    "create",
+    epilog=examples(
+        "forewarn events create --type reboot --vm vm0          # the type's minimum notice",
+        "forewarn events create --type freeze --vm vm0 --notice 5m --duration 9",
+        "forewarn events create --type redeploy --vm vm0 --vm vm1 --source user",
+        "forewarn events create --type reboot --vm vm0 --started  # no notice: a failure",
+        "forewarn events create --type preempt --vm spot0 -o json",
+    ),
+)
 @click.option(
     "--type",
     "event_type",
     required=True,
-    type=click.Choice([t.value for t in EventType], case_sensitive=False),
+    type=AzureNames([t.value for t in EventType]),
+    help="The EventType the document shows (any case).",
 )
 @click.option("--vm", "vms", multiple=True, required=True, help="Impacted VM (repeatable).")
 @click.option(
     "--source",
-    type=click.Choice([s.value for s in EventSource]),
-    default="Platform",
+    type=AzureNames([s.value for s in EventSource]),
+    default="platform",
     show_default=True,
+    help="The EventSource: platform (maintenance, failures) or user (what a user asked for).",
 )
-@click.option("--description", default="")
+@click.option(
+    "--description",
+    default="",
+    help="The Description the document shows (default: empty).",
+)
 @click.option(
     "--duration",
     "duration",
@@ -110,7 +127,7 @@ def events_create(
 ) -> None:
     """Put an event in front of one or more VMs."""
     payload: dict[str, Any] = {
-        "type": next(t.value for t in EventType if t.value.lower() == event_type.lower()),
+        "type": event_type,
         "resources": list(vms),
         "source": source,
         "description": description,
@@ -169,13 +186,19 @@ def _endpoint_options(function: _F) -> _F:
         (
             click.option(
                 "--endpoint",
+                metavar="URL|HOST:PORT",
                 help=(
                     "The Scheduled Events endpoint: a URL or HOST[:PORT]. Default: found as "
                     f"the SDK finds it ({ENDPOINT_ENVIRONMENT_VARIABLE}, DHCP option 245 "
                     "leases, 169.254.169.254)."
                 ),
             ),
-            click.option("--api-version", default=DEFAULT_API_VERSION, show_default=True),
+            click.option(
+                "--api-version",
+                default=DEFAULT_API_VERSION,
+                show_default=True,
+                help="The Scheduled Events api-version asked for.",
+            ),
             click.option(
                 "--retries",
                 type=click.IntRange(min=0),
@@ -248,7 +271,9 @@ def events_get(endpoint: str | None, api_version: str, retries: int, output: str
 def events_approve(
     event_ids: tuple[str, ...], endpoint: str | None, api_version: str, retries: int, output: str
 ) -> None:
-    """Approve events (POST StartRequests), so they start now instead of at NotBefore."""
+    """Approve events as the VM itself: POST StartRequests to the VM-facing endpoint, so
+    they start now instead of at NotBefore (`vm approve` does it for a VM through the
+    control API)."""
     with _imds_client(endpoint, api_version, retries) as client:
         client.approve(*event_ids)
         where = client.endpoint.base_url

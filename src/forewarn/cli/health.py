@@ -12,6 +12,7 @@ import httpx
 
 from forewarn.cli.common import CliContext, control_option, parse_address
 from forewarn.defaults import DEFAULT_CONTROL_PORT, HEALTH_PATH
+from forewarn.nesting import load_json
 
 __all__ = ["health"]
 
@@ -31,7 +32,7 @@ def health(control: str) -> None:
         click.echo("ready")
         return
     try:
-        reason = response.json()["reason"]
+        reason = load_json(response.content)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = f"{response.status_code} {response.reason_phrase}"
     raise click.ClickException(f"not ready: {reason}")

@@ -7,11 +7,13 @@ from typing import Any
 import click
 
 from forewarn.cli.common import (
+    AzureNames,
     control_api,
     control_option,
     emit,
     emit_events,
     operation_body,
+    operation_examples,
     operation_options,
     output_option,
 )
@@ -42,7 +44,9 @@ def _host_command(operation: Operation) -> click.Command:
 
     decorated = output_option(control_option(operation_options(operation, command)))
     named = click.option("--name", "-n", required=True, help=HOST.name_help)
-    return click.command(operation.name, help=operation.summary)(named(decorated))
+    return click.command(
+        operation.name, help=operation.summary, epilog=operation_examples(operation)
+    )(named(decorated))
 
 
 for _operation in for_target(HOST):
@@ -59,10 +63,10 @@ def maintenance() -> None:
 @click.option(
     "--type",
     "event_type",
-    type=click.Choice(["Reboot", "Freeze"]),
-    default="Reboot",
+    type=AzureNames(["Reboot", "Freeze"]),
+    default="reboot",
     show_default=True,
-    help="Reboot (host maintenance) or Freeze (live migration), when no --kind is given.",
+    help="reboot (host maintenance) or freeze (live migration), when no --kind is given.",
 )
 @click.option(
     "--kind",

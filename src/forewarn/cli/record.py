@@ -13,7 +13,7 @@ from types import FrameType
 
 import click
 
-from forewarn.cli.common import parse_duration
+from forewarn.cli.common import examples, parse_duration
 from forewarn.client import DEFAULT_API_VERSION, FIRST_CALL_TIMEOUT, IMDS_ADDRESS
 from forewarn.trace.format import TraceError
 from forewarn.trace.recorder import DEFAULT_MAX_BYTES, Recorder, RecordSettings
@@ -49,11 +49,19 @@ def _counted(line: str) -> str:
     return line.partition(" polls, ")[2].split(";")[0] + line.partition(";")[2].split(";")[0]
 
 
-@click.command("record")
+@click.command(
+    "record",
+    epilog=examples(
+        "forewarn record --out vm.trace                      # on the VM; Ctrl-C to stop",
+        "forewarn record --out vm.trace --approve-after 30   # approve 30 s after seeing",
+        "forewarn record --endpoint http://127.0.0.1:16954 --out vm0.trace",
+    ),
+)
 @click.option(
     "--endpoint",
     default=f"http://{IMDS_ADDRESS}",
     show_default=True,
+    metavar="URL",
     help="The Metadata Service's base URL (a forewarn serve's, to record forewarn).",
 )
 @click.option(
@@ -84,7 +92,12 @@ def _counted(line: str) -> str:
     show_default=True,
     help="Stop, saying so in the trace, before it grows past this size.",
 )
-@click.option("--api-version", default=DEFAULT_API_VERSION, show_default=True)
+@click.option(
+    "--api-version",
+    default=DEFAULT_API_VERSION,
+    show_default=True,
+    help="The Scheduled Events api-version polled.",
+)
 @click.option(
     "--first-call-timeout",
     type=click.FloatRange(min=1),

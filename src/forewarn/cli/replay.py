@@ -6,24 +6,34 @@ from pathlib import Path
 
 import click
 
-from forewarn.cli.common import parse_address
+from forewarn.cli.common import examples, parse_address
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.trace.format import TraceError, load_trace
 
 
-@click.command("replay")
+@click.command(
+    "replay",
+    epilog=examples(
+        "forewarn replay vm0.trace                       # at the recorded speed",
+        "forewarn replay vm0.trace --speed 60            # a minute a second",
+        "forewarn replay vm0.trace --manual              # moved by forewarn clock advance",
+    ),
+)
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--bind",
     default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
     show_default=True,
-    help="Where the recorded VM's endpoint listens (HOST:PORT).",
+    metavar="HOST:PORT",
+    help="Where the recorded VM's endpoint listens.",
 )
 @click.option(
     "--control",
     default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
     show_default=True,
-    help="Where the replay's control API (its clock) listens.",
+    metavar="HOST:PORT",
+    help="Where the replay's control API (its clock) listens; clients find its token in "
+    "FOREWARN_TOKEN, else in the file this replay writes for the address.",
 )
 @click.option(
     "--speed",
@@ -37,8 +47,18 @@ from forewarn.trace.format import TraceError, load_trace
     is_flag=True,
     help="A manual clock from the trace's start: forewarn clock advance 15m moves it.",
 )
-@click.option("--rate-limit", type=click.FloatRange(min=0, min_open=True), default=5.0)
-@click.option("--token", envvar="FOREWARN_TOKEN", help="The control API's token.")
+@click.option(
+    "--rate-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    help="Requests per second allowed per VM before 429 (the IMDS limit is 5).",
+)
+@click.option(
+    "--token",
+    envvar="FOREWARN_TOKEN",
+    help="The control API's token (env FOREWARN_TOKEN); default: a new one at each start.",
+)
 def replay(
     trace: Path,
     bind: str,

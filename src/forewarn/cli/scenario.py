@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from forewarn.cli.common import control_api, control_option, emit, output_option
+from forewarn.cli.common import control_api, control_option, emit, examples, output_option
 
 if TYPE_CHECKING:
     from forewarn.scenario.client import ControlClient
@@ -40,7 +40,15 @@ def scenario_validate(file: Path) -> None:
     click.echo(f"{file}: {loaded.name!r}, {len(loaded.steps)} step(s), valid")
 
 
-@scenario.command("run")
+@scenario.command(
+    "run",
+    epilog=examples(
+        "forewarn scenario run my-scenario.yaml               # against forewarn serve",
+        "forewarn scenario run --in-process my-scenario.yaml  # no server needed",
+        "forewarn scenario run --builtin live-migration --dev-timing",
+        "forewarn scenario run --builtin user-reboot --vm vm0 -o json",
+    ),
+)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
 @click.option("--builtin", "builtin", metavar="NAME", help="A built-in flow (scenario list).")
 @click.option(

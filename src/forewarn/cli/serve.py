@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from forewarn.cli.common import parse_address, parse_duration, parse_moment
+from forewarn.cli.common import examples, parse_address, parse_duration, parse_moment
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.timing import PROFILES
 
@@ -51,7 +51,16 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     context.default_map = {**(context.default_map or {}), **values}
 
 
-@click.command(context_settings={"auto_envvar_prefix": ENVIRONMENT_PREFIX})
+@click.command(
+    context_settings={"auto_envvar_prefix": ENVIRONMENT_PREFIX},
+    epilog=examples(
+        "forewarn serve                                    # vm0 at 127.0.0.1:16954",
+        "forewarn serve --fleet fleet.yaml --clock manual  # time moves by clock advance",
+        "forewarn serve --profile dev --data-dir state     # minutes as seconds; kept",
+        "forewarn serve --bind 127.0.0.1:8080 --control 127.0.0.1:8081",
+        "forewarn serve --store 'postgresql://postgres@127.0.0.1:5432/test?namespace=fleet'",
+    ),
+)
 @click.option(
     "--config",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -85,6 +94,7 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     "bind",
     default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
     show_default=True,
+    metavar="HOST:PORT",
     help="Where the VM-facing endpoint listens (e.g. 169.254.169.254:80).",
 )
 @click.option(
@@ -92,7 +102,9 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     "control",
     default=f"{DEFAULT_HOST}:{DEFAULT_CONTROL_PORT}",
     show_default=True,
-    help="Where the control API listens.",
+    metavar="HOST:PORT",
+    help="Where the control API listens; clients find its token in FOREWARN_TOKEN, else in "
+    "the file this serve writes for the address (its start-up lines say where).",
 )
 @click.option(
     "--fleet",

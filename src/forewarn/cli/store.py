@@ -38,7 +38,7 @@ def check(url: str | None, data_dir: Path | None) -> None:
     # Replaying needs the domain and the store, not the server: imported here, by the one
     # command that uses them, so the client commands stay light.
     from forewarn.errors import ForewarnError
-    from forewarn.server.state import SQLITE_FILE, check_store
+    from forewarn.server.state import SQLITE_FILE, check_store, reaching_the_store
 
     if (url is None) == (data_dir is None):
         raise click.UsageError("give one of --store and --data-dir")
@@ -46,7 +46,8 @@ def check(url: str | None, data_dir: Path | None) -> None:
         url = f"sqlite:///{(data_dir / SQLITE_FILE).resolve()}"
     assert url is not None
     try:
-        summary = check_store(url)
+        with reaching_the_store(url):
+            summary = check_store(url)
     except ForewarnError as exc:
         raise click.ClickException(str(exc)) from None
     last = summary.last_at.isoformat() if summary.last_at else "none"

@@ -13,6 +13,7 @@ from forewarn.cli.common import (
     emit,
     emit_events,
     operation_body,
+    operation_examples,
     operation_options,
     output_option,
 )
@@ -92,7 +93,9 @@ def _named_operation(operation: Operation) -> click.Command:
 
     decorated = output_option(control_option(operation_options(operation, command)))
     named = click.option("--name", "-n", required=True, help=operation.target.name_help)
-    return click.command(operation.name, help=operation.summary)(named(decorated))
+    return click.command(
+        operation.name, help=operation.summary, epilog=operation_examples(operation)
+    )(named(decorated))
 
 
 for _operation in for_target(VM):
@@ -117,7 +120,8 @@ for _operation in for_target(AVAILABILITY_SET):
 def vm_approve(
     name: str, event_ids: tuple[str, ...], approve_all: bool, control: str, output: str
 ) -> None:
-    """Approve events as the VM would (real VMs POST StartRequests to the endpoint)."""
+    """Approve events for VM NAME through the control API, as if it had POSTed them (`events
+    approve`, run inside a VM, POSTs them to the VM-facing endpoint itself)."""
     if approve_all == bool(event_ids):
         raise click.UsageError("name the EVENT_IDS to approve, or --all (not both)")
     with control_api(control) as api:
@@ -184,7 +188,9 @@ def _scale_set_operation(operation: Operation) -> click.Command:
         emit_events(data, output, f"{operation.name} {name} {' '.join(ids)}: done, with no event")
 
     command = operation_options(operation, command)
-    return click.command(operation.name, help=operation.summary)(_instances(command))
+    return click.command(
+        operation.name, help=operation.summary, epilog=operation_examples(operation)
+    )(_instances(command))
 
 
 for _operation in for_target(SCALE_SET):

@@ -43,6 +43,7 @@ from forewarn.client._models import (
     parse_document,
 )
 from forewarn.client._retry import RetryPolicy
+from forewarn.nesting import load_json
 
 #: The current Scheduled Events version
 #: (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Version and Region
@@ -125,7 +126,7 @@ def read_bounded(headers: Mapping[str, str], chunks: Iterable[bytes]) -> bytes:
 
 def decode_json(body: bytes) -> Any:
     try:
-        return json.loads(body)
+        return load_json(body)  # nesting bounded: a hostile body is no RecursionError
     except ValueError:
         raise MalformedResponseError("the body is not JSON", body=body) from None
 
@@ -146,7 +147,7 @@ def error_for_answer(status: int, body: bytes, headers: Mapping[str, str]) -> Im
     message = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
     newest: tuple[str, ...] | None = None
     try:
-        payload = json.loads(body) if body else None
+        payload = load_json(body) if body else None
     except ValueError:
         payload = None
     if isinstance(payload, dict):
@@ -181,7 +182,7 @@ def _looks_like_imds(status: int, body: bytes) -> bool:
     if not body:
         return status == 200
     try:
-        return isinstance(json.loads(body), dict)
+        return isinstance(load_json(body), dict)
     except ValueError:
         return False
 

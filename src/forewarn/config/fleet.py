@@ -33,6 +33,7 @@ from forewarn.domain.operations import instance_name
 from forewarn.domain.placement import Placements, placement_error
 from forewarn.domain.vms import ImageReference, Priority, Vm
 from forewarn.errors import ForewarnError
+from forewarn.validation import first_problem
 from forewarn.yaml_files import YamlInputError, load_yaml
 
 MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024
@@ -579,8 +580,8 @@ def _parse_fleet(text: str, source: str) -> Fleet:
     try:
         spec = _FleetSpec.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise FleetFileError(f"{source}: {_where(first['loc'])}: {first['msg']}") from None
+        where, problem = first_problem(exc, _FleetSpec)
+        raise FleetFileError(f"{source}: {_where(where)}: {problem}") from None
     try:
         _check_sizes(spec)
         fleet = _Builder(spec).build()

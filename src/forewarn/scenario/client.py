@@ -8,6 +8,7 @@ manual clock and nothing listens on a port.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +18,7 @@ import httpx
 from forewarn.control_token import find_token
 from forewarn.defaults import CONTROL_API as API
 from forewarn.errors import ForewarnError
+from forewarn.nesting import load_json
 
 
 class ControlError(ForewarnError):
@@ -25,6 +27,17 @@ class ControlError(ForewarnError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ControlUnreachableError(ControlError):
+    """Nothing answered at the control API's address (refused, reset, timed out)."""
+
+    def __init__(self, base: str, exc: httpx.HTTPError) -> None:
+        # "[Errno 111] Connection refused": the number says nothing the words do not
+        reason = re.sub(r"^\[Errno -?\d+\] ", "", str(exc)) or type(exc).__name__
+        super().__init__(f"cannot reach the control API at {base}: {reason}")
+        self.base = base
+        self.reason = reason
 
 
 def segment(name: str) -> str:
@@ -52,17 +65,23 @@ class ControlClient:
         try:
             response = self.http.request(method, API + path, json=payload, params=params)
         except httpx.HTTPError as exc:
-            raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
+            raise ControlUnreachableError(self.base, exc) from None
         if response.status_code >= 400:
             raise ControlError(
                 f"{response.status_code}: {_message(response)}", response.status_code
             )
+        return self._decoded(response, API + path)
+
+    def _decoded(self, response: httpx.Response, path: str) -> Any:
+        """The answer's JSON (None when it has no body): read as untrusted, its nesting
+        bounded (forewarn.nesting), whatever answered at the control address."""
         if not response.content:
             return None
         try:
-            return response.json()
+            return load_json(response.content)
         except ValueError:
-            raise ControlError(f"{self.base}{path} did not answer JSON; is it forewarn?") from None
+            base = str(self.http.base_url).rstrip("/")
+            raise ControlError(f"{base}{path} did not answer JSON; is it forewarn?") from None
 
     def arm(
         self, method: str, path: str, api_version: str, payload: Mapping[str, Any] | None = None
@@ -74,15 +93,15 @@ class ControlClient:
                 method, quote(path, safe="/"), params={"api-version": api_version}, json=payload
             )
         except httpx.HTTPError as exc:
-            raise ControlError(f"cannot reach the control API at {self.base}: {exc}") from None
+            raise ControlUnreachableError(self.base, exc) from None
         if response.status_code >= 400:
             try:
-                error = response.json()["error"]
+                error = load_json(response.content)["error"]
                 message = f"{error['code']}: {error['message']}"
             except (ValueError, KeyError, TypeError):
                 message = response.text.strip() or response.reason_phrase
             raise ControlError(f"{response.status_code}: {message}", response.status_code)
-        return response.json() if response.content else None
+        return self._decoded(response, path)
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return self.request("GET", path, params=params)
@@ -99,7 +118,7 @@ def _message(response: httpx.Response) -> str:
     ``detail`` text of its guard's and the framework's (a refused token, 401), else the body
     as it came."""
     try:
-        body = response.json()
+        body = load_json(response.content)
     except ValueError:
         body = None
     if isinstance(body, dict):
@@ -158,6 +177,7 @@ __all__ = [
     "AsgiTransport",
     "ControlClient",
     "ControlError",
+    "ControlUnreachableError",
     "connect",
     "control_url",
     "in_process_client",

@@ -63,6 +63,7 @@ from forewarn.registry import (
     for_target,
 )
 from forewarn.scenario.durations import parse_duration
+from forewarn.validation import first_problem
 from forewarn.yaml_files import YamlInputError, dotted, load_yaml
 
 MAX_SCENARIO_BYTES = 4 * 1024 * 1024
@@ -422,10 +423,9 @@ def _brief(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _problem(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
+def _problem(error: ValidationError, model: Any) -> str:
+    location, message = first_problem(error, model)
+    where = ".".join(str(part) for part in location)
     return f"{where}: {message}" if where else message
 
 
@@ -449,7 +449,7 @@ def _step(number: int, raw: Any, source: str) -> Step:
     try:
         value = _ADAPTERS[kind].validate_python(raw[kind])
     except ValidationError as exc:
-        raise ScenarioFileError(f"{where} ({kind}): {_problem(exc)}") from None
+        raise ScenarioFileError(f"{where} ({kind}): {_problem(exc, STEP_TYPES[kind])}") from None
     except (ArithmeticError, ValueError, ForewarnError) as exc:  # a value no bound foresaw
         raise ScenarioFileError(f"{where} ({kind}): {exc}") from None
     return Step(number, kind, value, title or f"{kind} {_brief(raw[kind])}")
@@ -477,7 +477,7 @@ def parse_scenario(text: str, source: str = "<scenario>", base: Path | None = No
     try:
         header = _Header.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioFileError(f"{source}: {_problem(exc)}") from None
+        raise ScenarioFileError(f"{source}: {_problem(exc, _Header)}") from None
     steps = tuple(_step(number, item, source) for number, item in enumerate(header.steps, 1))
     fleet = None
     if header.fleet is not None:

@@ -55,7 +55,7 @@ from forewarn.server.imds import (
     ImdsResponse,
     conditional,
 )
-from forewarn.server.runner import start_control, url_for
+from forewarn.server.runner import listen_refusal, start_control, url_for
 from forewarn.service import ScheduledEventsService, service_for_fleet
 from forewarn.trace.events import recorded_events
 from forewarn.trace.format import DocumentRecord, Trace, TraceError, format_time
@@ -264,9 +264,8 @@ async def serve_replay(
     try:
         server = await start_imds_server(endpoint, settings.host, settings.port)
     except OSError as exc:
-        raise OSError(
-            f"the VM-facing endpoint cannot listen on {settings.host}:{settings.port}: "
-            f"{exc.strerror or exc}"
+        raise listen_refusal(
+            "the VM-facing endpoint", settings.host, settings.port, exc, "--bind"
         ) from None
     token = settings.token or new_token()
     control = await start_control(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import ssl
@@ -36,7 +38,14 @@ from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
-from forewarn.server.state import OpenedState, describe_store, is_shared, open_state, store_url
+from forewarn.server.state import (
+    OpenedState,
+    describe_store,
+    is_shared,
+    open_state,
+    reaching_the_store,
+    store_url,
+)
 from forewarn.storage.urls import sqlite_path
 
 if TYPE_CHECKING:
@@ -191,20 +200,34 @@ def _control_client(settings: ServeSettings, token: str) -> httpx.Client:
     )
 
 
-def _listen(host: str, port: int, what: str) -> socket.socket:
-    """A listening socket for ``what``, bound here so that an address in use is one clear
-    error (uvicorn would log a traceback and exit 3)."""
+def _bound(host: str, port: int, what: str, option: str) -> socket.socket:
+    """A socket for ``what`` bound to ``host:port`` but not listening yet, so that an address
+    in use is one clear error (uvicorn would log a traceback and exit 3) found before
+    anything else is started, while nothing is accepted there until it serves."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise OSError(f"{what} cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise listen_refusal(what, host, port, exc, option) from None
+    return sock
+
+
+def _listen(sock: socket.socket) -> socket.socket:
+    sock.listen(2048)
     sock.setblocking(False)
     return sock
+
+
+def listen_refusal(what: str, host: str, port: int, exc: OSError, option: str) -> OSError:
+    """One line for an address ``what`` cannot listen on: the reason as the system words it
+    (not asyncio's, which quotes the address as a Python tuple) and, when another process
+    holds the address, the option that chooses another."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    fix = f"; pass {option} HOST:PORT" if exc.errno == errno.EADDRINUSE else ""
+    return OSError(f"{what} cannot listen on {host}:{port}: {reason}{fix}")
 
 
 def accepted_hosts(host: str, port: int) -> list[str] | None:
@@ -245,12 +268,26 @@ def check_tls(settings: ServeSettings) -> None:
             "--control-tls needs --tls-cert (and --tls-key unless the "
             "certificate file holds the key)"
         )
+    # Each file read on its own first: ssl names neither when one of them cannot be opened.
+    for what, option, path in (
+        ("certificate", "--tls-cert", settings.tls_cert),
+        ("key", "--tls-key", settings.tls_key),
+    ):
+        if path is None:
+            continue
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            raise TlsSettingsError(
+                f"cannot read the TLS {what} {path}: {exc.strerror or exc}; check {option}"
+            ) from None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(settings.tls_cert, settings.tls_key)
     except (OSError, ssl.SSLError) as exc:
+        key = "" if settings.tls_key is None else f" with the key {settings.tls_key}"
         raise TlsSettingsError(
-            f"cannot use the TLS certificate {settings.tls_cert}: {exc}"
+            f"cannot use the TLS certificate {settings.tls_cert}{key}: {exc}"
         ) from None
 
 
@@ -313,13 +350,32 @@ async def serve(
     check_tls(settings)
     configure_logging(settings.log_level, settings.log_format)
     _raise_descriptor_limit()
-    grid = _event_grid(settings, lambda: service, lambda: state.replica)
+    # The control address is claimed first, before the store is opened or any VM-facing
+    # address bound: a second serve at the same control address stops here, touching nothing.
+    control_socket = _bound(
+        settings.control_host, settings.control_port, "the control API", "--control"
+    )
     try:
-        state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
-    except BaseException:
-        if grid is not None:
-            grid.store.abandon()
-        raise
+        await _serve(settings, control_socket, announce=announce, stop=stop)
+    finally:
+        control_socket.close()
+
+
+async def _serve(
+    settings: ServeSettings,
+    control_socket: socket.socket,
+    *,
+    announce: Callable[[str], None],
+    stop: asyncio.Event | None,
+) -> None:
+    with reaching_the_store(store_url(settings)):
+        grid = _event_grid(settings, lambda: service, lambda: state.replica)
+        try:
+            state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
+        except BaseException:
+            if grid is not None:
+                grid.store.abandon()
+            raise
     service = state.service
     if state.replica is not None:
         try:  # before listening: from its first answer on, writers wait for this front-end
@@ -346,10 +402,7 @@ async def serve(
         try:
             servers.append(await start_imds_server(endpoint, host, port))
         except OSError as exc:
-            reason = exc.strerror or str(exc).rpartition(": ")[2]
-            raise OSError(
-                f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
-            ) from None
+            raise listen_refusal("the VM-facing endpoint", host, port, exc, "--bind") from None
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
     control_app = create_control_app(
@@ -363,12 +416,16 @@ async def serve(
         ),
         eventgrid=grid,
     )
-    control = await start_control(control_app, settings.control_host, settings.control_port, token)
+    control = await start_control(
+        control_app, settings.control_host, settings.control_port, token, bound=control_socket
+    )
     tls_server = tls_task = None
     if settings.control_tls is not None:
         tls_server = _tls_control_server(settings, settings.control_tls, control_app, token)
         tls_host, tls_port = settings.control_tls
-        tls_socket = _listen(tls_host, tls_port, "the control API over TLS")
+        tls_socket = _listen(
+            _bound(tls_host, tls_port, "the control API over TLS", "--control-tls")
+        )
         tls_task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
@@ -456,7 +513,9 @@ class ControlPlane:
         await self.task
 
 
-async def start_control(app: ASGIApp, host: str, port: int, token: str) -> ControlPlane:
+async def start_control(
+    app: ASGIApp, host: str, port: int, token: str, *, bound: socket.socket | None = None
+) -> ControlPlane:
     """Serve ``app`` as a control API on ``host:port``, guarded by ``token`` (written where
     the CLI finds it) once it listens; OSError, one line, when it cannot.
 
@@ -464,7 +523,7 @@ async def start_control(app: ASGIApp, host: str, port: int, token: str) -> Contr
     listeners before it): a serve that cannot start never replaces the token of the one
     running at this control address, which holds the port, and the CLI is never locked out
     of it."""
-    control_socket = _listen(host, port, "the control API")
+    control_socket = _listen(bound or _bound(host, port, "the control API", "--control"))
     try:
         token_path = write_token(host, port, token)
     except BaseException:
@@ -503,6 +562,7 @@ __all__ = [
     "check_control_exposure",
     "control_line",
     "listen_addresses",
+    "listen_refusal",
     "run",
     "serve",
     "start_control",

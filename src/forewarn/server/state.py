@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from forewarn.clocks import make_clock
 from forewarn.commands import MAX_AT_CHARS
@@ -25,7 +28,7 @@ from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.errors import ForewarnError
 from forewarn.replay import Applied, NewPlatform, replay_journal
 from forewarn.service import ScheduledEventsService, platform_for_fleet
-from forewarn.storage.errors import CorruptStoreError
+from forewarn.storage.errors import CorruptStoreError, StoreUnavailableError
 from forewarn.writer import JournalWriter
 
 if TYPE_CHECKING:
@@ -104,6 +107,45 @@ def _shown_url(url: str) -> str:
     return url.split("@")[-1]
 
 
+def url_without_password(url: str) -> str:
+    """``url`` whole but for its password (in the user part or the query), for a message
+    that must say which store it means."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{host}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"], safe="/")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+@contextmanager
+def reaching_the_store(url: str | None) -> Iterator[None]:
+    """Start-up's one line for a PostgreSQL store that cannot be reached, whichever part of
+    the server met it first (the journal, or Event Grid's state beside it): the store, its
+    URL without the password, the reason, and what to check."""
+    try:
+        yield
+    except StoreUnavailableError as exc:
+        if url is None or not is_shared(url) or not _unreachable(exc.__cause__):
+            raise
+        first = str(exc.__cause__).splitlines()[0] if str(exc.__cause__) else ""
+        reason = " ".join(first.rpartition("failed: ")[2].split()) or type(exc.__cause__).__name__
+        raise StoreUnavailableError(
+            f"cannot reach the store {url_without_password(url)}: {reason}; "
+            "is PostgreSQL running? check --store/FOREWARN_STORE"
+        ) from exc
+
+
+def _unreachable(cause: BaseException | None) -> bool:
+    """Whether the driver could not reach the server (rather than refusing a statement)."""
+    if cause is None or not type(cause).__module__.startswith("psycopg"):
+        return False
+    import psycopg
+
+    return isinstance(cause, psycopg.OperationalError)
+
+
 #: The longest seed a store may pin (Python turns no longer text into an int by default).
 _MAX_SEED_DIGITS = 4300
 _SEED = re.compile(r"-?[0-9]+")
@@ -151,6 +193,17 @@ def _check_metadata(meta: dict[str, str], where: str) -> None:
             raise damaged("timing", "overrides of the timing profile (NAME=SECONDS;...)") from None
 
 
+def _another_store(settings: ServeSettings) -> str:
+    """How to start afresh beside the store ``settings`` name, in its own terms: a
+    PostgreSQL namespace, a data directory, or a SQLite file."""
+    url = store_url(settings) or ""
+    if is_shared(url):
+        return "another namespace (--store ...?namespace=NAME)"
+    if settings.data_dir is not None:
+        return "another data directory (--data-dir)"
+    return "another store (--store)"
+
+
 def _pin(settings: ServeSettings, meta: dict[str, str], where: str) -> _Pinned:
     _check_metadata(meta, where)
     given_text = read_fleet_text(settings.fleet) if settings.fleet else None
@@ -158,7 +211,7 @@ def _pin(settings: ServeSettings, meta: dict[str, str], where: str) -> _Pinned:
     if "fleet" in meta and given_text is not None and given_text != meta["fleet"]:
         raise StateMismatchError(
             f"{where} holds the state of another fleet ({meta.get('fleet_source', '?')}); "
-            f"start it with that fleet file, or use another data directory"
+            f"start it with that fleet file, or use {_another_store(settings)}"
         )
     given_timing = _timing_text(settings.timing_overrides) if settings.timing_overrides else None
     for key, given in (
@@ -167,7 +220,10 @@ def _pin(settings: ServeSettings, meta: dict[str, str], where: str) -> _Pinned:
         ("timing", given_timing),
     ):
         if key in meta and given is not None and str(given) != meta[key]:
-            raise StateMismatchError(f"{where} was created with {key} {meta[key]}, not {given}")
+            raise StateMismatchError(
+                f"{where} was created with {key} {meta[key]}, not {given}: leave out "
+                f"--{key} (the store keeps its own), or use {_another_store(settings)}"
+            )
     seed = (
         int(meta["seed"])
         if "seed" in meta
@@ -405,6 +461,8 @@ __all__ = [
     "is_shared",
     "open_service",
     "open_state",
+    "reaching_the_store",
     "store_url",
     "touch_interval",
+    "url_without_password",
 ]

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Self
 
+from forewarn.nesting import MAX_NESTING, load_json
 from forewarn.storage.errors import CorruptRecordError, NotSerializableError, ValueTooLargeError
 
 #: A command record is a few hundred bytes; a megabyte is a bug or an abuse.
@@ -22,8 +23,6 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 #: Metadata holds the fleet file's text, which can be long for large fleets.
 MAX_METADATA_VALUE_BYTES = 16 * 1024 * 1024
 MAX_METADATA_KEY_CHARS = 256
-#: Records are flat command fields; deep nesting means something that is not a command.
-MAX_NESTING = 64
 
 
 class Journal(Protocol):
@@ -94,9 +93,11 @@ def _check_json(value: object, depth: int) -> None:
     """Refuse what :func:`json.dumps` would accept but not give back unchanged.
 
     ``json.dumps`` turns int keys into strings and accepts NaN; both would make a replayed
-    record differ from the one written.
+    record differ from the one written. Records are flat command fields: nesting is held to
+    the bound every untrusted input shares (:data:`~forewarn.nesting.MAX_NESTING`), so a
+    record written is one that reads back (``depth`` counts the containers around ``value``).
     """
-    if depth > MAX_NESTING:
+    if isinstance(value, dict | list | tuple) and depth >= MAX_NESTING:
         raise NotSerializableError(f"record nested deeper than {MAX_NESTING} levels")
     if value is None or isinstance(value, str | int):
         return
@@ -159,10 +160,9 @@ def decode_record(text: object, position: int, where: str) -> dict[str, Any]:
             f"its body is {len(text)} characters long, over {MAX_RECORD_BYTES} bytes",
         )
     try:
-        decoded = json.loads(text, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:
-        reason = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
-        raise CorruptRecordError(where, position, f"its body is not JSON ({reason})") from None
+        decoded = load_json(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise CorruptRecordError(where, position, f"its body is not JSON ({exc})") from None
     if not isinstance(decoded, dict):
         raise CorruptRecordError(
             where,
@@ -210,7 +210,6 @@ __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_METADATA_KEY_CHARS",
     "MAX_METADATA_VALUE_BYTES",
-    "MAX_NESTING",
     "MAX_RECORD_BYTES",
     "Journal",
     "check_after",

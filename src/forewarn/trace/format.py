@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from forewarn.errors import ForewarnError
+from forewarn.nesting import load_json
 
 #: The version this module writes and reads; a trace of another says so on its first line.
 TRACE_VERSION = 1
@@ -272,7 +273,7 @@ def _lines(data: bytes, where: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
         if len(raw) > MAX_LINE_BYTES:
             raise TraceError(f"{where}:{number}: longer than {MAX_LINE_BYTES} bytes")
         try:
-            value = json.loads(raw.decode("utf-8"))
+            value = load_json(raw.decode("utf-8"))
         except UnicodeDecodeError:
             raise TraceError(f"{where}:{number}: not UTF-8 text") from None
         except ValueError as exc:
@@ -318,9 +319,9 @@ def _document(line: _Line, at: datetime) -> DocumentRecord:
         raise line.fail("'headers' maps names to one line of printable text each")
     body = line.get("body", str)
     try:
-        parsed = json.loads(body)
-    except ValueError:
-        raise line.fail("the body is not a JSON document") from None
+        parsed = load_json(body)
+    except ValueError as exc:
+        raise line.fail(f"the body is not a JSON document ({exc})") from None
     incarnation = parsed.get("DocumentIncarnation") if isinstance(parsed, dict) else None
     events = parsed.get("Events") if isinstance(parsed, dict) else None
     if not isinstance(incarnation, int) or isinstance(incarnation, bool):

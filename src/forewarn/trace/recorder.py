@@ -11,6 +11,13 @@ for, no approval unless asked (``approve_after``), and a trace bounded by size t
 a line saying so. Restarted on the same file, it checks what is there, drops a line a crash
 left half-written, and appends after a ``resume`` line.
 
+The endpoint is untrusted too: an answer is read as it arrives and cut off at
+:data:`MAX_BODY_BYTES` (the longest line a trace holds) or when it is not whole within its
+call's timeout, and a body nested past the JSON bound (:mod:`forewarn.nesting`) is refused
+like any body that is no document: each is an ``error`` line saying so, and polling goes
+on. Ctrl-C (or SIGTERM, which the command turns into the same) ends the recording at once,
+mid-answer included, with a ``stop`` line.
+
 httpx and the standard library only: this runs on the VM, where nothing of the server is
 installed to be loaded (tests/cli/test_light_imports.py).
 """
@@ -22,7 +29,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,8 +45,10 @@ from forewarn.client import (
     IMDS_ADDRESS,
 )
 from forewarn.errors import ForewarnError
+from forewarn.nesting import load_json
 from forewarn.trace.format import (
     KEPT_HEADERS,
+    MAX_LINE_BYTES,
     DocumentRecord,
     Note,
     TraceError,
@@ -63,6 +72,11 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 STOP_RESERVE = 256
 #: The read timeout of every call after the first.
 CALL_TIMEOUT = 30.0
+#: The most of an answer read: a body longer than a trace's line could never be written
+#: down, so the read stops there (a real document is a few KiB).
+MAX_BODY_BYTES = MAX_LINE_BYTES
+#: What a document line is checked as: a trace's second line, after :func:`_probe`.
+_ANSWER = "<answer>"
 
 
 class RecordError(TraceError):
@@ -120,6 +134,19 @@ class _TraceFullError(ForewarnError):
         self.reason = reason
 
 
+class _CutOffError(ForewarnError):
+    """An answer not read whole: larger than :data:`MAX_BODY_BYTES`, or too slow."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An answer read whole, within the bounds."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+
 class Recorder:
     """Records one VM's documents into ``settings.out`` until stopped.
 
@@ -150,6 +177,8 @@ class Recorder:
         self._last_at: datetime | None = None
         self._etag: str | None = None
         self._body: str | None = None
+        #: The events of the document last shown (``_body``'s).
+        self._events: tuple[Mapping[str, Any], ...] = ()
         self._error: str | None = None
         self._first_call = True
         #: EventId -> when it was first seen Scheduled (monotonic), for --approve-after.
@@ -161,10 +190,12 @@ class Recorder:
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> str:
-        """Record until stopped; the reason, as the stop line says it."""
-        self._open()
+        """Record until stopped; the reason, as the stop line says it. Ctrl-C stops it
+        wherever it is, the first call included (before the first line, nothing is
+        written)."""
         reason = "interrupted"
         try:
+            self._open()
             while not self.stop.is_set():
                 began = self._monotonic()
                 self._poll()
@@ -177,7 +208,8 @@ class Recorder:
         except KeyboardInterrupt:
             reason = "interrupted"
         finally:
-            self._close(reason)
+            if self._file is not None:
+                self._close(reason)
         return reason
 
     def _close(self, reason: str) -> None:
@@ -238,6 +270,7 @@ class Recorder:
 
     def _take(self, document: DocumentRecord) -> None:
         self._body = document.body
+        self._events = document.events
         self._etag = document.header("ETag")
         self.state.incarnation = document.incarnation
         self.state.shown = _shown(document.events)
@@ -264,9 +297,12 @@ class Recorder:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, method: str, path: str, *, timeout: float, **kwargs: Any) -> _Answer:
         """One request within the rate limit: never a sixth inside one second (and a margin,
-        as the endpoint counts arrivals, which the network may bunch up)."""
+        as the endpoint counts arrivals, which the network may bunch up). Its answer is read
+        as it comes, and :class:`_CutOffError` when it is larger than :data:`MAX_BODY_BYTES`
+        or not whole within ``timeout`` seconds: a hostile endpoint's endless body costs a
+        megabyte, not the machine's memory."""
         sent = self._sent
         while len(sent) >= MAX_REQUESTS_PER_SECOND:
             wait = sent[0] + 1.0 + RATE_MARGIN - self._monotonic()
@@ -275,20 +311,47 @@ class Recorder:
             else:
                 self.stop.wait(wait)
         sent.append(self._monotonic())
+        deadline = self._monotonic() + timeout
         headers = {"Metadata": "true", **kwargs.pop("headers", {})}
-        return self.http.request(method, self.settings.endpoint + path, headers=headers, **kwargs)
+        with self.http.stream(
+            method,
+            self.settings.endpoint + path,
+            headers=headers,
+            timeout=httpx.Timeout(CALL_TIMEOUT, read=timeout),
+            **kwargs,
+        ) as response:
+            status = response.status_code
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+                raise _CutOffError(
+                    f"{status} declaring a body of {int(declared)} bytes, over the "
+                    f"{MAX_BODY_BYTES} a trace line holds: not read"
+                )
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    raise _CutOffError(
+                        f"{status} with a body over {MAX_BODY_BYTES} bytes, the most a "
+                        "trace line holds: cut off there"
+                    )
+                if self._monotonic() > deadline:
+                    raise _CutOffError(
+                        f"{status} with a body not whole within {timeout:g} s: cut off there"
+                    )
+        return _Answer(status, response.headers, bytes(body))
 
     def _compute(self) -> dict[str, Any] | None:
         """The VM's compute metadata, once; None when the endpoint has none to give."""
         try:
-            response = self._request(
+            answer = self._request(
                 "GET",
                 COMPUTE_PATH,
                 params={"api-version": DEFAULT_INSTANCE_API_VERSION, "format": "json"},
                 timeout=CALL_TIMEOUT,
             )
-            value = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            value = load_json(answer.body) if answer.status == 200 else None
+        except (httpx.HTTPError, _CutOffError, ValueError):
             return None
         return value if isinstance(value, dict) else None
 
@@ -297,38 +360,44 @@ class Recorder:
         timeout = self.settings.first_call_timeout if self._first_call else CALL_TIMEOUT
         self.state.polls += 1
         try:
-            response = self._request(
+            answer = self._request(
                 "GET",
                 SCHEDULED_EVENTS_PATH,
                 params={"api-version": self.settings.api_version},
                 headers=headers,
-                timeout=httpx.Timeout(CALL_TIMEOUT, read=timeout),
+                timeout=timeout,
             )
         except httpx.HTTPError as exc:
             self._failed(f"{type(exc).__name__}: {exc}")
             return
+        except _CutOffError as exc:
+            self._first_call = False
+            self._failed(str(exc))
+            return
         self._first_call = False
-        if response.status_code == 304:
+        if answer.status == 304:
             self._error = None
             return
-        if response.status_code != 200:
-            self._failed(f"{response.status_code}: {response.text[:200]}")
+        if answer.status != 200:
+            self._failed(f"{answer.status}: {answer.body[:200].decode('utf-8', 'replace')}")
             return
         try:
-            body = response.content.decode("utf-8")
+            body = answer.body.decode("utf-8")
         except UnicodeDecodeError:
             self._failed("200 with a body that is not UTF-8")
             return
-        self._error = None
         if body == self._body:
+            self._error = None
             return  # an endpoint without ETags answers the same document again
-        kept = {name: response.headers[name] for name in KEPT_HEADERS if name in response.headers}
+        kept = {name: answer.headers[name] for name in KEPT_HEADERS if name in answer.headers}
         line = document_line(self._now(), 200, kept, body)
         try:
-            document = parse_trace(_probe() + line, "<answer>").documents[0]
+            document = parse_trace(_probe() + line, _ANSWER).documents[0]
         except TraceError as exc:
-            self._failed(f"200 with a body that is not a document: {exc}")
+            reason = str(exc).removeprefix(f"{_ANSWER}:2: ")
+            self._failed(f"200 with a body that is not a document: {reason}")
             return
+        self._error = None
         self._write(line)
         self._take(document)
         self.state.changes += 1
@@ -352,10 +421,9 @@ class Recorder:
         if after is None or self._body is None:
             return
         now = self._monotonic()
-        current = json.loads(self._body).get("Events", [])
         due = tuple(
             str(event.get("EventId"))
-            for event in current
+            for event in self._events
             if event.get("EventStatus") == "Scheduled"
             and str(event.get("EventId")) not in self._approved
             and now - self._scheduled_since.get(str(event.get("EventId")), now) >= after
@@ -364,16 +432,16 @@ class Recorder:
             return
         body = json.dumps({"StartRequests": [{"EventId": event_id} for event_id in due]})
         try:
-            response = self._request(
+            answer = self._request(
                 "POST",
                 SCHEDULED_EVENTS_PATH,
                 params={"api-version": self.settings.api_version},
                 content=body.encode(),
                 timeout=CALL_TIMEOUT,
             )
-            status: int | None = response.status_code
-            date = response.headers.get("Date")
-        except httpx.HTTPError:
+            status: int | None = answer.status
+            date = answer.headers.get("Date")
+        except (httpx.HTTPError, _CutOffError):
             status, date = None, None
         self._approved.update(due)
         self._write(approval_line(self._now(), due, status, date))
@@ -399,6 +467,7 @@ def _shown(events: tuple[Any, ...]) -> str:
 __all__ = [
     "COMPUTE_PATH",
     "DEFAULT_MAX_BYTES",
+    "MAX_BODY_BYTES",
     "MAX_REQUESTS_PER_SECOND",
     "STOP_RESERVE",
     "Progress",
