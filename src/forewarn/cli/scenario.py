@@ -57,7 +57,9 @@ def scenario_validate(file: Path) -> None:
     help="With --builtin: the flow's minutes read as seconds (serve --profile dev).",
 )
 @click.option(
-    "--vm", "vm", help="With --builtin: the VM it runs on (default: the first that fits)."
+    "--vm",
+    "vm",
+    help="With --builtin: the VM it runs on (default: the first that fits and is shown no event).",
 )
 @click.option(
     "--in-process",
