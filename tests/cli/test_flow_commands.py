@@ -94,3 +94,31 @@ def test_run_builtin_refusals_are_one_line() -> None:
     )
     failed = cli.fails("scenario", "run", "--builtin", "user-reboot", "--dev-timing")
     assert "before step 1 (requirements) failed: the scenario needs timing profile 'dev'" in failed
+
+
+def test_run_builtin_picks_a_vm_shown_no_event() -> None:
+    """A flow's checks compare its VM's whole document (docs/flows.md): the first VM that
+    fits but is shown a live event is passed over for one shown none."""
+    cli = flows_cli()
+    cli.platform.restart("vm0")
+    result = cli("scenario", "run", "--builtin", "user-reboot")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "user-reboot on spot0\n"
+
+
+def test_run_builtin_says_which_vm_is_busy_and_why() -> None:
+    cli = flows_cli()
+    (busy,) = cli.platform.restart("vm0")
+    failed = cli.fails("scenario", "run", "--builtin", "user-reboot", "--vm", "vm0")
+    assert failed == (
+        "Error: flow 'user-reboot' checks vm0's whole document, and vm0 is shown "
+        f"Reboot Scheduled {busy.event_id[:8]}: let it end, cancel it (forewarn events "
+        "cancel), or choose another VM (--vm)\n"
+    )
+    (web,) = cli.platform.delete_instances("web", "0")
+    failed = cli.fails("scenario", "run", "--builtin", "terminate")
+    assert failed == (
+        "Error: flow 'terminate' checks its VM's whole document, and every VM it fits (1) is "
+        f"shown live events (web_0: Terminate Scheduled {web.event_id[:8]}): let them end, "
+        "cancel them (forewarn events cancel), or add an idle VM\n"
+    )

@@ -189,6 +189,7 @@ def test_the_command_prints_the_scenario_and_writes_its_fleet(tmp_path: Path) ->
     assert "--start 2026-04-20T22:11:57+00:00" in result.stdout
     assert "fleet: fleet.yaml" in result.stdout
     assert "WestNO_1" in fleet.read_text()
+    assert result.stderr == f"wrote the fleet the scenario needs to {fleet}\n"
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(result.stdout)
     ran = CliRunner().invoke(main, ["scenario", "run", "--in-process", str(scenario)])

@@ -57,7 +57,9 @@ def scenario_validate(file: Path) -> None:
     help="With --builtin: the flow's minutes read as seconds (serve --profile dev).",
 )
 @click.option(
-    "--vm", "vm", help="With --builtin: the VM it runs on (default: the first that fits)."
+    "--vm",
+    "vm",
+    help="With --builtin: the VM it runs on (default: the first that fits and is shown no event).",
 )
 @click.option(
     "--in-process",
@@ -201,6 +203,8 @@ def scenario_from_trace(trace: Path, vm: str | None, profile: str, fleet_out: Pa
         raise click.ClickException(str(exc)) from None
     if fleet_out is not None:
         fleet_out.write_text(conversion.fleet, encoding="utf-8")
+        # On standard error: standard output is the scenario, usually redirected to a file.
+        click.echo(f"wrote the fleet the scenario needs to {fleet_out}", err=True)
     click.echo(conversion.scenario, nl=False)
 
 

@@ -24,8 +24,9 @@ and whether the VM is reachable during a few seconds' impact.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
+from urllib.parse import quote
 
 from forewarn.domain import descriptions
 from forewarn.domain.events import DURATION_UNKNOWN, EventSource, EventType
@@ -289,8 +290,16 @@ def find_flow(name: str) -> Flow:
         raise FlowError(f"no built-in flow {name!r}; known: {', '.join(BY_NAME)}") from None
 
 
-def choose_target(flow: Flow, candidates: Iterable[Candidate], vm: str | None = None) -> FlowTarget:
-    """The VM ``flow`` runs on: ``vm``, or the first of ``candidates`` it can run on."""
+def choose_target(
+    flow: Flow,
+    candidates: Iterable[Candidate],
+    vm: str | None = None,
+    shown: Callable[[str], Sequence[str]] = lambda _: (),
+) -> FlowTarget:
+    """The VM ``flow`` runs on: ``vm``, or the first of ``candidates`` it can run on that is
+    shown no event. ``shown(name)`` describes the events a VM is shown now: a flow's checks
+    compare the VM's whole document, so a live event there would fail them after the run had
+    started, with a diff that does not say why."""
     listed = list(candidates)
     if vm is not None:
         chosen = [c for c in listed if c.name == vm]
@@ -298,27 +307,58 @@ def choose_target(flow: Flow, candidates: Iterable[Candidate], vm: str | None = 
             raise FlowError(f"no VM named {vm!r}")
         if not _fits(flow, chosen[0]):
             raise FlowError(f"flow {flow.name!r} needs {_NEEDS[flow.needs]}; {vm} is not one")
+        _check_idle(flow, vm, shown(vm))
+        candidate = chosen[0]
     else:
-        chosen = [c for c in listed if _fits(flow, c)]
-        if not chosen:
+        fitting = [c for c in listed if _fits(flow, c)]
+        if not fitting:
             raise FlowError(
                 f"flow {flow.name!r} needs {_NEEDS[flow.needs]}, and the fleet has none "
                 "(examples/flows/fleet.yaml has one of each)"
             )
-    candidate = chosen[0]
+        idle = next((c for c in fitting if not shown(c.name)), None)
+        if idle is None:
+            busy = fitting[0].name
+            raise FlowError(
+                f"flow {flow.name!r} checks its VM's whole document, and every VM it fits "
+                f"({len(fitting)}) is shown live events ({busy}: {', '.join(shown(busy))}): "
+                "let them end, cancel them (forewarn events cancel), or add an idle VM"
+            )
+        candidate = idle
     scale_set = candidate.scale_set if flow.needs == "scale-set" else None
     instance = candidate.name.removeprefix(f"{scale_set}_") if scale_set else None
     return FlowTarget(candidate.name, candidate.host or "", scale_set, instance)
 
 
+def _check_idle(flow: Flow, vm: str, events: Sequence[str]) -> None:
+    """A FlowError naming what ``vm`` is shown, when it is shown anything."""
+    if events:
+        raise FlowError(
+            f"flow {flow.name!r} checks {vm}'s whole document, and {vm} is shown "
+            f"{', '.join(events)}: let it end, cancel it (forewarn events cancel), or choose "
+            "another VM (--vm)"
+        )
+
+
+def described(events: Iterable[tuple[str, str, str]]) -> list[str]:
+    """``Reboot Scheduled EDE4DCA4`` for each (type, status, EventId) of ``events``."""
+    return [f"{kind} {status} {event_id[:8]}" for kind, status, event_id in events]
+
+
 def flow_scenario(
     client: ControlClient, name: str, *, vm: str | None = None, dev_timing: bool = False
 ) -> Scenario:
-    """The built-in flow ``name`` for the VM ``vm`` (or the first it can run on) of the
-    server behind ``client``; exact to the second when that server's clock is manual."""
+    """The built-in flow ``name`` for the VM ``vm`` (or the first it can run on that is shown
+    no event) of the server behind ``client``; exact to the second when that server's clock is
+    manual."""
     flow = find_flow(name)
     candidates = [Candidate.from_json(entry) for entry in client.get("/vms")["vms"]]
-    target = choose_target(flow, candidates, vm)
+
+    def shown(name: str) -> list[str]:
+        events = client.get(f"/vms/{quote(name, safe='')}/document")["Events"]
+        return described((e["EventType"], e["EventStatus"], e["EventId"]) for e in events)
+
+    target = choose_target(flow, candidates, vm, shown)
     exact = client.get("/clock").get("kind") == MANUAL_CLOCK
     return flow.scenario(target, dev_timing=dev_timing, exact=exact)
 
@@ -346,6 +386,7 @@ __all__ = [
     "FlowError",
     "FlowTarget",
     "choose_target",
+    "described",
     "find_flow",
     "flow_scenario",
 ]

@@ -29,7 +29,14 @@ from forewarn.domain.errors import InvalidOperationError
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.faults import FaultKind
-from forewarn.scenario.flows import FLOWS, Candidate, FlowError, choose_target, find_flow
+from forewarn.scenario.flows import (
+    FLOWS,
+    Candidate,
+    FlowError,
+    choose_target,
+    described,
+    find_flow,
+)
 from forewarn.scenario.runner import MANUAL_CLOCK
 from forewarn.scenario.schema import MAX_SCENARIO_BYTES, Scenario, ScenarioFileError, parse_scenario
 from forewarn.server._activity import Activity
@@ -55,7 +62,9 @@ class ScenarioIn(BaseModel):
         default=None, description="A built-in flow's name (GET /api/v1/flows)", max_length=64
     )
     vm: str | None = Field(
-        default=None, description="The flow's VM (default: the first it fits)", max_length=128
+        default=None,
+        description="The flow's VM (default: the first it fits that is shown no event)",
+        max_length=128,
     )
     dev_timing: bool = Field(
         default=False, alias="devTiming", description="The flow's minutes read as seconds"
@@ -131,7 +140,12 @@ def _flow(service: ScheduledEventsService, body: ScenarioIn) -> Scenario:
     try:
         flow = find_flow(body.builtin)
         candidates = [Candidate.from_vm(vm) for vm in service.vms()]
-        target = choose_target(flow, candidates, body.vm)
+
+        def shown(name: str) -> list[str]:
+            events = service.document(name).events
+            return described((e.event_type.value, e.status.value, e.event_id) for e in events)
+
+        target = choose_target(flow, candidates, body.vm, shown)
         exact = service.clock_status().kind == MANUAL_CLOCK
         return flow.scenario(target, dev_timing=body.dev_timing, exact=exact)
     except FlowError as exc:

@@ -340,7 +340,7 @@ function renderFlowVms() {
   const wanted = ["", ...state.vms.map(v => v.name)];
   if ([...vm.options].map(o => o.value).join("\n") !== wanted.join("\n")) {
     const value = vm.value;
-    vm.replaceChildren(...wanted.map(name => el("option", { value: name }, name || "(the first VM it fits)")));
+    vm.replaceChildren(...wanted.map(name => el("option", { value: name }, name || "(the first idle VM it fits)")));
     vm.value = wanted.includes(value) ? value : "";
   }
 }
