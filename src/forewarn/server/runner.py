@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
+import functools
 import logging
 import signal
 import socket
-import ssl
+import sqlite3
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,24 +19,36 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from forewarn.control_token import new_token, write_token
+from forewarn.control_token import new_token, remove_token, write_token
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
-from forewarn.errors import ForewarnError
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT
 from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, log, watch_events
+from forewarn.server.background import BackgroundPart, running
+from forewarn.server.banner import control_line, start_up_lines
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
-from forewarn.server.state import OpenedState, describe_store, is_shared, open_state, store_url
+from forewarn.server.settings_checks import (
+    ExposureError,
+    TlsSettingsError,
+    accepted_hosts,
+    check_control_exposure,
+    check_settings,
+    check_tls,
+    listen_addresses,
+    url_for,
+)
+from forewarn.server.state import OpenedState, is_shared, open_state, store_url
+from forewarn.storage.errors import CorruptStoreError, StorageError
 from forewarn.storage.urls import sqlite_path
 
 if TYPE_CHECKING:
@@ -88,22 +100,6 @@ def build_service(settings: ServeSettings) -> ScheduledEventsService:
     return open_state(settings).service
 
 
-def listen_addresses(settings: ServeSettings, vms: Sequence[Vm]) -> list[tuple[str, int]]:
-    """The bind address, plus each VM's own address on the same port.
-
-    A wildcard bind address (``0.0.0.0``, ``::``) already receives every VM's connections,
-    each told apart by the address it arrived at, so it is the one listener however many VMs
-    there are: the way to serve a large fleet inside a network namespace of its own.
-    """
-    addresses = [(settings.host, settings.port)]
-    if _is_wildcard(settings.host):
-        return addresses
-    for vm in vms:
-        if vm.address is not None and vm.address != settings.host:
-            addresses.append((vm.address, settings.port))
-    return addresses
-
-
 class _ControlServer(uvicorn.Server):
     """uvicorn without its own signal handling: ``serve`` owns shutdown for both planes."""
 
@@ -112,15 +108,11 @@ class _ControlServer(uvicorn.Server):
         yield
 
 
-#: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
-_LISTED = 8
-
-
 def _event_grid(
     settings: ServeSettings,
     service: Callable[[], ScheduledEventsService],
     replica: Callable[[], Replica | None],
-) -> EventGrid | None:
+) -> EventGrid:
     """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), in
     memory, or in the shared PostgreSQL database, where only the leader delivers."""
     url = store_url(settings)
@@ -148,10 +140,17 @@ def _event_grid(
         dead_letters = dead_letters or settings.data_dir / "dead-letters"
     elif url is not None:
         path = Path(sqlite_path(url) + "." + EVENT_GRID_FILE)
+    try:
+        store = DeliveryStore(path)
+    except sqlite3.Error as exc:
+        raise CorruptStoreError(
+            f"Event Grid's state in {path} cannot be opened: {exc} (move the file aside to "
+            "start without its subscriptions)"
+        ) from None
     return EventGrid(
         lambda: service().now(),
         lambda: service().published().sequence,
-        DeliveryStore(path),
+        store,
         validation_base=url_for(settings.control_host, settings.control_port),
         dead_letters=dead_letters,
         response_timeout=settings.eventgrid_timeout,
@@ -207,83 +206,6 @@ def _listen(host: str, port: int, what: str) -> socket.socket:
     return sock
 
 
-def accepted_hosts(host: str, port: int) -> list[str] | None:
-    """The ``Host`` headers the control API answers: its own names on loopback (so a page
-    on another name, rebound to 127.0.0.1, is refused); any elsewhere, where the token alone
-    decides."""
-    if not _is_loopback(host):
-        return None
-    names = {host, "localhost", "127.0.0.1", "[::1]"}
-    hosts = [f"{name}:{port}" for name in names]
-    if port == 80:
-        hosts += list(names)
-    return hosts
-
-
-def _is_wildcard(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_tls(settings: ServeSettings) -> None:
-    """Refuse TLS settings that cannot work before anything listens: one clear line."""
-    if settings.control_tls is None:
-        return
-    if settings.tls_cert is None:
-        raise TlsSettingsError(
-            "--control-tls needs --tls-cert (and --tls-key unless the "
-            "certificate file holds the key)"
-        )
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        context.load_cert_chain(settings.tls_cert, settings.tls_key)
-    except (OSError, ssl.SSLError) as exc:
-        raise TlsSettingsError(
-            f"cannot use the TLS certificate {settings.tls_cert}: {exc}"
-        ) from None
-
-
-class TlsSettingsError(ForewarnError):
-    """The control API's TLS certificate or key cannot be used."""
-
-
-def check_control_exposure(settings: ServeSettings) -> None:
-    """Refuse to offer the control API beyond this machine under a token nobody chose."""
-    if settings.token is None and not _is_loopback(settings.control_host):
-        raise ExposureError(
-            f"refusing to serve the control API on {settings.control_host} without a token: "
-            "pass --token (or FOREWARN_TOKEN), or --control 127.0.0.1:PORT"
-        )
-
-
-class ExposureError(ForewarnError):
-    """The control API would be reachable from elsewhere with no chosen token."""
-
-
-def control_line(settings: ServeSettings, token: str, token_path: Path) -> str:
-    """The start-up line of the control API: the link with its token when forewarn made the
-    token up, but never a token the user chose (``--token``, ``FOREWARN_TOKEN``), which start-up
-    lines would copy into every log that keeps them (a pod's, a CI job's)."""
-    control_url = url_for(settings.control_host, settings.control_port)
-    if settings.token is None:
-        return f"  control: {control_url}/?token={token} (the token is also in {token_path})"
-    return (
-        f"  control: {control_url}/?token=<the token given with --token or FOREWARN_TOKEN, "
-        f"not shown here; the CLI finds it in {token_path}>"
-    )
-
-
 def _raise_descriptor_limit() -> None:
     """Every VM's kept connection (and, at their own addresses, every VM's listener) is a
     descriptor, and services start with a soft limit of 1,024 whatever the hard one: the
@@ -297,9 +219,11 @@ def _raise_descriptor_limit() -> None:
         )
 
 
-def url_for(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}" + ("" if port == 80 else f":{port}")
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
 
 
 async def serve(
@@ -308,25 +232,44 @@ async def serve(
     announce: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
-    check_control_exposure(settings)
-    check_tls(settings)
+    """Run both planes until SIGINT/SIGTERM (or ``stop`` is set).
+
+    Everything that opens (the stores, the listeners, the control API, the background
+    parts) is entered in one exit stack as it starts: leaving it, on the way out or when a
+    later step of the start fails, closes what was opened in the reverse order, so a start
+    refused at its control port leaves no journal open and no write-ahead log behind."""
+    check_settings(settings)
     configure_logging(settings.log_level, settings.log_format)
     _raise_descriptor_limit()
+    stop = stop or asyncio.Event()
+    _stop_on_signals(stop)
+    async with contextlib.AsyncExitStack() as stack:
+        for line in await _start(settings, stack, stop):
+            announce(line)
+        await stop.wait()
+
+
+class _Start:
+    """Whether the start went through: what a failed start made is undone, not kept."""
+
+    done = False
+
+
+async def _start(
+    settings: ServeSettings, stack: contextlib.AsyncExitStack, stop: asyncio.Event
+) -> list[str]:
+    """Open and start every part of ``serve`` into ``stack``; the start-up lines."""
+    start = _Start()
     grid = _event_grid(settings, lambda: service, lambda: state.replica)
-    try:
-        state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
-    except BaseException:
-        if grid is not None:
-            grid.store.abandon()
-        raise
+    # A failed start leaves the data directory as it found it; a stopping server keeps it.
+    stack.callback(lambda: grid.store.close() if start.done else grid.store.abandon())
+    state: OpenedState = open_state(settings, grid.on_change)
     service = state.service
+    stack.callback(service.close)
     if state.replica is not None:
-        try:  # before listening: from its first answer on, writers wait for this front-end
-            state.replica.register()
-        except BaseException:
-            service.close()
-            raise
+        # before listening: from its first answer on, writers wait for this front-end
+        state.replica.register()
+        stack.callback(_leave_unless_started, state.replica, start)
     activity = Activity()
     endpoint = ActivityEndpoint(
         service,
@@ -335,21 +278,7 @@ async def serve(
         impact=ImpactPolicies.parse(settings.impact),
         group_writes=state.replica is not None,
     )
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop.set)
-
-    servers = []
-    for host, port in listen_addresses(settings, service.vms()):
-        try:
-            servers.append(await start_imds_server(endpoint, host, port))
-        except OSError as exc:
-            reason = exc.strerror or str(exc).rpartition(": ")[2]
-            raise OSError(
-                f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
-            ) from None
+    servers = await _listen_for_vms(settings, endpoint, service.vms(), stack)
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
     control_app = create_control_app(
@@ -364,82 +293,99 @@ async def serve(
         eventgrid=grid,
     )
     control = await start_control(control_app, settings.control_host, settings.control_port, token)
-    tls_server = tls_task = None
+    stack.push_async_callback(control.stop)
     if settings.control_tls is not None:
-        tls_server = _tls_control_server(settings, settings.control_tls, control_app, token)
-        tls_host, tls_port = settings.control_tls
-        tls_socket = _listen(tls_host, tls_port, "the control API over TLS")
-        tls_task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
+        await _serve_tls(settings, settings.control_tls, control_app, token, stack)
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
     # process: out of the collector's sight (forewarn.server.heap).
     settle_heap()
+    lines = start_up_lines(
+        settings,
+        service.vms(),
+        profile=service.clock_status().profile,
+        token=token,
+        token_path=control.token_path,
+    )
+    for name, part in _background_parts(settings, state, grid):
+        await stack.enter_async_context(running(name, part, stop))
+    start.done = True
+    return lines
 
-    vms = service.vms()
-    addressed = [vm for vm in vms if vm.address is not None]
-    # Where a VM answers: the bind address is no VM's when the fleet gives VMs addresses of
-    # their own (nothing answers a request there), so the first of those.
-    first = next((vm for vm in addressed if vm.address == settings.host), None)
-    if first is None and addressed:
-        first = addressed[0]
-    endpoint_url = url_for(settings.host if first is None else str(first.address), settings.port)
-    vm_names = ", ".join(vm.name for vm in vms[:5])
-    more = len(vms) - 5
-    whose = "" if first is None else f" ({first.name}'s; each VM at its own address)"
-    announce(
-        f"forewarn: Scheduled Events for {len(vms)} VM(s) ({vm_names}"
-        f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents"
-        f"{whose}; control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
-        f"clock {settings.clock}, timing profile {service.clock_status().profile}; "
-        f"state in {describe_store(settings)}."
-    )
-    if addressed:
-        shown = ", ".join(f"{vm.name} at {vm.address}" for vm in addressed[:_LISTED])
-        rest = len(addressed) - _LISTED
-        announce(f"  VMs: {shown}{f' and {rest} more' if rest > 0 else ''}")
-    announce(
-        f"  try: curl -H Metadata:true "
-        f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
-    )
-    announce(control_line(settings, token, control.token_path))
-    if settings.control_tls is not None:
-        tls_url = url_for(*settings.control_tls).replace("http://", "https://", 1)
-        announce(f"  control over TLS (for the Azure SDKs): {tls_url}")
-    events_task = asyncio.create_task(watch_events(service.events, stop))
-    front_end_task = None
+
+def _leave_unless_started(replica: Replica, start: _Start) -> None:
+    """A front-end that joined the namespace's list but never served leaves it now, so
+    writers stop waiting for it at once (a started one's follower leaves as it stops)."""
+    if start.done:
+        return
+    with contextlib.suppress(StorageError):
+        replica.journal.forget_front_end(replica.front_end)
+
+
+async def _listen_for_vms(
+    settings: ServeSettings,
+    endpoint: ActivityEndpoint,
+    vms: Sequence[Vm],
+    stack: contextlib.AsyncExitStack,
+) -> list[asyncio.Server]:
+    """The VM-facing listeners, each closed when ``stack`` is (open keep-alive connections
+    end with the process)."""
+    servers: list[asyncio.Server] = []
+    for host, port in listen_addresses(settings, vms):
+        try:
+            server = await start_imds_server(endpoint, host, port)
+        except OSError as exc:
+            reason = exc.strerror or str(exc).rpartition(": ")[2]
+            raise OSError(
+                f"the VM-facing endpoint cannot listen on {host}:{port}: {reason}"
+            ) from None
+        stack.callback(server.close)
+        servers.append(server)
+    return servers
+
+
+async def _serve_tls(
+    settings: ServeSettings,
+    where: tuple[str, int],
+    app: Any,
+    token: str,
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    tls_server = _tls_control_server(settings, where, app, token)
+    tls_socket = _listen(*where, "the control API over TLS")
+    task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
+
+    async def stop_tls() -> None:
+        tls_server.should_exit = True
+        tls_server.force_exit = True  # keep-alive connections of SDK clients are not waited for
+        await task
+
+    stack.push_async_callback(stop_tls)
+
+
+def _background_parts(
+    settings: ServeSettings, state: OpenedState, grid: EventGrid
+) -> list[tuple[str, BackgroundPart]]:
+    """What runs beside the listeners, in the order it starts (and the reverse it stops)."""
+    service = state.service
+    parts: list[tuple[str, BackgroundPart]] = [
+        ("the event log", functools.partial(watch_events, service.events))
+    ]
     if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
         from forewarn.cluster.tasks import run_front_end
 
-        front_end_task = asyncio.create_task(run_front_end(state.replica, stop))
-    grid_task = None
-    if grid is not None:
-        grid_task = asyncio.create_task(grid.run(stop))
-    hooks_task = None
+        follow = functools.partial(run_front_end, state.replica)
+        parts.append(("the shared journal's follower and leader", follow))
+    parts.append(("Event Grid's deliveries", grid.run))
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
-        hooks_task = asyncio.create_task(
-            watch_impacts(service.impacts, service.deletions_after, hooks, stop)
+        parts.append(
+            (
+                "the impact hooks",
+                functools.partial(watch_impacts, service.impacts, service.deletions_after, hooks),
+            )
         )
-    try:
-        await stop.wait()
-    finally:
-        await events_task
-        if grid_task is not None:
-            await grid_task
-            grid.store.close()  # type: ignore[union-attr]
-        if front_end_task is not None:
-            await front_end_task
-        if hooks_task is not None:
-            await hooks_task
-        if tls_server is not None and tls_task is not None:
-            tls_server.should_exit = True
-            # keep-alive connections of SDK clients are not waited for
-            tls_server.force_exit = True
-            await tls_task
-        for server in servers:
-            server.close()  # stop listening; open keep-alive connections end with the process
-        await control.stop()
-        service.close()
+    return parts
 
 
 @dataclass
@@ -450,10 +396,16 @@ class ControlPlane:
     task: asyncio.Task[None]
     token_path: Path
     link: str
+    #: Where it listens and the token it wrote there, removed again as it stops.
+    address: tuple[str, int]
+    token: str
 
     async def stop(self) -> None:
+        """Stop serving, then remove the token file while it still holds this server's
+        token (never another server's), so no token outlives a clean stop."""
         self.server.should_exit = True
         await self.task
+        remove_token(*self.address, self.token)
 
 
 async def start_control(app: ASGIApp, host: str, port: int, token: str) -> ControlPlane:
@@ -480,7 +432,8 @@ async def start_control(app: ASGIApp, host: str, port: int, token: str) -> Contr
             await task
             raise OSError(f"the control API could not listen on {host}:{port}")
         await asyncio.sleep(0.01)
-    return ControlPlane(control, task, token_path, f"{url_for(host, port)}/?token={token}")
+    link = f"{url_for(host, port)}/?token={token}"
+    return ControlPlane(control, task, token_path, link, (host, port), token)
 
 
 def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
@@ -494,6 +447,7 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
 
 
 __all__ = [
+    "EVENT_GRID_FILE",
     "ControlPlane",
     "ExposureError",
     "ServeSettings",
@@ -501,6 +455,7 @@ __all__ = [
     "accepted_hosts",
     "build_service",
     "check_control_exposure",
+    "check_tls",
     "control_line",
     "listen_addresses",
     "run",
