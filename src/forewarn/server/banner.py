@@ -31,8 +31,10 @@ def start_up_lines(
     profile: str,
     token: str,
     token_path: Path,
+    store: str | None = None,
 ) -> list[str]:
-    """The lines ``serve`` prints once it listens, in order."""
+    """The lines ``serve`` prints once it listens, in order; ``store``: how to name the
+    store (default: as the settings give it)."""
     addressed = [vm for vm in vms if vm.address is not None]
     # Where a VM answers: the bind address is no VM's when the fleet gives VMs addresses of
     # their own (nothing answers a request there), so the first of those.
@@ -48,7 +50,7 @@ def start_up_lines(
         f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents"
         f"{whose}; control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
         f"clock {settings.clock}, timing profile {profile}; "
-        f"state in {describe_store(settings)}."
+        f"state in {store or describe_store(settings)}."
     ]
     if addressed:
         shown = ", ".join(f"{vm.name} at {vm.address}" for vm in addressed[:_LISTED])

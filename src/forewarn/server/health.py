@@ -64,7 +64,10 @@ class Health:
         store_timeout: float = STORE_TIMEOUT,
         fresh_for: float = FRESH_FOR,
         clock: Callable[[], float] = time.monotonic,
+        workers: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
+        #: ``serve --workers``: how many worker processes are up, of how many wanted.
+        self.workers = workers
         self._check_store = check_store
         self._listening = listening
         self._stopping = stopping
@@ -141,7 +144,12 @@ def health_router(health: Health) -> APIRouter:
     async def healthz() -> JSONResponse:
         """Liveness (any answer) and readiness (200 or 503); never anything of the fleet."""
         found = await health.readiness()
-        body = {"status": "ready"} if found.ready else {"status": "unready", "reason": found.reason}
+        body: dict[str, object] = (
+            {"status": "ready"} if found.ready else {"status": "unready", "reason": found.reason}
+        )
+        if health.workers is not None:
+            up, wanted = health.workers()
+            body["workers"] = {"up": up, "wanted": wanted}
         return JSONResponse(
             body, status_code=200 if found.ready else 503, headers={"Cache-Control": "no-store"}
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import signal
@@ -34,6 +35,7 @@ from forewarn.server.banner import control_line, start_up_lines
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
+from forewarn.server.embedded_postgres import EmbeddedPostgres, holds_embedded_store
 from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
@@ -47,7 +49,15 @@ from forewarn.server.settings_checks import (
     listen_addresses,
     url_for,
 )
-from forewarn.server.state import OpenedState, is_shared, open_state, store_url
+from forewarn.server.state import (
+    SQLITE_FILE,
+    OpenedState,
+    describe_store,
+    is_shared,
+    open_state,
+    store_url,
+)
+from forewarn.server.workers import Workers, WorkerStartError, check_addresses_free
 from forewarn.storage.errors import CorruptStoreError, StorageError
 from forewarn.storage.urls import sqlite_path
 
@@ -93,6 +103,9 @@ class ServeSettings:
     dead_letter_dir: Path | None = None
     #: How long an Event Grid receiver has to answer, in real seconds.
     eventgrid_timeout: float = RESPONSE_TIMEOUT
+    #: Processes answering the VMs (``--workers``); above 1, the fleet is shared through
+    #: PostgreSQL (:mod:`forewarn.server.workers`).
+    workers: int = 1
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
@@ -244,9 +257,60 @@ async def serve(
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as stack:
-        for line in await _start(settings, stack, stop):
+        workers = None
+        store_shown = None
+        if _uses_workers(settings):
+            settings, store_shown = _store_for_workers(settings, stack)
+            workers = Workers(settings, settings.workers)
+        for line in await _start(settings, stack, stop, workers=workers, store_shown=store_shown):
             announce(line)
         await stop.wait()
+
+
+def _uses_workers(settings: ServeSettings) -> bool:
+    """Worker processes: asked for, or kept by the data directory (its own PostgreSQL)."""
+    if settings.workers > 1:
+        return True
+    return settings.data_dir is not None and holds_embedded_store(settings.data_dir)
+
+
+def _store_for_workers(
+    settings: ServeSettings, stack: contextlib.AsyncExitStack
+) -> tuple[ServeSettings, str]:
+    """The settings with the workers' shared store, and how the start-up line names it:
+    ``--store postgresql://...`` as given, else a PostgreSQL of serve's own under the data
+    directory (or a temporary one), started here and stopped when ``stack`` is left, after
+    everything that uses it."""
+    if settings.store is not None:
+        if not is_shared(settings.store):
+            raise WorkerStartError(
+                "--workers shares the fleet through PostgreSQL: give --store postgresql://... "
+                "or no --store (for a PostgreSQL of its own)"
+            )
+        return settings, describe_store(settings)
+    home = settings.data_dir
+    if home is not None and (home / SQLITE_FILE).exists() and not holds_embedded_store(home):
+        raise WorkerStartError(
+            f"{home} holds the journal of a single process ({SQLITE_FILE}); --workers keeps "
+            "its fleet in PostgreSQL: use another --data-dir"
+        )
+    server = EmbeddedPostgres(home)
+    stack.callback(server.stop)
+    url = server.start()
+    dead_letters = settings.dead_letter_dir
+    if home is not None:
+        dead_letters = dead_letters or home / "dead-letters"
+        shown = f"PostgreSQL of its own in {server.data}"
+    else:
+        shown = "PostgreSQL of its own in a temporary directory (lost on exit; use --data-dir)"
+    shared = dataclasses.replace(
+        settings,
+        store=url,
+        data_dir=None,
+        dead_letter_dir=dead_letters,
+        workers=max(settings.workers, 1),
+    )
+    return shared, shown
 
 
 class _Start:
@@ -256,9 +320,15 @@ class _Start:
 
 
 async def _start(
-    settings: ServeSettings, stack: contextlib.AsyncExitStack, stop: asyncio.Event
+    settings: ServeSettings,
+    stack: contextlib.AsyncExitStack,
+    stop: asyncio.Event,
+    *,
+    workers: Workers | None = None,
+    store_shown: str | None = None,
 ) -> list[str]:
-    """Open and start every part of ``serve`` into ``stack``; the start-up lines."""
+    """Open and start every part of ``serve`` into ``stack``; the start-up lines. With
+    ``workers``, they answer the VMs and this process serves the rest."""
     start = _Start()
     grid = _event_grid(settings, lambda: service, lambda: state.replica)
     # A failed start leaves the data directory as it found it; a stopping server keeps it.
@@ -269,7 +339,7 @@ async def _start(
     if state.replica is not None:
         # before listening: from its first answer on, writers wait for this front-end
         state.replica.register()
-        stack.callback(_leave_unless_started, state.replica, start)
+        stack.callback(leave_unless_started, state.replica, lambda: start.done)
     activity = Activity()
     endpoint = ActivityEndpoint(
         service,
@@ -278,7 +348,16 @@ async def _start(
         impact=ImpactPolicies.parse(settings.impact),
         group_writes=state.replica is not None,
     )
-    servers = await _listen_for_vms(settings, endpoint, service.vms(), stack)
+    if workers is None:
+        servers = await listen_for_vms(settings, endpoint, service.vms(), stack)
+        listening: Callable[[], bool] = lambda: all(server.is_serving() for server in servers)  # noqa: E731
+        workers_up = None
+    else:
+        check_addresses_free(listen_addresses(settings, service.vms()))
+        stack.push_async_callback(workers.stop)
+        await workers.start()
+        listening = lambda: workers.up > 0  # noqa: E731
+        workers_up = lambda: (workers.up, workers.count)  # noqa: E731
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
     control_app = create_control_app(
@@ -286,9 +365,7 @@ async def _start(
         activity=activity,
         runs=ScenarioRuns(lambda: _control_client(settings, token)),
         health=Health(
-            service.check_store,
-            listening=lambda: all(server.is_serving() for server in servers),
-            stopping=stop.is_set,
+            service.check_store, listening=listening, stopping=stop.is_set, workers=workers_up
         ),
         eventgrid=grid,
     )
@@ -306,34 +383,45 @@ async def _start(
         profile=service.clock_status().profile,
         token=token,
         token_path=control.token_path,
+        store=store_shown,
     )
-    for name, part in _background_parts(settings, state, grid):
+    parts = _background_parts(settings, state, grid)
+    if workers is not None:
+        lines.insert(
+            1,
+            f"  workers: {workers.count} processes answer the VMs (pids "
+            f"{', '.join(map(str, workers.pids()))}); this one serves the control API",
+        )
+        parts.append(("the workers' supervision", workers.supervise))
+    for name, part in parts:
         await stack.enter_async_context(running(name, part, stop))
     start.done = True
     return lines
 
 
-def _leave_unless_started(replica: Replica, start: _Start) -> None:
+def leave_unless_started(replica: Replica, started: Callable[[], bool]) -> None:
     """A front-end that joined the namespace's list but never served leaves it now, so
     writers stop waiting for it at once (a started one's follower leaves as it stops)."""
-    if start.done:
+    if started():
         return
     with contextlib.suppress(StorageError):
         replica.journal.forget_front_end(replica.front_end)
 
 
-async def _listen_for_vms(
+async def listen_for_vms(
     settings: ServeSettings,
     endpoint: ActivityEndpoint,
     vms: Sequence[Vm],
     stack: contextlib.AsyncExitStack,
+    *,
+    reuse_port: bool = False,
 ) -> list[asyncio.Server]:
     """The VM-facing listeners, each closed when ``stack`` is (open keep-alive connections
     end with the process)."""
     servers: list[asyncio.Server] = []
     for host, port in listen_addresses(settings, vms):
         try:
-            server = await start_imds_server(endpoint, host, port)
+            server = await start_imds_server(endpoint, host, port, reuse_port=reuse_port)
         except OSError as exc:
             reason = exc.strerror or str(exc).rpartition(": ")[2]
             raise OSError(
@@ -457,7 +545,9 @@ __all__ = [
     "check_control_exposure",
     "check_tls",
     "control_line",
+    "leave_unless_started",
     "listen_addresses",
+    "listen_for_vms",
     "run",
     "serve",
     "start_control",
