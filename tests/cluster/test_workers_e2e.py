@@ -196,6 +196,9 @@ def test_two_workers_answer_one_fleet_and_stop_with_everything_they_started(
         assert not _alive(first)
         assert served.text().count("exited with status") == 1
 
+        if data is not None:  # store check reads the running fleet through its server
+            assert "2 VM(s)" in _store_check(data)
+
         # SIGTERM: every process serve started is gone, and the exit status is 0.
         started |= restarted
         served.process.send_signal(signal.SIGTERM)
@@ -205,3 +208,14 @@ def test_two_workers_answer_one_fleet_and_stop_with_everything_they_started(
             assert (data / "postgres" / "PG_VERSION").exists(), "its data is kept"
             assert not (data / "postgres" / "postmaster.pid").exists(), "stopped cleanly"
         assert "Traceback" not in served.text()
+        if data is not None:  # and a stopped one through a server started for the check
+            assert "2 VM(s)" in _store_check(data)
+            assert not (data / "postgres" / "postmaster.pid").exists()
+
+
+def _store_check(data: Path) -> str:
+    argv = [sys.executable, "-m", "forewarn", "store", "check", "--data-dir", str(data)]
+    checked = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith("ok: "), checked.stdout
+    return checked.stdout

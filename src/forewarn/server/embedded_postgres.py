@@ -29,6 +29,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
@@ -41,6 +42,7 @@ __all__ = [
     "EmbeddedPostgresError",
     "binaries",
     "holds_embedded_store",
+    "store_of",
 ]
 
 #: The server's data directory inside ``serve``'s data directory.
@@ -88,6 +90,41 @@ def holds_embedded_store(data_dir: Path) -> bool:
     return (data_dir / DIRECTORY / "PG_VERSION").exists()
 
 
+@contextlib.contextmanager
+def store_of(data_dir: Path) -> Iterator[str]:
+    """The store URL of the ``--workers`` fleet kept in ``data_dir`` (``forewarn store
+    check``): its running server's when a ``serve`` runs it, else a server started for the
+    time of the block and stopped after."""
+    server = EmbeddedPostgres(data_dir)
+    try:
+        url = server.start()
+    except EmbeddedPostgresError:
+        running = _running_socket(data_dir / DIRECTORY)
+        if running is None:
+            raise
+        server.stop()
+        yield _url(running)
+        return
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+def _running_socket(data: Path) -> Path | None:
+    """The socket directory a running server of ``data`` wrote in its ``postmaster.pid``."""
+    try:
+        lines = (data / "postmaster.pid").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    return Path(lines[4]) if len(lines) > 4 and lines[4] else None
+
+
+def _url(socket_dir: Path, namespace: str = "default") -> str:
+    host = quote(str(socket_dir), safe="/")
+    return f"postgresql://postgres@/postgres?host={host}&namespace={namespace}"
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
     """In the child: stopped (SIGINT, PostgreSQL's fast shutdown) when ``serve`` dies."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -112,8 +149,7 @@ class EmbeddedPostgres:
 
     def url(self, namespace: str = "default") -> str:
         """The store URL naming this server (over its socket) and ``namespace``."""
-        host = quote(str(self._socket), safe="/")
-        return f"postgresql://postgres@/postgres?host={host}&namespace={namespace}"
+        return _url(self._socket, namespace)
 
     def start(self) -> str:
         """Lock the data directory, initialise the server's data once, start it; its URL."""
