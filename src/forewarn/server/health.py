@@ -11,6 +11,10 @@ answer means the process is alive; ``200 {"status": "ready"}`` that it is ready,
   not answer within :data:`STORE_TIMEOUT`; a SQLite file deleted, replaced or made
   inaccessible under the running server (:meth:`forewarn.storage.Journal.ping`).
 
+With ``serve --workers``, the answer also says how many worker processes listen, of how
+many wanted (``"workers": {"up": 2, "wanted": 2}``); the VM-facing endpoint counts as
+listening while one does.
+
 The reason is one short sentence; the store's own error (which names its address) goes to
 the server's log, once each time readiness changes. The store is checked in a worker thread,
 one check at a time, and a result is reused for :data:`FRESH_FOR` seconds, so callers hammering
