@@ -28,6 +28,7 @@ __all__ = [
     "TokenFileError",
     "find_token",
     "new_token",
+    "remove_token",
     "token_file",
     "token_origin",
     "write_token",
@@ -91,6 +92,33 @@ def write_token(host: str, port: int, token: str) -> Path:
             os.unlink(temporary, dir_fd=directory)
         os.close(directory)
     return path
+
+
+def remove_token(host: str, port: int, token: str) -> bool:
+    """Remove the token file of ``host:port`` if it still holds ``token``; whether it did.
+
+    ``serve`` calls it as it stops cleanly, so no token outlives the server it opens (a
+    killed server's stays, and the next one at that address replaces it). A file holding
+    another token is another server's (one at the same address in another network
+    namespace, or started since this one let its port go) and is left alone. The file is
+    read and removed in its directory opened without following links, as it is written."""
+    path = token_file(host, port)
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        descriptor = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=directory)
+        with os.fdopen(descriptor, encoding="utf-8") as handle:
+            held = handle.read(1024).strip()
+        if held != token:
+            return False
+        os.unlink(path.name, dir_fd=directory)
+    except (OSError, UnicodeDecodeError):
+        return False
+    finally:
+        os.close(directory)
+    return True
 
 
 def _is_link(name: str, directory: int) -> bool:

@@ -11,7 +11,7 @@ def test_serve_options_are_the_documented_ones() -> None:
     """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
     --start, --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
     --impact-hook-timeout, --control-tls, --tls-cert, --tls-key, --dead-letter-dir,
-    --eventgrid-timeout, --token, --config, --print-config, --log-level, --log-format, with
+    --eventgrid-timeout, --workers, --token, --config, --print-config, --log-level, --log-format, with
     their documented
     defaults (no --profile means documented, or what the data directory was created with)."""
     serve = load_command("serve")
@@ -47,6 +47,7 @@ def test_serve_options_are_the_documented_ones() -> None:
         "--tls-key": None,
         "--dead-letter-dir": None,
         "--eventgrid-timeout": 30.0,
+        "--workers": "1",
         "--token": None,
     }
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from forewarn.control_token import TokenFileError, find_token, token_file, write_token
+from forewarn.control_token import (
+    TokenFileError,
+    find_token,
+    remove_token,
+    token_file,
+    write_token,
+)
 from forewarn.server.runner import ServeSettings, control_line
 
 
@@ -65,3 +71,16 @@ def test_the_start_up_line_shows_a_made_up_token_only(tmp_path: Path) -> None:
     chosen = control_line(ServeSettings(token="chosen"), "chosen", path)
     assert "chosen" not in chosen.replace("--token", "")
     assert str(path) in chosen
+
+
+def test_a_stopping_server_removes_its_own_token_only(runtime: Path) -> None:
+    """``serve`` removes its token file as it stops cleanly, unless the file now holds
+    another server's token (tests/cli/test_serve_stops_cleanly.py runs both through real
+    processes)."""
+    path = write_token("127.0.0.1", 16955, "mine")
+    assert remove_token("127.0.0.1", 16955, "mine")
+    assert not path.exists()
+    assert not remove_token("127.0.0.1", 16955, "mine"), "nothing left to remove"
+    write_token("127.0.0.1", 16955, "another server's")
+    assert not remove_token("127.0.0.1", 16955, "mine")
+    assert find_token("127.0.0.1", 16955) == "another server's"

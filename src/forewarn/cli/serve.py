@@ -228,6 +228,16 @@ def _load_config_file(context: click.Context, _: click.Parameter, path: Path | N
     help="Seconds an Event Grid receiver has to answer a delivery (Event Grid waits 30).",
 )
 @click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    metavar="N|auto",
+    callback=lambda _context, _param, value: _workers(value),
+    help="Processes answering the VMs behind the same addresses (auto: one per core this "
+    "process may use); above 1 they share the fleet through PostgreSQL: --store "
+    "postgresql://..., or one of its own under --data-dir (pip install 'forewarn[workers]').",
+)
+@click.option(
     "--token",
     default=None,
     envvar="FOREWARN_TOKEN",
@@ -260,6 +270,7 @@ def serve(
     print_config: bool,
     log_level: str,
     log_format: str,
+    workers: int,
 ) -> None:
     """Serve /metadata/scheduledevents (and the control API) until interrupted."""
     # The server stack is imported here, by the one command that runs it, so the client
@@ -267,8 +278,10 @@ def serve(
     from forewarn.config.fleet import FleetFileError
     from forewarn.control_token import TokenFileError
     from forewarn.replay import ReplayError
+    from forewarn.server.embedded_postgres import EmbeddedPostgresError
     from forewarn.server.runner import ExposureError, ServeSettings, TlsSettingsError, run
     from forewarn.server.state import StateMismatchError
+    from forewarn.server.workers import WorkerStartError
     from forewarn.storage.errors import StorageError
 
     host, port = parse_address(bind, DEFAULT_PORT)
@@ -305,6 +318,7 @@ def serve(
         tls_key=tls_key,
         dead_letter_dir=dead_letter_dir,
         eventgrid_timeout=eventgrid_timeout,
+        workers=workers,
     )
     if print_config:
         _print_config(click.get_current_context())
@@ -321,6 +335,8 @@ def serve(
         ReplayError,
         TokenFileError,
         TlsSettingsError,
+        EmbeddedPostgresError,
+        WorkerStartError,
     ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -345,6 +361,23 @@ def _print_config(context: click.Context) -> None:
             value = list(value)
         shown[name.replace("_", "-")] = value
     click.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
+
+
+def _workers(value: str) -> int:
+    """``--workers``: a count of at least 1, or ``auto`` (the cores this process may use)."""
+    if value == "auto":
+        import os
+
+        return len(os.sched_getaffinity(0))
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise click.BadParameter(
+            f"{value!r}: a number of at least 1, or auto", param_hint="--workers"
+        )
+    return count
 
 
 def _a_number(value: float, option: str) -> float:

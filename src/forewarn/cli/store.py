@@ -38,16 +38,22 @@ def check(url: str | None, data_dir: Path | None) -> None:
     # Replaying needs the domain and the store, not the server: imported here, by the one
     # command that uses them, so the client commands stay light.
     from forewarn.errors import ForewarnError
+    from forewarn.server.embedded_postgres import holds_embedded_store, store_of
     from forewarn.server.state import SQLITE_FILE, check_store, reaching_the_store
 
     if (url is None) == (data_dir is None):
         raise click.UsageError("give one of --store and --data-dir")
-    if data_dir is not None:
-        url = f"sqlite:///{(data_dir / SQLITE_FILE).resolve()}"
-    assert url is not None
     try:
-        with reaching_the_store(url):
-            summary = check_store(url)
+        if data_dir is not None and holds_embedded_store(data_dir):
+            # a --workers fleet: its PostgreSQL, running or started for the check
+            with store_of(data_dir) as embedded:
+                summary = check_store(embedded)
+        else:
+            if data_dir is not None:
+                url = f"sqlite:///{(data_dir / SQLITE_FILE).resolve()}"
+            assert url is not None
+            with reaching_the_store(url):
+                summary = check_store(url)
     except ForewarnError as exc:
         raise click.ClickException(str(exc)) from None
     last = summary.last_at.isoformat() if summary.last_at else "none"

@@ -121,8 +121,10 @@ def _tick_if_due(replica: Replica) -> float:
     return 0.0
 
 
-async def run_front_end(replica: Replica, stop: asyncio.Event) -> None:
-    """Follow and (when elected) lead until ``stop`` is set, on connections of their own."""
+async def run_front_end(replica: Replica, stop: asyncio.Event, *, leads: bool = True) -> None:
+    """Follow and (when elected) lead until ``stop`` is set, on connections of their own;
+    ``leads=False``: follow only, never asking for the leader lock (a worker of ``serve
+    --workers``, whose supervising process leads)."""
     reader: PostgresJournal | None = None
     backoff = BACKOFF_SECONDS[0]
     while reader is None and not stop.is_set():
@@ -135,9 +137,12 @@ async def run_front_end(replica: Replica, stop: asyncio.Event) -> None:
     if reader is None:
         return
     try:
-        await asyncio.gather(
-            follow(replica, reader, stop), lead(replica, replica.journal.leadership(), stop)
-        )
+        if leads:
+            await asyncio.gather(
+                follow(replica, reader, stop), lead(replica, replica.journal.leadership(), stop)
+            )
+        else:
+            await follow(replica, reader, stop)
     finally:
         if replica.registered:  # writers stop waiting for it now, not when it goes silent
             with contextlib.suppress(StorageError):

@@ -47,14 +47,27 @@ class _TextFormatter(logging.Formatter):
         return f"{text} {fields}" if fields else text
 
 
-def configure_logging(level: str, log_format: str) -> None:
-    """Route the ``forewarn`` loggers to standard error at ``level`` in ``log_format``."""
+def configure_logging(level: str, log_format: str, **every_line: object) -> None:
+    """Route the ``forewarn`` loggers to standard error at ``level`` in ``log_format``;
+    ``every_line``: fields added to every line (``serve --workers``: which worker wrote it)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if log_format == "json" else _TextFormatter())
+    if every_line:
+        handler.addFilter(_WithFields(every_line))
     root = logging.getLogger("forewarn")
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
     root.propagate = False
+
+
+class _WithFields(logging.Filter):
+    def __init__(self, fields: dict[str, object]) -> None:
+        super().__init__()
+        self._fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.fields = {**getattr(record, "fields", {}), **self._fields}
+        return True
 
 
 def log(logger: logging.Logger, level: int, message: str, **fields: object) -> None:

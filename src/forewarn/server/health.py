@@ -11,6 +11,10 @@ answer means the process is alive; ``200 {"status": "ready"}`` that it is ready,
   not answer within :data:`STORE_TIMEOUT`; a SQLite file deleted, replaced or made
   inaccessible under the running server (:meth:`forewarn.storage.Journal.ping`).
 
+With ``serve --workers``, the answer also says how many worker processes listen, of how
+many wanted (``"workers": {"up": 2, "wanted": 2}``); the VM-facing endpoint counts as
+listening while one does.
+
 The reason is one short sentence; the store's own error (which names its address) goes to
 the server's log, once each time readiness changes. The store is checked in a worker thread,
 one check at a time, and a result is reused for :data:`FRESH_FOR` seconds, so callers hammering
@@ -64,7 +68,10 @@ class Health:
         store_timeout: float = STORE_TIMEOUT,
         fresh_for: float = FRESH_FOR,
         clock: Callable[[], float] = time.monotonic,
+        workers: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
+        #: ``serve --workers``: how many worker processes are up, of how many wanted.
+        self.workers = workers
         self._check_store = check_store
         self._listening = listening
         self._stopping = stopping
@@ -141,7 +148,12 @@ def health_router(health: Health) -> APIRouter:
     async def healthz() -> JSONResponse:
         """Liveness (any answer) and readiness (200 or 503); never anything of the fleet."""
         found = await health.readiness()
-        body = {"status": "ready"} if found.ready else {"status": "unready", "reason": found.reason}
+        body: dict[str, object] = (
+            {"status": "ready"} if found.ready else {"status": "unready", "reason": found.reason}
+        )
+        if health.workers is not None:
+            up, wanted = health.workers()
+            body["workers"] = {"up": up, "wanted": wanted}
         return JSONResponse(
             body, status_code=200 if found.ready else 503, headers={"Cache-Control": "no-store"}
         )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
-import ipaddress
+import functools
 import logging
 import os
 import signal
 import socket
-import ssl
+import sqlite3
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,24 +22,37 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from forewarn.control_token import new_token, write_token
+from forewarn.control_token import new_token, remove_token, write_token
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
-from forewarn.errors import ForewarnError
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT
 from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, log, watch_events
+from forewarn.server.background import BackgroundPart, running
+from forewarn.server.banner import control_line, start_up_lines
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
+from forewarn.server.embedded_postgres import EmbeddedPostgres, holds_embedded_store
 from forewarn.server.health import Health
 from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
+from forewarn.server.settings_checks import (
+    ExposureError,
+    TlsSettingsError,
+    accepted_hosts,
+    check_control_exposure,
+    check_settings,
+    check_tls,
+    listen_addresses,
+    url_for,
+)
 from forewarn.server.state import (
+    SQLITE_FILE,
     OpenedState,
     describe_store,
     is_shared,
@@ -46,6 +60,8 @@ from forewarn.server.state import (
     reaching_the_store,
     store_url,
 )
+from forewarn.server.workers import Workers, WorkerStartError, check_addresses_free
+from forewarn.storage.errors import CorruptStoreError, StorageError
 from forewarn.storage.urls import sqlite_path
 
 if TYPE_CHECKING:
@@ -90,27 +106,14 @@ class ServeSettings:
     dead_letter_dir: Path | None = None
     #: How long an Event Grid receiver has to answer, in real seconds.
     eventgrid_timeout: float = RESPONSE_TIMEOUT
+    #: Processes answering the VMs (``--workers``); above 1, the fleet is shared through
+    #: PostgreSQL (:mod:`forewarn.server.workers`).
+    workers: int = 1
 
 
 def build_service(settings: ServeSettings) -> ScheduledEventsService:
     """The service for ``settings``: fresh, or rebuilt from its data directory's journal."""
     return open_state(settings).service
-
-
-def listen_addresses(settings: ServeSettings, vms: Sequence[Vm]) -> list[tuple[str, int]]:
-    """The bind address, plus each VM's own address on the same port.
-
-    A wildcard bind address (``0.0.0.0``, ``::``) already receives every VM's connections,
-    each told apart by the address it arrived at, so it is the one listener however many VMs
-    there are: the way to serve a large fleet inside a network namespace of its own.
-    """
-    addresses = [(settings.host, settings.port)]
-    if _is_wildcard(settings.host):
-        return addresses
-    for vm in vms:
-        if vm.address is not None and vm.address != settings.host:
-            addresses.append((vm.address, settings.port))
-    return addresses
 
 
 class _ControlServer(uvicorn.Server):
@@ -121,15 +124,11 @@ class _ControlServer(uvicorn.Server):
         yield
 
 
-#: How many VMs the start-up lines name; ``forewarn vm list`` shows them all.
-_LISTED = 8
-
-
 def _event_grid(
     settings: ServeSettings,
     service: Callable[[], ScheduledEventsService],
     replica: Callable[[], Replica | None],
-) -> EventGrid | None:
+) -> EventGrid:
     """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), in
     memory, or in the shared PostgreSQL database, where only the leader delivers."""
     url = store_url(settings)
@@ -157,10 +156,17 @@ def _event_grid(
         dead_letters = dead_letters or settings.data_dir / "dead-letters"
     elif url is not None:
         path = Path(sqlite_path(url) + "." + EVENT_GRID_FILE)
+    try:
+        store = DeliveryStore(path)
+    except sqlite3.Error as exc:
+        raise CorruptStoreError(
+            f"Event Grid's state in {path} cannot be opened: {exc} (move the file aside to "
+            "start without its subscriptions)"
+        ) from None
     return EventGrid(
         lambda: service().now(),
         lambda: service().published().sequence,
-        DeliveryStore(path),
+        store,
         validation_base=url_for(settings.control_host, settings.control_port),
         dead_letters=dead_letters,
         response_timeout=settings.eventgrid_timeout,
@@ -230,97 +236,6 @@ def listen_refusal(what: str, host: str, port: int, exc: OSError, option: str) -
     return OSError(f"{what} cannot listen on {host}:{port}: {reason}{fix}")
 
 
-def accepted_hosts(host: str, port: int) -> list[str] | None:
-    """The ``Host`` headers the control API answers: its own names on loopback (so a page
-    on another name, rebound to 127.0.0.1, is refused); any elsewhere, where the token alone
-    decides."""
-    if not _is_loopback(host):
-        return None
-    names = {host, "localhost", "127.0.0.1", "[::1]"}
-    hosts = [f"{name}:{port}" for name in names]
-    if port == 80:
-        hosts += list(names)
-    return hosts
-
-
-def _is_wildcard(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_tls(settings: ServeSettings) -> None:
-    """Refuse TLS settings that cannot work before anything listens: one clear line."""
-    if settings.control_tls is None:
-        return
-    if settings.tls_cert is None:
-        raise TlsSettingsError(
-            "--control-tls needs --tls-cert (and --tls-key unless the "
-            "certificate file holds the key)"
-        )
-    # Each file read on its own first: ssl names neither when one of them cannot be opened.
-    for what, option, path in (
-        ("certificate", "--tls-cert", settings.tls_cert),
-        ("key", "--tls-key", settings.tls_key),
-    ):
-        if path is None:
-            continue
-        try:
-            path.read_bytes()
-        except OSError as exc:
-            raise TlsSettingsError(
-                f"cannot read the TLS {what} {path}: {exc.strerror or exc}; check {option}"
-            ) from None
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        context.load_cert_chain(settings.tls_cert, settings.tls_key)
-    except (OSError, ssl.SSLError) as exc:
-        key = "" if settings.tls_key is None else f" with the key {settings.tls_key}"
-        raise TlsSettingsError(
-            f"cannot use the TLS certificate {settings.tls_cert}{key}: {exc}"
-        ) from None
-
-
-class TlsSettingsError(ForewarnError):
-    """The control API's TLS certificate or key cannot be used."""
-
-
-def check_control_exposure(settings: ServeSettings) -> None:
-    """Refuse to offer the control API beyond this machine under a token nobody chose."""
-    if settings.token is None and not _is_loopback(settings.control_host):
-        raise ExposureError(
-            f"refusing to serve the control API on {settings.control_host} without a token: "
-            "pass --token (or FOREWARN_TOKEN), or --control 127.0.0.1:PORT"
-        )
-
-
-class ExposureError(ForewarnError):
-    """The control API would be reachable from elsewhere with no chosen token."""
-
-
-def control_line(settings: ServeSettings, token: str, token_path: Path) -> str:
-    """The start-up line of the control API: the link with its token when forewarn made the
-    token up, but never a token the user chose (``--token``, ``FOREWARN_TOKEN``), which start-up
-    lines would copy into every log that keeps them (a pod's, a CI job's)."""
-    control_url = url_for(settings.control_host, settings.control_port)
-    if settings.token is None:
-        return f"  control: {control_url}/?token={token} (the token is also in {token_path})"
-    return (
-        f"  control: {control_url}/?token=<the token given with --token or FOREWARN_TOKEN, "
-        f"not shown here; the CLI finds it in {token_path}>"
-    )
-
-
 def _raise_descriptor_limit() -> None:
     """Every VM's kept connection (and, at their own addresses, every VM's listener) is a
     descriptor, and services start with a soft limit of 1,024 whatever the hard one: the
@@ -334,9 +249,11 @@ def _raise_descriptor_limit() -> None:
         )
 
 
-def url_for(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}" + ("" if port == 80 else f":{port}")
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
 
 
 async def serve(
@@ -345,44 +262,114 @@ async def serve(
     announce: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run both planes until SIGINT/SIGTERM (or ``stop`` is set)."""
-    check_control_exposure(settings)
-    check_tls(settings)
+    """Run both planes until SIGINT/SIGTERM (or ``stop`` is set).
+
+    Everything that opens (the stores, the listeners, the control API, the background
+    parts) is entered in one exit stack as it starts: leaving it, on the way out or when a
+    later step of the start fails, closes what was opened in the reverse order, so a start
+    refused at its control port leaves no journal open and no write-ahead log behind."""
+    check_settings(settings)
     configure_logging(settings.log_level, settings.log_format)
     _raise_descriptor_limit()
-    # The control address is claimed first, before the store is opened or any VM-facing
-    # address bound: a second serve at the same control address stops here, touching nothing.
-    control_socket = _bound(
-        settings.control_host, settings.control_port, "the control API", "--control"
+    stop = stop or asyncio.Event()
+    _stop_on_signals(stop)
+    async with contextlib.AsyncExitStack() as stack:
+        # The control address is claimed first, before the store is opened or any VM-facing
+        # address bound: a second serve at the same control address stops here, touching
+        # nothing.
+        control_socket = _bound(
+            settings.control_host, settings.control_port, "the control API", "--control"
+        )
+        stack.callback(control_socket.close)
+        workers = None
+        store_shown = None
+        if _uses_workers(settings):
+            settings, store_shown = _store_for_workers(settings, stack)
+            workers = Workers(settings, settings.workers)
+        lines = await _start(
+            settings, stack, stop, control_socket, workers=workers, store_shown=store_shown
+        )
+        for line in lines:
+            announce(line)
+        await stop.wait()
+
+
+def _uses_workers(settings: ServeSettings) -> bool:
+    """Worker processes: asked for, or kept by the data directory (its own PostgreSQL)."""
+    if settings.workers > 1:
+        return True
+    return settings.data_dir is not None and holds_embedded_store(settings.data_dir)
+
+
+def _store_for_workers(
+    settings: ServeSettings, stack: contextlib.AsyncExitStack
+) -> tuple[ServeSettings, str]:
+    """The settings with the workers' shared store, and how the start-up line names it:
+    ``--store postgresql://...`` as given, else a PostgreSQL of serve's own under the data
+    directory (or a temporary one), started here and stopped when ``stack`` is left, after
+    everything that uses it."""
+    if settings.store is not None:
+        if not is_shared(settings.store):
+            raise WorkerStartError(
+                "--workers shares the fleet through PostgreSQL: give --store postgresql://... "
+                "or no --store (for a PostgreSQL of its own)"
+            )
+        return settings, describe_store(settings)
+    home = settings.data_dir
+    if home is not None and (home / SQLITE_FILE).exists() and not holds_embedded_store(home):
+        raise WorkerStartError(
+            f"{home} holds the journal of a single process ({SQLITE_FILE}); --workers keeps "
+            "its fleet in PostgreSQL: use another --data-dir"
+        )
+    server = EmbeddedPostgres(home)
+    stack.callback(server.stop)
+    url = server.start()
+    dead_letters = settings.dead_letter_dir
+    if home is not None:
+        dead_letters = dead_letters or home / "dead-letters"
+        shown = f"PostgreSQL of its own in {server.data}"
+    else:
+        shown = "PostgreSQL of its own in a temporary directory (lost on exit; use --data-dir)"
+    shared = dataclasses.replace(
+        settings,
+        store=url,
+        data_dir=None,
+        dead_letter_dir=dead_letters,
+        workers=max(settings.workers, 1),
     )
-    try:
-        await _serve(settings, control_socket, announce=announce, stop=stop)
-    finally:
-        control_socket.close()
+    return shared, shown
 
 
-async def _serve(
+class _Start:
+    """Whether the start went through: what a failed start made is undone, not kept."""
+
+    done = False
+
+
+async def _start(
     settings: ServeSettings,
+    stack: contextlib.AsyncExitStack,
+    stop: asyncio.Event,
     control_socket: socket.socket,
     *,
-    announce: Callable[[str], None],
-    stop: asyncio.Event | None,
-) -> None:
+    workers: Workers | None = None,
+    store_shown: str | None = None,
+) -> list[str]:
+    """Open and start every part of ``serve`` into ``stack``, its control API on
+    ``control_socket`` (bound already); the start-up lines. With ``workers``, they answer
+    the VMs and this process serves the rest."""
+    start = _Start()
     with reaching_the_store(store_url(settings)):
         grid = _event_grid(settings, lambda: service, lambda: state.replica)
-        try:
-            state: OpenedState = open_state(settings, None if grid is None else grid.on_change)
-        except BaseException:
-            if grid is not None:
-                grid.store.abandon()
-            raise
+        # A failed start leaves the data directory as it found it; a stopping server keeps it.
+        stack.callback(lambda: grid.store.close() if start.done else grid.store.abandon())
+        state: OpenedState = open_state(settings, grid.on_change)
     service = state.service
+    stack.callback(service.close)
     if state.replica is not None:
-        try:  # before listening: from its first answer on, writers wait for this front-end
-            state.replica.register()
-        except BaseException:
-            service.close()
-            raise
+        # before listening: from its first answer on, writers wait for this front-end
+        state.replica.register()
+        stack.callback(leave_unless_started, state.replica, lambda: start.done)
     activity = Activity()
     endpoint = ActivityEndpoint(
         service,
@@ -391,18 +378,16 @@ async def _serve(
         impact=ImpactPolicies.parse(settings.impact),
         group_writes=state.replica is not None,
     )
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop.set)
-
-    servers = []
-    for host, port in listen_addresses(settings, service.vms()):
-        try:
-            servers.append(await start_imds_server(endpoint, host, port))
-        except OSError as exc:
-            raise listen_refusal("the VM-facing endpoint", host, port, exc, "--bind") from None
+    if workers is None:
+        servers = await listen_for_vms(settings, endpoint, service.vms(), stack)
+        listening: Callable[[], bool] = lambda: all(server.is_serving() for server in servers)  # noqa: E731
+        workers_up = None
+    else:
+        check_addresses_free(listen_addresses(settings, service.vms()))
+        stack.push_async_callback(workers.stop)
+        await workers.start()
+        listening = lambda: workers.up > 0  # noqa: E731
+        workers_up = lambda: (workers.up, workers.count)  # noqa: E731
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
     control_app = create_control_app(
@@ -410,93 +395,114 @@ async def _serve(
         activity=activity,
         runs=ScenarioRuns(lambda: _control_client(settings, token)),
         health=Health(
-            service.check_store,
-            listening=lambda: all(server.is_serving() for server in servers),
-            stopping=stop.is_set,
+            service.check_store, listening=listening, stopping=stop.is_set, workers=workers_up
         ),
         eventgrid=grid,
     )
     control = await start_control(
         control_app, settings.control_host, settings.control_port, token, bound=control_socket
     )
-    tls_server = tls_task = None
+    stack.push_async_callback(control.stop)
     if settings.control_tls is not None:
-        tls_server = _tls_control_server(settings, settings.control_tls, control_app, token)
-        tls_host, tls_port = settings.control_tls
-        tls_socket = _listen(
-            _bound(tls_host, tls_port, "the control API over TLS", "--control-tls")
-        )
-        tls_task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
+        await _serve_tls(settings, settings.control_tls, control_app, token, stack)
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
     # process: out of the collector's sight (forewarn.server.heap).
     settle_heap()
+    lines = start_up_lines(
+        settings,
+        service.vms(),
+        profile=service.clock_status().profile,
+        token=token,
+        token_path=control.token_path,
+        store=store_shown,
+    )
+    parts = _background_parts(settings, state, grid)
+    if workers is not None:
+        lines.insert(
+            1,
+            f"  workers: {workers.count} processes answer the VMs (pids "
+            f"{', '.join(map(str, workers.pids()))}); this one serves the control API",
+        )
+        parts.append(("the workers' supervision", workers.supervise))
+    for name, part in parts:
+        await stack.enter_async_context(running(name, part, stop))
+    start.done = True
+    return lines
 
-    vms = service.vms()
-    addressed = [vm for vm in vms if vm.address is not None]
-    # Where a VM answers: the bind address is no VM's when the fleet gives VMs addresses of
-    # their own (nothing answers a request there), so the first of those.
-    first = next((vm for vm in addressed if vm.address == settings.host), None)
-    if first is None and addressed:
-        first = addressed[0]
-    endpoint_url = url_for(settings.host if first is None else str(first.address), settings.port)
-    vm_names = ", ".join(vm.name for vm in vms[:5])
-    more = len(vms) - 5
-    whose = "" if first is None else f" ({first.name}'s; each VM at its own address)"
-    announce(
-        f"forewarn: Scheduled Events for {len(vms)} VM(s) ({vm_names}"
-        f"{f' and {more} more' if more > 0 else ''}) at {endpoint_url}/metadata/scheduledevents"
-        f"{whose}; control API at {url_for(settings.control_host, settings.control_port)}/api/v1; "
-        f"clock {settings.clock}, timing profile {service.clock_status().profile}; "
-        f"state in {describe_store(settings)}."
-    )
-    if addressed:
-        shown = ", ".join(f"{vm.name} at {vm.address}" for vm in addressed[:_LISTED])
-        rest = len(addressed) - _LISTED
-        announce(f"  VMs: {shown}{f' and {rest} more' if rest > 0 else ''}")
-    announce(
-        f"  try: curl -H Metadata:true "
-        f'"{endpoint_url}/metadata/scheduledevents?api-version=2020-07-01"'
-    )
-    announce(control_line(settings, token, control.token_path))
-    if settings.control_tls is not None:
-        tls_url = url_for(*settings.control_tls).replace("http://", "https://", 1)
-        announce(f"  control over TLS (for the Azure SDKs): {tls_url}")
-    events_task = asyncio.create_task(watch_events(service.events, stop))
-    front_end_task = None
+
+def leave_unless_started(replica: Replica, started: Callable[[], bool]) -> None:
+    """A front-end that joined the namespace's list but never served leaves it now, so
+    writers stop waiting for it at once (a started one's follower leaves as it stops)."""
+    if started():
+        return
+    with contextlib.suppress(StorageError):
+        replica.journal.forget_front_end(replica.front_end)
+
+
+async def listen_for_vms(
+    settings: ServeSettings,
+    endpoint: ActivityEndpoint,
+    vms: Sequence[Vm],
+    stack: contextlib.AsyncExitStack,
+    *,
+    reuse_port: bool = False,
+) -> list[asyncio.Server]:
+    """The VM-facing listeners, each closed when ``stack`` is (open keep-alive connections
+    end with the process)."""
+    servers: list[asyncio.Server] = []
+    for host, port in listen_addresses(settings, vms):
+        try:
+            server = await start_imds_server(endpoint, host, port, reuse_port=reuse_port)
+        except OSError as exc:
+            raise listen_refusal("the VM-facing endpoint", host, port, exc, "--bind") from None
+        stack.callback(server.close)
+        servers.append(server)
+    return servers
+
+
+async def _serve_tls(
+    settings: ServeSettings,
+    where: tuple[str, int],
+    app: Any,
+    token: str,
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    tls_server = _tls_control_server(settings, where, app, token)
+    tls_socket = _listen(_bound(*where, "the control API over TLS", "--control-tls"))
+    task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
+
+    async def stop_tls() -> None:
+        tls_server.should_exit = True
+        tls_server.force_exit = True  # keep-alive connections of SDK clients are not waited for
+        await task
+
+    stack.push_async_callback(stop_tls)
+
+
+def _background_parts(
+    settings: ServeSettings, state: OpenedState, grid: EventGrid
+) -> list[tuple[str, BackgroundPart]]:
+    """What runs beside the listeners, in the order it starts (and the reverse it stops)."""
+    service = state.service
+    parts: list[tuple[str, BackgroundPart]] = [
+        ("the event log", functools.partial(watch_events, service.events))
+    ]
     if state.replica is not None:  # one of the front-ends sharing a PostgreSQL journal
         from forewarn.cluster.tasks import run_front_end
 
-        front_end_task = asyncio.create_task(run_front_end(state.replica, stop))
-    grid_task = None
-    if grid is not None:
-        grid_task = asyncio.create_task(grid.run(stop))
-    hooks_task = None
+        follow = functools.partial(run_front_end, state.replica)
+        parts.append(("the shared journal's follower and leader", follow))
+    parts.append(("Event Grid's deliveries", grid.run))
     if settings.impact_hook is not None:
         hooks = ImpactHooks(settings.impact_hook, timeout=settings.impact_hook_timeout)
-        hooks_task = asyncio.create_task(
-            watch_impacts(service.impacts, service.deletions_after, hooks, stop)
+        parts.append(
+            (
+                "the impact hooks",
+                functools.partial(watch_impacts, service.impacts, service.deletions_after, hooks),
+            )
         )
-    try:
-        await stop.wait()
-    finally:
-        await events_task
-        if grid_task is not None:
-            await grid_task
-            grid.store.close()  # type: ignore[union-attr]
-        if front_end_task is not None:
-            await front_end_task
-        if hooks_task is not None:
-            await hooks_task
-        if tls_server is not None and tls_task is not None:
-            tls_server.should_exit = True
-            # keep-alive connections of SDK clients are not waited for
-            tls_server.force_exit = True
-            await tls_task
-        for server in servers:
-            server.close()  # stop listening; open keep-alive connections end with the process
-        await control.stop()
-        service.close()
+    return parts
 
 
 @dataclass
@@ -507,10 +513,16 @@ class ControlPlane:
     task: asyncio.Task[None]
     token_path: Path
     link: str
+    #: Where it listens and the token it wrote there, removed again as it stops.
+    address: tuple[str, int]
+    token: str
 
     async def stop(self) -> None:
+        """Stop serving, then remove the token file while it still holds this server's
+        token (never another server's), so no token outlives a clean stop."""
         self.server.should_exit = True
         await self.task
+        remove_token(*self.address, self.token)
 
 
 async def start_control(
@@ -539,7 +551,8 @@ async def start_control(
             await task
             raise OSError(f"the control API could not listen on {host}:{port}")
         await asyncio.sleep(0.01)
-    return ControlPlane(control, task, token_path, f"{url_for(host, port)}/?token={token}")
+    link = f"{url_for(host, port)}/?token={token}"
+    return ControlPlane(control, task, token_path, link, (host, port), token)
 
 
 def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> None:
@@ -553,6 +566,7 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
 
 
 __all__ = [
+    "EVENT_GRID_FILE",
     "ControlPlane",
     "ExposureError",
     "ServeSettings",
@@ -560,8 +574,11 @@ __all__ = [
     "accepted_hosts",
     "build_service",
     "check_control_exposure",
+    "check_tls",
     "control_line",
+    "leave_unless_started",
     "listen_addresses",
+    "listen_for_vms",
     "listen_refusal",
     "run",
     "serve",

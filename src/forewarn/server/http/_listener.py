@@ -18,8 +18,12 @@ async def start_imds_server(
     endpoint: ImdsEndpoint,
     host: str,
     port: int,
+    *,
+    reuse_port: bool = False,
 ) -> asyncio.Server:
-    """Listen on ``host:port`` and answer the VM-facing endpoint there."""
+    """Listen on ``host:port`` and answer the VM-facing endpoint there; ``reuse_port``: beside
+    the other processes listening there with it (``serve --workers``: the kernel spreads the
+    connections over them)."""
     loop = asyncio.get_running_loop()
     shared = _SHARED.get(endpoint)
     if shared is None or shared.loop is not loop:
@@ -30,4 +34,5 @@ async def start_imds_server(
         host,
         port,
         backlog=4096,
+        reuse_port=reuse_port or None,
     )

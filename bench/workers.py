@@ -1,0 +1,153 @@
+"""``forewarn serve`` on one process beside ``forewarn serve --workers N``, side by side in one
+run: the real workload's VMs (``bench.realworkload``: each at its own address, polling once
+a period, in a network namespace of the run's own) polling each server in turn, the CPU of
+every process the server started counted per answered poll (the supervisor, the workers and
+its PostgreSQL).
+
+``python -m bench.workers [--vms N] [--workers N] [--seconds S] [--rounds R] [--mode MODE]``
+prints the rows and the ratio as JSON. Not yet one of ``python -m bench``'s scenarios: its
+figures are quoted by hand (docs/scale-out.md, "Workers"). Needs what the real workload
+needs (root, iproute2, gcc) and the ``workers`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.fleetgen import addresses, fleet_yaml
+from bench.loadgen.poller import Pollers, build_poller, write_targets
+from bench.realworkload import ROOT, fetch_documents, private_namespace
+from bench.servers import Forewarn, cpu_seconds
+from bench.tools import free_port, raise_open_files
+
+
+class _Tree(Forewarn):
+    """A ``forewarn serve`` whose serving processes are it and all its descendants."""
+
+    def serving_pids(self) -> list[int]:
+        if self.process is None:
+            return []
+        found, frontier = [self.process.pid], [self.process.pid]
+        while frontier:
+            parent = frontier.pop()
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry))
+                    frontier.append(int(entry))
+        return found
+
+
+def measure(
+    work: Path, *, poller: Path, vms: int, workers: int, seconds: float, rounds: int, mode: str
+) -> dict[str, Any]:
+    raise_open_files(vms + 1024)
+    hosts = list(addresses(vms))
+    options = ("--timing", "first_call_delay=0")
+    home = Path(tempfile.mkdtemp(prefix="forewarn-bench-workers-"))
+    home.chmod(0o711)
+    servers = {
+        "one process": _Tree(
+            work / "one", fleet_yaml(vms), host="0.0.0.0", port=free_port("0.0.0.0"),
+            control_host="127.0.0.1", control_port=free_port(), options=options,
+            start_timeout=600,
+        ),
+        f"{workers} workers": _Tree(
+            work / "workers", fleet_yaml(vms), host="0.0.0.0", port=free_port("0.0.0.0"),
+            control_host="127.0.0.1", control_port=free_port(),
+            options=(*options, "--workers", str(workers), "--data-dir", str(home / "data")),
+            start_timeout=600,
+        ),
+    }  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    with servers["one process"] as one, servers[f"{workers} workers"] as many:
+        # Every VM polled once first, on both: its first request turns Scheduled Events on,
+        # journaled (in PostgreSQL for the workers), which the measured rounds do not repeat.
+        documents = fetch_documents(hosts, one.port)
+        if fetch_documents(hosts, many.port) != documents:
+            raise AssertionError("the two servers answer differently")
+        targets = write_targets(work / "targets.txt", hosts, map(len, documents))
+        for round_index in range(rounds):
+            order = [one, many] if round_index % 2 == 0 else [many, one]
+            for server in order:
+                name = next(key for key, value in servers.items() if value is server)
+                pids = server.serving_pids()
+                with Pollers(
+                    poller, targets, vms=vms, port=server.port, mode=mode, duration=seconds
+                ) as pollers:
+                    before = cpu_seconds(pids)
+                    pollers.go()
+                    pollers.wait_for_results()
+                    cpu = cpu_seconds(pids) - before
+                    run = pollers.collect()
+                rows.append(
+                    {
+                        "server": name,
+                        "round": round_index,
+                        "processes": len(pids),
+                        "polls": run.polls,
+                        "ok": run.ok,
+                        "errors": run.errors,
+                        "polls_per_s": run.polls_per_second,
+                        "server_cpu_us_per_poll": cpu / max(1, run.ok) * 1e6,
+                        "generator_cpu_us_per_poll": run.cpu_s / max(1, run.ok) * 1e6,
+                        "p99_ms": run.p99_ms,
+                    }
+                )
+    subprocess.run(["rm", "-rf", str(home)], check=False)
+    one_cpu = [r["server_cpu_us_per_poll"] for r in rows if r["server"] == "one process"]
+    many_cpu = [r["server_cpu_us_per_poll"] for r in rows if r["server"] != "one process"]
+    return {
+        "vms": vms,
+        "workers": workers,
+        "mode": mode,
+        "seconds": seconds,
+        "cores": len(os.sched_getaffinity(0)),
+        "rows": rows,
+        "cpu_per_poll_ratio": statistics.median(many_cpu) / statistics.median(one_cpu),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workers", description=__doc__)
+    parser.add_argument("--vms", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--mode", choices=("new-connection", "keep-alive"), default="new-connection"
+    )
+    parser.add_argument("--inside", type=Path, help=argparse.SUPPRESS)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
+    if args.inside is not None:
+        figures = measure(
+            args.inside, poller=build_poller(), vms=args.vms, workers=args.workers,
+            seconds=args.seconds, rounds=args.rounds, mode=args.mode,
+        )  # fmt: skip
+        print(json.dumps(figures, indent=1))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="forewarn-bench-") as folder, private_namespace() as ns:
+        inside = ["ip", "netns", "exec", ns, sys.executable, "-m", "bench.workers"]
+        inside += [*given, "--inside", folder]
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
+        return subprocess.run(inside, cwd=ROOT, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""``forewarn serve --workers N``: every core of one machine answering the VMs of one fleet.
+
+One ``forewarn serve`` answers on one core. With ``--workers N`` it starts N worker
+processes, each a front-end of the fleet's shared PostgreSQL journal (docs/scale-out.md)
+listening on the same VM-facing addresses with ``SO_REUSEPORT``, so the kernel spreads the
+VMs' connections over them. The process the user started supervises them and is itself a
+front-end without VM-facing listeners: it serves the control API, the dashboard and
+``/healthz`` (the dashboard's stream and scenario runs live in one process, so one process
+serves them all), holds the leader role (the time's records, Event Grid's deliveries),
+runs the impact hooks and logs the events once, and writes the control API's token.
+
+Start-up order: the store (``--store postgresql://...``, or a PostgreSQL of its own under
+the data directory: :mod:`forewarn.server.embedded_postgres`), the journal opened and
+checked once by the supervising process (so a refused fleet or a damaged journal is one
+line, not N workers failing), the VM-facing addresses checked free, the workers started and
+each waited for until it listens, then the control API. A worker that dies is started again
+after a pause that doubles from :data:`FIRST_PAUSE` to :data:`LONGEST_PAUSE` while it keeps
+dying young (one log line each time); the others answer meanwhile. SIGTERM stops the
+workers, then the supervisor's parts, then its PostgreSQL, and the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
+
+from forewarn.domain.impact import ImpactPolicies
+from forewarn.errors import ForewarnError
+from forewarn.server._activity import Activity, ActivityEndpoint
+from forewarn.server._serve_logging import configure_logging, log
+from forewarn.server.background import running
+from forewarn.server.heap import settle_heap
+from forewarn.server.http import raise_descriptor_limit
+
+if TYPE_CHECKING:
+    from forewarn.server.runner import ServeSettings
+
+__all__ = [
+    "FIRST_PAUSE",
+    "LONGEST_PAUSE",
+    "WorkerStartError",
+    "Workers",
+    "check_addresses_free",
+    "main",
+]
+
+LOGGER = logging.getLogger("forewarn.workers")
+
+#: Seconds before a dead worker is started again, doubled while it keeps dying young.
+FIRST_PAUSE = 0.5
+LONGEST_PAUSE = 30.0
+#: A worker that ran this long before it died is started again after the first pause.
+YOUNG_SECONDS = 30.0
+#: How long a worker has to listen, and to stop after SIGTERM.
+START_SECONDS = 120.0
+STOP_SECONDS = 10.0
+#: How often the supervisor looks at its workers.
+LOOK_SECONDS = 0.1
+_PR_SET_PDEATHSIG = 1
+_READY = b"ready\n"
+_REFUSED = b"error: "
+
+
+class WorkerStartError(ForewarnError):
+    """A worker could not start (its one line says why)."""
+
+
+def check_addresses_free(addresses: Sequence[tuple[str, int]]) -> None:
+    """Each VM-facing address is bound here once without ``SO_REUSEPORT``, which fails while
+    anything listens there, so the workers (which bind with it) never join the listeners of
+    another server; the same one line as a single ``serve``'s when one is taken."""
+    for host, port in addresses:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                raise OSError(
+                    f"the VM-facing endpoint cannot listen on {host}:{port}: {exc.strerror or exc}"
+                ) from None
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
+    """In a worker: SIGTERM when the supervisor dies, however it dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class _Worker:
+    number: int
+    process: subprocess.Popen[bytes]
+    started_at: float
+    ready: bool = False
+
+
+class Workers:
+    """N worker processes for ``settings`` (whose store is the shared PostgreSQL one)."""
+
+    def __init__(self, settings: ServeSettings, count: int) -> None:
+        self._orders = pickle.dumps(dataclasses.replace(settings, workers=1))
+        self.count = count
+        self._running: dict[int, _Worker] = {}
+        self._stopping = False
+
+    @property
+    def up(self) -> int:
+        """How many workers listen now."""
+        return sum(
+            1 for worker in self._running.values() if worker.ready and worker.process.poll() is None
+        )
+
+    def pids(self) -> list[int]:
+        return [self._running[n].process.pid for n in sorted(self._running)]
+
+    def _spawn(self, number: int) -> _Worker:
+        """Start worker ``number`` (from 1), its orders on its standard input."""
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from forewarn.server.workers import main; main()", str(number)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor, which stops it
+            preexec_fn=_die_with_parent,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(self._orders)
+        process.stdin.close()
+        os.set_blocking(process.stdout.fileno(), False)
+        worker = _Worker(number, process, time.monotonic())
+        self._running[number] = worker
+        return worker
+
+    async def _until_ready(self, worker: _Worker) -> str | None:
+        """Wait until ``worker`` listens; None, or its one line when it could not start."""
+        assert worker.process.stdout is not None
+        said = b""
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            with contextlib.suppress(BlockingIOError):
+                chunk = worker.process.stdout.read(4096)
+                said += chunk or b""
+            if said.startswith(_READY):
+                worker.ready = True
+                return None
+            if worker.process.poll() is not None:
+                with contextlib.suppress(BlockingIOError, ValueError):
+                    said += worker.process.stdout.read() or b""
+                line = said.decode(errors="replace").strip().removeprefix("error: ")
+                return line or f"exited with status {worker.process.returncode} as it started"
+            await asyncio.sleep(LOOK_SECONDS / 2)
+        return f"did not listen within {START_SECONDS:g} s"
+
+    async def start(self) -> None:
+        """Every worker started and listening; WorkerStartError naming the first that could
+        not (the others are stopped by :meth:`stop`, which the caller's exit stack holds)."""
+        workers = [self._spawn(number) for number in range(1, self.count + 1)]
+        for worker in workers:
+            problem = await self._until_ready(worker)
+            if problem is not None:
+                raise WorkerStartError(f"worker {worker.number} could not start: {problem}")
+
+    async def supervise(self, stop: asyncio.Event) -> None:
+        """Start each worker that dies again, after a pause that doubles while it keeps dying
+        young; one log line for each restart. Until ``stop`` is set."""
+        pauses = dict.fromkeys(self._running, FIRST_PAUSE)
+        restarts: dict[int, asyncio.Task[None]] = {}
+        while not stop.is_set():
+            for number, worker in list(self._running.items()):
+                status = worker.process.poll()
+                if status is None or number in restarts:
+                    continue
+                lived = time.monotonic() - worker.started_at
+                pause = FIRST_PAUSE if lived >= YOUNG_SECONDS else pauses.get(number, FIRST_PAUSE)
+                pauses[number] = min(pause * 2, LONGEST_PAUSE)
+                worker.ready = False
+                log(
+                    LOGGER,
+                    logging.WARNING,
+                    f"worker {number} (pid {worker.process.pid}) exited with status {status}; "
+                    f"starting it again in {pause:g} s",
+                )
+                restarts[number] = asyncio.create_task(self._restart(number, pause, stop))
+                restarts[number].add_done_callback(functools.partial(_forget, restarts, number))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LOOK_SECONDS)
+        waiting = list(restarts.values())
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+    async def _restart(self, number: int, pause: float, stop: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause)
+        if stop.is_set() or self._stopping:
+            return
+        worker = self._spawn(number)
+        problem = await self._until_ready(worker)
+        if problem is not None and worker.process.poll() is None:
+            worker.process.kill()  # did not listen in time: dead, and started again
+            worker.process.wait()
+
+    async def stop(self) -> None:
+        """SIGTERM to every worker, SIGKILL to those still running after
+        :data:`STOP_SECONDS`; each one waited for."""
+        self._stopping = True
+        for worker in self._running.values():
+            if worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_SECONDS
+        while any(w.process.poll() is None for w in self._running.values()):
+            if time.monotonic() > deadline:
+                for worker in self._running.values():
+                    if worker.process.poll() is None:
+                        worker.process.kill()
+                        worker.process.wait()
+                break
+            await asyncio.sleep(LOOK_SECONDS / 2)
+        for worker in self._running.values():
+            if worker.process.stdout is not None:
+                worker.process.stdout.close()
+
+
+def _forget(restarts: dict[int, asyncio.Task[None]], number: int, _: object) -> None:
+    restarts.pop(number, None)
+
+
+# -- a worker ---------------------------------------------------------------------------------
+
+
+def main() -> NoReturn:
+    """A worker process: its orders (the supervisor's settings, pickled: written by the
+    ``serve`` that started this process, never by anyone else) on standard input, ``ready``
+    or ``error: ...`` on standard output, then serving until SIGTERM (exit status 0)."""
+    number = int(sys.argv[1])
+    settings: ServeSettings = pickle.loads(sys.stdin.buffer.read())
+    try:
+        import uvloop
+
+        uvloop.run(_serve_worker(settings, number))
+    except (ForewarnError, OSError) as exc:
+        sys.stdout.buffer.write(_REFUSED + str(exc).encode() + b"\n")
+        sys.stdout.flush()
+        sys.exit(1)
+    sys.exit(0)
+
+
+async def _serve_worker(settings: ServeSettings, number: int) -> None:
+    """Follow the shared journal and answer the VMs on every VM-facing address (beside the
+    other workers) until SIGTERM; no control API, no leadership, no Event Grid, no hooks:
+    the supervisor has those."""
+    from forewarn.cluster.tasks import run_front_end
+    from forewarn.server.runner import leave_unless_started, listen_for_vms
+    from forewarn.server.state import open_state
+
+    configure_logging(settings.log_level, settings.log_format, worker=number)
+    raise_descriptor_limit()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    started = [False]
+    async with contextlib.AsyncExitStack() as stack:
+        state = open_state(settings)
+        stack.callback(state.service.close)
+        replica = state.replica
+        if replica is None:
+            raise WorkerStartError("a worker needs the shared PostgreSQL store")
+        replica.register()
+        stack.callback(leave_unless_started, replica, lambda: started[0])
+        endpoint = ActivityEndpoint(
+            state.service,
+            Activity(),
+            rate_limit=settings.rate_limit,
+            impact=ImpactPolicies.parse(settings.impact),
+            group_writes=True,
+        )
+        await listen_for_vms(settings, endpoint, state.service.vms(), stack, reuse_port=True)
+        settle_heap()
+        follow = functools.partial(run_front_end, replica, leads=False)
+        await stack.enter_async_context(running("the shared journal's follower", follow, stop))
+        started[0] = True
+        sys.stdout.buffer.write(_READY)
+        sys.stdout.flush()
+        await stop.wait()
