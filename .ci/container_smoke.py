@@ -1,11 +1,12 @@
 """Smoke tests of the container image, run by ``.ci/container`` once it has built the image.
 
-Each step does what a user of the image does (README "Container image") and checks what
-they would see: the image's shape, a VM's GET, the control API's token, the HEALTHCHECK both
-ways, a clean stop on SIGTERM, a scenario run from the host, Azure's address inside a network
-namespace, state in a volume across ``podman kill``, an OCI archive, and the README's own
-container blocks. A failing step stops the run with what it saw (the container's log
-included) and exit status 1; whatever a step started is removed however the run ends.
+Each step does what a user of the image does (README "Container or CI", docs/container.md)
+and checks what they would see: the image's shape, a VM's GET, the control API's token, the
+HEALTHCHECK both ways, a clean stop on SIGTERM, a scenario run from the host, Azure's address
+inside a network namespace, state in a volume across ``podman kill``, an OCI archive, and the
+documented container blocks themselves. A failing step stops the run with what it saw (the
+container's log included) and exit status 1; whatever a step started is removed
+however the run ends.
 
     .venv/bin/python .ci/container_smoke.py --image localhost/forewarn:ci --work DIR
 """
@@ -419,10 +420,10 @@ class Smoke:
         return f"the handler approved {event['EventId']}"
 
     def readme_blocks(self) -> str:
-        """README's container blocks as written, ``docker`` being podman here (the same
+        """The documented container blocks as written, ``docker`` being podman here (the same
         command line) and ``sudo`` nothing, since CI runs as root."""
         blocks = readme_container_blocks()
-        check(blocks, "no README block is marked for .ci/container")
+        check(blocks, "no README or docs/container.md block is marked for .ci/container")
         for line, block in blocks:
             names = re.findall(r"--name[ =](\S+)", block)
             volumes = re.findall(r"(?:-v|--volume)[ =]([\w.-]+):/", block)
@@ -443,7 +444,7 @@ class Smoke:
                 shown = "".join(self.logs(name) for name in names)
                 check(
                     done.returncode == 0,
-                    f"README.md:{line}\n{block}\n{done.stdout}\n{done.stderr}\n{shown}",
+                    f"{line}\n{block}\n{done.stdout}\n{done.stderr}\n{shown}",
                 )
             finally:
                 for name in names:
@@ -501,14 +502,23 @@ class Smoke:
         yield "README blocks", self.readme_blocks
 
 
-def readme_container_blocks(readme: Path = ROOT / "README.md") -> list[tuple[int, str]]:
-    """The README's shell blocks marked as run by .ci/container, with their line numbers."""
-    text = readme.read_text(encoding="utf-8")
+#: The pages whose container blocks .ci/container runs as written.
+CONTAINER_PAGES = (ROOT / "README.md", ROOT / "docs" / "container.md")
+
+
+def readme_container_blocks(
+    pages: tuple[Path, ...] = CONTAINER_PAGES,
+) -> list[tuple[str, str]]:
+    """The shell blocks of the README and docs/container.md marked as run by .ci/container,
+    each with where it is (``page:line``)."""
     found = []
-    for match in BLOCK.finditer(text):
-        before = text[: match.start()].rstrip().splitlines()
-        if before and README_MARKER.search(before[-1]):
-            found.append((text.count("\n", 0, match.start()) + 1, match.group(1)))
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in BLOCK.finditer(text):
+            before = text[: match.start()].rstrip().splitlines()
+            if before and README_MARKER.search(before[-1]):
+                line = text.count("\n", 0, match.start()) + 1
+                found.append((f"{page.relative_to(ROOT)}:{line}", match.group(1)))
     return found
 
 

@@ -4,7 +4,7 @@
 short to quote. The full run takes about twenty minutes and is run by hand on an otherwise idle
 machine; it writes the whole of ``bench/results.json`` (each run's commit, tree state, machine,
 load, command and date beside the figures), from which ``python -m bench.render`` makes the
-figures of ``README.md`` and ``bench/RESULTS.md``; ``--merge --only ...`` measures some
+figures of ``docs/benchmarks.md`` and ``bench/RESULTS.md``; ``--merge --only ...`` measures some
 scenarios again into that file. ``--scale`` measures the largest fleets: the
 real workload with 100,000 VMs (each polling every 10 s: a core could not answer them all
 every second, nor nginx), the campaign up to 300,000 VMs, the memory of 100,000.
@@ -46,8 +46,8 @@ from bench.throughput import run_throughput
 from bench.tools import find_tools
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Where a whole run, and every ``--merge``, writes its figures: README and RESULTS.md are
-#: rendered from this file (``python -m bench.render``).
+#: Where a whole run, and every ``--merge``, writes its figures: docs/benchmarks.md and
+#: RESULTS.md are rendered from this file (``python -m bench.render``).
 RESULTS_PATH = ROOT / "bench" / "results.json"
 #: The PostgreSQL the propagation scenario uses (a namespace of its own, removed after).
 POSTGRES_URL = os.environ.get(
@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         help="where the figures go (default: bench/results.json for a whole run or --merge, "
         "bench/results/partial.json for --smoke, --scale or --only, so those never replace "
-        "the figures README and RESULTS.md are made from)",
+        "the figures docs/benchmarks.md and RESULTS.md are made from)",
     )
     parser.add_argument(
         "--merge",

@@ -1,4 +1,4 @@
-"""The benchmark figures of ``README.md`` and ``bench/RESULTS.md``, made from one results file.
+"""The benchmark figures of ``docs/benchmarks.md`` and ``bench/RESULTS.md``, from one results file.
 
 Each figure the two documents quote from a run lies between ``<!-- bench:begin NAME -->`` and
 ``<!-- bench:end -->``; ``python -m bench.render`` writes every such block again from
@@ -36,7 +36,7 @@ from bench.report import (
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
 #: The documents whose blocks are rendered.
-DOCUMENTS = (ROOT / "README.md", ROOT / "bench" / "RESULTS.md")
+DOCUMENTS = (ROOT / "docs" / "benchmarks.md", ROOT / "bench" / "RESULTS.md")
 BLOCK = re.compile(
     r"(?P<begin><!-- bench:begin (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)"
     r"(?P<end><!-- bench:end -->)",

@@ -1,4 +1,4 @@
-"""README's and bench/RESULTS.md's figures are what bench/results.json gives, and nothing else.
+"""docs/benchmarks.md's and bench/RESULTS.md's figures are what bench/results.json gives, and nothing else.
 
 Every figure of a run is a generated block (``python -m bench.render``); a hand edit of one,
 or a results file committed without its documents made again, fails here. The renderer's
