@@ -69,6 +69,13 @@ def test_replayed_then_recorded_then_remade_by_the_real_commands(tmp_path: Path)
     out = tmp_path / "recorded.trace"
     try:
         wait_for(lambda: clock.get("/clock").status_code == 200, what="the replay", server=replay)
+        # `until forewarn health` waits on a replay as on a serve (it used to wait for ever:
+        # a replay had no /healthz).
+        health = subprocess.run(
+            [sys.executable, "-m", "forewarn", "health", "--control", f"127.0.0.1:{control}"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert (health.returncode, health.stdout.strip()) == (0, "ready"), health.stderr
         record = subprocess.Popen(
             [sys.executable, "-m", "forewarn", "record", "--out", str(out), "--interval", "0.2",
              "--endpoint", f"http://127.0.0.1:{port}"],

@@ -29,12 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi.responses import JSONResponse
 
 from forewarn import __version__
 from forewarn.clocks import ScaledClock
 from forewarn.config.fleet import Fleet
 from forewarn.control_token import new_token
-from forewarn.defaults import CONTROL_API, DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
+from forewarn.defaults import (
+    CONTROL_API,
+    DEFAULT_CONTROL_PORT,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    HEALTH_PATH,
+)
 from forewarn.domain.api_versions import ApiVersion, find_version
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.documents import Document
@@ -220,6 +227,15 @@ def create_replay_app(endpoint: ReplayEndpoint) -> FastAPI:
     @router.get("/replay", tags=["replay"])
     async def replay_status() -> dict[str, Any]:
         return endpoint.status()
+
+    @app.get(HEALTH_PATH, tags=["health"])
+    async def healthz() -> JSONResponse:
+        """Ready as soon as it answers: a replay has no store to lose, so ``forewarn health``
+        (and ``until forewarn health``) can wait on a replay as on ``forewarn serve``."""
+        return JSONResponse(
+            {"status": "ready", "replaying": endpoint.trace.source},
+            headers={"Cache-Control": "no-store"},
+        )
 
     app.include_router(router)
     install_error_handlers(app)
