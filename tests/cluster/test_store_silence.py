@@ -8,7 +8,8 @@ test holds the front-end to:
 - a write waits for PostgreSQL at most ``WRITE_SECONDS`` (2 s), then is answered ``503``;
 - a write answered ``503`` that way is not applied later, when PostgreSQL answers again;
 - while it waits, VMs' polls are answered from the state the front-end holds, and
-  ``/healthz`` answers within 3 s (the Kubernetes probes' timeout in deploy/kubernetes/).
+  ``/livez`` says alive; ``/readyz`` (and ``/healthz``) answer 503 within 3 s (below the
+  Kubernetes probes' timeout in deploy/kubernetes/): docs/control.md, "Health".
 
 PostgreSQL goes silent through a TCP proxy (tests/e2e/tcp_proxy.py, :meth:`TcpProxy.silence`)
 which holds what either side sends until it resumes, then delivers it: a ``COMMIT`` held
@@ -72,7 +73,8 @@ def test_a_silent_postgresql_bounds_a_write_and_holds_up_no_poll_nor_healthz(
         front_end.start()
         try:
             before = front_end.documents()  # every VM on: its polls change nothing now
-            health = f"http://127.0.0.1:{front_end.control_port}/healthz"
+            control = f"http://127.0.0.1:{front_end.control_port}"
+            health = f"{control}/healthz"
             assert httpx.get(health, timeout=HEALTH_BOUND).status_code == 200
 
             proxy.silence()
@@ -92,13 +94,19 @@ def test_a_silent_postgresql_bounds_a_write_and_holds_up_no_poll_nor_healthz(
                 )  # fmt: skip
                 assert poll.status_code == 200, (vm, poll.text)
                 assert poll.content == before[vm]
-            probe = httpx.get(health, timeout=HEALTH_BOUND)
-            assert probe.status_code in (200, 503), probe.text  # answered: alive
+            alive = httpx.get(f"{control}/livez", timeout=HEALTH_BOUND)
+            assert (alive.status_code, alive.json()) == (200, {"status": "alive"})
             write.join(WRITE_SECONDS + 2.0)
             assert not write.is_alive(), "the write was not answered within its bound"
             (answer,) = answers
             assert answer.status_code == 503, answer.text
             assert "nothing was applied" in answer.json()["error"], answer.text
+            # ready no more: the store does not answer its check, within the probes' bound
+            ready = httpx.get(f"{control}/readyz", timeout=HEALTH_BOUND)
+            assert (ready.status_code, ready.json()) == (
+                503, {"status": "unready", "reason": "the store does not answer"},
+            )  # fmt: skip
+            assert httpx.get(health, timeout=HEALTH_BOUND).status_code == 503
 
             proxy.resume()
             # what was held is delivered (a COMMIT among it would commit now), and the
@@ -107,6 +115,10 @@ def test_a_silent_postgresql_bounds_a_write_and_holds_up_no_poll_nor_healthz(
             _wait_for(
                 lambda: front_end.post("/vms/WestNO_1/restart").status_code == 200,
                 "wrote again after PostgreSQL resumed", proxy, front_end,
+            )  # fmt: skip
+            _wait_for(
+                lambda: httpx.get(f"{control}/readyz", timeout=HEALTH_BOUND).status_code == 200,
+                "ready again", proxy, front_end,
             )  # fmt: skip
             ops = _journaled_ops(shared_store)
             targets = [event["Resources"] for event in front_end.get("/events")["events"]]

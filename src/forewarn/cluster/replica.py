@@ -131,6 +131,7 @@ class Replica:
         self.on_change: Callable[[], None] = _nobody_told
         self._monotonic = monotonic
         self._quiet_until = 0.0
+        self._refused_until = 0.0
         #: This front-end's name in the namespace's list of front-ends (the logs show it).
         self.front_end = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(3)}"
         #: Whether it is in that list: writers then wait for it, and it for them.
@@ -336,8 +337,19 @@ class Replica:
         journaled all the same). A failure of the transaction itself is raised, and then
         none of them is acknowledged (:class:`ReplicaError`, as for :meth:`write`). Not
         thread-safe: :meth:`write` is the door for several threads."""
-        with self.journal.bounded(WRITE_SECONDS):
-            return self._write_group(commands, spread=spread, at=at)
+        try:
+            with self.journal.bounded(WRITE_SECONDS):
+                outcomes = self._write_group(commands, spread=spread, at=at)
+        except StorageError:
+            self._refused_until = self._monotonic() + QUIET_SECONDS
+            raise
+        self._refused_until = 0.0
+        return outcomes
+
+    def refusing(self) -> bool:
+        """Whether the store refused this front-end's last write, less than
+        :data:`QUIET_SECONDS` ago, or its copy is being rebuilt (readiness, ``/readyz``)."""
+        return self.diverged or self._monotonic() < self._refused_until
 
     def _write_group(
         self, commands: Sequence[Command], *, spread: bool, at: datetime | None
