@@ -211,6 +211,17 @@ class ScheduledEventsService(VmRequestPath):
         if self.journal is not None:
             self.journal.ping()
 
+    def write_refused(self) -> str | None:
+        """Why a change would be refused now (``/readyz``): the store refused the last one a
+        moment ago, or this copy is being rebuilt from the journal; None when it would be
+        tried. Reads no platform state."""
+        refusing = (
+            self._replica.refusing()
+            if self._replica is not None
+            else self._writer is not None and self._writer.refusing_now()
+        )
+        return "the store refused a change a moment ago" if refusing else None
+
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""
         if self.journal is not None:

@@ -24,7 +24,7 @@ from forewarn.domain.errors import InvalidOperationError, UnknownEventError
 from forewarn.domain.events import EventStatus
 from forewarn.server.control import status_of
 from forewarn.server.runner import ServeSettings
-from forewarn.server.state import OpenedState, open_state
+from forewarn.server.state import OpenedState, StateMismatchError, open_state
 from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 
@@ -399,3 +399,30 @@ def test_a_clock_move_that_cannot_be_journaled_is_not_made(
     a.service.execute(Restart("WestNO_0"))
     assert replica(a).applied.head_at == now
     assert a.service.now() == now
+
+
+def test_a_scaled_clock_of_another_speed_is_another_clock_kind(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """[ours] (docs/scale-out.md, "What every front-end needs": ``scaled`` with the same
+    ``--scale``): deadlines fall due on the leader's clock, so a front-end counting time at
+    another speed is refused at start, naming both, and opens nothing."""
+    first = open_state(
+        ServeSettings(fleet=fleet_file, clock="scaled", scale=60, store=shared_store)
+    )
+    try:
+        with pytest.raises(StateMismatchError) as refused:
+            open_state(
+                ServeSettings(fleet=fleet_file, clock="scaled", scale=10, store=shared_store)
+            )
+        assert str(refused.value).endswith(
+            "is served on a scaled x60 clock, not scaled x10: start every front-end of its "
+            "fleet with --clock scaled --scale 60, or use another namespace "
+            "(--store ...?namespace=NAME)"
+        )
+        same = open_state(
+            ServeSettings(fleet=fleet_file, clock="scaled", scale=60, store=shared_store)
+        )
+        same.service.close()
+    finally:
+        first.service.close()

@@ -395,7 +395,11 @@ async def _start(
         activity=activity,
         runs=ScenarioRuns(lambda: _control_client(settings, token)),
         health=Health(
-            service.check_store, listening=listening, stopping=stop.is_set, workers=workers_up
+            service.check_store,
+            listening=listening,
+            stopping=stop.is_set,
+            workers=workers_up,
+            writes=service.write_refused,
         ),
         eventgrid=grid,
     )
