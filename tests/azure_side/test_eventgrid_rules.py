@@ -138,6 +138,8 @@ def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> Non
             2,
             1,
             "503 Service Unavailable",
+            0,
+            4,
         )
         grid.views = [SubscriptionView(shown, 3)]
         (row,) = snapshot(platform.service, Activity(), None, grid)["eventGrid"]
@@ -146,4 +148,5 @@ def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> Non
         "name": "ops", "endpoint": "http://127.0.0.1:9/", "schema": "cloudevents",
         "provisioningState": "Succeeded", "delivered": 7, "failed": 2, "deadLettered": 1,
         "pending": 3, "duplicates": 0, "lastError": "503 Service Unavailable",
+        "deadLetterFailures": 4,
     }  # fmt: skip
