@@ -22,6 +22,8 @@ import httpx
 import pytest
 from e2e_support import ForewarnServer, clean_environment, start_forewarn, wait_for
 
+from forewarn.eventgrid.delivery import CONCURRENCY
+
 from .azure_support import FLEET, SUBSCRIPTION
 from .eventgrid_support import Receiver, receiver, subscribe, subscription
 
@@ -374,3 +376,44 @@ def test_acknowledged_outside_the_vm_every_door_shows_it_started(
         assert row["properties"]["EventStatus"] == "Started"
         assert row["id"] == delivered["subject"]
         assert row["properties"]["Resources"] == delivered["resources"] == seen["Resources"]
+
+
+def test_a_hanging_receiver_delays_no_other_subscription(tmp_path: Path) -> None:
+    """Event Grid delivers to each subscription independently ("It delivers each message at
+    least once for each subscription", delivery-and-retry): a receiver that never answers
+    fills its own slots (CONCURRENCY), and a healthy subscription's 24 deliveries all arrive
+    before the hanging receiver's first attempt has even timed out (60 s)."""
+    server = start_forewarn(
+        tmp_path, fleet=FLEET, vm_hosts=VM_HOSTS, extra=("--eventgrid-timeout", "60")
+    )
+    try:
+        with (
+            receiver(tmp_path, "eventgrid", "--hang", name="hangs") as hanging,
+            receiver(tmp_path, "eventgrid", name="healthy") as healthy,
+        ):
+            subscribe(server.control, "a-hangs", hanging.url)  # first in every due order
+            subscribe(server.control, "b-healthy", healthy.url)
+            for _ in range(3):
+                for vm in ("db0", "db1", "web_0", "web_1"):
+                    server.cancel(restart(server, vm))  # Scheduled, then Canceled
+            wait_for(
+                lambda: len(healthy.events()) == 24,
+                what="every change at the healthy receiver",
+                server=server.process,
+            )
+            hung = subscription(server.control, "a-hangs")
+            assert (hung["failed"], hung["delivered"]) == (0, 0)  # none of its 60 s is over
+            assert hung["pending"] == 24
+            wait_for(  # its own slots, all taken
+                lambda: len(hanging.events()) == CONCURRENCY,
+                what="the hanging receiver's slots taken",
+                server=server.process,
+            )
+            wait_for(
+                lambda: subscription(server.control, "b-healthy")["delivered"] == 24,
+                what="the healthy deliveries recorded",
+                server=server.process,
+            )
+    finally:
+        server.stop()
+    server.process.assert_healthy()
