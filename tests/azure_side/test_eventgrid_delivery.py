@@ -417,3 +417,72 @@ def test_a_hanging_receiver_delays_no_other_subscription(tmp_path: Path) -> None
     finally:
         server.stop()
     server.process.assert_healthy()
+
+
+def test_an_unwritable_dead_letter_folder_makes_no_retry_storm(tmp_path: Path) -> None:
+    """A 400 is never retried ("400 Bad Request ... it immediately sends the event to the
+    dead-letter endpoint", delivery-and-retry, "Dead-letter events"). When the record cannot
+    be written, the receiver is never asked again: the write is tried again a minute of
+    platform time later [ours], each failure counted and shown by ``forewarn eventgrid
+    list``, the folder's failure said once, not per attempt; once the folder can be written,
+    the record is, as Event Grid writes it."""
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the dead-letter folder's parent should be")
+    letters = blocker / "letters"
+    server = start_forewarn(
+        tmp_path,
+        fleet=FLEET,
+        vm_hosts=VM_HOSTS,
+        extra=("--eventgrid-timeout", "1", "--dead-letter-dir", str(letters)),
+    )
+    try:
+        with receiver(tmp_path, "eventgrid", "--status", "400") as sink:
+            subscribe(server.control, "refuses", sink.url)
+            assert server.control.post("/hosts/h2/predict-failure").status_code == 200
+            wait_for(
+                lambda: subscription(server.control, "refuses")["deadLetterFailures"] == 1,
+                what="the failed dead-letter write counted",
+                server=server.process,
+            )
+            server.advance(59)
+            server.advance(1)  # the write's own retry falls due: it fails again
+            wait_for(
+                lambda: subscription(server.control, "refuses")["deadLetterFailures"] == 2,
+                what="the dead-letter write tried again",
+                server=server.process,
+            )
+            assert len(sink.events()) == 1  # the receiver was asked once, never again
+            state = subscription(server.control, "refuses")
+            assert (state["failed"], state["deadLettered"], state["pending"]) == (1, 0, 1)
+            assert state["lastError"].startswith("dead-letter write failed")
+            listed = subprocess.run(
+                [sys.executable, "-m", "forewarn", "eventgrid", "list",
+                 "--control", server.control_address],
+                capture_output=True, text=True, timeout=60, env=clean_environment(), check=True,
+            ).stdout.splitlines()  # fmt: skip
+            header = listed[0].split()
+            row = dict(zip(header, listed[1].split(), strict=False))
+            assert (row["NAME"], row["DEAD-LETTER-FAILED"], row["PENDING"]) == ("refuses", "2", "1")
+
+            blocker.unlink()  # the folder can be made now
+            server.advance(60)
+            wait_for(
+                lambda: subscription(server.control, "refuses")["deadLettered"] == 1,
+                what="the dead-letter record written",
+                server=server.process,
+            )
+            assert len(sink.events()) == 1
+            state = subscription(server.control, "refuses")
+            assert (state["failed"], state["deadLetterFailures"], state["pending"]) == (1, 2, 0)
+    finally:
+        server.stop()
+    server.process.assert_healthy()
+    output = server.process.output()
+    assert output.count("dead letters cannot be written") == 1, output  # once per minute
+    assert "dead letters are written under" in output
+    (path,) = letters.rglob("*.json")
+    (letter,) = json.loads(path.read_text())
+    assert letter["deadLetterReason"] == "NonRetryableError"
+    assert (letter["deliveryAttempts"], letter["lastHttpStatusCode"]) == (1, 400)
+    assert letter["lastDeliveryOutcome"] == "BadRequest"
+    assert letter["id"] == sink.events()[0]["id"]
