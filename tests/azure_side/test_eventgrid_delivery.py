@@ -486,3 +486,50 @@ def test_an_unwritable_dead_letter_folder_makes_no_retry_storm(tmp_path: Path) -
     assert (letter["deliveryAttempts"], letter["lastHttpStatusCode"]) == (1, 400)
     assert letter["lastDeliveryOutcome"] == "BadRequest"
     assert letter["id"] == sink.events()[0]["id"]
+
+
+def test_an_endpoint_outside_ascii_is_refused_naming_it_and_nothing_is_kept(
+    server: ForewarnServer,
+) -> None:
+    """[ours] Bad input: a clear 422 naming the endpoint, no subscription half made (an HTTP
+    request line and Host header are ASCII: RFC 9112, section 2.2)."""
+    for endpoint in ("http://127.0.0.1:9/événements", "http://bücher.example/x", "http://h/✓"):
+        answer = server.control.post(
+            "/eventgrid/subscriptions", json={"name": "unicode", "endpoint": endpoint}
+        )
+        assert answer.status_code == 422, answer.text
+        assert endpoint in answer.json()["error"], answer.text
+        assert "ASCII" in answer.json()["error"]
+        listed = server.control.get("/eventgrid/subscriptions").json()["subscriptions"]
+        assert listed == []
+
+
+def test_no_attempt_is_made_past_the_time_to_live_after_a_clock_jump(
+    server: ForewarnServer, tmp_path: Path
+) -> None:
+    """ "By default, Event Grid expires all events that aren't delivered within 24 hours"
+    (delivery-and-retry, "Retry schedule"): a retry due before the clock jumped 48 hours is
+    not made after it; the event is dead-lettered TimeToLiveExceeded with the one attempt
+    that was made, its outcome and time."""
+    with receiver(tmp_path, "eventgrid", "--status", "503") as sink:
+        subscribe(server.control, "expires", sink.url)
+        assert server.control.post("/hosts/h2/predict-failure").status_code == 200  # 7 days
+        wait_for(
+            lambda: subscription(server.control, "expires")["failed"] == 1,
+            what="the first attempt",
+            server=server.process,
+        )
+        server.advance(48 * 3600)
+        wait_for(
+            lambda: subscription(server.control, "expires")["deadLettered"] == 1,
+            what="dead-lettering",
+            server=server.process,
+        )
+        assert len(sink.events()) == 1
+        assert subscription(server.control, "expires")["failed"] == 1
+    (path,) = (tmp_path / "data" / "dead-letters" / "EXPIRES").rglob("*.json")
+    (letter,) = json.loads(path.read_text())
+    assert letter["deadLetterReason"] == "TimeToLiveExceeded"
+    assert (letter["deliveryAttempts"], letter["lastHttpStatusCode"]) == (1, 503)
+    assert letter["lastDeliveryOutcome"] == "ServiceUnavailable"
+    assert letter["lastDeliveryAttemptTime"] == letter["publishTime"] == letter["eventTime"]

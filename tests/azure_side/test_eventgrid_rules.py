@@ -76,6 +76,8 @@ def test_the_attempt_limit_and_what_is_never_retried() -> None:
         "http://h:99999/",
         "http://h/ x",
         "http://h/\x00",
+        "http://h/é",
+        "http://bücher.example/",
     ],
 )
 def test_bad_endpoints_are_refused(endpoint: str) -> None:

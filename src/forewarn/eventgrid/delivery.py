@@ -176,7 +176,12 @@ class EventGrid:
             self._sequence(),
         )  # fmt: skip
         await asyncio.to_thread(self.store.add, subscription)
-        validated, error = await self._handshake(subscription, now)
+        try:
+            validated, error = await self._handshake(subscription, now)
+        except BaseException:
+            # nothing half-made is kept: the subscription goes with the failed handshake
+            await asyncio.shield(asyncio.to_thread(self.store.remove, name))
+            raise
         if validated:
             state = "Succeeded"
         else:

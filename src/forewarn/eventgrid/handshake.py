@@ -41,6 +41,12 @@ def check_endpoint(endpoint: str) -> str:
         raise InvalidInputError(f"the endpoint is longer than {MAX_ENDPOINT_CHARS} characters")
     if any(ord(char) < 33 or ord(char) == 127 for char in endpoint):
         raise InvalidInputError("the endpoint holds spaces or control characters")
+    if not endpoint.isascii():
+        shown = endpoint if len(endpoint) <= 200 else endpoint[:200] + "..."
+        raise InvalidInputError(
+            f"the endpoint {shown!r} holds characters outside ASCII: percent-encode them "
+            "(and write a host's name in its xn-- form)"
+        )
     try:
         parts = urlsplit(endpoint)
         port = parts.port
