@@ -86,7 +86,14 @@ def main() -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("aeg-event-type") == "SubscriptionValidation":
                 (event,) = [EventGridEvent.from_dict(item) for item in json.loads(body)]
-                record({"handshake": event.event_type, "url": event.data["validationUrl"]})
+                record(
+                    {
+                        "handshake": event.event_type,
+                        "url": event.data["validationUrl"],
+                        "code": event.data["validationCode"],
+                        "topic": event.topic,
+                    }
+                )
                 if options.manual:
                     url = event.data["validationUrl"]
                     threading.Thread(target=validate_later, args=(url,)).start()

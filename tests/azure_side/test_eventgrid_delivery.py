@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -76,9 +77,12 @@ def test_both_schemas_get_every_state_parsed_by_the_sdks(
         assert subscribe(server.control, "grid-one", grid.url)["provisioningState"] == "Succeeded"
         created = subscribe(server.control, "cloud-one", cloud.url, "cloudevents")
         assert created["provisioningState"] == "Succeeded"
-        assert [e["handshake"] for e in grid.entries()] == [
-            "Microsoft.EventGrid.SubscriptionValidationEvent"
-        ]
+        (validation,) = grid.entries()
+        assert validation["handshake"] == "Microsoft.EventGrid.SubscriptionValidationEvent"
+        # "Endpoint validation with Event Grid events" (webhook-event-delivery): the sample's
+        # topic is the system topic's ("/subscriptions/xxxxxxxx-..."), its validationCode a GUID
+        assert validation["topic"] == f"/subscriptions/{SUBSCRIPTION}"
+        assert str(uuid.UUID(validation["code"])) == validation["code"]
         assert cloud.entries()[0] == {"handshake": "options", "origin": "eventgrid.azure.net"}
 
         began = datetime.fromisoformat(server.clock())

@@ -9,16 +9,20 @@ event time-to-live (default is 1440 minutes)"; webhook errors for which "retry d
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.deadletter import dead_letter
 from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
 from forewarn.eventgrid.handshake import check_endpoint
-from forewarn.eventgrid.schedule import after_failure, retry_delay
-from forewarn.eventgrid.store import DeliveryStore, Subscription
+from forewarn.eventgrid.payloads import event_time
+from forewarn.eventgrid.schedule import after_failure, delivery_outcome, retry_delay
+from forewarn.eventgrid.store import Delivery, DeliveryStore, Subscription
 from forewarn.server._activity import Activity
 from forewarn.server.dashboard import snapshot
 from forewarn.testing import ForewarnPlatform
@@ -152,3 +156,58 @@ def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> Non
         "pending": 3, "duplicates": 0, "lastError": "503 Service Unavailable",
         "deadLetterFailures": 4,
     }  # fmt: skip
+
+
+SEVEN_DIGITS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$")
+
+
+def test_a_dead_letter_record_is_as_event_grid_writes_it(tmp_path: Path) -> None:
+    """learn.microsoft.com/azure/event-grid/delivery-and-retry, "Delivery event formats"
+    (dead-letter event): ``"deadLetterReason": "MaxDeliveryAttemptsExceeded"``,
+    ``"lastDeliveryOutcome": "NotFound"``, ``"publishTime": "2020-08-13T17:18:14.0265758Z"``;
+    manage-event-delivery: blobs under the subscription's name in capitals, then
+    ``YYYY/MM/DD/HH`` "nonzero padded"."""
+    published = T0 + timedelta(microseconds=26575)
+    last = datetime(2026, 5, 2, 9, 3, 4, 46578, tzinfo=UTC)
+    delivery = Delivery(7, "ops-hook", "grid-7", '{"id": "grid-7"}', published, last, 29,
+                        404, "NotFound", None)  # fmt: skip
+    path = dead_letter(
+        tmp_path, subscription("ops-hook"), delivery, at=last, status=404,
+        outcome=delivery_outcome(404), reason="MaxDeliveryAttemptsExceeded", attempts=30,
+    )  # fmt: skip
+    assert path == tmp_path / "OPS-HOOK" / "2026" / "5" / "2" / "9" / "grid-7.json"
+    (record,) = json.loads(path.read_text())
+    assert record == {
+        "id": "grid-7",
+        "deadLetterReason": "MaxDeliveryAttemptsExceeded",
+        "deliveryAttempts": 30,
+        "lastDeliveryOutcome": "NotFound",
+        "lastHttpStatusCode": 404,
+        "publishTime": "2026-05-01T12:00:00.0265750Z",
+        "lastDeliveryAttemptTime": "2026-05-02T09:03:04.0465780Z",
+    }
+    assert SEVEN_DIGITS.match(record["publishTime"])
+
+
+def test_the_last_delivery_outcome_is_named_as_event_grid_names_it() -> None:
+    """delivery-and-retry, "Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``
+    (names of the answer's status, never "404 Not Found" or an exception's text); a receiver
+    that does not answer within its time is ``TimedOut``."""
+    assert delivery_outcome(404) == "NotFound"
+    assert delivery_outcome(400) == "BadRequest"
+    assert delivery_outcome(401) == "Unauthorized"
+    assert delivery_outcome(403) == "Forbidden"
+    assert delivery_outcome(413) == "RequestEntityTooLarge"
+    assert delivery_outcome(503) == "ServiceUnavailable"
+    assert delivery_outcome(500) == "InternalServerError"
+    assert delivery_outcome(None, "TimedOut") == "TimedOut"
+    assert delivery_outcome(None, "ConnectionRefusedError: [Errno 111]") == "NetworkError"
+
+
+def test_event_time_has_the_samples_seven_fractional_digits() -> None:
+    """learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid, the sample
+    event: ``"eventTime": "2017-06-26T18:41:00.9584103Z"``, seven fractional digits."""
+    assert event_time(datetime(2017, 6, 26, 18, 41, 0, 958410, tzinfo=UTC)) == (
+        "2017-06-26T18:41:00.9584100Z"
+    )
+    assert event_time(T0) == "2026-05-01T12:00:00.0000000Z"

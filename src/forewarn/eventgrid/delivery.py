@@ -25,6 +25,7 @@ import json
 import logging
 import secrets
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ from forewarn.eventgrid.deadletter import dead_letter
 from forewarn.eventgrid.handshake import NAME, check_endpoint, handshake
 from forewarn.eventgrid.payloads import (
     DATA_VERSION,
+    DEFAULT_TOPIC,
     METADATA_VERSION,
     SCHEMAS,
     Schema,
@@ -109,6 +111,7 @@ class EventGrid:
         response_timeout: float = RESPONSE_TIMEOUT,
         active: Callable[[], bool] | None = None,
         poll: float = 0.05,
+        topic: Callable[[], str] = lambda: DEFAULT_TOPIC,
     ) -> None:
         self._now = now
         self._sequence = sequence
@@ -119,6 +122,8 @@ class EventGrid:
         #: Whether this front-end delivers: the fleet's leader when several share a journal.
         self._active = active
         self._poll = poll
+        #: The system topic's ``topic`` (its Azure subscription), read when a handshake runs.
+        self._topic = topic
         self._cursor = store.cursor()
         self._incoming: deque[EventChange] = deque()
         #: Deliveries taken from the store and not yet recorded, by id.
@@ -170,7 +175,7 @@ class EventGrid:
         if await asyncio.to_thread(self.store.get, name) is not None:
             raise InvalidOperationError(f"a subscription named {name!r} exists already")
         now = self._now()
-        code = str(secrets.token_hex(16))
+        code = str(uuid.UUID(bytes=secrets.token_bytes(16), version=4))  # a GUID, as Azure's
         subscription = Subscription(
             name, endpoint, schema, "AwaitingManualAction", code, now + VALIDATION_WINDOW,
             self._sequence(),
@@ -199,7 +204,9 @@ class EventGrid:
         )
 
     async def _handshake(self, subscription: Subscription, now: datetime) -> tuple[bool, str]:
-        return await handshake(subscription, self.validation_url(subscription), now, self._exchange)
+        return await handshake(
+            subscription, self.validation_url(subscription), now, self._exchange, self._topic()
+        )
 
     async def _exchange(
         self, method: str, url: str, *, body: bytes = b"", headers: dict[str, str]

@@ -34,6 +34,14 @@ DATA_VERSION = "3.0"
 METADATA_VERSION = "1"
 VALIDATION_EVENT_TYPE = "Microsoft.EventGrid.SubscriptionValidationEvent"
 _IDS = uuid.UUID("5c1b7e3e-57a3-4c0e-9a43-6f0b3c3e7f21")
+#: The topic of a fleet without VMs: an Azure subscription id of zeros.
+DEFAULT_TOPIC = "/subscriptions/00000000-0000-0000-0000-000000000000"
+
+
+def topic_of(subscription_id: str) -> str:
+    """The system topic's ``topic``: the Azure subscription whose maintenance resources it
+    carries, as the page's sample shows it (``/subscriptions/{subscription-id}``)."""
+    return f"/subscriptions/{subscription_id}"
 
 
 def event_time(moment: datetime) -> str:
@@ -55,7 +63,7 @@ def eventgrid_event(change: EventChange) -> dict[str, Any]:
     where = change.where
     return {
         "id": grid_id(change),
-        "topic": f"/subscriptions/{where.subscription_id}",
+        "topic": topic_of(where.subscription_id),
         "subject": where.event_id(change.event.event_id),
         "data": _data(change),
         "eventType": EVENT_TYPE,
@@ -70,7 +78,7 @@ def cloud_event(change: EventChange) -> dict[str, Any]:
     return {
         "specversion": "1.0",
         "id": grid_id(change),
-        "source": f"/subscriptions/{where.subscription_id}",
+        "source": topic_of(where.subscription_id),
         "subject": where.event_id(change.event.event_id),
         "type": EVENT_TYPE,
         "time": event_time(change.at),
@@ -87,8 +95,9 @@ def validation_event(
     topic: str, code: str, validation_url: str, at: datetime
 ) -> list[dict[str, Any]]:
     """The Event Grid schema's ``SubscriptionValidationEvent`` (learn.microsoft.com, "Endpoint
-    validation with Event Grid events"): its ``data`` holds ``validationCode`` and
-    ``validationUrl``."""
+    validation with Event Grid events"): its ``data`` holds ``validationCode`` (a GUID in the
+    page's sample) and ``validationUrl``; ``topic`` is the system topic's, as its events
+    carry it, never the event subscription's name."""
     return [
         {
             "id": str(uuid.uuid4()),
@@ -106,6 +115,7 @@ def validation_event(
 __all__ = [
     "DATA_API_VERSION",
     "DATA_VERSION",
+    "DEFAULT_TOPIC",
     "EVENT_TYPE",
     "METADATA_VERSION",
     "SCHEMAS",
@@ -116,5 +126,6 @@ __all__ = [
     "eventgrid_event",
     "grid_id",
     "payload",
+    "topic_of",
     "validation_event",
 ]
