@@ -145,6 +145,7 @@ def main() -> None:
                         "time": at,
                         "version": version,
                         "status": properties["EventStatus"],
+                        "notBefore": properties["NotBefore"],
                         "eventId": properties["EventId"],
                         "resources": properties["Resources"],
                         "apiVersion": content["apiVersion"],

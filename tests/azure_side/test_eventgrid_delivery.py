@@ -24,6 +24,7 @@ import pytest
 from e2e_support import ForewarnServer, clean_environment, start_forewarn, wait_for
 
 from forewarn.eventgrid.delivery import CONCURRENCY
+from forewarn.wire.dates import format_not_before
 
 from .azure_support import FLEET, SUBSCRIPTION
 from .eventgrid_support import Receiver, receiver, subscribe, subscription
@@ -118,6 +119,21 @@ def test_both_schemas_get_every_state_parsed_by_the_sdks(
         assert cloud_first["contentType"] == "application/cloudevents+json; charset=utf-8"
         assert cloud_first["id"] == first["id"]
         assert cloud_first["version"] == "1.0"
+        # The page's sample shows a Started event with its NotBefore (the field tables say it
+        # is blank once started: the pages disagree, the sample is followed): the NotBefore
+        # it had while Scheduled, or the time it started when it never was (auto-approved)
+        for sink in (grid, cloud):
+            shown = {e["status"]: e["notBefore"] for e in sink.events() if e["eventId"] == reboot}
+            assert (
+                shown["Scheduled"]
+                == shown["Started"]
+                == format_not_before(began + timedelta(minutes=15))
+            )
+            assert shown["Completed"] == ""
+            auto_started = next(
+                e for e in sink.events() if e["eventId"] == auto and e["status"] == "Started"
+            )
+            assert auto_started["notBefore"] == format_not_before(began)
         ids = [e["id"] for e in grid.events()]
         assert len(ids) == len(set(ids))
         wait_for(

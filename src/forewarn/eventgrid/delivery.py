@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
-from forewarn.domain.history import EventChange
+from forewarn.domain.history import EventChange, Phase
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid._http import Answer, ExchangeError, exchange
 from forewarn.eventgrid.deadletter import dead_letter
@@ -125,7 +125,10 @@ class EventGrid:
         #: The system topic's ``topic`` (its Azure subscription), read when a handshake runs.
         self._topic = topic
         self._cursor = store.cursor()
-        self._incoming: deque[EventChange] = deque()
+        #: Changes not yet turned into deliveries, each with the NotBefore a Started one shows.
+        self._incoming: deque[tuple[EventChange, datetime | None]] = deque()
+        #: Each live event's NotBefore while it was Scheduled (see :meth:`on_change`).
+        self._not_before: dict[str, datetime] = {}
         #: Deliveries taken from the store and not yet recorded, by id.
         self._busy: dict[int, _Flight] = {}
         #: Deliveries answered with success, not yet recorded (see :meth:`_commit`).
@@ -157,9 +160,24 @@ class EventGrid:
 
     def on_change(self, change: EventChange) -> None:
         """A change of a published event: queued, unless it was turned into deliveries
-        before (a replay makes the journal's changes again)."""
+        before (a replay makes the journal's changes again).
+
+        A Started event is shown with the NotBefore it had while Scheduled (the time it
+        started, if it never was), as the Event Grid page's sample shows a Started event
+        with its NotBefore, where IMDS's field tables say it is blank once started
+        (learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid): the pages
+        disagree, and the sample is followed. Kept from every change, replayed ones too."""
+        event = change.event
+        not_before: datetime | None = None
+        if change.phase is Phase.SCHEDULED:
+            if event.not_before is not None:
+                self._not_before[event.event_id] = event.not_before
+        elif change.phase is Phase.STARTED:
+            not_before = self._not_before.get(event.event_id, change.at)
+        else:
+            self._not_before.pop(event.event_id, None)
         if change.sequence > self._cursor:
-            self._incoming.append(change)
+            self._incoming.append((change, not_before))
             self._kick.set()
 
     # -- subscriptions ----------------------------------------------------------------------
@@ -328,7 +346,7 @@ class EventGrid:
         """Not the leader: forget the changes the leader has turned into deliveries (the
         shared cursor), keeping those it has not, should this front-end lead next."""
         cursor = await asyncio.to_thread(self.store.cursor)
-        while self._incoming and self._incoming[0].sequence <= cursor:
+        while self._incoming and self._incoming[0][0].sequence <= cursor:
             self._incoming.popleft()
         self._cursor = max(self._cursor, cursor)
         await self._refresh_views()
@@ -448,7 +466,7 @@ class EventGrid:
             # interpreter lock from the VMs' requests unseen: here it is within the round's
             # bounded batch
             rows = _rows(batch, schemas)
-            cursor = batch[-1].sequence
+            cursor = batch[-1][0].sequence
             await asyncio.to_thread(self.store.enqueue, rows, cursor)
         except BaseException:
             self._incoming.extendleft(reversed(batch))  # not lost: queued again, in order
@@ -646,7 +664,7 @@ class _Flight:
 
 
 def _rows(
-    changes: list[EventChange], schemas: set[Schema]
+    changes: list[tuple[EventChange, datetime | None]], schemas: set[Schema]
 ) -> list[tuple[int, datetime, str, dict[Schema, str]]]:
     """Each change's number, time, Event Grid id and payload in each schema in use."""
     return [
@@ -655,11 +673,11 @@ def _rows(
             change.at,
             grid_id(change),
             {
-                schema: json.dumps(payload(change, schema), separators=(",", ":"))
+                schema: json.dumps(payload(change, schema, not_before), separators=(",", ":"))
                 for schema in schemas
             },
         )
-        for change in changes
+        for change, not_before in changes
     ]
 
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from forewarn.domain.history import EventChange
+from forewarn.wire.dates import format_not_before
 from forewarn.wire.maintenance import resource_info
 
 Schema = Literal["eventgrid", "cloudevents"]
@@ -55,17 +56,22 @@ def grid_id(change: EventChange) -> str:
     return str(uuid.uuid5(_IDS, f"{change.event.event_id}/{change.phase.value}"))
 
 
-def _data(change: EventChange) -> dict[str, Any]:
-    return {"resourceInfo": resource_info(change), "apiVersion": DATA_API_VERSION}
+def _data(change: EventChange, not_before: datetime | None) -> dict[str, Any]:
+    info = resource_info(change)
+    if not_before is not None:
+        info["properties"]["NotBefore"] = format_not_before(not_before)
+    return {"resourceInfo": info, "apiVersion": DATA_API_VERSION}
 
 
-def eventgrid_event(change: EventChange) -> dict[str, Any]:
+def eventgrid_event(change: EventChange, not_before: datetime | None = None) -> dict[str, Any]:
+    """``change`` in the Event Grid schema; ``not_before`` the NotBefore a Started event shows
+    (see :meth:`forewarn.eventgrid.delivery.EventGrid.on_change`)."""
     where = change.where
     return {
         "id": grid_id(change),
         "topic": topic_of(where.subscription_id),
         "subject": where.event_id(change.event.event_id),
-        "data": _data(change),
+        "data": _data(change, not_before),
         "eventType": EVENT_TYPE,
         "dataVersion": DATA_VERSION,
         "metadataVersion": METADATA_VERSION,
@@ -73,7 +79,7 @@ def eventgrid_event(change: EventChange) -> dict[str, Any]:
     }
 
 
-def cloud_event(change: EventChange) -> dict[str, Any]:
+def cloud_event(change: EventChange, not_before: datetime | None = None) -> dict[str, Any]:
     where = change.where
     return {
         "specversion": "1.0",
@@ -83,12 +89,16 @@ def cloud_event(change: EventChange) -> dict[str, Any]:
         "type": EVENT_TYPE,
         "time": event_time(change.at),
         "datacontenttype": "application/json",
-        "data": _data(change),
+        "data": _data(change, not_before),
     }
 
 
-def payload(change: EventChange, schema: Schema) -> dict[str, Any]:
-    return eventgrid_event(change) if schema == "eventgrid" else cloud_event(change)
+def payload(
+    change: EventChange, schema: Schema, not_before: datetime | None = None
+) -> dict[str, Any]:
+    if schema == "eventgrid":
+        return eventgrid_event(change, not_before)
+    return cloud_event(change, not_before)
 
 
 def validation_event(
