@@ -102,6 +102,13 @@ def main() -> None:
                 reply = json.dumps({"validationResponse": event.data["validationCode"]})
                 self.reply(200, reply.encode(), {"Content-Type": "application/json"})
                 return
+            # the time as it came on the wire (an SDK may fill in one that is missing)
+            document = json.loads(body)
+            wire_times = (
+                [item.get("eventTime") for item in document]
+                if isinstance(document, list)
+                else [document.get("time")]
+            )
             if options.schema == "eventgrid":
                 events = [EventGridEvent.from_dict(item) for item in json.loads(body)]
                 parsed: list[tuple[Any, ...]] = [
@@ -135,7 +142,9 @@ def main() -> None:
                 failing = failures[0] > 0
                 failures[0] -= 1
             status = 500 if failing else options.status
-            for id_, type_, subject, at, content, version in parsed:
+            for (id_, type_, subject, at, content, version), wire_time in zip(
+                parsed, wire_times, strict=True
+            ):
                 properties = content["resourceInfo"]["properties"]
                 record(
                     {
@@ -143,6 +152,7 @@ def main() -> None:
                         "type": type_,
                         "subject": subject,
                         "time": at,
+                        "wireTime": wire_time,
                         "version": version,
                         "status": properties["EventStatus"],
                         "notBefore": properties["NotBefore"],

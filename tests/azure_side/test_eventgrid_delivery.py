@@ -11,6 +11,7 @@ OPTIONS exchange) and "Event Grid message delivery and retry" (at least once, th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ import pytest
 from e2e_support import ForewarnServer, clean_environment, start_forewarn, wait_for
 
 from forewarn.eventgrid.delivery import CONCURRENCY
+from forewarn.eventgrid.payloads import event_time as format_event_time
 from forewarn.wire.dates import format_not_before
 
 from .azure_support import FLEET, SUBSCRIPTION
@@ -117,6 +119,12 @@ def test_both_schemas_get_every_state_parsed_by_the_sdks(
         assert first["contentType"] == "application/json; charset=utf-8"
         cloud_first = next(e for e in cloud.events() if e["eventId"] == reboot)
         assert cloud_first["contentType"] == "application/cloudevents+json; charset=utf-8"
+        # on the wire, not filled in by the SDK: CloudEvents' `time` is the Event Grid schema's
+        # `eventTime` ("CloudEvents v1.0 schema with Azure Event Grid"), with the sample's
+        # seven fractional digits ("eventTime": "2017-06-26T18:41:00.9584103Z")
+        assert first["wireTime"] == format_event_time(began)
+        assert cloud_first["wireTime"] == first["wireTime"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z", first["wireTime"])
         assert cloud_first["id"] == first["id"]
         assert cloud_first["version"] == "1.0"
         # The page's sample shows a Started event with its NotBefore (the field tables say it
@@ -223,6 +231,8 @@ def test_a_400_is_never_retried(server: ForewarnServer, tmp_path: Path) -> None:
             what="dead-lettering",
             server=server.process,
         )
+        state = subscription(server.control, "refuses")
+        assert (state["failed"], state["deadLettered"], state["pending"]) == (1, 1, 0)
         server.advance(3600)
         time.sleep(0.3)
     assert len(sink.events()) == 1

@@ -211,3 +211,24 @@ def test_event_time_has_the_samples_seven_fractional_digits() -> None:
         "2017-06-26T18:41:00.9584100Z"
     )
     assert event_time(T0) == "2026-05-01T12:00:00.0000000Z"
+
+
+def test_a_dead_lettered_event_counts_as_a_failed_attempt() -> None:
+    """docs/azure-side.md, "Event Grid": ``eventgrid list`` counts failed attempts, each
+    retry's and the last one's, which dead-letters the event, alike [ours]; "deliveryAttempts"
+    of the dead-letter record counts the same attempts (delivery-and-retry, "Delivery event
+    formats")."""
+    store = DeliveryStore(None)
+    store.add(subscription("ops"))
+    store.enqueue([(1, T0, "id-1", {"eventgrid": "{}"})], cursor=1)
+    (first,) = store.due(T0, 10)
+    store.failed(first, at=T0, status=503, outcome="ServiceUnavailable",
+                 again=T0 + timedelta(seconds=10))  # fmt: skip
+    (second,) = store.due(T0 + timedelta(seconds=10), 10)
+    assert second.attempts == 1
+    store.failed(second, at=T0, status=400, outcome="BadRequest", again=None, error="400 Bad")
+    ops = store.get("ops")
+    assert ops is not None
+    assert (ops.failed, ops.dead_lettered, ops.delivered, ops.last_error) == (2, 1, 0, "400 Bad")
+    assert store.pending() == {}
+    store.close()

@@ -63,6 +63,11 @@ class PostgresDeliveryStore(DeliveryStore):
         with self._lock:
             self._pg = self._connect()
 
+    @property
+    def schema_name(self) -> str:
+        """The namespace's own schema in the database (what a test removes afterwards)."""
+        return self._schema_name
+
     def _connect(self) -> psycopg.Connection[Any]:
         """A connection on the namespace's schema (made if missing); StoreUnavailableError
         when the server cannot be reached."""
