@@ -9,12 +9,16 @@ event time-to-live (default is 1440 minutes)"; webhook errors for which "retry d
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from e2e_support import http_server_in_thread
 
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid.deadletter import dead_letter
@@ -232,3 +236,53 @@ def test_a_dead_lettered_event_counts_as_a_failed_attempt() -> None:
     assert (ops.failed, ops.dead_lettered, ops.delivered, ops.last_error) == (2, 1, 0, "400 Bad")
     assert store.pending() == {}
     store.close()
+
+
+class _Failing(BaseHTTPRequestHandler):
+    """A receiver answering 500 to every delivery, counting them."""
+
+    posts: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        _Failing.posts.append(self.headers.get("aeg-delivery-count", ""))
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_nothing_is_sent_a_moment_before_its_retry() -> None:
+    """The retry schedule "10 seconds, 30 seconds, 1 minute, ..." (delivery-and-retry,
+    "Retry schedule") on the platform's clock: the delivery loop stepped by hand at each
+    moment, its attempts awaited, so what is not sent is seen not sent without waiting."""
+    _Failing.posts = []
+
+    async def run(url: str) -> None:
+        now = [T0]
+        store = DeliveryStore(None)
+        store.add(Subscription("ops", url + "/events", "eventgrid", "Succeeded", "c", T0, 0))
+        store.enqueue([(1, T0, "id-1", {"eventgrid": "{}"})], cursor=1)
+        grid = EventGrid(lambda: now[0], lambda: 0, store, validation_base="http://x")
+
+        async def at(moment: datetime) -> int:
+            now[0] = moment
+            await grid.step()  # records the last outcome, then sends what is due
+            await grid.settle()
+            await grid.step()
+            return len(_Failing.posts)
+
+        assert await at(T0) == 1
+        failed_at = T0
+        for attempt, wait in enumerate((10, 30, 60, 300), start=2):
+            due = failed_at + timedelta(seconds=wait)
+            assert await at(due - timedelta(milliseconds=1)) == attempt - 1
+            assert await at(due) == attempt
+            failed_at = due
+        assert _Failing.posts == ["0", "1", "2", "3", "4"]
+        store.close()
+
+    with http_server_in_thread(_Failing) as url:
+        asyncio.run(run(url))
