@@ -9,10 +9,10 @@ not one per front-end).
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -38,18 +38,31 @@ vms:
 """
 
 
+def _namespace_url() -> str:
+    return f"{require_postgres()}?namespace=eventgrid_{uuid.uuid4().hex[:12]}"
+
+
+def _drop(url: str) -> None:
+    """Remove what the namespace at ``url`` made: Event Grid's schema, named by the store
+    itself (never by a copy of its naming here), and the namespace's row."""
+    from forewarn.eventgrid.postgres import PostgresDeliveryStore
+
+    outbox = PostgresDeliveryStore(url)
+    name = outbox.schema_name
+    outbox.close()
+    conninfo, namespace, _ = postgres_target(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
+
+
 @pytest.fixture
 def store() -> Iterator[str]:
-    url = f"{require_postgres()}?namespace=eventgrid_{uuid.uuid4().hex[:12]}"
+    url = _namespace_url()
     try:
         yield url
     finally:
-        conninfo, namespace, schema = postgres_target(url)
-        scope = f"{schema or 'public'}\x00{namespace or 'default'}"
-        name = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-            conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
+        _drop(url)
 
 
 @pytest.fixture
@@ -115,3 +128,28 @@ def test_the_delivery_store_outlives_a_lost_connection(store: str) -> None:
         assert deliveries.cursor() == before
     finally:
         deliveries.close()
+
+
+def test_each_namespace_has_an_outbox_of_its_own(store: str) -> None:
+    """[ours] (docs/scale-out.md: a namespace is a fleet of its own in a shared database;
+    docs/azure-side.md: the subscriptions and pending deliveries "in a schema of the
+    namespace's own"): two fleets on one database never see each other's subscriptions,
+    deliveries or cursor."""
+    from forewarn.eventgrid.postgres import PostgresDeliveryStore
+    from forewarn.eventgrid.store import Subscription
+
+    other = _namespace_url()
+    mine, theirs = PostgresDeliveryStore(store), PostgresDeliveryStore(other)
+    try:
+        assert mine.schema_name != theirs.schema_name
+        at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+        mine.add(Subscription("ops", "http://127.0.0.1:9/", "eventgrid", "Succeeded", "c", at, 0))
+        assert mine.enqueue([(1, at, "grid-1", {"eventgrid": "{}"})], cursor=1) == 1
+        assert [s.name for s in mine.subscriptions()] == ["ops"]
+        assert theirs.subscriptions() == []
+        assert theirs.due(at, 10) == []
+        assert (mine.cursor(), theirs.cursor()) == (1, 0)
+    finally:
+        mine.close()
+        theirs.close()
+        _drop(other)

@@ -29,12 +29,17 @@ _SCHEMA = (
     " schema text NOT NULL, state text NOT NULL, validation_code text NOT NULL,"
     " expires text NOT NULL, after_sequence bigint NOT NULL, delivered bigint DEFAULT 0,"
     " failed bigint DEFAULT 0, dead_lettered bigint DEFAULT 0, last_error text DEFAULT '',"
-    " duplicates bigint DEFAULT 0)",
+    " duplicates bigint DEFAULT 0, letter_failures bigint DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS deliveries (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
     " subscription text NOT NULL, grid_id text NOT NULL, payload text NOT NULL,"
     " published text NOT NULL, due text NOT NULL, attempts integer DEFAULT 0,"
-    " last_status integer, last_outcome text DEFAULT '', last_attempt text DEFAULT '')",
+    " last_status integer, last_outcome text DEFAULT '', last_attempt text DEFAULT '',"
+    " letter text DEFAULT '')",
     "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (due, id)",
+    "CREATE INDEX IF NOT EXISTS deliveries_subscription_due ON deliveries (subscription, due, id)",
+    # the columns added since the first release (store.ADDED_COLUMNS), on an older schema
+    "ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS letter_failures bigint DEFAULT 0",
+    "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS letter text DEFAULT ''",
 )
 
 
@@ -57,6 +62,11 @@ class PostgresDeliveryStore(DeliveryStore):
         self._schema_name = name
         with self._lock:
             self._pg = self._connect()
+
+    @property
+    def schema_name(self) -> str:
+        """The namespace's own schema in the database (what a test removes afterwards)."""
+        return self._schema_name
 
     def _connect(self) -> psycopg.Connection[Any]:
         """A connection on the namespace's schema (made if missing); StoreUnavailableError

@@ -27,6 +27,7 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.eventgrid.delivery import EventGrid
+from forewarn.eventgrid.payloads import DEFAULT_TOPIC, topic_of
 from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT
 from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
@@ -132,6 +133,12 @@ def _event_grid(
     """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), in
     memory, or in the shared PostgreSQL database, where only the leader delivers."""
     url = store_url(settings)
+
+    def topic() -> str:
+        """The system topic's: the fleet's first VM's Azure subscription."""
+        vms = service().vms()
+        return topic_of(vms[0].subscription_id) if vms else DEFAULT_TOPIC
+
     if url is not None and is_shared(url):
         from forewarn.eventgrid.postgres import PostgresDeliveryStore
 
@@ -147,6 +154,7 @@ def _event_grid(
             dead_letters=settings.dead_letter_dir,
             response_timeout=settings.eventgrid_timeout,
             active=leading,
+            topic=topic,
         )
     path: Path | None = None
     dead_letters = settings.dead_letter_dir
@@ -170,6 +178,7 @@ def _event_grid(
         validation_base=url_for(settings.control_host, settings.control_port),
         dead_letters=dead_letters,
         response_timeout=settings.eventgrid_timeout,
+        topic=topic,
     )
 
 
