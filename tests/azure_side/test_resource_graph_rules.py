@@ -9,6 +9,8 @@ that paging goes over several pages.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -118,3 +120,50 @@ def test_contains_and_startswith_ignore_case(platform: ForewarnPlatform) -> None
         total
     )
     assert rows(platform, "maintenanceresources | where resourceGroup contains 'nope'") == []
+
+
+def _forged(token: str, **changes: Any) -> str:
+    """A page's own token with ``changes`` made to what it holds."""
+    held = json.loads(base64.urlsafe_b64decode(token.encode()))
+    return base64.urlsafe_b64encode(json.dumps({**held, **changes}).encode()).decode()
+
+
+@pytest.mark.parametrize("skip", [True, 1.0, -1, "2", None])
+def test_a_skip_token_not_holding_an_offset_is_refused(
+    platform: ForewarnPlatform, skip: Any
+) -> None:
+    """ "$skipToken ... the token to continue from" (work-with-data, "Paging results"): only a
+    token a page gave resumes; one whose offset is not a whole number of rows (``true``, which
+    Python would read as 1) is a 400, not a page from somewhere."""
+    token = post(platform, ALL, options={"$top": 2}).json()["$skipToken"]
+    answer = post(platform, ALL, options={"$top": 2, "$skipToken": _forged(token, skip=skip)})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["details"][1]["code"] == "InvalidSkipToken"
+
+
+@pytest.mark.parametrize(
+    "options", [{"$skiptoken": "x"}, {"top": 2}, {"$first": 2}, {"allowPartialScopes": "yes"}]
+)
+def test_unknown_or_mistyped_options_are_refused(
+    platform: ForewarnPlatform, options: dict[str, Any]
+) -> None:
+    """``QueryRequestOptions`` has ``$skipToken``, ``$top``, ``$skip``, ``resultFormat``,
+    ``allowPartialScopes`` and ``authorizationScopeFilter`` (Resource Graph REST API,
+    "Resources - Resources", QueryRequestOptions): a key outside them is a 400 naming it, not
+    an option silently not applied."""
+    answer = post(platform, ALL, options=options)
+    assert answer.status_code == 400, answer.text
+    assert next(iter(options)) in answer.json()["error"]["message"]
+
+
+def test_the_options_azure_documents_are_taken(platform: ForewarnPlatform) -> None:
+    """The same page's keys are all accepted; the scope ones change nothing here."""
+    options = {
+        "$top": 3,
+        "$skip": 1,
+        "resultFormat": "objectArray",
+        "allowPartialScopes": True,
+        "authorizationScopeFilter": "AtScopeAndBelow",
+    }
+    everything = [row["name"] for row in rows(platform, ALL)]
+    assert [row["name"] for row in rows(platform, ALL, options=options)] == everything[1:4]

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from forewarn.domain.history import EventChange
 from forewarn.resourcegraph.kql import Query, QueryError, parse_query
@@ -47,7 +47,11 @@ _INVALID = (
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    """``QueryRequestOptions``: the keys Resource Graph's REST API names, and no others (a
+    misspelt ``$skiptoken`` or ``top`` would otherwise be ignored and the query answered as
+    if it had not been asked for)."""
+
+    model_config = ConfigDict(extra="forbid")  # by the wire's names only: not `top`
 
     top: StrictInt | None = Field(default=None, alias="$top", ge=1, le=MAX_TOP)
     skip: StrictInt | None = Field(default=None, alias="$skip", ge=0, le=10_000_000)
@@ -55,6 +59,11 @@ class _Options(BaseModel):
     result_format: Literal["objectArray", "table"] = Field(
         default="objectArray", alias="resultFormat"
     )
+    # Taken and without effect here: every subscription of the fleet is in scope.
+    allow_partial_scopes: StrictBool | None = Field(default=None, alias="allowPartialScopes")
+    authorization_scope_filter: (
+        Literal["AtScopeAndBelow", "AtScopeAndAbove", "AtScopeExact", "AtScopeAboveAndBelow"] | None
+    ) = Field(default=None, alias="authorizationScopeFilter")
 
 
 class QueryIn(BaseModel):
@@ -93,7 +102,7 @@ def _offset_of(token: str, digest: str) -> int | None:
         offset, given = decoded["skip"], decoded["query"]
     except (ValueError, KeyError, TypeError):
         return None
-    if given != digest or not isinstance(offset, int) or offset < 0:
+    if given != digest or type(offset) is not int or offset < 0:  # not True, not 1.0
         return None
     return offset
 
