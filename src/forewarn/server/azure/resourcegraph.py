@@ -11,31 +11,33 @@ is :data:`forewarn.domain.history.FINISHED_KEPT`). A query outside the supported
 400 in ARM's error envelope naming the part refused.
 
 Paging follows Resource Graph's: at most ``$top`` rows a page (:data:`DEFAULT_TOP` unless
-asked, :data:`MAX_TOP` at most), the rest fetched with the ``$skipToken`` the page gave.
+asked, :data:`MAX_TOP` at most), the rest fetched with the ``$skipToken`` the page gave
+(:mod:`forewarn.resourcegraph.answer`). The ``resources`` table lists the fleet's VMs and scale
+sets (:mod:`forewarn.wire.resources`).
+
+The loop reads the tables at one instant and hands them, as JSON, to a runner: under ``forewarn
+serve`` a process of its own (:class:`QueryProcess`), so a heavy query never takes the VM-facing
+endpoint's interpreter; in process (the pytest plugin) a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import concurrent.futures.process
 import functools
-import hashlib
-import json
 import multiprocessing
 import re
+import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from forewarn.domain.history import EventChange
-from forewarn.resourcegraph.kql import QueryError, parse_query
-from forewarn.resourcegraph.query import RESOURCES, TABLE, column_type, run
+from forewarn.resourcegraph.answer import QueryJob, bad_request, encoded, execute
 from forewarn.server.azure._arm import api_version_error
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.maintenance import arg_row
@@ -47,11 +49,6 @@ RESOURCE_GRAPH_API_VERSIONS = frozenset({"2021-03-01", "2022-10-01", "2024-04-01
 DEFAULT_TOP = 100
 MAX_TOP = 1000
 PATH = "/providers/Microsoft.ResourceGraph/resources"
-
-_INVALID = (
-    "Query is invalid. Please refer to the documentation for the Azure Resource Graph "
-    "service and fix the error before retrying."
-)
 
 
 class _Options(BaseModel):
@@ -86,112 +83,14 @@ class QueryIn(BaseModel):
     options: _Options | None = None
 
 
-def _bad_request(message: str, detail: dict[str, Any] | None = None) -> dict[str, Any]:
-    details = [{"code": "InvalidQuery", "message": _INVALID}]
-    if detail is not None:
-        details.append(detail)
-    return {"error": {"code": "BadRequest", "message": message, "details": details}}
-
-
-def _digest(query: str, subscriptions: tuple[str, ...] | None) -> str:
-    scope = json.dumps([query, sorted(subscriptions or [])])
-    return hashlib.sha256(scope.encode()).hexdigest()[:16]
-
-
-def _skip_token(offset: int, digest: str) -> str:
-    text = json.dumps({"skip": offset, "query": digest}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode()
-
-
-def _offset_of(token: str, digest: str) -> int | None:
-    """Where ``token`` resumes, or None when it is no token this query gave."""
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-        offset, given = decoded["skip"], decoded["query"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if given != digest or type(offset) is not int or offset < 0:  # not True, not 1.0
-        return None
-    return offset
-
-
-@dataclass(frozen=True, slots=True)
-class QueryJob:
-    """One validated request and the tables it reads, as JSON: what :func:`execute` needs,
-    picklable, so that it can run in another process."""
-
-    query: str
-    subscriptions: tuple[str, ...] | None
-    top: int
-    skip: int
-    skip_token: str | None
-    result_format: str
-    events: bytes
-    resources: bytes
-
-
-def execute(job: QueryJob) -> tuple[int, bytes]:
-    """The status and JSON body answering ``job``: the query parsed, run over the tables,
-    paged and formatted. Pure CPU, no service: it runs in the query process of ``forewarn
-    serve`` (:class:`QueryProcess`), or a worker thread in process."""
-    try:
-        query = parse_query(job.query)
-    except QueryError as exc:
-        line, column = exc.where or (1, 0)
-        detail = {
-            "code": exc.code,
-            "message": str(exc),
-            "line": line,
-            "characterPositionInLine": column,
-            "token": exc.token or "",
-        }
-        return 400, _encoded(_bad_request(f"{_INVALID} {exc}", detail))
-    wanted = {s.lower() for s in job.subscriptions} if job.subscriptions else None
-
-    def table(blob: bytes) -> Callable[[], list[dict[str, Any]]]:
-        def rows() -> list[dict[str, Any]]:
-            every: list[dict[str, Any]] = json.loads(blob)
-            if wanted is None:
-                return every
-            return [row for row in every if str(row["subscriptionId"]).lower() in wanted]
-
-        return rows
-
-    try:
-        selected = run(query, {TABLE: table(job.events), RESOURCES: table(job.resources)})
-    except QueryError as exc:
-        detail = {"code": exc.code, "message": str(exc), "token": exc.token or ""}
-        return 400, _encoded(_bad_request(f"{_INVALID} {exc}", detail))
-    digest = _digest(job.query, job.subscriptions)
-    offset = job.skip
-    if job.skip_token is not None:
-        resumed = _offset_of(job.skip_token, digest)
-        if resumed is None:
-            refusal = _bad_request(
-                "The $skipToken is not one this query gave.",
-                {"code": "InvalidSkipToken", "message": "$skipToken is invalid"},
-            )
-            return 400, _encoded(refusal)
-        offset = resumed
-    page = selected[offset : offset + job.top]
-    answer: dict[str, Any] = {
-        "totalRecords": len(selected),
-        "count": len(page),
-        "data": _formatted(page, job.result_format),
-        "facets": [],
-        "resultTruncated": "false",
-    }
-    if offset + job.top < len(selected):
-        answer["$skipToken"] = _skip_token(offset + job.top, digest)
-    return 200, _encoded(answer)
-
-
-def _encoded(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 #: How a job is run: in a worker thread (in process), or in the query process.
 QueryRunner = Callable[[QueryJob], Awaitable[tuple[int, bytes]]]
+
+
+def _ignore_interrupts() -> None:
+    """The query process leaves Ctrl-C to ``forewarn serve``, which stops it (no second
+    traceback from a process the user never started)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class QueryProcess:
@@ -206,8 +105,10 @@ class QueryProcess:
 
     async def __call__(self, job: QueryJob) -> tuple[int, bytes]:
         if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            self._pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
+            context = multiprocessing.get_context("spawn")  # no copy of the server's state
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=context, initializer=_ignore_interrupts
+            )
         pool = self._pool
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, execute, job)
@@ -221,7 +122,7 @@ class QueryProcess:
                     "message": "The query process stopped while running the query; retry.",
                 }
             }
-            return 503, _encoded(refusal)
+            return 503, encoded(refusal)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -243,7 +144,7 @@ class _EventRows:
         for change in changes:
             kept = old.get(id(change))
             if kept is None or kept[0] is not change:
-                kept = (change, _encoded(arg_row(change)))
+                kept = (change, encoded(arg_row(change)))
             new[id(change)] = kept
         self._encoded = new
         return b"[" + b",".join(encoded for _, encoded in new.values()) + b"]"
@@ -270,7 +171,7 @@ def resource_graph_router(
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "body"
-            refusal = _bad_request(f"The request is invalid: {where}: {first['msg']}")
+            refusal = bad_request(f"The request is invalid: {where}: {first['msg']}")
             return JSONResponse(refusal, status_code=400)
         options = body.options or _Options()
         # The tables read at one instant on the loop (references to immutable changes), their
@@ -278,7 +179,7 @@ def resource_graph_router(
         changes = list(service.published().latest())
         fleet = b"[]"
         if _RESOURCES_NAMED.search(body.query):
-            fleet = _encoded(resource_rows(service.vms()))
+            fleet = encoded(resource_rows(service.vms()))
         job = QueryJob(
             query=body.query,
             subscriptions=tuple(body.subscriptions) if body.subscriptions else None,
@@ -296,29 +197,13 @@ def resource_graph_router(
     return router
 
 
-def _formatted(rows: list[dict[str, Any]], result_format: str) -> Any:
-    if result_format == "objectArray":
-        return rows
-    names: dict[str, None] = {}
-    for row in rows:
-        names.update(dict.fromkeys(row))
-    return {
-        "columns": [
-            {"name": name, "type": column_type(row.get(name) for row in rows)} for name in names
-        ],
-        "rows": [[row.get(name) for name in names] for row in rows],
-    }
-
-
 __all__ = [
     "DEFAULT_TOP",
     "MAX_TOP",
     "PATH",
     "RESOURCE_GRAPH_API_VERSIONS",
     "QueryIn",
-    "QueryJob",
     "QueryProcess",
     "QueryRunner",
-    "execute",
     "resource_graph_router",
 ]
