@@ -346,14 +346,18 @@ def _sorted(rows: list[Row], keys: tuple[SortKey, ...]) -> list[Row]:
 
 def column_names(columns: Iterable[Column]) -> list[str]:
     """The names KQL gives ``columns``: their own, a path's with underscores
-    (``properties_EventStatus``), else ``Column1``, ``Column2``..."""
+    (``properties_EventStatus``, also for a function of it, ``tostring(properties.EventStatus)``),
+    else ``Column1``, ``Column2``..."""
     names: list[str] = []
     unnamed = 0
     for column in columns:
+        inner = column.expr
+        while isinstance(inner, Call) and inner.arguments and not inner.index:
+            inner = inner.arguments[0]  # tostring(properties.EventStatus): properties_...
         if column.name:
             names.append(column.name)
-        elif isinstance(column.expr, Path):
-            names.append("_".join(str(part) for part in column.expr.parts))
+        elif isinstance(inner, Path):
+            names.append("_".join(str(part) for part in inner.parts))
         else:
             unnamed += 1
             names.append(f"Column{unnamed}")
