@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from forewarn.resourcegraph.kql import Aggregate, Column, Expr, Path, Star, Summarize
+from forewarn.resourcegraph.kql import Aggregate, Column, Expr, Star, Summarize
 from forewarn.resourcegraph.values import is_number, key_of, rank
 
 Row = dict[str, Any]
@@ -28,14 +28,16 @@ _PREFIX = {
 }  # fmt: skip
 
 
-def _name(column: Column, aggregate: Aggregate) -> str:
+def _name(column: Column, aggregate: Aggregate, names: Names) -> str:
+    """``count_``, ``min_n``, ``dcount_name`` for ``dcount(tolower(name))``: the prefix and
+    the name KQL gives the argument, when it has one of its own."""
     if column.name:
         return column.name
     prefix = _PREFIX[aggregate.function]
-    argument = aggregate.arguments[0] if aggregate.arguments else None
-    if isinstance(argument, Path):
-        return prefix + "_".join(str(part) for part in argument.parts)
-    return prefix
+    if not aggregate.arguments:
+        return prefix
+    (named,) = names((Column("", aggregate.arguments[0]),))
+    return prefix if named.startswith("Column") else prefix + named
 
 
 def _aggregate(aggregate: Aggregate, rows: list[Row], evaluate: Evaluate) -> Any:
@@ -112,7 +114,7 @@ def summarized(
                 for name, value in _arg(column, aggregate, members, evaluate, names).items():
                     result.setdefault(name, value)
             else:
-                result[_name(column, aggregate)] = _aggregate(aggregate, members, evaluate)
+                result[_name(column, aggregate, names)] = _aggregate(aggregate, members, evaluate)
         out.append(result)
     return out
 
