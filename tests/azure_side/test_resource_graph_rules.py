@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from forewarn.resourcegraph import query as query_module
 from forewarn.testing import ForewarnPlatform
 
 from .azure_support import FLEET, START
@@ -167,3 +168,21 @@ def test_the_options_azure_documents_are_taken(platform: ForewarnPlatform) -> No
     }
     everything = [row["name"] for row in rows(platform, ALL)]
     assert [row["name"] for row in rows(platform, ALL, options=options)] == everything[1:4]
+
+
+def test_a_query_past_the_cost_bound_is_a_400_naming_it(
+    platform: ForewarnPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ours (docs/azure-side.md, "Resource Graph"): a query whose evaluations (rows times
+    terms) would pass the bound is refused before it runs, naming the bound and the operator,
+    in ARM's envelope; the table is unchanged. The bound is lowered here so that this small
+    table reaches it."""
+    before = rows(platform, ALL)
+    monkeypatch.setattr(query_module, "MAX_COST", 50)
+    answer = post(platform, "maintenanceresources | where " + " or ".join(["isnull(name)"] * 5))
+    assert answer.status_code == 400, answer.text
+    detail = answer.json()["error"]["details"][1]
+    assert (detail["code"], detail["token"]) == ("QueryTooExpensive", "where")
+    assert "limit of 50 evaluations" in detail["message"]
+    monkeypatch.undo()
+    assert rows(platform, ALL) == before

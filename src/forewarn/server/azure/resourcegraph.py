@@ -27,6 +27,7 @@ import concurrent.futures
 import concurrent.futures.process
 import functools
 import multiprocessing
+import os
 import re
 import signal
 from collections.abc import Awaitable, Callable
@@ -87,10 +88,17 @@ class QueryIn(BaseModel):
 QueryRunner = Callable[[QueryJob], Awaitable[tuple[int, bytes]]]
 
 
-def _ignore_interrupts() -> None:
-    """The query process leaves Ctrl-C to ``forewarn serve``, which stops it (no second
-    traceback from a process the user never started)."""
+#: How much lower the query process's CPU priority is than ``forewarn serve``'s (``nice``):
+#: on a busy machine the VM-facing process is scheduled first.
+QUERY_NICENESS = 10
+
+
+def _query_process_setup() -> None:
+    """The query process yields the CPU to ``forewarn serve`` (:data:`QUERY_NICENESS`) and
+    leaves Ctrl-C to it, which stops it (no second traceback from a process the user never
+    started)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(QUERY_NICENESS)
 
 
 class QueryProcess:
@@ -107,7 +115,7 @@ class QueryProcess:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")  # no copy of the server's state
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                1, mp_context=context, initializer=_ignore_interrupts
+                1, mp_context=context, initializer=_query_process_setup
             )
         pool = self._pool
         try:
