@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import concurrent.futures.process
-import functools
 import multiprocessing
 import os
 import re
@@ -91,6 +90,11 @@ QueryRunner = Callable[[QueryJob], Awaitable[tuple[int, bytes]]]
 #: How much lower the query process's CPU priority is than ``forewarn serve``'s (``nice``):
 #: on a busy machine the VM-facing process is scheduled first.
 QUERY_NICENESS = 10
+
+
+async def in_thread(job: QueryJob) -> tuple[int, bytes]:
+    """Run ``job`` in a worker thread: in process, where there is no other process to use."""
+    return await asyncio.to_thread(execute, job)
 
 
 def _query_process_setup() -> None:
@@ -168,7 +172,7 @@ def resource_graph_router(
     serve`` gives a :class:`QueryProcess`)."""
     router = APIRouter(include_in_schema=False)
     events = _EventRows()
-    run_job: QueryRunner = runner or functools.partial(asyncio.to_thread, execute)
+    run_job: QueryRunner = runner or in_thread
 
     async def resources(request: Request) -> Response:
         refused = api_version_error(request, RESOURCE_GRAPH_API_VERSIONS)
@@ -213,5 +217,6 @@ __all__ = [
     "QueryIn",
     "QueryProcess",
     "QueryRunner",
+    "in_thread",
     "resource_graph_router",
 ]
