@@ -33,6 +33,7 @@ from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, log, watch_events
+from forewarn.server.azure.resourcegraph import QueryProcess
 from forewarn.server.background import BackgroundPart, running
 from forewarn.server.banner import control_line, start_up_lines
 from forewarn.server.control import create_control_app
@@ -399,6 +400,8 @@ async def _start(
         workers_up = lambda: (workers.up, workers.count)  # noqa: E731
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
+    queries = QueryProcess()  # Resource Graph's queries, off the VMs' interpreter
+    stack.callback(queries.close)
     control_app = create_control_app(
         service,
         activity=activity,
@@ -411,6 +414,7 @@ async def _start(
             writes=service.write_refused,
         ),
         eventgrid=grid,
+        queries=queries,
     )
     control = await start_control(
         control_app, settings.control_host, settings.control_port, token, bound=control_socket
