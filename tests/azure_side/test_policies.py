@@ -228,3 +228,14 @@ def test_a_policy_step_names_one_target() -> None:
         parse_scenario(
             "steps:\n  - set-scheduled-events-policy: {vm: a, scaleSet: b, scheduledEventsPolicy: {}}\n"
         )
+
+
+def test_a_vm_paused_by_a_freeze_is_not_down(platform: ForewarnPlatform) -> None:
+    """docs/azure-side.md, "The policy and ARM identity": ``allInstancesDown`` counts a VM
+    under a Reboot, Redeploy, Preempt or Terminate as down; "a Freeze only pauses" (SPEC 4.3:
+    "A Freeze pauses the VM ... memory and open files intact"). A frozen VM's requests wait,
+    but the VM is there to approve when it resumes, so its new event waits to be approved."""
+    platform.schedule("Freeze", "solo", started=True)
+    assert not platform.vm_state("solo").reachable  # held as paused: only its type differs
+    (event,) = platform.redeploy("solo")
+    assert event.status is EventStatus.SCHEDULED
