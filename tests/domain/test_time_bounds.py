@@ -43,8 +43,8 @@ def test_the_bounds_are_the_documented_values_and_hold_to_the_microsecond() -> N
     """docs/control.md, "Bounds": the latest time is "9000-01-01T00:00:00Z" and the longest
     duration "100 years (3,153,600,000 s)". Each is the last value accepted where it is
     defined: one microsecond more is refused."""
-    assert LATEST == datetime(9000, 1, 1, tzinfo=UTC)
-    assert LONGEST == timedelta(days=36_500)
+    assert datetime(9000, 1, 1, tzinfo=UTC) == LATEST
+    assert timedelta(days=36_500) == LONGEST
     assert LONGEST.total_seconds() == 3_153_600_000
     assert check_time(LATEST) == LATEST
     with pytest.raises(TimeOutOfRangeError, match="past 9000-01-01T00:00:00"):
