@@ -9,7 +9,7 @@ not one per front-end).
 
 from __future__ import annotations
 
-import time
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -102,12 +102,29 @@ def test_each_change_is_delivered_once_not_once_per_front_end(
         wait_for(lambda: len(sink.statuses(event_id)) >= 2, what="Scheduled and Started")
         c.advance(10 * 60)
         wait_for(lambda: len(sink.statuses(event_id)) >= 3, what="Completed")
-        time.sleep(1.0)  # had every front-end delivered, the copies would have come by now
-        assert sorted(sink.statuses(event_id)) == ["Completed", "Scheduled", "Started"]
+        # What must come next: every front-end's own delivery loop showing the three made
+        # and none pending. Each loop refreshes that view itself, in the round where it
+        # would turn changes into deliveries; a follower that delivered too would have put
+        # deliveries of its own in the fleet's store (pending, or more than three made) as
+        # soon as each change reached it, the Scheduled and Started ones long before.
         wait_for(
-            lambda: subscription(a.control, "fleet")["delivered"] == 3,
-            what="the deliveries recorded",
+            lambda: all(_loop_view(f, "fleet") == (3, 0) for f in front_ends),
+            what="every front-end's loop showing 3 delivered and none pending",
         )
+        assert sorted(sink.statuses(event_id)) == ["Completed", "Scheduled", "Started"]
+
+
+def _loop_view(server: ForewarnServer, name: str) -> tuple[int, int] | None:
+    """(delivered, pending) of subscription ``name`` as ``server``'s delivery loop last saw
+    them: the view it keeps for the dashboard (the first snapshot of ``/api/v1/stream``),
+    not the store read on the request's behalf."""
+    with server.control.stream("GET", "/stream") as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                shown = json.loads(line.removeprefix("data: "))["eventGrid"]
+                views = [(s["delivered"], s["pending"]) for s in shown if s["name"] == name]
+                return views[0] if views else None
+    return None
 
 
 def test_the_delivery_store_outlives_a_lost_connection(store: str) -> None:

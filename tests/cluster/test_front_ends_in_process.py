@@ -356,6 +356,8 @@ def test_a_first_request_whose_touch_was_lost_with_the_server_is_refused_not_ans
     def gone(*args: object, **kwargs: object) -> object:
         raise StoreUnavailableError("the server is gone")
 
+    seconds = [time.monotonic()]  # the quiet period's clock, moved only below
+    monkeypatch.setattr(replica(state), "_monotonic", lambda: seconds[0])
     try:
         with monkeypatch.context() as patched:
             patched.setattr(ExclusiveWrite, "append_if", gone)
@@ -369,8 +371,7 @@ def test_a_first_request_whose_touch_was_lost_with_the_server_is_refused_not_ans
         assert list(journal.records()) == []
         with pytest.raises(ReplicaError, match="a moment ago"):  # not tried again at once
             state.service.vm_request("quiet")
-        later = time.monotonic() + QUIET_SECONDS
-        monkeypatch.setattr(replica(state), "_monotonic", lambda: later)
+        seconds[0] += QUIET_SECONDS
         assert state.service.vm_request("quiet") is None  # the client's retry: journaled now
         assert [record["op"] for _, record in journal.records()] == ["touch"]
     finally:
