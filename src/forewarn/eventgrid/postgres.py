@@ -43,6 +43,32 @@ _SCHEMA = (
 )
 
 
+def outbox_schema(url: str) -> tuple[str, str]:
+    """The connection string of the journal at ``url`` and the name of its namespace's Event
+    Grid schema: one per namespace, so fleets sharing a database share no subscription."""
+    conninfo, namespace, schema = postgres_target(url)
+    scope = f"{schema or 'public'}\x00{namespace or 'default'}"
+    return conninfo, "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def drop_outbox(url: str) -> bool:
+    """Drop the Event Grid schema of the namespace at ``url`` (subscriptions, deliveries,
+    dead letters), as ``forewarn store delete`` does with the namespace; whether there was
+    one. StoreUnavailableError when the server cannot be reached."""
+    conninfo, name = outbox_schema(url)
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as connection:
+            found = connection.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", [name]
+            ).fetchone()
+            connection.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+            )
+    except psycopg.Error as exc:
+        raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
+    return found is not None
+
+
 def _statement(text: str) -> sql.SQL:
     """The shared statements' ``?`` placeholders as psycopg's."""
     return sql.SQL(text.replace("?", "%s"))
@@ -52,9 +78,7 @@ class PostgresDeliveryStore(DeliveryStore):
     """:class:`DeliveryStore` on the PostgreSQL database of the journal at ``url``."""
 
     def __init__(self, url: str) -> None:
-        conninfo, namespace, schema = postgres_target(url)
-        scope = f"{schema or 'public'}\x00{namespace or 'default'}"
-        name = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+        conninfo, name = outbox_schema(url)
         self.path = None
         self.made_file = False
         self._lock = threading.Lock()
@@ -122,4 +146,4 @@ class PostgresDeliveryStore(DeliveryStore):
                 raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
 
 
-__all__ = ["PostgresDeliveryStore"]
+__all__ = ["PostgresDeliveryStore", "drop_outbox", "outbox_schema"]

@@ -491,6 +491,22 @@ class PostgresJournal:
             connect_timeout=self._connect_timeout,
         )
 
+    def delete(self) -> int:
+        """Delete the namespace (``forewarn store delete``): its records, metadata and
+        front-ends' positions go with its row (``ON DELETE CASCADE``); how many records it
+        held. The caller holds its :meth:`leadership`, so no front-end is serving it."""
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
+                row = conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE namespace = %s RETURNING last_sequence").format(
+                        self._table("forewarn_namespaces")
+                    ),
+                    [self.namespace],
+                ).fetchone()
+        return 0 if row is None else int(row[0])
+
     def leadership(self) -> Leadership:
         """The namespace's leader lock, on a connection of its own (see :class:`Leadership`)."""
         return Leadership(self, self._leader_key)
