@@ -40,6 +40,14 @@ _STATE_TOP = 18
 _ROWS = {"GET": 70, "POST": 100}
 _OTHER_ROW = 130
 _HEIGHT = 160
+#: A request's mark by its answer (no answer: a hollow black ring).
+_STATUS_COLORS = {
+    "2xx": "#2e7d32",
+    "3xx": "#6b6b6b",
+    "4xx": "#b26a00",
+    "5xx": "#c62828",
+    "none": "#000000",
+}
 
 _STYLE = """
 :root { color-scheme: light; --fail: #c62828; --warn: #b26a00; --pass: #2e7d32;
@@ -72,6 +80,32 @@ table.timeline-entries td { font-family: ui-monospace, monospace; font-size: .85
 tr.state-entry td { background: #f3f3f8; }
 .notes li { font-size: .95em; }
 """
+
+
+def _dot(color: str, fill: str) -> str:
+    return (
+        '<svg width="10" height="10" viewBox="0 0 10 10" aria-hidden="true">'
+        f'<circle cx="5" cy="5" r="4" fill="{fill}" stroke="{color}" stroke-width="1.5"/></svg>'
+    )
+
+
+#: What the marks of a timeline mean, shown once under the summary.
+_LEGEND = (
+    "Timelines: each dot is a request of the handler, on the row of its method, at the "
+    "moment it was sent; "
+    + ", ".join(
+        f"{_dot(_STATUS_COLORS[kind], 'none' if kind == 'none' else _STATUS_COLORS[kind])} {text}"
+        for kind, text in (
+            ("2xx", "answered 2xx"),
+            ("3xx", "304"),
+            ("4xx", "4xx"),
+            ("5xx", "5xx"),
+            ("none", "no answer"),
+        )
+    )
+    + "; dashed lines are the event's states and the engine's marks (t: seconds of platform "
+    "time since the trial began)."
+)
 
 
 def render_html(report: RunReport) -> str:
@@ -128,6 +162,7 @@ def _summary(report: RunReport) -> str:
         f'<p class="outcome" data-exit-code="{report.exit_code}">{outcome}</p>'
         f'<p class="tally">{tally}</p>'
         f'<dl class="run">{listed}</dl>'
+        f'<p class="legend">{_LEGEND}</p>'
         "</header>"
     )
 
@@ -253,14 +288,8 @@ def _request_mark(request: RequestRecord, at: float, row: int) -> str:
 
 def _status_color(status: int) -> str:
     if status == 0:
-        return "#000000"
-    if status < 300:
-        return "#2e7d32"
-    if status < 400:
-        return "#6b6b6b"
-    if status < 500:
-        return "#b26a00"
-    return "#c62828"
+        return _STATUS_COLORS["none"]
+    return _STATUS_COLORS[f"{min(max(status // 100, 2), 5)}xx"]
 
 
 def _timeline_table(evidence: Evidence, *, open_: bool) -> str:
