@@ -170,6 +170,11 @@ class RunTiming:
 #: Each trial's fleet, by name; the handler's VM comes first and answers at its address.
 FLEETS: dict[str, tuple[str, str]] = {
     "single": ("vm0", "vms:\n  - {name: vm0, address: 127.0.0.2, host: host-vm0}\n"),
+    "fresh": (
+        "vm0",
+        "vms:\n  - {name: vm0, address: 127.0.0.2, host: host-vm0, "
+        "scheduledEventsEnabled: false}\n",
+    ),
     "aset": (
         "vm0",
         "availabilitySets:\n  - {name: web, faultDomains: 2}\n"

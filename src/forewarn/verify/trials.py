@@ -132,7 +132,7 @@ def grade_fault(kind: str) -> Callable[[Observation], Grade]:
             return Grade(Verdict.FAIL, f"after the injected {kind}: {caught.reason}")
         return Grade(
             Verdict.PASS,
-            f"{observation.faults_hit} request(s) met the {kind}; it caught the next event: "
+            f"{observation.faults_hit} request(s) met {kind}; it caught the next event: "
             f"{caught.reason}",
         )
 
@@ -294,10 +294,11 @@ def grade_first_call(observation: Observation) -> Grade:
         return Grade(Verdict.FAIL, "none of its requests was answered: it stopped asking")
     first = observation.t(answered[0].at)
     sent = len(polls(observation))
+    tries = len([t for t in observation.sends if t < first])
     return Grade(
         Verdict.PASS,
-        f"its first poll was answered at {fmt(first)} after the delay; it kept going "
-        f"({sent} poll(s) in all)",
+        f"its first poll was answered at {fmt(first)}, once the delay was over ({tries} "
+        f"request(s) sent before); it kept going ({sent} poll(s) answered in all)",
     )
 
 
@@ -631,6 +632,7 @@ TRIALS: tuple[Trial, ...] = (
         drive_first_call,
         grade_first_call,
         QUICK,
+        fleet="fresh",
         first_call_delay=True,
         warm_up=False,
     ),

@@ -9,6 +9,7 @@ that `forewarn verify` fails exactly the trial that catches it.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
@@ -53,6 +54,6 @@ def main(defect: str | None = None) -> None:
             if defect == "dies-on-500" and error.code == 500:
                 print(f"giving up: {error}", file=sys.stderr)
                 sys.exit(3)
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, http.client.HTTPException):
             pass  # a reset, a timeout, a cut body: try again next second
         time.sleep(1.0)
