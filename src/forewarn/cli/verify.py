@@ -112,6 +112,8 @@ def _progress(done: int, total: int, name: str, result: object) -> None:
               help="Write the report as JSON.")  # fmt: skip
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write JUnit XML: one testcase per trial.")  # fmt: skip
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a self-contained HTML page: verdicts and timelines.")  # fmt: skip
 def verify(
     command: tuple[str, ...],
     suite: str,
@@ -129,6 +131,7 @@ def verify(
     start_timeout: float,
     json_path: Path | None,
     junit_path: Path | None,
+    html_path: Path | None,
 ) -> None:
     """Grade a Scheduled Events handler, trial by trial, against what Azure does.
 
@@ -178,4 +181,8 @@ def verify(
         json_path.write_text(report.to_json() + "\n", encoding="utf-8")
     if junit_path is not None:
         write_junit(report, junit_path)
+    if html_path is not None:
+        from forewarn.verify.html import render_html
+
+        html_path.write_text(render_html(report), encoding="utf-8")
     sys.exit(report.exit_code)
