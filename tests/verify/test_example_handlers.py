@@ -145,7 +145,7 @@ def test_the_sample_is_the_documents_own_unchanged() -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("handler", (*GOOD, *FLAWED))
+@pytest.mark.parametrize("handler", [*GOOD, *FLAWED])
 def test_the_example_gets_its_documented_verdicts(handler: str, tmp_path: Path) -> None:
     expected = documented_verdicts()[handler]
     report, output = grade([sys.executable, str(HANDLERS / handler)], tmp_path)
