@@ -237,3 +237,44 @@ def test_list_names_every_trial_with_its_source() -> None:
     )
     assert "own-vm-only  [quick, full]  Approves only events naming its own VM" in done.stdout
     assert "source:   learn.microsoft.com/" in done.stdout
+
+
+def test_attach_prints_the_vms_address_and_grades_the_handler_started_there(
+    tmp_path: Path,
+) -> None:
+    """--attach: the user runs the handler (a container, another machine) against the
+    address forewarn prints; forewarn starts nothing and drives the trials."""
+    report_path = tmp_path / "attached.json"
+    verify = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forewarn",
+            "verify",
+            "--attach",
+            "--trial",
+            "headers",
+            "--json",
+            str(report_path),
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert verify.stderr is not None
+    line = verify.stderr.readline()
+    assert line.startswith("the handler's VM answers at http://127.0.0.1:"), line
+    endpoint = line.split()[5]
+    attached = subprocess.Popen(
+        [sys.executable, str(HANDLERS / "good.py")],
+        env={**os.environ, "FOREWARN_IMDS_ENDPOINT": endpoint},
+    )
+    try:
+        out, _ = verify.communicate(timeout=60)
+    finally:
+        attached.kill()
+        attached.wait()
+    assert verify.returncode == 0, out
+    report = RunReport.from_json(report_path.read_text())
+    assert report.verdicts() == {"headers": Verdict.PASS}
+    assert report.handler == f"a handler attached at {endpoint}"
