@@ -44,7 +44,7 @@ def test_a_handler_hard_coding_169_254_169_254_is_graded_and_the_namespace_goes(
             "--",
             sys.executable,
             str(HANDLERS / "hard_coded.py"),
-        ],  # fmt: skip
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -77,7 +77,7 @@ def test_namespace_without_root_is_one_line_and_exit_2() -> None:
             "--namespace",
             "--",
             "true",
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=60,

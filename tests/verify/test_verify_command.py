@@ -256,7 +256,7 @@ def test_attach_prints_the_vms_address_and_grades_the_handler_started_there(
             "headers",
             "--json",
             str(report_path),
-        ],  # fmt: skip
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
