@@ -55,7 +55,7 @@ def _progress(done: int, total: int, name: str, result: object) -> None:
         "forewarn verify --trial own-vm-only --trial survives-500 -- node handler.js",
         "forewarn verify --endpoint-env IMDS_URL -- python my_handler.py",
         "forewarn verify --attach --bind 0.0.0.0:8080   # then start the handler yourself",
-        "sudo forewarn verify --namespace -- python handler_with_169_254_169_254.py",
+        "forewarn verify --namespace -- python hard_coded.py   # as root",
         "forewarn verify --list",
     ),
 )
@@ -186,3 +186,6 @@ def verify(
 
         html_path.write_text(render_html(report), encoding="utf-8")
     sys.exit(report.exit_code)
+
+
+__all__ = ["verify"]

@@ -64,6 +64,8 @@ IMPACT = 3.0
 STARTED_PERIOD = 3.0
 #: The first-call delay the ``first-call-delay`` trial uses, of the documented two minutes.
 FIRST_CALL_DELAY = 15.0
+#: How long a handler has to give up on a request that gets no answer (real seconds).
+HELD = 20.0
 #: How long the run waits for the handler's first request, and a trial's warm-up.
 START_TIMEOUT = 30.0
 
@@ -81,6 +83,7 @@ class RunTiming:
     impact: float
     started_period: float
     first_call_delay: float
+    held: float = 20.0
     overrides: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -114,11 +117,12 @@ class RunTiming:
             first_call_delay=given.pop(
                 "first_call_delay", min(FIRST_CALL_DELAY, base.first_call_delay.total_seconds())
             ),
+            held=given.pop("held", HELD),
             overrides=dict(overrides or {}),
         )
         if given:
             known = ", ".join(
-                ["impact", "started_period", "first_call_delay"]
+                ["impact", "started_period", "first_call_delay", "held"]
                 + [f"notice.{t.value}" for t in EventType]
             )
             raise VerifyError(f"unknown timing {', '.join(given)}; known: {known}")
@@ -145,6 +149,7 @@ class RunTiming:
             impact=self.impact,
             started_period=self.started_period,
             first_call_delay=self.first_call_delay,
+            held=self.held,
         )
         return out
 
@@ -160,8 +165,9 @@ class RunTiming:
             f"polls and {NOTICE_FLOOR:g} s, never longer than documented): {shrunk}. Impacts "
             f"{self.impact:g} s, Started for {self.started_period:g} s; the first-call delay "
             f"(documented: up to 120 s) is {self.first_call_delay:g} s in first-call-delay "
-            "and 0 elsewhere. The platform clock runs at real time. --timing KEY=SECONDS "
-            "sets any of them."
+            f"and 0 elsewhere. A request held unanswered must be given up within "
+            f"{self.held:g} s (held). The platform clock runs at real time. "
+            "--timing KEY=SECONDS sets any of them."
         )
 
 
@@ -487,9 +493,9 @@ class Runner:
         if fresh or not handler.running:
             handler.start()
 
-    def _platform(self, trial_fleet: str, seed: int, first_call: bool) -> tuple[
-        ForewarnPlatform, str, list[Stage]
-    ]:
+    def _platform(
+        self, trial_fleet: str, seed: int, first_call: bool
+    ) -> tuple[ForewarnPlatform, str, list[Stage]]:
         vm, fleet = FLEETS[trial_fleet]
         stages: list[Stage] = []
 
@@ -537,19 +543,13 @@ class Runner:
             while True:
                 platform.advance(0)  # nothing is scheduled: the clock need not move
                 polls = [r for r in platform.requests() if is_events_request(r)]
-                got = [
-                    r for r in polls if r.method == "GET" and r.status in (200, 304)
-                ]
+                got = [r for r in polls if r.method == "GET" and r.status in (200, 304)]
                 if len(got) >= 2:
                     break
                 if not self.attachment.alive():
                     raise VerifyError(self._exit_message(len(polls)))
                 if time.monotonic() >= deadline:
-                    what = (
-                        "answered no request for events"
-                        if not got
-                        else "polled only once"
-                    )
+                    what = "answered no request for events" if not got else "polled only once"
                     raise VerifyError(
                         f"the handler {what} within {self.start_timeout:g} s"
                         + (
@@ -630,10 +630,7 @@ class Runner:
             deleted = any(m.state == "Deleted" for m in stage.marks)
             if handler is not None and (deleted or exited is not None):
                 handler.stop()  # on Azure its process went with its VM; or it is gone
-        if problem:
-            grade = Grade(Verdict.FAIL, problem)
-        else:
-            grade = trial.grade(observation)
+        grade = Grade(Verdict.FAIL, problem) if problem else trial.grade(observation)
         return TrialResult(
             info.name,
             info.title,
@@ -670,6 +667,7 @@ class Runner:
             faults_hit=hits,
             output=handler.output_tail() if handler is not None and exited is not None else "",
             end_t=stage.now_t(),
+            patience=timing.held,
         )
 
 

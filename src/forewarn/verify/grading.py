@@ -47,6 +47,7 @@ class Observation:
     since ``t0``. ``exited``/``exited_t``: the handler's exit status and when (None while it
     ran). ``sends``/``opens``: when the relay saw request bytes / new connections (seconds
     since ``t0``). ``checks``: the ``--drained-check``/``--recovered-check`` outcomes.
+    ``patience``: how long a handler has to give up on a request that gets no answer.
     """
 
     t0: datetime
@@ -64,6 +65,7 @@ class Observation:
     faults_hit: int = 0
     output: str = ""
     end_t: float = 0.0
+    patience: float = 20.0
 
     def t(self, at: datetime) -> float:
         return (at - self.t0).total_seconds()
@@ -91,9 +93,7 @@ def polls(observation: Observation) -> list[RecordedRequest]:
 def answered_polls(observation: Observation, after: float = float("-inf")) -> list[RecordedRequest]:
     """GETs of the document answered 200 or 304, at or after ``after`` (trial seconds)."""
     return [
-        r
-        for r in polls(observation)
-        if r.status in (200, 304) and observation.t(r.at) >= after
+        r for r in polls(observation) if r.status in (200, 304) and observation.t(r.at) >= after
     ]
 
 
@@ -156,9 +156,7 @@ def record_of(observation: Observation, request: RecordedRequest) -> RequestReco
     )
 
 
-def evidence_of(
-    observation: Observation, notes: Sequence[str] = (), limit: int = 60
-) -> Evidence:
+def evidence_of(observation: Observation, notes: Sequence[str] = (), limit: int = 60) -> Evidence:
     """The handler's requests (the last ``limit``: those around the decision) and the marks
     on one timeline, with the notes and the end of the handler's output when it exited."""
     requests = [record_of(observation, r) for r in observation.requests][-limit:]

@@ -95,10 +95,8 @@ class HandlerProcess:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -123,7 +121,7 @@ def run_check(command: str, timeout: float = 30.0) -> tuple[bool, str]:
     """A ``--drained-check`` / ``--recovered-check`` command run by the shell: whether it
     exited 0, and a line saying how it ended."""
     try:
-        done = subprocess.run(  # noqa: S602 - the user's own check, given as a shell line
+        done = subprocess.run(
             command,
             shell=True,
             capture_output=True,

@@ -27,10 +27,13 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from forewarn.verify.model import VerifyError
+
+_T = TypeVar("_T")
 
 #: How long a call into the relay's loop may take.
 CALL_TIMEOUT = 10.0
@@ -100,9 +103,8 @@ class Relay:
         asyncio.set_event_loop(self._loop)
         self._loop.run_forever()
 
-    def _call(self, coroutine: object) -> object:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)  # type: ignore[arg-type]
-        return future.result(CALL_TIMEOUT)
+    def _call(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(CALL_TIMEOUT)
 
     async def _listen(self) -> tuple[str, int]:
         self._target_set = asyncio.Event()

@@ -89,7 +89,7 @@ def junit(report: RunReport) -> bytes:
     for result in report.results:
         _testcase(suite, result)
     ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return bytes(ET.tostring(suites, encoding="utf-8", xml_declaration=True))
 
 
 def write_junit(report: RunReport, path: Path) -> None:

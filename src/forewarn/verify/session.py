@@ -118,7 +118,7 @@ def verify_handler(
         url = f"http://{bound_host}" + ("" if bound_port == 80 else f":{bound_port}")
         handler = None
         if options.attach:
-            announce(f"the handler's VM answers at {url}: start the handler against it now")
+            announce(f"the handler's VM answers at {url} (start the handler against it now)")
             description = f"a handler attached at {url}"
         else:
             environ = {**options.environ, options.endpoint_env: url}

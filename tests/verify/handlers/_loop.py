@@ -21,8 +21,9 @@ DEFECTS = ("approves-others", "dies-on-500", "no-timeout")
 API = "api-version=2020-07-01"
 
 
-def main(defect: str | None = None) -> None:
-    base = os.environ["FOREWARN_IMDS_ENDPOINT"].rstrip("/")
+def main(defect: str | None = None, base: str | None = None) -> None:
+    """Poll for ever; ``base`` hard-codes the endpoint (else ``FOREWARN_IMDS_ENDPOINT``)."""
+    base = (base or os.environ["FOREWARN_IMDS_ENDPOINT"]).rstrip("/")
     timeout = None if defect == "no-timeout" else 3.0
     headers = {"Metadata": "true"}
 
