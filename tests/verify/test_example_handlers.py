@@ -57,7 +57,7 @@ def documented_verdicts() -> dict[str, dict[str, Verdict]]:
     for row in body:
         trial = row[0].strip("`")
         for handler, cell in zip(handlers, row[1:], strict=True):
-            table[handler][trial] = Verdict(cell.lower().replace("n/a", "na"))
+            table[handler][trial] = Verdict(cell.strip("*").lower().replace("n/a", "na"))
     return table
 
 

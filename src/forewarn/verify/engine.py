@@ -612,8 +612,11 @@ class Runner:
                 handler.start()
                 stage.mark("HandlerStarted", "", self.attachment.description)
             try:
-                if trial.warm_up and not stage.wait_polls(1, self.start_timeout):
-                    problem = f"the handler did not poll within {self.start_timeout:g} s"
+                # One polling interval at least: a handler polling once a minute is graded
+                # on the trial, not failed for not polling within --start-timeout.
+                warm_up = max(self.start_timeout, 2 * timing.interval + 5.0)
+                if trial.warm_up and not stage.wait_polls(1, warm_up):
+                    problem = f"the handler did not poll within {warm_up:g} s"
                 else:
                     trial.drive(stage)
             except HandlerGone:
