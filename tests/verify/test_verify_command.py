@@ -103,8 +103,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
         "spawner": start(
             tmp,
             "spawner",
-            "--trial",
-            "headers",
+            *("--trial", "headers", "--trial", "reboot-notice", "--restart-per-trial"),
             *handler("spawner.py"),
             env={"SPAWNED_PID_FILE": str(pid_file)},
         ),
@@ -171,9 +170,16 @@ def test_a_handler_without_a_timeout_fails_the_held_request(runs: Runs) -> None:
     assert run.code == 1
 
 
+def test_restart_per_trial_starts_the_handler_for_each_trial(runs: Runs) -> None:
+    report = runs.done["spawner"].report
+    assert report is not None
+    for result in report.results:
+        assert [s.state for s in result.evidence.states][:1] == ["HandlerStarted"], result.name
+
+
 def test_the_handlers_whole_process_group_is_stopped(runs: Runs) -> None:
     run = runs.done["spawner"]
-    assert run.verdicts() == {"headers": Verdict.PASS}
+    assert run.verdicts() == {"headers": Verdict.PASS, "reboot-notice": Verdict.PASS}
     assert run.code == 0
     pid = int((runs.tmp / "spawned.pid").read_text())
     with pytest.raises(ProcessLookupError):

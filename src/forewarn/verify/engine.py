@@ -31,6 +31,7 @@ from forewarn import __version__
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.impact import ImpactChange
 from forewarn.domain.timing import PROFILES
+from forewarn.errors import ForewarnError
 from forewarn.faults import ActiveFault
 from forewarn.testing import ForewarnPlatform
 from forewarn.verify.grading import (
@@ -187,6 +188,12 @@ FLEETS: dict[str, tuple[str, str]] = {
         "vms:\n"
         "  - {name: vm0, address: 127.0.0.2, availabilitySet: web, host: host-vm0}\n"
         "  - {name: vm1, address: 127.0.0.3, availabilitySet: web, host: host-vm1}\n",
+    ),
+    "shared": (
+        "vm0",
+        "vms:\n  - {name: vm0, address: 127.0.0.2, host: shared-host}\n"
+        "  - {name: tenant2, address: 127.0.0.3, host: shared-host, "
+        "subscriptionId: 22222222-2222-2222-2222-222222222222}\n",
     ),
     "spot": (
         "vm0",
@@ -482,6 +489,7 @@ class Runner:
         self.checks = dict(checks or {})
         self.start_timeout = start_timeout
         self.timing: RunTiming | None = None
+        self._vm_name = FLEETS["single"][0]  # the calibration's
         RunTiming.scaled(profile, 1.0, overrides)  # refuse a bad profile or key at once
 
     # -- the handler -----------------------------------------------------------------------
@@ -596,7 +604,20 @@ class Runner:
         timing = self.timing
         assert timing is not None, "calibrate first"
         handler = self.attachment.handler
-        fresh = self.attachment.restart_per_trial or trial.first_call_delay
+        vm_name = FLEETS[trial.fleet][0]
+        if handler is None and vm_name != self._vm_name:
+            return TrialResult(
+                info.name, info.title, info.source, info.requires, Verdict.NA,
+                f"runs on a VM named {vm_name}, not {self._vm_name}: a handler forewarn "
+                "cannot restart (--attach) would keep its old name",
+            )  # fmt: skip
+        # A handler learns its VM's name once; on Azure that name never changes under it.
+        fresh = (
+            self.attachment.restart_per_trial
+            or trial.first_call_delay
+            or vm_name != self._vm_name
+        )
+        self._vm_name = vm_name
         if fresh and handler is not None and handler.running:
             handler.stop()
         platform, vm, holder = self._platform(trial.fleet, index + 1, trial.first_call_delay)
@@ -605,6 +626,7 @@ class Runner:
         exited: int | None = None
         exited_t: float | None = None
         problem = ""
+        could_not = ""
         try:
             self._point(platform, vm)
             stage.start_clock()
@@ -621,6 +643,9 @@ class Runner:
                     trial.drive(stage)
             except HandlerGone:
                 pass
+            except ForewarnError as error:  # the platform refused a step the handler's
+                # own doing made impossible (it approved what the trial meant to cancel)
+                could_not = f"the trial could not be carried out: {error}"
             if handler is not None and handler.poll() is not None:
                 exited = handler.poll()
                 exited_t = stage.now_t()
@@ -633,7 +658,12 @@ class Runner:
             deleted = any(m.state == "Deleted" for m in stage.marks)
             if handler is not None and (deleted or exited is not None):
                 handler.stop()  # on Azure its process went with its VM; or it is gone
-        grade = Grade(Verdict.FAIL, problem) if problem else trial.grade(observation)
+        if problem:
+            grade = Grade(Verdict.FAIL, problem)
+        elif could_not:
+            grade = Grade(Verdict.NA, could_not)
+        else:
+            grade = trial.grade(observation)
         return TrialResult(
             info.name,
             info.title,

@@ -309,7 +309,11 @@ def drive_impact(stage: Stage) -> None:
 
 
 def drive_cancelled(stage: Stage) -> None:
-    stage.schedule("own", EventType.REBOOT, source=EventSource.PLATFORM)
+    # Host maintenance on a host shared with another tenant: its approval alone does not
+    # start the event (SPEC 3.2), so it can still be cancelled after the handler approved.
+    for event in stage.platform.maintain_host("shared-host"):
+        if any(resource.name == stage.vm for resource in event.resources):
+            stage.track("own", event, "host maintenance, shared with another tenant")
     stage.wait(lambda: stage.seen("own"), stage.not_before["own"] - 1.0)
     stage.cancel("own")
     stage.wait(lambda: any(m.state == "Canceled" for m in stage.marks), 5.0)
@@ -323,7 +327,11 @@ def grade_cancelled(observation: Observation) -> Grade:
     cancelled = observation.mark_t("Canceled", event_id)
     if cancelled is None:
         return Grade(Verdict.FAIL, "it did not see the event before NotBefore")
-    late = [r for r in approvals_of(observation, event_id) if observation.t(r.at) > cancelled]
+    late = [
+        r
+        for r in approvals_of(observation, event_id)
+        if observation.t(r.at) > cancelled + observation.interval
+    ]
     if late:
         return Grade(
             Verdict.WARN,
@@ -635,6 +643,7 @@ TRIALS: tuple[Trial, ...] = (
         "still running and polling after the event vanished; no approval of it afterwards",
         drive_cancelled,
         grade_cancelled,
+        fleet="shared",
     ),
     _trial(
         "hardware-failure",
