@@ -613,9 +613,7 @@ class Runner:
             )  # fmt: skip
         # A handler learns its VM's name once; on Azure that name never changes under it.
         fresh = (
-            self.attachment.restart_per_trial
-            or trial.first_call_delay
-            or vm_name != self._vm_name
+            self.attachment.restart_per_trial or trial.first_call_delay or vm_name != self._vm_name
         )
         self._vm_name = vm_name
         if fresh and handler is not None and handler.running:
