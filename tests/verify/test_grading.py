@@ -12,12 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from forewarn.testing import RecordedRequest
-from forewarn.verify.engine import RunTiming
-from forewarn.verify.grading import Observation
-from forewarn.verify.model import StateChange, Verdict, VerifyError
-from forewarn.verify.trials import (
-    BY_NAME,
-    TRIALS,
+from forewarn.verify.grades import (
     grade_deleted,
     grade_fault,
     grade_headers,
@@ -25,8 +20,11 @@ from forewarn.verify.trials import (
     grade_notice,
     grade_own_vm_only,
     grade_survives,
-    select,
 )
+from forewarn.verify.grading import Observation
+from forewarn.verify.model import StateChange, Verdict, VerifyError
+from forewarn.verify.timing import RunTiming
+from forewarn.verify.trials import BY_NAME, TRIALS, select
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 PATH = "/metadata/scheduledevents"
@@ -222,6 +220,8 @@ def test_surviving_needs_a_poll_answered_after_the_impact() -> None:
     marks = (mark(3, "ImpactStart"), mark(6, "ImpactEnd"))
     assert grade_survives(observe(get(1), get(7), marks=marks)).verdict is Verdict.PASS
     assert grade_survives(observe(get(1), marks=marks)).verdict is Verdict.FAIL
+    # the request held through the impact and answered at its end is not a new poll
+    assert grade_survives(observe(get(1), get(6), marks=marks)).verdict is Verdict.FAIL
 
 
 # -- headers: Windows page, "Headers" ("required for all scheduled events requests"); SPEC 1.1

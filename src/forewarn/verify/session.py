@@ -15,10 +15,11 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from forewarn.verify.engine import Attachment, Progress, Runner, Trial, run
+from forewarn.verify.engine import Attachment, Progress, Runner, run
 from forewarn.verify.handler import HandlerProcess
 from forewarn.verify.model import RunReport, VerifyError
 from forewarn.verify.relay import Relay, socket_in_namespace
+from forewarn.verify.stage import Trial
 
 AZURE_ADDRESS = "169.254.169.254"
 
