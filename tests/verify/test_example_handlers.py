@@ -64,9 +64,9 @@ def documented_verdicts() -> dict[str, dict[str, Verdict]]:
 def grade(argv: list[str], tmp_path: Path, *options: str) -> tuple[RunReport, str]:
     """``forewarn verify --suite quick`` over ``argv``: the JSON report and the output."""
     report = tmp_path / "report.json"
-    junit = tmp_path / "report.xml"
+    page = tmp_path / "report.html"
     command = [sys.executable, "-m", "forewarn", "verify", "--suite", "quick"]
-    command += ["--json", str(report), "--junit", str(junit), *options, "--", *argv]
+    command += ["--json", str(report), "--html", str(page), *options, "--", *argv]
     done = subprocess.run(
         command,
         capture_output=True,
@@ -80,6 +80,10 @@ def grade(argv: list[str], tmp_path: Path, *options: str) -> tuple[RunReport, st
     assert done.returncode in (0, 1), output
     graded = RunReport.from_json(report.read_text(encoding="utf-8"))
     assert done.returncode == graded.exit_code, output
+    # --html wrote the same run's page: a verdict row per trial.
+    rows = re.findall(r'<tr class="verdict-row" data-trial="([^"]+)" data-verdict="(\w+)"',
+                      page.read_text(encoding="utf-8"))  # fmt: skip
+    assert rows == [(r.name, r.verdict.value) for r in graded.results]
     return graded, output
 
 

@@ -57,6 +57,7 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1100
 h1 { font-size: 1.5rem; margin-bottom: .2rem; }
 h2 { font-size: 1.2rem; margin: 2rem 0 .4rem; }
 code, .mono { font-family: ui-monospace, monospace; font-size: .9em; }
+td.mono, table.verdicts code { white-space: nowrap; }
 table { border-collapse: collapse; width: 100%; margin: .5rem 0; }
 th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line);
   vertical-align: top; }
