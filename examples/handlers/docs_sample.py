@@ -3,7 +3,8 @@
 # "Python Sample". Below the line of dashes: the documented sample byte for byte, nothing
 # changed, not even its address (http://169.254.169.254), so it runs under --namespace:
 #
-#   sudo forewarn verify --namespace --suite quick -- sh -c 'yes 1 | python examples/handlers/docs_sample.py'
+#   sudo .venv/bin/forewarn verify --namespace --suite quick -- \
+#       sh -c 'yes 1 | .venv/bin/python examples/handlers/docs_sample.py'
 #
 # Its main() asks "Press 1 to poll for new events" before each round: `yes 1` keeps pressing.
 # It needs `requests`. docs/verify.md says what it gets.
