@@ -101,8 +101,10 @@ def _shell_job() -> str:
 @pytest.mark.e2e
 def test_the_shell_job_runs_and_its_junit_names_every_trial(tmp_path: Path) -> None:
     """The plain shell job as the page prints it, in a checkout where my_handler.py is
-    examples/handlers/good_stdlib.py and ``python`` and ``forewarn`` are this environment's:
-    it exits 0 and leaves report.xml with one passing testcase per quick trial."""
+    examples/handlers/good_stdlib.py, and where ``pip install forewarn`` is this checkout's
+    forewarn (no index is reached: ``pip`` does nothing, and ``forewarn`` is this
+    environment's, found on ``PATH`` after the job's own virtual environment): it exits 0 and
+    leaves report.xml with one passing testcase per quick trial."""
     shutil.copy(ROOT / "examples" / "handlers" / "good_stdlib.py", tmp_path / "my_handler.py")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -111,7 +113,7 @@ def test_the_shell_job_runs_and_its_junit_names_every_trial(tmp_path: Path) -> N
     environ = clean_environment()
     environ["PATH"] = f"{bin_dir}{os.pathsep}{environ['PATH']}"
     done = subprocess.run(
-        ["bash", "-c", _shell_job()],
+        ["bash", "-c", "pip() { :; }\n" + _shell_job()],
         cwd=tmp_path,
         env=environ,
         capture_output=True,
