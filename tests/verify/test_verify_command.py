@@ -10,9 +10,11 @@ report states.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -239,6 +241,11 @@ def test_an_unknown_trial_is_exit_2() -> None:
     )
 
 
+def test_no_handler_at_all_is_exit_2() -> None:
+    code, line = _cannot("--trial", "headers")
+    assert (code, line) == (2, "forewarn verify: give the handler's command after --, or --attach")
+
+
 def test_a_command_not_found_is_exit_2() -> None:
     code, line = _cannot("--", "no-such-handler-anywhere")
     assert (code, line) == (
@@ -313,3 +320,37 @@ def test_attach_prints_the_vms_address_and_grades_the_handler_started_there(
     report = RunReport.from_json(report_path.read_text())
     assert report.verdicts() == {"headers": Verdict.PASS}
     assert report.handler == f"a handler attached at {endpoint}"
+
+
+def test_an_interrupted_run_stops_the_handler_and_says_so(tmp_path: Path) -> None:
+    pid_file = tmp_path / "spawned.pid"
+    verify = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forewarn",
+            "verify",
+            "--trial",
+            "own-vm-only",
+            *handler("spawner.py"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SPAWNED_PID_FILE": str(pid_file)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():  # the handler is up
+            assert time.monotonic() < deadline
+            assert verify.poll() is None
+            time.sleep(0.05)
+        verify.send_signal(signal.SIGINT)
+        _, err = verify.communicate(timeout=30)
+    finally:
+        if verify.poll() is None:
+            verify.kill()
+            verify.wait()
+    assert verify.returncode == 130
+    assert err.strip().splitlines()[-1] == "forewarn verify: interrupted"
+    assert not _running(int(pid_file.read_text()))
