@@ -176,6 +176,9 @@ def verify(
     except VerifyError as error:
         click.echo(f"forewarn verify: {error}", err=True)
         sys.exit(2)
+    except KeyboardInterrupt:  # the handler and the relay were stopped on the way out
+        click.echo("forewarn verify: interrupted", err=True)
+        sys.exit(130)
     click.echo(table(report))
     if json_path is not None:
         json_path.write_text(report.to_json() + "\n", encoding="utf-8")
