@@ -8,6 +8,8 @@ instead of their background followers, tests read what the others appended expli
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from forewarn.cluster import Replica, ReplicaError
+from forewarn.cluster import Replica, ReplicaError, tasks
 from forewarn.cluster.replica import QUIET_SECONDS
 from forewarn.commands import CancelEvent, Restart, StartCampaign
 from forewarn.domain.api_versions import CURRENT_VERSION
@@ -427,3 +429,52 @@ def test_a_scaled_clock_of_another_speed_is_another_clock_kind(
         same.service.close()
     finally:
         first.service.close()
+
+
+def test_the_follower_replays_a_diverged_copy_in_a_worker_thread(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/scale-out.md, "How front-ends stay one fleet": a copy to rebuild is replayed in a
+    worker thread, through the follower's own connection, so the event loop never waits on
+    the journal's read; the copy then serves the journal's state again, and only that."""
+    a, b, _ = fleet_of_three
+    a.service.execute(Restart("WestNO_0"))
+    journal = replica(a).journal
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def gone(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailableError("the server is gone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", gone)
+        patched.setattr(journal, "records", gone)
+        with pytest.raises(ReplicaError, match="could not be confirmed"):
+            a.service.execute(Restart("WestNO_1"))
+    assert replica(a).diverged
+    b.service.execute(Restart("WestNO_2"))  # appended meanwhile by another front-end
+    replayed_on: list[int] = []
+    replayed = replica(a).replayed
+
+    def watched(reader: object) -> object:
+        replayed_on.append(threading.get_ident())
+        return replayed(reader)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replica(a), "replayed", watched)
+
+    async def follow_until_rebuilt() -> int:
+        stop = asyncio.Event()
+        reader = journal.another()
+        task = asyncio.create_task(tasks.follow(replica(a), reader, stop))
+        while replica(a).diverged:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+        reader.close()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(follow_until_rebuilt())
+    assert replayed_on
+    assert loop_thread not in replayed_on
+    assert documents(a.service) == in_step(fleet_of_three)
+    shown = [[r.name for r in view.event.resources] for view in a.service.events()]
+    assert shown == [["WestNO_0"], ["WestNO_2"]]

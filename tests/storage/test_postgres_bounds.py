@@ -18,6 +18,7 @@ from tcp_proxy import TcpProxy
 
 from forewarn.commands import Tick
 from forewarn.domain.clock import DEFAULT_START
+from forewarn.storage import postgres
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.postgres import PostgresJournal
 
@@ -102,3 +103,27 @@ def test_a_commit_held_on_its_way_past_the_bound_is_never_applied(
             "SELECT count(*) FROM public.forewarn_records WHERE namespace = %s", [namespace]
         ).fetchone()
     assert count == (0,)
+
+
+def test_the_followers_wait_and_the_leader_lock_end_when_the_server_falls_silent(
+    through_proxy: tuple[PostgresJournal, TcpProxy, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background connections (the follower's LISTEN, the leader lock's session) are
+    bounded too, so neither they nor a shutdown waiting on them wait for ever: a wait for an
+    append ends its own timeout plus the background bound after it began, and a look at the
+    leader lock the bound after it began (here 0.5 s, 5 s in a front-end)."""
+    monkeypatch.setattr(postgres, "_ANSWER_SECONDS", 0.5)
+    journal, proxy, _ = through_proxy
+    assert journal.wait_for_append(0, 0) == 0  # listening, answered
+    leadership = journal.leadership()
+    assert leadership.acquire()
+    proxy.silence()
+    with pytest.raises(StoreUnavailableError, match="server closed the connection"):
+        journal.wait_for_append(0, 0.1)
+    with pytest.raises(StoreUnavailableError, match="server closed the connection"):
+        leadership.acquire()
+    leadership.release()  # its session severed: nothing to wait on
+    proxy.resume()
+    assert leadership.acquire()  # a session of its own again, holding the lock
+    leadership.release()
+    assert journal.wait_for_append(0, 0) == 0

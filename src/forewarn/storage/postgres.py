@@ -85,6 +85,9 @@ _CREATE_FRONT_ENDS = (
 #: How often a writer waiting for the other front-ends looks at their positions when no
 #: notification woke it (one may arrive between two looks).
 _APPLIED_LOOK_SECONDS = 0.02
+#: How long a background call (the follower's wait beyond its own timeout, the leader
+#: lock's, a goodbye on closing) may go unanswered before its connection is severed.
+_ANSWER_SECONDS = 5.0
 #: TCP keepalive and ``tcp_user_timeout`` on every connection (libpq's options, unless the
 #: URL gives its own): a peer that vanished without a word is found out within about 10 s,
 #: where the operating system's defaults wait two hours (keepalive) or fifteen minutes (data
@@ -115,6 +118,39 @@ def describe(conninfo: str) -> str:
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+
+
+def _shut(conn: Connection | None) -> None:
+    """Shut ``conn``'s socket down, from any thread: a call waiting on it in another thread
+    fails at once as on a lost connection (the descriptor stays open until the connection is
+    closed, so nothing else can be given its number meanwhile)."""
+    if conn is None:
+        return
+    with contextlib.suppress(OSError, psycopg.Error):
+        duplicate = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        with duplicate:
+            duplicate.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def _answered_within(seconds: float, *conns: Callable[[], Connection | None]) -> Iterator[None]:
+    """Calls on the connections ``conns`` give, made in the block, end ``seconds`` from
+    now at the latest: a server that stops answering while its host still acknowledges (a
+    hung server, a proxy gone silent) is not seen by TCP's own bounds. For the background
+    connections (the follower's, the leader's), so that they, and a shutdown waiting on
+    them, never wait on it for ever."""
+
+    def sever() -> None:
+        for conn in conns:
+            _shut(conn())
+
+    timer = threading.Timer(seconds, sever)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _lock_key(purpose: str, schema: str, namespace: str) -> int:
@@ -240,12 +276,7 @@ class PostgresJournal:
         """Shut the writer connection's socket down under the call waiting on it (from the
         deadline's timer thread: the waiting call holds the journal's lock)."""
         self._expired = True
-        conn = self._conn
-        with contextlib.suppress(OSError, psycopg.Error):
-            fd = conn.pgconn.socket
-            duplicate = socket.socket(fileno=os.dup(fd))
-            with duplicate:
-                duplicate.shutdown(socket.SHUT_RDWR)
+        _shut(self._conn)
 
     @contextlib.contextmanager
     def _translated(self) -> Iterator[None]:
@@ -554,7 +585,12 @@ class PostgresJournal:
         """
         check_after(after)
         deadline = time.monotonic() + max(timeout, 0.0)
-        with self._listen_lock, self._translated():
+        bound = max(timeout, 0.0) + _ANSWER_SECONDS
+        with (
+            self._listen_lock,
+            self._translated(),
+            _answered_within(bound, lambda: self._listener),
+        ):
             listener = self._listening()
             while True:
                 if self._closed:
@@ -679,7 +715,10 @@ class PostgresJournal:
                 return
             self._closed = True
             if self._listener is not None:
-                with contextlib.suppress(psycopg.Error):
+                with (
+                    contextlib.suppress(psycopg.Error),
+                    _answered_within(_ANSWER_SECONDS, lambda: self._conn),
+                ):
                     self._conn.execute("SELECT pg_notify(%s, 'closed')", [self._channel])
             self._conn.close()
         with self._listen_lock:
@@ -763,13 +802,17 @@ class Leadership:
         """Hold the lock (True), or find it held by another session (False). Raises
         :class:`StoreUnavailableError` when the server cannot be reached."""
         with self._journal._translated():
-            if self._conn is not None and not self._conn.closed:
-                self._conn.execute("SELECT 1")  # still ours while the session lives
+            held = self._conn
+            if held is not None and not held.closed:
+                with _answered_within(_ANSWER_SECONDS, lambda: held):
+                    held.execute("SELECT 1")  # still ours while the session lives
                 return True
             self.release()
             conn = self._journal._connect()
             try:
-                row = conn.execute("SELECT pg_try_advisory_lock(%s)", [self._key]).fetchone()
+                with _answered_within(_ANSWER_SECONDS, lambda: conn):
+                    query = "SELECT pg_try_advisory_lock(%s)"
+                    row = conn.execute(query, [self._key]).fetchone()
             except BaseException:
                 conn.close()
                 raise
@@ -788,7 +831,10 @@ class Leadership:
             return
         try:
             if not conn.closed:
-                with contextlib.suppress(psycopg.Error):
+                with (
+                    contextlib.suppress(psycopg.Error),
+                    _answered_within(_ANSWER_SECONDS, lambda: conn),
+                ):
                     conn.execute("SELECT pg_advisory_unlock(%s)", [self._key])
         finally:
             conn.close()
