@@ -11,9 +11,10 @@ least once allows.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -21,6 +22,7 @@ from psycopg import sql
 
 from forewarn.eventgrid.store import DeliveryStore
 from forewarn.storage.errors import StoreUnavailableError
+from forewarn.storage.postgres import shut_socket, with_bounds
 from forewarn.storage.urls import postgres_target
 
 _SCHEMA = (
@@ -74,11 +76,21 @@ def _statement(text: str) -> sql.SQL:
     return sql.SQL(text.replace("?", "%s"))
 
 
+#: Seconds one call on Event Grid's store may wait on the server before its socket is shut
+#: down under it (a server gone silent): the delivery loop then meets a store failure, as for
+#: any other, instead of waiting for ever (and holding up serve's stop).
+CALL_SECONDS = 5.0
+#: Seconds to reach the server.
+CONNECT_SECONDS = 5.0
+
+
 class PostgresDeliveryStore(DeliveryStore):
-    """:class:`DeliveryStore` on the PostgreSQL database of the journal at ``url``."""
+    """:class:`DeliveryStore` on the PostgreSQL database of the journal at ``url``: each
+    connection with the journal's TCP bounds, each call within :data:`CALL_SECONDS`."""
 
     def __init__(self, url: str) -> None:
         conninfo, name = outbox_schema(url)
+        conninfo = with_bounds(conninfo, CONNECT_SECONDS)
         self.path = None
         self.made_file = False
         self._lock = threading.Lock()
@@ -121,11 +133,23 @@ class PostgresDeliveryStore(DeliveryStore):
         with self._lock:
             self._pg.close()
 
+    @contextlib.contextmanager
+    def _bounded(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection, its socket shut down under a call still waiting after
+        :data:`CALL_SECONDS`; held under the lock."""
+        connection = self._connection()
+        timer = threading.Timer(CALL_SECONDS, shut_socket, [connection])
+        timer.daemon = True
+        timer.start()
+        try:
+            yield connection
+        finally:
+            timer.cancel()
+
     def _transaction(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> None:
         with self._lock:
             try:
-                connection = self._connection()
-                with connection.transaction():
+                with self._bounded() as connection, connection.transaction():
                     for text, values in statements:
                         connection.execute(_statement(text), values)
             except psycopg.Error as exc:
@@ -134,14 +158,16 @@ class PostgresDeliveryStore(DeliveryStore):
     def _rows(self, text: str, values: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
-                return list(self._connection().execute(_statement(text), values).fetchall())
+                with self._bounded() as connection:
+                    return list(connection.execute(_statement(text), values).fetchall())
             except psycopg.Error as exc:
                 raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
 
     def _count(self, text: str, values: Sequence[Any]) -> int:
         with self._lock:
             try:
-                return int(self._connection().execute(_statement(text), values).rowcount)
+                with self._bounded() as connection:
+                    return int(connection.execute(_statement(text), values).rowcount)
             except psycopg.Error as exc:
                 raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
 

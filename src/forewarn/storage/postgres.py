@@ -102,6 +102,16 @@ _TCP_BOUNDS: Mapping[str, int] = {
 }
 
 
+def with_bounds(conninfo: str, connect_timeout: float) -> str:
+    """``conninfo`` with the client's own bounds (:data:`_TCP_BOUNDS`, a connect timeout)
+    where the URL gives none: for connections beside the journal's (Event Grid's store)."""
+    given = conninfo_to_dict(conninfo)
+    extra: dict[str, str | int] = {k: v for k, v in _TCP_BOUNDS.items() if k not in given}
+    if "connect_timeout" not in given:
+        extra["connect_timeout"] = max(1, round(connect_timeout))
+    return make_conninfo(conninfo, **extra)
+
+
 def _check_names(namespace: str, schema: str) -> None:
     if not namespace or len(namespace) > MAX_NAMESPACE_CHARS or "\x00" in namespace:
         raise StoreUrlError(f"a namespace is 1 to {MAX_NAMESPACE_CHARS} characters, no NUL")
@@ -120,7 +130,7 @@ def describe(conninfo: str) -> str:
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
 
 
-def _shut(conn: Connection | None) -> None:
+def shut_socket(conn: Connection | None) -> None:
     """Shut ``conn``'s socket down, from any thread: a call waiting on it in another thread
     fails at once as on a lost connection (the descriptor stays open until the connection is
     closed, so nothing else can be given its number meanwhile)."""
@@ -142,7 +152,7 @@ def _answered_within(seconds: float, *conns: Callable[[], Connection | None]) ->
 
     def sever() -> None:
         for conn in conns:
-            _shut(conn())
+            shut_socket(conn())
 
     timer = threading.Timer(seconds, sever)
     timer.daemon = True
@@ -276,7 +286,7 @@ class PostgresJournal:
         """Shut the writer connection's socket down under the call waiting on it (from the
         deadline's timer thread: the waiting call holds the journal's lock)."""
         self._expired = True
-        _shut(self._conn)
+        shut_socket(self._conn)
 
     @contextlib.contextmanager
     def _translated(self) -> Iterator[None]:
@@ -852,4 +862,6 @@ __all__ = [
     "Migration",
     "PostgresJournal",
     "describe",
+    "shut_socket",
+    "with_bounds",
 ]
