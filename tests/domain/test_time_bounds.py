@@ -25,6 +25,7 @@ from forewarn.domain.clock import (
     seconds_to_duration,
 )
 from forewarn.domain.errors import InvalidEventError, TimeOutOfRangeError
+from forewarn.domain.events import EventType
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.testing import ForewarnPlatform
 
@@ -125,3 +126,18 @@ def test_the_plugin_is_held_to_the_same_bounds() -> None:
         platform.schedule("Redeploy", "vm0", notice=timedelta(days=7))
         (shown,) = poll().json()["Events"]
     assert shown["NotBefore"] == "Wed, 08 Jan 9000 00:00:00 GMT"
+
+
+def test_an_override_sets_its_one_duration_and_leaves_the_rest() -> None:
+    """README, ``--timing NAME=DURATION``: "override one duration of the profile:
+    `notice.Reboot=5m` ... `impact=3s`"; the profile overridden is left as it was."""
+    timing = DOCUMENTED.with_overrides(
+        {"notice.Reboot": timedelta(minutes=5), "impact": timedelta(seconds=3)}
+    )
+    assert timing.notice_for(EventType.REBOOT) == timedelta(minutes=5)
+    assert timing.impact == timedelta(seconds=3)
+    for other in set(EventType) - {EventType.REBOOT}:
+        assert timing.notice_for(other) == DOCUMENTED.notice_for(other)
+    assert timing.started_periods == DOCUMENTED.started_periods
+    assert DOCUMENTED.notice_for(EventType.REBOOT) == timedelta(minutes=15)
+    assert DOCUMENTED.impact == timedelta(seconds=7)
