@@ -25,8 +25,10 @@ from forewarn.domain.clock import (
     seconds_to_duration,
 )
 from forewarn.domain.errors import InvalidEventError, TimeOutOfRangeError
-from forewarn.domain.events import EventType
+from forewarn.domain.events import EventSource, EventType
+from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Vm
 from forewarn.testing import ForewarnPlatform
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
@@ -141,3 +143,19 @@ def test_an_override_sets_its_one_duration_and_leaves_the_rest() -> None:
     assert timing.started_periods == DOCUMENTED.started_periods
     assert DOCUMENTED.notice_for(EventType.REBOOT) == timedelta(minutes=15)
     assert DOCUMENTED.impact == timedelta(seconds=7)
+
+
+def test_a_notice_past_the_longest_duration_is_refused_naming_the_notice() -> None:
+    """docs/control.md, "Bounds": the longest duration holds for ``noticeSeconds``; past it
+    the answer names the bound (and what broke it), and no event is made."""
+    platform = Platform(START)
+    platform.add_vm(Vm(name="vm0", vm_id="v0"))
+    with pytest.raises(TimeOutOfRangeError) as refused:
+        platform.schedule(
+            EventType.REBOOT,
+            ["vm0"],
+            source=EventSource.USER,
+            notice=LONGEST + timedelta(days=1),
+        )
+    assert str(refused.value) == "the notice must be from 0 to 36500 days, not 36501 days"
+    assert platform.events() == ()
