@@ -159,3 +159,19 @@ def test_a_notice_past_the_longest_duration_is_refused_naming_the_notice() -> No
         )
     assert str(refused.value) == "the notice must be from 0 to 36500 days, not 36501 days"
     assert platform.events() == ()
+
+
+def test_a_notice_shorter_than_the_profiles_minimum_says_which_and_where() -> None:
+    """SPEC 4.1: each event type's minimum notice is the profile's (Reboot 15 minutes in
+    the documented one); a shorter one is refused naming the type, the minimum and the
+    profile."""
+    platform = Platform(START)
+    platform.add_vm(Vm(name="vm0", vm_id="v0"))
+    with pytest.raises(InvalidEventError) as refused:
+        platform.schedule(
+            EventType.REBOOT, ["vm0"], source=EventSource.USER, notice=timedelta(minutes=14)
+        )
+    assert str(refused.value) == (
+        "Reboot needs at least 900 s of notice in the 'documented' timing profile"
+    )
+    assert platform.events() == ()
