@@ -14,9 +14,11 @@ true."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -268,7 +270,8 @@ def test_the_arm_form_reads_back_as_the_same_policy(field: str) -> None:
     """Each member in its own place: a policy differing from the defaults in one member only
     becomes ARM JSON that the fleet file's and the control API's reader
     (``forewarn.config.policy``) reads back as that very policy, and no other member moves."""
-    changed = ScheduledEventsPolicy(**{field: not getattr(ScheduledEventsPolicy(), field)})
+    flipped: dict[str, Any] = {field: not getattr(ScheduledEventsPolicy(), field)}
+    changed = dataclasses.replace(ScheduledEventsPolicy(), **flipped)
     arm = changed.to_arm()
     assert PolicyIn.model_validate(arm).policy() == changed
     differing = [

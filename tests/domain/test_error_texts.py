@@ -85,6 +85,31 @@ def test_an_unknown_timing_lists_the_known_ones() -> None:
         DOCUMENTED.with_overrides({"notice.Nap": timedelta(seconds=1)})
 
 
+def test_only_durations_are_timings_and_the_refusals_name_every_choice() -> None:
+    """README's ``--timing NAME=DURATION``: the names are the profile's durations, an event
+    type's minimum notice (``notice.TYPE``) and a kind's Started period
+    (``started_period.KIND``); the kinds' table and whether the Started period counts from
+    the impact's end are not durations, so they are no timing either."""
+    for key in ("started_periods", "started_after_impact"):
+        with pytest.raises(ValueError, match=f"^unknown timing {key!r}; known: "):
+            DOCUMENTED.with_overrides({key: timedelta(seconds=1)})
+    with pytest.raises(ValueError, match="unknown timing") as refused:
+        DOCUMENTED.with_overrides({"impactt": timedelta(seconds=1)})
+    assert str(refused.value) == (
+        "unknown timing 'impactt'; known: first_call_delay, idle_period, impact, "
+        "notice.Freeze, notice.Preempt, notice.Reboot, notice.Redeploy, notice.Terminate, "
+        "os_image_notice, predicted_failure_notice, started_period, started_period.KIND, "
+        "terminate_notice"
+    )
+    with pytest.raises(ValueError, match="unknown event kind") as unknown_kind:
+        DOCUMENTED.with_overrides({"started_period.migration": timedelta(seconds=1)})
+    assert str(unknown_kind.value) == (
+        "unknown event kind in 'started_period.migration'; known: live-migration, "
+        "host-update, host-maintenance, user-reboot, user-redeploy, predicted-failure, "
+        "failure-redeploy, failure-reboot, eviction, deletion"
+    )
+
+
 DURATION_TEXT = (
     "DurationInSeconds is -1 (unknown) or a count of seconds up to 3153600000 (36500 days)"
 )

@@ -25,7 +25,10 @@ from forewarn.domain.clock import (
     seconds_to_duration,
 )
 from forewarn.domain.errors import InvalidEventError, TimeOutOfRangeError
+from forewarn.domain.events import EventSource, EventType
+from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.vms import Vm
 from forewarn.testing import ForewarnPlatform
 
 START = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)
@@ -125,3 +128,50 @@ def test_the_plugin_is_held_to_the_same_bounds() -> None:
         platform.schedule("Redeploy", "vm0", notice=timedelta(days=7))
         (shown,) = poll().json()["Events"]
     assert shown["NotBefore"] == "Wed, 08 Jan 9000 00:00:00 GMT"
+
+
+def test_an_override_sets_its_one_duration_and_leaves_the_rest() -> None:
+    """README, ``--timing NAME=DURATION``: "override one duration of the profile:
+    `notice.Reboot=5m` ... `impact=3s`"; the profile overridden is left as it was."""
+    timing = DOCUMENTED.with_overrides(
+        {"notice.Reboot": timedelta(minutes=5), "impact": timedelta(seconds=3)}
+    )
+    assert timing.notice_for(EventType.REBOOT) == timedelta(minutes=5)
+    assert timing.impact == timedelta(seconds=3)
+    for other in set(EventType) - {EventType.REBOOT}:
+        assert timing.notice_for(other) == DOCUMENTED.notice_for(other)
+    assert timing.started_periods == DOCUMENTED.started_periods
+    assert DOCUMENTED.notice_for(EventType.REBOOT) == timedelta(minutes=15)
+    assert DOCUMENTED.impact == timedelta(seconds=7)
+
+
+def test_a_notice_past_the_longest_duration_is_refused_naming_the_notice() -> None:
+    """docs/control.md, "Bounds": the longest duration holds for ``noticeSeconds``; past it
+    the answer names the bound (and what broke it), and no event is made."""
+    platform = Platform(START)
+    platform.add_vm(Vm(name="vm0", vm_id="v0"))
+    with pytest.raises(TimeOutOfRangeError) as refused:
+        platform.schedule(
+            EventType.REBOOT,
+            ["vm0"],
+            source=EventSource.USER,
+            notice=LONGEST + timedelta(days=1),
+        )
+    assert str(refused.value) == "the notice must be from 0 to 36500 days, not 36501 days"
+    assert platform.events() == ()
+
+
+def test_a_notice_shorter_than_the_profiles_minimum_says_which_and_where() -> None:
+    """SPEC 4.1: each event type's minimum notice is the profile's (Reboot 15 minutes in
+    the documented one); a shorter one is refused naming the type, the minimum and the
+    profile."""
+    platform = Platform(START)
+    platform.add_vm(Vm(name="vm0", vm_id="v0"))
+    with pytest.raises(InvalidEventError) as refused:
+        platform.schedule(
+            EventType.REBOOT, ["vm0"], source=EventSource.USER, notice=timedelta(minutes=14)
+        )
+    assert str(refused.value) == (
+        "Reboot needs at least 900 s of notice in the 'documented' timing profile"
+    )
+    assert platform.events() == ()
