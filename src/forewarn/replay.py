@@ -102,10 +102,10 @@ class Applied:
             self.ids.at_record(position)
         self.platform.advance_to(at)
         result = command.apply(self.platform)
-        self.took(position, at, command)
+        self.record_taken(position, at, command)
         return result
 
-    def took(self, position: int, at: datetime, command: Command) -> None:
+    def record_taken(self, position: int, at: datetime, command: Command) -> None:
         """``command`` was applied at ``at`` as record ``position`` (by the platform's own
         path for a VM's request, or by :meth:`apply_command`)."""
         self.head = position

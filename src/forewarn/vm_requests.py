@@ -202,7 +202,7 @@ class VmRequestPath:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that
         change state, so the only ones journaled (or undone, and refused, when that fails)."""
         if self._writer is not None:
-            self._writer.took(Touch(vm_name), platform.now)
+            self._writer.journal_taken(Touch(vm_name), platform.now)
 
     def _requested(
         self, platform: Platform, vm_name: str, *, for_events: bool = True

@@ -144,12 +144,12 @@ class JournalWriter:
         self._append(record)
         return result
 
-    def took(self, command: Touch, at: datetime) -> None:
+    def journal_taken(self, command: Touch, at: datetime) -> None:
         """The platform took ``command`` at ``at`` already (a VM's request that turned
         Scheduled Events on, on the request's own path): journal it, or undo it, the request
         with it (the VM was off or idle before it, as the journal has it too)."""
         applied = self.applied
-        applied.took(applied.head + 1, at, command)
+        applied.record_taken(applied.head + 1, at, command)
         self._append(command.to_record(at), command.vm)
 
     def quiet(self) -> bool:

@@ -132,7 +132,7 @@ def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_onc
         head = 0
         diverged = registered = False
 
-        def take(self, records: object) -> int:
+        def apply_fetched(self, records: object) -> int:
             return 0
 
         def flush_seen(self) -> bool:
@@ -171,7 +171,7 @@ def test_a_record_this_version_cannot_apply_marks_the_copy_diverged_and_waits_lo
         head = 0
         diverged = registered = False
 
-        def take(self, records: object) -> int:
+        def apply_fetched(self, records: object) -> int:
             raise ForewarnError("record 1 cannot be applied")
 
     async def pause(stop: asyncio.Event, seconds: float) -> None:

@@ -116,10 +116,10 @@ def test_records_fetched_again_are_passed_over_and_a_gap_stops_the_taking() -> N
     told: list[int] = []
     replica.on_change = lambda: told.append(replica.head)
     tick = Tick().to_record(DEFAULT_START)
-    assert replica.take([(1, tick), (2, tick)]) == 2
-    assert replica.take([(1, tick), (2, tick), (3, tick)]) == 1
-    assert replica.take([(5, tick), (6, tick)]) == 0  # record 4 first
-    assert replica.take([(3, tick)]) == 0
+    assert replica.apply_fetched([(1, tick), (2, tick)]) == 2
+    assert replica.apply_fetched([(1, tick), (2, tick), (3, tick)]) == 1
+    assert replica.apply_fetched([(5, tick), (6, tick)]) == 0  # record 4 first
+    assert replica.apply_fetched([(3, tick)]) == 0
     assert (replica.head, told) == (3, [2, 3])
 
 

@@ -20,15 +20,15 @@ REBOOTING = Pause(NOW + timedelta(seconds=7), EventType.REBOOT, "E2")
 
 def test_starts_and_ends_are_told_once_each_in_order() -> None:
     watch = ImpactWatch()
-    assert watch.look({"a": FROZEN}, ()) == [ImpactChange("a", "start", EventType.FREEZE, "E1")]
-    assert watch.look({"a": FROZEN}, ()) == []  # the same impact: nothing new
+    assert watch.changes({"a": FROZEN}, ()) == [ImpactChange("a", "start", EventType.FREEZE, "E1")]
+    assert watch.changes({"a": FROZEN}, ()) == []  # the same impact: nothing new
     # a's impact over, b's begun: ends are told before starts
-    assert watch.look({"b": REBOOTING}, ()) == [
+    assert watch.changes({"b": REBOOTING}, ()) == [
         ImpactChange("a", "end", EventType.FREEZE, "E1"),
         ImpactChange("b", "start", EventType.REBOOT, "E2"),
     ]
     # another impact at once on the same VM: the first ends, the second starts
-    assert watch.look({"b": FROZEN}, ()) == [
+    assert watch.changes({"b": FROZEN}, ()) == [
         ImpactChange("b", "end", EventType.REBOOT, "E2"),
         ImpactChange("b", "start", EventType.FREEZE, "E1"),
     ]
@@ -36,19 +36,19 @@ def test_starts_and_ends_are_told_once_each_in_order() -> None:
 
 def test_ending_tells_the_end_of_every_impact_still_under_way_once() -> None:
     watch = ImpactWatch()
-    watch.look({"a": FROZEN, "b": REBOOTING}, ())
+    watch.changes({"a": FROZEN, "b": REBOOTING}, ())
     assert watch.ending() == [
         ImpactChange("a", "end", EventType.FREEZE, "E1"),
         ImpactChange("b", "end", EventType.REBOOT, "E2"),
     ]
     assert watch.ending() == []  # told once
     # forgotten: the same impacts seen again are new starts, not carried over
-    assert watch.look({"a": FROZEN}, ()) == [ImpactChange("a", "start", EventType.FREEZE, "E1")]
+    assert watch.changes({"a": FROZEN}, ()) == [ImpactChange("a", "start", EventType.FREEZE, "E1")]
 
 
 def test_ending_with_nothing_under_way_tells_nothing() -> None:
     watch = ImpactWatch()
     assert watch.ending() == []
-    watch.look({"a": FROZEN}, ())
-    watch.look({}, ())
+    watch.changes({"a": FROZEN}, ())
+    watch.changes({}, ())
     assert watch.ending() == []

@@ -188,7 +188,7 @@ class Replica:
         self.on_change()
         return True
 
-    def take(self, records: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
+    def apply_fetched(self, records: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
         """Apply fetched records that come after the head, in order; those already applied
         are passed over, and a gap stops at it (the next fetch reads from the head again).
         The number applied."""
@@ -209,7 +209,7 @@ class Replica:
         """Read and apply what others appended (a blocking read, bounded as a write is:
         writes and tests only)."""
         with self.journal.bounded(WRITE_SECONDS):
-            return self.take(list(self.journal.records(after=self.applied.head)))
+            return self.apply_fetched(list(self.journal.records(after=self.applied.head)))
 
     def register(self) -> None:
         """Join the namespace's list of front-ends, then read what was appended since the

@@ -48,7 +48,7 @@ async def follow(replica: Replica, reader: PostgresJournal, stop: asyncio.Event)
         try:
             await asyncio.to_thread(reader.wait_for_append, replica.head, POLL_SECONDS)
             records = await asyncio.to_thread(_read_after, reader, replica.head)
-            replica.take(records)
+            replica.apply_fetched(records)
             if replica.diverged:  # replayed in a thread: the loop never waits on it
                 replica.install(await asyncio.to_thread(replica.replayed, reader))
             if replica.registered:  # what it applied, and that it is alive: once a batch

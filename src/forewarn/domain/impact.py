@@ -129,10 +129,10 @@ class ImpactWatch:
         #: The :attr:`Deletion.number` of the last deletion told.
         self.deletions_seen = deleted_before
 
-    def look(
+    def changes(
         self, impacts: Mapping[str, Pause], deletions: Sequence[Deletion]
     ) -> list[ImpactChange]:
-        """What changed since the last look, ends first, then starts, then deletions (a
+        """What changed since the last call, ends first, then starts, then deletions (a
         deleted VM's impact ends before it is deleted); ``deletions`` are those after
         :attr:`deletions_seen`."""
         known = self._known

@@ -95,7 +95,7 @@ async def watch_impacts(
 
     while not stop.is_set():
         try:
-            changes = watch.look(impacts(), deletions_after(watch.deletions_seen))
+            changes = watch.changes(impacts(), deletions_after(watch.deletions_seen))
         except StoreUnavailableError:  # being rebuilt from its journal: looked at again next
             changes = []
         for change in changes:

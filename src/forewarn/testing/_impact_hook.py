@@ -32,7 +32,7 @@ class ImpactHookCaller:
     def look(self, service: ScheduledEventsService) -> list[ImpactChange]:
         """The changes since the last look; run where the platform may be touched."""
         watch = self._watch
-        return watch.look(service.impacts(), service.deletions_after(watch.deletions_seen))
+        return watch.changes(service.impacts(), service.deletions_after(watch.deletions_seen))
 
     def tell(self, changes: list[ImpactChange]) -> None:
         for change in changes:
