@@ -286,3 +286,53 @@ def test_nothing_is_sent_a_moment_before_its_retry() -> None:
 
     with http_server_in_thread(_Failing) as url:
         asyncio.run(run(url))
+
+
+def test_outcomes_of_statuses_beyond_the_common_ones_are_named_too() -> None:
+    """Every answer's outcome is a name in the same form ("Delivery event formats"), a
+    status with no name of its own its number."""
+    assert delivery_outcome(418) == "ImATeapot"
+    assert delivery_outcome(507) == "InsufficientStorage"
+    assert delivery_outcome(599) == "Http599"
+    assert delivery_outcome(None) == "NetworkError"
+
+
+def test_a_retry_falling_exactly_at_the_time_to_live_is_still_made() -> None:
+    """ "Event isn't delivered within the time-to-live period" dead-letters it
+    (delivery-and-retry, "Dead-letter events"): a retry due at the very end of the 1,440
+    minutes is within it; a moment later is not."""
+    end = T0 + timedelta(minutes=1440)
+    assert after_failure(10, T0, end - timedelta(hours=12), 503) == (end, None)
+    assert after_failure(10, T0, end - timedelta(hours=12) + timedelta(microseconds=1), 503) == (
+        None,
+        "TimeToLiveExceeded",
+    )
+
+
+def test_dead_letter_records_share_their_hours_folder_and_fail_whole(tmp_path: Path) -> None:
+    """Two events given up on in the same hour go to the same ``.../YYYY/MM/DD/HH/`` folder
+    (manage-event-delivery); a record that cannot be written raises the write's own error
+    and leaves no record behind [ours]."""
+    at = datetime(2026, 5, 2, 9, 3, tzinfo=UTC)
+    paths = [
+        dead_letter(
+            tmp_path,
+            subscription("ops"),
+            Delivery(n, "ops", f"grid-{n}", "{}", T0, at, 0, None, "", None),
+            at=at,
+            status=None,
+            outcome="TimedOut",
+            reason="TimeToLiveExceeded",
+            attempts=1,
+        )
+        for n in (1, 2)
+    ]
+    assert paths[0].parent == paths[1].parent == tmp_path / "OPS" / "2026" / "5" / "2" / "9"
+    (paths[0].parent / "grid-3.tmp").mkdir()  # where the record's temporary file would go
+    with pytest.raises(IsADirectoryError):
+        dead_letter(
+            tmp_path, subscription("ops"),
+            Delivery(3, "ops", "grid-3", "{}", T0, at, 0, None, "", None),
+            at=at, status=None, outcome="TimedOut", reason="TimeToLiveExceeded", attempts=1,
+        )  # fmt: skip
+    assert not (paths[0].parent / "grid-3.json").exists()
