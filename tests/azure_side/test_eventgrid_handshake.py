@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from forewarn.domain.errors import InvalidOperationError
-from forewarn.eventgrid._http import Answer
+from forewarn.eventgrid._http import Answer, ExchangeError
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.handshake import ORIGIN, handshake
 from forewarn.eventgrid.store import DeliveryStore, Subscription
@@ -70,9 +70,16 @@ def test_only_the_echoed_code_validates(body: bytes, passes: bool) -> None:
     exchange = answering(200, body)
     assert shake(hook("eventgrid"), exchange)[0] is passes
     ((method, headers, sent),) = exchange.asked
-    assert (method, headers["aeg-event-type"]) == ("POST", "SubscriptionValidation")
+    assert method == "POST"
+    assert headers == {  # as Event Grid's own deliveries name them (webhook-event-delivery)
+        "Content-Type": "application/json; charset=utf-8",
+        "aeg-event-type": "SubscriptionValidation",
+        "aeg-subscription-name": "HOOK",
+    }
     (event,) = json.loads(sent)
-    assert event["data"]["validationCode"] == CODE
+    assert event["data"] == {"validationCode": CODE, "validationUrl": "http://x/validate"}
+    assert event["eventType"] == "Microsoft.EventGrid.SubscriptionValidationEvent"
+    assert event["topic"] == "/subscriptions/00000000-0000-0000-0000-000000000000"
 
 
 def test_the_code_echoed_with_an_error_status_does_not_validate() -> None:
@@ -97,7 +104,8 @@ def test_cloudevents_validate_only_with_the_allowed_origin(
     exchange = answering(status, headers=headers)
     assert shake(hook("cloudevents"), exchange)[0] is passes
     ((method, sent, _),) = exchange.asked
-    assert (method, sent["WebHook-Request-Origin"]) == ("OPTIONS", "eventgrid.azure.net")
+    assert method == "OPTIONS"
+    assert sent == {"WebHook-Request-Origin": "eventgrid.azure.net", "WebHook-Request-Rate": "120"}
 
 
 def test_the_validation_url_works_for_10_minutes_and_not_after() -> None:
@@ -121,3 +129,22 @@ def test_the_validation_url_works_for_10_minutes_and_not_after() -> None:
         grid.store.close()
 
     asyncio.run(run())
+
+
+def test_an_unanswered_handshake_says_why() -> None:
+    async def refused(method: str, url: str, **_: Any) -> Answer:
+        raise ExchangeError("ConnectionRefusedError: [Errno 111] Connection refused")
+
+    passed, why = shake(hook("eventgrid"), refused)
+    assert (passed, why) == (False, "validation failed: ConnectionRefusedError: [Errno 111]"
+                                    " Connection refused")  # fmt: skip
+    passed, why = shake(hook("eventgrid"), answering(200, b"{}"))
+    assert (passed, why) == (False, "validation answered 200 without the code")
+    assert shake(hook("eventgrid"), answering(200, json.dumps({"validationResponse": CODE})
+                                              .encode())) == (True, "")  # fmt: skip
+    passed, why = shake(hook("cloudevents"), answering(200))
+    assert (passed, why) == (
+        False,
+        "abuse protection handshake answered 200 without WebHook-Allowed-Origin: "
+        "eventgrid.azure.net",
+    )

@@ -23,7 +23,7 @@ from e2e_support import http_server_in_thread
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid.deadletter import dead_letter
 from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
-from forewarn.eventgrid.handshake import check_endpoint
+from forewarn.eventgrid.handshake import MAX_ENDPOINT_CHARS, check_endpoint
 from forewarn.eventgrid.payloads import event_time
 from forewarn.eventgrid.schedule import after_failure, delivery_outcome, retry_delay
 from forewarn.eventgrid.store import Delivery, DeliveryStore, Subscription
@@ -91,6 +91,37 @@ def test_the_attempt_limit_and_what_is_never_retried() -> None:
 def test_bad_endpoints_are_refused(endpoint: str) -> None:
     with pytest.raises(InvalidInputError):
         check_endpoint(endpoint)
+
+
+def test_each_endpoint_refusal_says_what_is_wrong() -> None:
+    """[ours] Bad input, a clear error naming what is wrong (docs/azure-side.md, "Event
+    Grid"): the bounds at the bound and past it."""
+    longest = "http://h/" + "x" * (MAX_ENDPOINT_CHARS - len("http://h/"))
+    assert check_endpoint(longest) == longest
+    with pytest.raises(InvalidInputError, match=r"^the endpoint is longer than 2048 characters$"):
+        check_endpoint(longest + "x")
+    assert check_endpoint("http://h/!~") == "http://h/!~"  # 33 and 126: printable
+    for bad in ("http://h/ x", "http://h/\x1f", "http://h/\x7f"):
+        with pytest.raises(InvalidInputError, match=r"^the endpoint holds spaces or control"):
+            check_endpoint(bad)
+    long_unicode = "http://h/" + "é" * 300
+    with pytest.raises(InvalidInputError) as refused:
+        check_endpoint(long_unicode)
+    assert str(refused.value) == (
+        f"the endpoint {long_unicode[:200] + '...'!r} holds characters outside ASCII: "
+        "percent-encode them (and write a host's name in its xn-- form)"
+    )
+    short = "http://h/é"
+    with pytest.raises(InvalidInputError, match=re.escape(repr(short))):
+        check_endpoint(short)
+    assert check_endpoint("https://h/") == "https://h/"
+    with pytest.raises(InvalidInputError, match=r"^the endpoint must be an http:// or https:// "
+                       r"URL with a host$"):  # fmt: skip
+        check_endpoint("ftp://h/")
+    with pytest.raises(InvalidInputError, match=r"^the endpoint's port must be 1 to 65535$"):
+        check_endpoint("http://h:0/")
+    with pytest.raises(InvalidInputError, match=r"^the endpoint is not a URL: "):
+        check_endpoint("http://h:99999/")
 
 
 def subscription(name: str, state: str = "Succeeded", after: int = 0) -> Subscription:
