@@ -30,10 +30,10 @@ CODE = "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"
 
 def answering(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Any:
     """An exchange that answers every request so, and keeps what it was asked."""
-    asked: list[tuple[str, dict[str, str], bytes]] = []
+    asked: list[tuple[str, str, dict[str, str], bytes]] = []
 
     async def exchange(method: str, url: str, *, body: bytes = b"", headers: Any = None) -> Answer:
-        asked.append((method, dict(headers or {}), body))
+        asked.append((method, url, dict(headers or {}), body))
         return Answer(status, "", {k.lower(): v for k, v in (answer_headers or {}).items()}, reply)
 
     reply, answer_headers = body, headers
@@ -69,8 +69,8 @@ def test_only_the_echoed_code_validates(body: bytes, passes: bool) -> None:
     """The synchronous handshake passes only when the answer echoes the event's own code."""
     exchange = answering(200, body)
     assert shake(hook("eventgrid"), exchange)[0] is passes
-    ((method, headers, sent),) = exchange.asked
-    assert method == "POST"
+    ((method, url, headers, sent),) = exchange.asked
+    assert (method, url) == ("POST", "http://127.0.0.1:9/")
     assert headers == {  # as Event Grid's own deliveries name them (webhook-event-delivery)
         "Content-Type": "application/json; charset=utf-8",
         "aeg-event-type": "SubscriptionValidation",
@@ -103,8 +103,8 @@ def test_cloudevents_validate_only_with_the_allowed_origin(
 ) -> None:
     exchange = answering(status, headers=headers)
     assert shake(hook("cloudevents"), exchange)[0] is passes
-    ((method, sent, _),) = exchange.asked
-    assert method == "OPTIONS"
+    ((method, url, sent, _),) = exchange.asked
+    assert (method, url) == ("OPTIONS", "http://127.0.0.1:9/")
     assert sent == {"WebHook-Request-Origin": "eventgrid.azure.net", "WebHook-Request-Rate": "120"}
 
 
@@ -142,6 +142,8 @@ def test_an_unanswered_handshake_says_why() -> None:
     assert (passed, why) == (False, "validation answered 200 without the code")
     assert shake(hook("eventgrid"), answering(200, json.dumps({"validationResponse": CODE})
                                               .encode())) == (True, "")  # fmt: skip
+    allowed = answering(200, headers={"WebHook-Allowed-Origin": ORIGIN})
+    assert shake(hook("cloudevents"), allowed) == (True, "")
     passed, why = shake(hook("cloudevents"), answering(200))
     assert (passed, why) == (
         False,

@@ -111,6 +111,12 @@ def test_each_endpoint_refusal_says_what_is_wrong() -> None:
         f"the endpoint {long_unicode[:200] + '...'!r} holds characters outside ASCII: "
         "percent-encode them (and write a host's name in its xn-- form)"
     )
+    for length, shown in ((200, None), (201, 200)):  # shown whole up to 200 characters
+        endpoint = "http://h/" + "é" * (length - len("http://h/"))
+        with pytest.raises(InvalidInputError) as refused:
+            check_endpoint(endpoint)
+        said = endpoint if shown is None else endpoint[:shown] + "..."
+        assert str(refused.value).startswith(f"the endpoint {said!r} holds")
     short = "http://h/é"
     with pytest.raises(InvalidInputError, match=re.escape(repr(short))):
         check_endpoint(short)
