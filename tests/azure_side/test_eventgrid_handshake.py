@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from forewarn.domain.errors import InvalidOperationError
-from forewarn.eventgrid._http import Answer
+from forewarn.eventgrid._http import Answer, ExchangeError
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.handshake import ORIGIN, handshake
 from forewarn.eventgrid.store import DeliveryStore, Subscription
@@ -30,10 +30,10 @@ CODE = "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"
 
 def answering(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Any:
     """An exchange that answers every request so, and keeps what it was asked."""
-    asked: list[tuple[str, dict[str, str], bytes]] = []
+    asked: list[tuple[str, str, dict[str, str], bytes]] = []
 
     async def exchange(method: str, url: str, *, body: bytes = b"", headers: Any = None) -> Answer:
-        asked.append((method, dict(headers or {}), body))
+        asked.append((method, url, dict(headers or {}), body))
         return Answer(status, "", {k.lower(): v for k, v in (answer_headers or {}).items()}, reply)
 
     reply, answer_headers = body, headers
@@ -69,10 +69,17 @@ def test_only_the_echoed_code_validates(body: bytes, passes: bool) -> None:
     """The synchronous handshake passes only when the answer echoes the event's own code."""
     exchange = answering(200, body)
     assert shake(hook("eventgrid"), exchange)[0] is passes
-    ((method, headers, sent),) = exchange.asked
-    assert (method, headers["aeg-event-type"]) == ("POST", "SubscriptionValidation")
+    ((method, url, headers, sent),) = exchange.asked
+    assert (method, url) == ("POST", "http://127.0.0.1:9/")
+    assert headers == {  # as Event Grid's own deliveries name them (webhook-event-delivery)
+        "Content-Type": "application/json; charset=utf-8",
+        "aeg-event-type": "SubscriptionValidation",
+        "aeg-subscription-name": "HOOK",
+    }
     (event,) = json.loads(sent)
-    assert event["data"]["validationCode"] == CODE
+    assert event["data"] == {"validationCode": CODE, "validationUrl": "http://x/validate"}
+    assert event["eventType"] == "Microsoft.EventGrid.SubscriptionValidationEvent"
+    assert event["topic"] == "/subscriptions/00000000-0000-0000-0000-000000000000"
 
 
 def test_the_code_echoed_with_an_error_status_does_not_validate() -> None:
@@ -96,8 +103,9 @@ def test_cloudevents_validate_only_with_the_allowed_origin(
 ) -> None:
     exchange = answering(status, headers=headers)
     assert shake(hook("cloudevents"), exchange)[0] is passes
-    ((method, sent, _),) = exchange.asked
-    assert (method, sent["WebHook-Request-Origin"]) == ("OPTIONS", "eventgrid.azure.net")
+    ((method, url, sent, _),) = exchange.asked
+    assert (method, url) == ("OPTIONS", "http://127.0.0.1:9/")
+    assert sent == {"WebHook-Request-Origin": "eventgrid.azure.net", "WebHook-Request-Rate": "120"}
 
 
 def test_the_validation_url_works_for_10_minutes_and_not_after() -> None:
@@ -121,3 +129,24 @@ def test_the_validation_url_works_for_10_minutes_and_not_after() -> None:
         grid.store.close()
 
     asyncio.run(run())
+
+
+def test_an_unanswered_handshake_says_why() -> None:
+    async def refused(method: str, url: str, **_: Any) -> Answer:
+        raise ExchangeError("ConnectionRefusedError: [Errno 111] Connection refused")
+
+    passed, why = shake(hook("eventgrid"), refused)
+    assert (passed, why) == (False, "validation failed: ConnectionRefusedError: [Errno 111]"
+                                    " Connection refused")  # fmt: skip
+    passed, why = shake(hook("eventgrid"), answering(200, b"{}"))
+    assert (passed, why) == (False, "validation answered 200 without the code")
+    assert shake(hook("eventgrid"), answering(200, json.dumps({"validationResponse": CODE})
+                                              .encode())) == (True, "")  # fmt: skip
+    allowed = answering(200, headers={"WebHook-Allowed-Origin": ORIGIN})
+    assert shake(hook("cloudevents"), allowed) == (True, "")
+    passed, why = shake(hook("cloudevents"), answering(200))
+    assert (passed, why) == (
+        False,
+        "abuse protection handshake answered 200 without WebHook-Allowed-Origin: "
+        "eventgrid.azure.net",
+    )

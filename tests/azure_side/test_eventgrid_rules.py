@@ -23,7 +23,7 @@ from e2e_support import http_server_in_thread
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid.deadletter import dead_letter
 from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
-from forewarn.eventgrid.handshake import check_endpoint
+from forewarn.eventgrid.handshake import MAX_ENDPOINT_CHARS, check_endpoint
 from forewarn.eventgrid.payloads import event_time
 from forewarn.eventgrid.schedule import after_failure, delivery_outcome, retry_delay
 from forewarn.eventgrid.store import Delivery, DeliveryStore, Subscription
@@ -91,6 +91,43 @@ def test_the_attempt_limit_and_what_is_never_retried() -> None:
 def test_bad_endpoints_are_refused(endpoint: str) -> None:
     with pytest.raises(InvalidInputError):
         check_endpoint(endpoint)
+
+
+def test_each_endpoint_refusal_says_what_is_wrong() -> None:
+    """[ours] Bad input, a clear error naming what is wrong (docs/azure-side.md, "Event
+    Grid"): the bounds at the bound and past it."""
+    longest = "http://h/" + "x" * (MAX_ENDPOINT_CHARS - len("http://h/"))
+    assert check_endpoint(longest) == longest
+    with pytest.raises(InvalidInputError, match=r"^the endpoint is longer than 2048 characters$"):
+        check_endpoint(longest + "x")
+    assert check_endpoint("http://h/!~") == "http://h/!~"  # 33 and 126: printable
+    for bad in ("http://h/ x", "http://h/\x1f", "http://h/\x7f"):
+        with pytest.raises(InvalidInputError, match=r"^the endpoint holds spaces or control"):
+            check_endpoint(bad)
+    long_unicode = "http://h/" + "é" * 300
+    with pytest.raises(InvalidInputError) as refused:
+        check_endpoint(long_unicode)
+    assert str(refused.value) == (
+        f"the endpoint {long_unicode[:200] + '...'!r} holds characters outside ASCII: "
+        "percent-encode them (and write a host's name in its xn-- form)"
+    )
+    for length, shown in ((200, None), (201, 200)):  # shown whole up to 200 characters
+        endpoint = "http://h/" + "é" * (length - len("http://h/"))
+        with pytest.raises(InvalidInputError) as refused:
+            check_endpoint(endpoint)
+        said = endpoint if shown is None else endpoint[:shown] + "..."
+        assert str(refused.value).startswith(f"the endpoint {said!r} holds")
+    short = "http://h/é"
+    with pytest.raises(InvalidInputError, match=re.escape(repr(short))):
+        check_endpoint(short)
+    assert check_endpoint("https://h/") == "https://h/"
+    with pytest.raises(InvalidInputError, match=r"^the endpoint must be an http:// or https:// "
+                       r"URL with a host$"):  # fmt: skip
+        check_endpoint("ftp://h/")
+    with pytest.raises(InvalidInputError, match=r"^the endpoint's port must be 1 to 65535$"):
+        check_endpoint("http://h:0/")
+    with pytest.raises(InvalidInputError, match=r"^the endpoint is not a URL: "):
+        check_endpoint("http://h:99999/")
 
 
 def subscription(name: str, state: str = "Succeeded", after: int = 0) -> Subscription:
@@ -286,3 +323,53 @@ def test_nothing_is_sent_a_moment_before_its_retry() -> None:
 
     with http_server_in_thread(_Failing) as url:
         asyncio.run(run(url))
+
+
+def test_outcomes_of_statuses_beyond_the_common_ones_are_named_too() -> None:
+    """Every answer's outcome is a name in the same form ("Delivery event formats"), a
+    status with no name of its own its number."""
+    assert delivery_outcome(418) == "ImATeapot"
+    assert delivery_outcome(507) == "InsufficientStorage"
+    assert delivery_outcome(599) == "Http599"
+    assert delivery_outcome(None) == "NetworkError"
+
+
+def test_a_retry_falling_exactly_at_the_time_to_live_is_still_made() -> None:
+    """ "Event isn't delivered within the time-to-live period" dead-letters it
+    (delivery-and-retry, "Dead-letter events"): a retry due at the very end of the 1,440
+    minutes is within it; a moment later is not."""
+    end = T0 + timedelta(minutes=1440)
+    assert after_failure(10, T0, end - timedelta(hours=12), 503) == (end, None)
+    assert after_failure(10, T0, end - timedelta(hours=12) + timedelta(microseconds=1), 503) == (
+        None,
+        "TimeToLiveExceeded",
+    )
+
+
+def test_dead_letter_records_share_their_hours_folder_and_fail_whole(tmp_path: Path) -> None:
+    """Two events given up on in the same hour go to the same ``.../YYYY/MM/DD/HH/`` folder
+    (manage-event-delivery); a record that cannot be written raises the write's own error
+    and leaves no record behind [ours]."""
+    at = datetime(2026, 5, 2, 9, 3, tzinfo=UTC)
+    paths = [
+        dead_letter(
+            tmp_path,
+            subscription("ops"),
+            Delivery(n, "ops", f"grid-{n}", "{}", T0, at, 0, None, "", None),
+            at=at,
+            status=None,
+            outcome="TimedOut",
+            reason="TimeToLiveExceeded",
+            attempts=1,
+        )
+        for n in (1, 2)
+    ]
+    assert paths[0].parent == paths[1].parent == tmp_path / "OPS" / "2026" / "5" / "2" / "9"
+    (paths[0].parent / "grid-3.tmp").mkdir()  # where the record's temporary file would go
+    with pytest.raises(IsADirectoryError):
+        dead_letter(
+            tmp_path, subscription("ops"),
+            Delivery(3, "ops", "grid-3", "{}", T0, at, 0, None, "", None),
+            at=at, status=None, outcome="TimedOut", reason="TimeToLiveExceeded", attempts=1,
+        )  # fmt: skip
+    assert not (paths[0].parent / "grid-3.json").exists()
