@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from forewarn.verify.model import (
     Evidence,
@@ -86,3 +89,34 @@ def test_the_table_lists_each_verdict_and_shows_evidence_of_failures_and_warning
     assert "WARN rate-limit: rate-limit title" in text
     assert "PASS headers" not in text  # a pass needs no evidence
     assert "4 trial(s): 1 pass, 1 fail, 1 warn, 1 n/a" in text
+
+
+def test_a_junit_reader_finds_every_trial_with_its_verdict(tmp_path: Path) -> None:
+    """Read as CI servers read it: with junitparser, a JUnit/xUnit reader that knows the
+    format's elements (testsuites, testsuite, testcase and their failure, skipped and error
+    results), not by walking the XML by hand (issue "forewarn verify", Done means: "JUnit XML
+    validates (a test parses it with a JUnit schema-aware reader)")."""
+    report = tmp_path / "report.xml"
+    report.write_bytes(junit(REPORT))
+    xml = JUnitXml.fromfile(str(report))
+    suites = list(xml) if isinstance(xml, JUnitXml) else [xml]
+    assert len(suites) == 1
+    suite = suites[0]
+    assert isinstance(suite, TestSuite)
+    assert (suite.name, suite.tests, suite.failures, suite.skipped, suite.errors) == (
+        "quick",
+        4,
+        1,
+        1,
+        0,
+    )
+    cases: dict[str, TestCase] = {case.name: case for case in suite}
+    assert list(cases) == ["own-vm-only", "headers", "drained-before-approval", "rate-limit"]
+    (failed,) = cases["own-vm-only"].result
+    assert isinstance(failed, Failure)
+    assert failed.message == "own-vm-only reason"
+    assert "POST /metadata/scheduledevents?api-version=2020-07-01" in (failed.text or "")
+    assert cases["headers"].is_passed
+    assert isinstance(cases["drained-before-approval"].result[0], Skipped)
+    assert cases["rate-limit"].is_passed  # a warning is not a failure: CI stays green
+    assert all(case.time == 1.5 for case in cases.values())
