@@ -3,7 +3,10 @@
 ``forewarn serve --store postgresql://...@127.0.0.1:<proxy port>/...`` reaches the real server
 through it. :meth:`TcpProxy.cut` resets every connection it carries and refuses new ones (as
 a server that went down, or a network that dropped it), :meth:`TcpProxy.restore` lets them
-through again. Threads, one per direction of each connection: a front-end opens a handful.
+through again. :meth:`TcpProxy.silence` keeps every connection open and accepts new ones, but
+forwards nothing either way (a server that hangs, a network that drops packets without a
+word) until :meth:`TcpProxy.resume`, which delivers what it held, in order. Threads, one per
+direction of each connection: a front-end opens a handful.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ class TcpProxy:
         self._open: set[socket.socket] = set()
         self._cut = False
         self._closed = False
+        #: Set while bytes flow; cleared by :meth:`silence`.
+        self._flowing = threading.Event()
+        self._flowing.set()
+        #: Bytes read from one side and not yet passed to the other (held while silent).
+        self._held = 0
         self._accepting = threading.Thread(target=self._accept, daemon=True)
         self._accepting.start()
 
@@ -49,7 +57,22 @@ class TcpProxy:
         with self._lock:
             self._cut = False
 
+    def silence(self) -> None:
+        """Forward nothing more, either way, keeping every connection open, until
+        :meth:`resume`; new connections are accepted, and silent too."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """Deliver what was held while silent, then forward again."""
+        self._flowing.set()
+
+    def held(self) -> int:
+        """How many bytes wait to be forwarded (a request sent into the silence)."""
+        with self._lock:
+            return self._held
+
     def close(self) -> None:
+        self._flowing.set()
         self.cut()
         with self._lock:
             self._closed = True
@@ -90,6 +113,11 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                with self._lock:
+                    self._held += len(data)
+                self._flowing.wait()
+                with self._lock:
+                    self._held -= len(data)
                 sink.sendall(data)
         except OSError:
             pass
