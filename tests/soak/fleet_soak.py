@@ -123,7 +123,8 @@ class Fault:
 class Receiver:
     """An Event Grid webhook in this process: answers the validation handshake, records each
     delivered event (its EventId, status, type and resources), and while :meth:`hang` is in
-    force holds every delivery unanswered and records none of them (they must come again)."""
+    force holds every delivery unanswered, then answers 503 and records none of them (they
+    must come again)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -164,16 +165,16 @@ class Receiver:
                     with receiver.lock:
                         receiver.hung += 1
                     receiver.released.wait(hang)
-                    with contextlib.suppress(OSError):
-                        self.answer(b"")
+                    with contextlib.suppress(OSError):  # forewarn gave up, or is told to retry
+                        self.answer(b"", 503)
                     return
                 with receiver.lock:
                     for event in body:
                         receiver.delivered.append(event["data"]["resourceInfo"]["properties"])
                 self.answer(b"")
 
-            def answer(self, body: bytes) -> None:
-                self.send_response(200)
+            def answer(self, body: bytes, status: int = 200) -> None:
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -194,10 +195,11 @@ def draw_faults(seed: int, seconds: float) -> list[Fault]:
             kinds = list(FAULT_KINDS)
             rng.shuffle(kinds)
         at += rng.uniform(1.5, 4.0)
-        length = rng.uniform(1.0, 4.0)
+        kind = kinds.pop()
+        # the database away for longer than a poll's bound too: reads must not wait on it
+        length = rng.uniform(2.0, 2 * POLL_BOUND) if "postgres" in kind else rng.uniform(1.0, 4.0)
         if at + length > seconds:
             return faults
-        kind = kinds.pop()
         front = rng.randrange(FRONT_ENDS) if kind == "kill" else -1
         faults.append(Fault(kind, at, length, front))
         at += length
