@@ -153,7 +153,7 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server names it)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if self.headers.get("aeg-event-type") == "SubscriptionValidation":
                     code = body[0]["data"]["validationCode"]
@@ -361,14 +361,14 @@ class Soak:
                     return
                 for event in shown["Events"]:
                     key = (vm, event["EventId"])
-                    if event["EventStatus"] == "Scheduled" and key not in self.approving:
-                        if rng.random() < 0.5:
-                            self.approving.add(key)
-                            approval = threading.Thread(
-                                target=self.approve, args=(vm, index, event["EventId"])
-                            )
-                            self.approvals.append(approval)
-                            approval.start()
+                    scheduled = event["EventStatus"] == "Scheduled"
+                    if scheduled and key not in self.approving and rng.random() < 0.5:
+                        self.approving.add(key)
+                        approval = threading.Thread(
+                            target=self.approve, args=(vm, index, event["EventId"])
+                        )
+                        self.approvals.append(approval)
+                        approval.start()
             elif outcome.startswith("reset") and self.in_impact(vm, index, asked) is None:
                 self.violate(
                     f"{vm}'s poll of front-end {index} at {started - self.began:.2f}s was "
@@ -434,7 +434,7 @@ class Soak:
             self.control(index, "POST", f"/vms/{vm}/{action}", None, action, (kind, vm))
         elif action == "create":
             kind = rng.choice(["Freeze", "Reboot"])
-            body = {"type": kind, "resources": [vm]}
+            body: dict[str, Any] = {"type": kind, "resources": [vm]}
             self.control(index, "POST", "/events", body, "create", (kind, vm))
         elif action == "advance":
             seconds = rng.choice([30, 60, 300, 900])
@@ -483,7 +483,7 @@ class Soak:
         made: tuple[str, ...] = ()
         if answer.is_success and kind in ("restart", "redeploy", "create"):
             shown = answer.json()
-            listed = shown["events"] if "events" in shown else [shown]
+            listed = shown.get("events", [shown])
             made = tuple(event["EventId"] for event in listed)
             try:
                 for event in listed:
@@ -526,8 +526,10 @@ class Soak:
             wait = fault.start - (time.monotonic() - self.began)
             if wait > 0:
                 time.sleep(wait)
-            self.note(f"{fault.kind} {f'front-end {fault.front} ' if fault.front >= 0 else ''}"
-                      f"for {fault.length:.2f}s")
+            self.note(
+                f"{fault.kind} {f'front-end {fault.front} ' if fault.front >= 0 else ''}"
+                f"for {fault.length:.2f}s"
+            )
             if fault.kind == "kill":
                 self.kill(fault.front, fault.length)
             elif fault.kind == "postgres-cut":
@@ -604,7 +606,11 @@ class Soak:
             expected = self.shown_pairs() | {
                 (row["properties"]["EventId"], row["properties"]["EventStatus"]) for row in rows
             }
-            if until_true(lambda: expected <= self.receiver.pairs(), seconds=3.0):
+
+            def delivered(wanted: set[tuple[str, str]] = expected) -> bool:
+                return wanted <= self.receiver.pairs()
+
+            if until_true(delivered, seconds=3.0):
                 self.note(f"{len(expected)} states delivered")
                 return
             if time.monotonic() > deadline:
@@ -692,22 +698,22 @@ class Soak:
                 status = rows.get(event_id, {}).get("EventStatus")
                 if write.outcome == "acked" and status != "Canceled":
                     self.violate(f"{where}: acknowledged cancel of {event_id} shows {status}")
-                if write.outcome == "refused" and ("cancel", write.key) not in asked:
-                    if status == "Canceled":
-                        self.violate(f"{where}: refused cancel of {event_id} was applied")
+                refused = write.outcome == "refused" and ("cancel", write.key) not in asked
+                if refused and status == "Canceled":
+                    self.violate(f"{where}: refused cancel of {event_id} was applied")
             if write.kind == "approve":
                 vm, event_id = write.key
                 status = rows.get(event_id, {}).get("EventStatus")
                 approvers = live.get(event_id, {}).get("approvedByVms", [])
                 if write.outcome == "acked" and status == "Scheduled" and vm not in approvers:
                     self.violate(f"{where}: {vm}'s acknowledged approval of {event_id} is lost")
-                if write.outcome == "refused" and ("approve", write.key) not in asked:
-                    if vm in approvers:
-                        self.violate(f"{where}: {vm}'s refused approval of {event_id} shows")
+                refused = write.outcome == "refused" and ("approve", write.key) not in asked
+                if refused and vm in approvers:
+                    self.violate(f"{where}: {vm}'s refused approval of {event_id} shows")
         self.check_clock(where, state["clock"])
 
     def check_clock(self, where: str, now: str) -> None:
-        moved = (datetime.fromisoformat(now) - datetime.fromisoformat(self.start_clock))
+        moved = datetime.fromisoformat(now) - datetime.fromisoformat(self.start_clock)
         seconds = round(moved.total_seconds())
         advances = [w for w in self.writes if w.kind == "advance"]
         acked = sum(int(w.key[0]) for w in advances if w.outcome == "acked")
@@ -732,8 +738,7 @@ class Soak:
             if poll.outcome in ("200", "503") or poll.outcome.startswith("reset"):
                 continue
             if any(
-                start <= poll.ended and poll.started <= end
-                for start, end in self.down[poll.front]
+                start <= poll.ended and poll.started <= end for start, end in self.down[poll.front]
             ):
                 continue
             self.violate(
@@ -759,7 +764,7 @@ class Soak:
         ]
         if self.violations:
             lines += [f"{len(self.violations)} violations:", *self.violations[:40]]
-            for index, front in enumerate(self.fronts):
+            for index in range(len(self.fronts)):
                 for log in sorted((self.workdir / f"front-end-{index}").glob("serve-*.log")):
                     logged = log.read_text(errors="replace").splitlines()
                     lines += [f"--- front-end {index}, {log.name}, last lines ---"]

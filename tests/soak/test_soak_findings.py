@@ -13,7 +13,8 @@ from datetime import datetime
 import pytest
 
 from forewarn.eventgrid.delivery import EventGrid
-from forewarn.eventgrid.store import DeliveryStore, Schema, Subscription
+from forewarn.eventgrid.payloads import Schema
+from forewarn.eventgrid.store import DeliveryStore, Subscription
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.testing import ForewarnPlatform
 
