@@ -10,7 +10,7 @@ unique"); a VM's DocumentIncarnation never goes backwards (SPEC 2), on any front
 its restarts; and a VM's poll is answered outside its impacts whatever the database does
 (docs/scale-out.md: "reads never wait on the database").
 
-``FOREWARN_SOAK_SECONDS`` sets the length (45 s by default, the form every test run
+``FOREWARN_SOAK_SECONDS`` sets the length (30 s by default, the form every test run
 includes; ``FOREWARN_SOAK_SECONDS=600 pytest tests/soak`` is the long one) and
 ``FOREWARN_SOAK_SEED`` the seed (drawn afresh otherwise; a failure prints it and the faults'
 timeline). The run and its checks: fleet_soak.py.
@@ -26,7 +26,7 @@ import pytest
 
 from .fleet_soak import soak_run
 
-SECONDS = float(os.environ.get("FOREWARN_SOAK_SECONDS") or 45)
+SECONDS = float(os.environ.get("FOREWARN_SOAK_SECONDS") or 30)
 SEED = int(os.environ.get("FOREWARN_SOAK_SEED") or random.SystemRandom().randrange(10**6))
 
 
