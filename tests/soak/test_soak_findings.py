@@ -7,10 +7,17 @@ turns that into a failure, and the mark is removed.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
+from e2e_support import free_port
+from fault_tier import HEADERS, URL, Front, Witness
+from tcp_proxy import TcpProxy
 
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.payloads import Schema
@@ -18,7 +25,7 @@ from forewarn.eventgrid.store import DeliveryStore, Subscription
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.testing import ForewarnPlatform
 
-from .fleet_soak import fleet_text
+from .fleet_soak import ADDRESSES, POLL_BOUND, fleet_text, until_true
 
 
 class StoreThatFailsOnce(DeliveryStore):
@@ -68,3 +75,40 @@ def test_a_change_whose_recording_failed_is_delivered_once_the_store_works() -> 
         (view,) = asyncio.run(grid.list())
         store.close()
     assert view.pending + view.subscription.delivered == 1, view
+
+
+@pytest.mark.e2e
+@pytest.mark.xfail(
+    strict=True,
+    raises=httpx.TimeoutException,
+    reason="a silent PostgreSQL freezes a front-end: a control write waiting on the database "
+    "holds the event loop, so its VMs' polls get no answer (the soak: polls timed out on "
+    "every front-end while the database was silent for 7 s)",
+)
+def test_a_vm_is_answered_while_a_write_waits_on_a_silent_postgresql(
+    tmp_path: Path, soak_store: str
+) -> None:
+    """docs/scale-out.md: "reads never wait on the database"; a VM's poll is a read, and a
+    write waiting on a database that neither answers nor hangs up must not hold it."""
+    parts = urlsplit(soak_store)
+    assert parts.hostname is not None
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text())
+    front = Front(free_port(["127.0.0.1"]), free_port(["127.0.0.1"]), ADDRESSES, Witness())
+    with TcpProxy((parts.hostname, parts.port or 5432)) as proxy:
+        user = f"{parts.username}@" if parts.username else ""
+        store = parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}").geturl()
+        with front.serving(tmp_path, ("--store", store, "--fleet", str(fleet))):
+            assert front.poll("soak0").status_code == 200
+            proxy.silence()
+            writer = threading.Thread(target=front.call, args=("POST", "/vms/soak1/restart"))
+            try:
+                writer.start()
+                # the write is on its way to the database before the VM asks
+                assert until_true(lambda: proxy.held() > 0, seconds=10)
+                url = URL.format(ADDRESSES["soak0"], front.port)
+                answer = httpx.get(url, headers=HEADERS, timeout=POLL_BOUND, trust_env=False)
+            finally:
+                proxy.resume()
+                writer.join(30)
+    assert answer.status_code == 200, answer.text
