@@ -39,6 +39,11 @@ READY_TIMEOUT = 60.0
 #: README blocks run here: the marker's reason names this script's caller.
 README_MARKER = re.compile(r"<!--\s*snippet:\s*skip\b[^>]*\.ci/container runs this block\s*-->")
 BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
+#: docs/verify.md's container block, run by :meth:`Smoke.verify_in_image`.
+VERIFY_BLOCK = re.compile(
+    r"<!--\s*snippet:\s*skip\b[^>]*\.ci/container runs this block\s*-->\n```sh\n(.*?)^```",
+    re.S | re.M,
+)
 
 
 class SmokeError(AssertionError):
@@ -455,6 +460,27 @@ class Smoke:
                     self.netns("ip", "netns", "del", namespace)
         return f"{len(blocks)} blocks"
 
+    def verify_in_image(self) -> str:
+        """docs/verify.md's container block as written ("In the container image"): forewarn
+        verify in the image grades a handler mounted into it (examples/handlers/
+        good_stdlib.py as my_handler.py), exits 0 and leaves its JUnit report outside."""
+        text = (ROOT / "docs" / "verify.md").read_text(encoding="utf-8")
+        found = VERIFY_BLOCK.search(text)
+        check(found, "docs/verify.md has no block marked for .ci/container")
+        assert found is not None
+        here = self.work / "verify"
+        here.mkdir()
+        shutil.copy(ROOT / "examples" / "handlers" / "good_stdlib.py", here / "my_handler.py")
+        done = subprocess.run(
+            ["bash", "-c", "set -euo pipefail\n" + found.group(1)],
+            cwd=here, capture_output=True, text=True, timeout=420, check=False,
+        )  # fmt: skip
+        check(done.returncode == 0, f"{found.group(1)}\n{done.stdout}\n{done.stderr}")
+        report = (here / "reports" / "report.xml").read_text(encoding="utf-8")
+        cases = re.findall(r"<testcase ", report)
+        check(len(cases) >= 8 and "<failure" not in report, report)
+        return f"{len(cases)} trials graded in the image, none failed"
+
     # -- helpers --------------------------------------------------------------------------
 
     def _main(self) -> Container:
@@ -500,6 +526,7 @@ class Smoke:
         yield "OCI archive", self.oci_archive
         yield "compose file", self.compose
         yield "README blocks", self.readme_blocks
+        yield "forewarn verify in the image", self.verify_in_image
 
 
 #: The pages whose container blocks .ci/container runs as written.

@@ -12,7 +12,22 @@ DEFAULT_PORT = 16954
 DEFAULT_CONTROL_PORT = 16955
 #: Every control API route lives under this prefix.
 CONTROL_API = "/api/v1"
-#: Liveness and readiness, on the control port, answered without the token.
+#: Readiness, on the control port, answered without the token (as :data:`READY_PATH`).
 HEALTH_PATH = "/healthz"
+#: Readiness under the name Kubernetes' own components give it.
+READY_PATH = "/readyz"
+#: Liveness: answered 200 while the process serves, whatever its store does.
+LIVE_PATH = "/livez"
+#: The routes the control API answers without the token.
+HEALTH_PATHS = frozenset({HEALTH_PATH, READY_PATH, LIVE_PATH})
 
-__all__ = ["CONTROL_API", "DEFAULT_CONTROL_PORT", "DEFAULT_HOST", "DEFAULT_PORT", "HEALTH_PATH"]
+__all__ = [
+    "CONTROL_API",
+    "DEFAULT_CONTROL_PORT",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "HEALTH_PATH",
+    "HEALTH_PATHS",
+    "LIVE_PATH",
+    "READY_PATH",
+]

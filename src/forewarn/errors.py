@@ -30,6 +30,8 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── ReplayError                       forewarn.replay: a journal record that cannot apply
     ├── ExposureError                     forewarn.server.runner: control API open, no token
     ├── QueryError                        forewarn.resourcegraph.kql: a query it cannot run
+    ├── ReportFormatError                 forewarn.verify.model: a verify report it cannot read
+    ├── VerifyError                       forewarn.verify.model: a verify run that could not happen
     ├── ExchangeError                     forewarn.eventgrid._http: a webhook gave no answer
     ├── ImdsError                         forewarn.client (its own tree below it)
     ├── AgentConfigError                  forewarn.agent.config

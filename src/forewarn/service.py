@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forewarn import collector
 from forewarn.commands import (
@@ -39,21 +39,17 @@ from forewarn.commands import (
     Result,
     ScheduleEvent,
     StartCampaign,
-    Touch,
 )
-from forewarn.domain.api_versions import ApiVersion
 from forewarn.domain.clock import Clock, ManualClock, check_time, ensure_utc
-from forewarn.domain.documents import Document
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event
 from forewarn.domain.history import EventHistory, Listener
 from forewarn.domain.ids import EventIdFactory, NewEventId
-from forewarn.domain.impact import Pause
-from forewarn.domain.platform import CampaignView, Deletion, EventView, Platform, VmState
+from forewarn.domain.platform import CampaignView, EventView, Platform, VmState
 from forewarn.domain.vms import Vm
 from forewarn.faults import ActiveFault, FaultPlan, FaultRule
 from forewarn.storage.errors import StoreUnavailableError
-from forewarn.wire.documents import encode_document
+from forewarn.vm_requests import Arrival, EncodedDocument, VmRequestPath
 
 if TYPE_CHECKING:
     from forewarn.cluster.replica import Replica
@@ -65,63 +61,6 @@ if TYPE_CHECKING:
 
 #: Every state change applied, at info (``forewarn serve --log-level``).
 _OPERATIONS = logging.getLogger("forewarn.operations")
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedDocument:
-    """A document's bytes and its ETag, the incarnation (SPEC 1.4: the
-    scale sets' terminate-notification page calls DocumentIncarnation "an ETag")."""
-
-    body: bytes
-    tag: str
-    etag: bytes
-    #: The document encoded: a VM's cached encoding holds while it is shown this very object.
-    document: Document
-
-    @classmethod
-    def of(cls, document: Document, version: ApiVersion) -> EncodedDocument:
-        """The encoding of ``document``; equal documents (the empty one every VM starts
-        with, the same events shown across a set) share one body and one tag."""
-        shared = _shared_encoding(document, version)
-        if shared.document is document:
-            return shared
-        return cls(shared.body, shared.tag, shared.etag, document)
-
-
-def _encoding(
-    document: Document, version: ApiVersion, cached: EncodedDocument | None
-) -> EncodedDocument:
-    """``document`` encoded as ``version`` shows it: ``cached`` while it encodes this very
-    document (a VM's document is replaced, never changed, when its events change)."""
-    if cached is not None and cached.document is document:
-        return cached
-    return EncodedDocument.of(document, version)
-
-
-#: Distinct documents whose encodings are shared between the VMs shown them.
-_SHARED_ENCODINGS = 1024
-#: Those encodings by api-version, incarnation (as that version reads it) and the identities
-#: of the events shown: an event is one object in every document showing it, so equal
-#: documents of VMs shown the same events have equal keys, made without hashing the events
-#: field by field (which cost more than encoding a one-event document). An entry holds its
-#: document, so no identity in a kept key can be reused by another object. Emptied when full,
-#: at once rather than entry by entry: a campaign's documents, each shown to one VM, pass
-#: through it, and a shared document is encoded again at most once per so many.
-_shared: dict[tuple[str, int, tuple[int, ...]], EncodedDocument] = {}
-
-
-def _shared_encoding(document: Document, version: ApiVersion) -> EncodedDocument:
-    incarnation = document.incarnation_for(version.event_types)
-    key = (version.name, incarnation, tuple(map(id, document.events)))
-    shared = _shared.get(key)
-    if shared is None:
-        if len(_shared) >= _SHARED_ENCODINGS:
-            _shared.clear()
-        tag = str(incarnation)
-        shared = _shared[key] = EncodedDocument(
-            encode_document(document, version), tag, b'"%s"' % tag.encode(), document
-        )
-    return shared
 
 
 class CommandJournal(Protocol):
@@ -194,7 +133,7 @@ class Overview:
     faults: tuple[ActiveFault, ...]
 
 
-class ScheduledEventsService:
+class ScheduledEventsService(VmRequestPath):
     """One platform on one clock, and the operations adapters may perform on it."""
 
     def __init__(
@@ -210,10 +149,9 @@ class ScheduledEventsService:
         # Faults injected in front of the VM-facing endpoint: not platform state, never
         # journaled (forewarn.faults).
         self._faults = FaultPlan()
-        # api-version name -> VM name -> its document's encoding
-        self._encoded: dict[str, dict[str, EncodedDocument]] = {}
-        # The address a request arrived at -> what it found there (request_from)
-        self._known: dict[str, _Known] = {}
+        # The request path's caches (forewarn.vm_requests declares them)
+        self._encoded = {}
+        self._known = {}
         #: Set when this process alone writes a journal (forewarn.writer): the platform is
         #: then the writer's, rebuilt from the journal when a change cannot be recorded.
         self._writer = writer
@@ -272,6 +210,17 @@ class ScheduledEventsService:
         platform state, so a worker thread may call it while the event loop serves."""
         if self.journal is not None:
             self.journal.ping()
+
+    def write_refused(self) -> str | None:
+        """Why a change would be refused now (``/readyz``): the store refused the last one a
+        moment ago, or this copy is being rebuilt from the journal; None when it would be
+        tried. Reads no platform state."""
+        refusing = (
+            self._replica.refusing()
+            if self._replica is not None
+            else self._writer is not None and self._writer.refusing_now()
+        )
+        return "the store refused a change a moment ago" if refusing else None
 
     def close(self) -> None:
         """Close the journal, if there is one (``forewarn serve`` on its way out)."""
@@ -340,168 +289,7 @@ class ScheduledEventsService:
         live = {view.event.event_id: view for view in self._caught_up().events()}
         return tuple(Created(event, live.get(event.event_id)) for event in events)
 
-    # -- the VM-facing endpoint ------------------------------------------------------------
-
-    def resolve_vm(self, local_address: str, peer_address: str) -> Vm | None:
-        """The calling VM: by the address the request arrived at, then the one it came from.
-
-        A fleet of one VM answers on any address, which is the zero-configuration default.
-        """
-        return _vm_calling(self._caught_up(), local_address, peer_address)
-
-    def vm_request(self, vm_name: str) -> Pause | None:
-        """A request from ``vm_name`` arrived: it counts as a request (turning Scheduled Events
-        on when it is the first), unless the VM is down (reboot, freeze, deleted) when nothing
-        inside it could be asking. None when it can be answered now; otherwise why and until
-        when not (the first-call delay included)."""
-        return self._requested(self._caught_up(), vm_name)
-
-    def request_from(
-        self,
-        local_address: str,
-        peer_address: str,
-        version: ApiVersion | None = None,
-        *,
-        for_events: bool = True,
-    ) -> Arrival | None:
-        """:meth:`resolve_vm` then :meth:`vm_request` on one catch-up, as the endpoint asks
-        for every request: the calling VM, why it cannot be answered now if it cannot, the
-        platform time it arrived at (the answer's Date) and, for a request of Scheduled
-        Events answered now, the document as ``version`` shows it after this request; None
-        when no VM answers at those addresses and none was deleted there. A request in the
-        name of a deleted VM arrives with a pause that never ends (:attr:`Pause.gone`),
-        naming the event that deleted it: nothing answers it.
-
-        ``for_events`` False is a request for instance metadata or the versions: it does not
-        count as a request for events (:meth:`Platform.arrive`), so it neither turns
-        Scheduled Events on nor keeps it on, and waits for no first-call delay.
-
-        What a VM's request found is kept by the address it arrived at while the VM was
-        answerable (:class:`_Known`): while the platform has not changed since
-        (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
-        same document, and only counts as a request. Most of a fleet's polls are those.
-        """
-        platform = self._caught_up()
-        if not for_events:  # rare beside the polls: looked up afresh, nothing kept
-            calling = _vm_calling(platform, local_address, peer_address)
-            if calling is None:
-                return _gone(platform, local_address, peer_address)
-            pause = self._requested(platform, calling.name, for_events=False)
-            return Arrival(calling, pause, platform.now, None)
-        known = self._known.get(local_address)
-        if known is not None and known.version is version:
-            vm = known.vm
-            if self._again(platform, vm.name, known.changes):
-                return Arrival(vm, None, platform.now, known.document, known.changes)
-        calling = _vm_calling(platform, local_address, peer_address)
-        if calling is None:
-            return _gone(platform, local_address, peer_address)
-        pause = self._requested(platform, calling.name)
-        address = calling.address
-        kept = pause is None and address == local_address and self._replica is None
-        if version is None or pause is not None:  # nothing to show, or nobody answered now
-            document = None
-        elif kept and (known is None or known.version is version):
-            # Its encoding kept with the address alone, not in the table by VM name as well:
-            # one lookup in a table of the whole fleet the less for every changed VM's poll.
-            cached = None if known is None else known.document
-            document = _encoding(platform.document(calling.name), version, cached)
-        else:
-            document = self._encoded_of(platform, calling.name, version)
-        if kept and address is not None:  # (it is: equal to the local address)
-            changes = platform.changes
-            if known is None:  # kept under the VM's own address string, not the caller's
-                self._known[address] = _Known(changes, calling, version, document)
-            else:  # out of date: brought up to date in place, as a campaign does to each
-                known.changes, known.vm = changes, calling
-                known.version, known.document = version, document
-            return Arrival(calling, None, platform.now, document, changes)
-        return Arrival(calling, pause, platform.now, document)
-
-    def request_again(self, vm_name: str, changes: int) -> datetime | None:
-        """A request from ``vm_name`` repeating one whose arrival holds while the platform
-        reads ``changes`` (:attr:`Arrival.repeats_under`), as a VM's every poll on a kept
-        connection repeats its last: counted as :meth:`request_from` counts it, and the
-        platform time it arrived at when that arrival holds still. None when the platform
-        has changed since, or this very request changed it (the VM back after the idle
-        period): :meth:`request_from` then says what it finds."""
-        platform = self._caught_up()
-        return platform.now if self._again(platform, vm_name, changes) else None
-
-    def _again(self, platform: Platform, vm_name: str, changes: int) -> bool:
-        """The rule of :meth:`request_again` on a platform caught up already: True when the
-        request is counted and what it found holds still."""
-        if platform.changes != changes:
-            return False
-        # Not down, so the request counts (Platform.arrive's rule): only a touch that turned
-        # Scheduled Events on (a VM back after the idle period) changes anything.
-        if platform.touch(vm_name):
-            self._journal_touch(platform, vm_name)
-            return False
-        return True
-
-    def _journal_touch(self, platform: Platform, vm_name: str) -> None:
-        """A request from ``vm_name`` turned Scheduled Events on: the only requests that
-        change state, so the only ones journaled (or undone, and refused, when that fails)."""
-        if self._writer is not None:
-            self._writer.took(Touch(vm_name), platform.now)
-
-    def _requested(
-        self, platform: Platform, vm_name: str, *, for_events: bool = True
-    ) -> Pause | None:
-        if self._replica is not None:
-            # Whether the request counts is the same rule (Pause.warming_up, and only a
-            # request for events), but the replica journals the touch, as every front-end
-            # must apply it.
-            pause = platform.pause(vm_name)
-            if pause is not None and not pause.warming_up:
-                return pause
-            if not for_events:
-                return None
-            return self._replica.requested(vm_name) or platform.pause(vm_name)
-        writer = self._writer
-        if (
-            writer is not None
-            and for_events
-            and writer.refusing
-            and writer.quiet()
-            and _turns_on(platform, vm_name)
-        ):
-            raise writer.refusal()  # it would change state, which cannot be recorded now
-        pause, turned_on = platform.arrive(vm_name, for_events=for_events)
-        if turned_on:
-            self._journal_touch(platform, vm_name)
-        return pause
-
-    def impacts(self) -> dict[str, Pause]:
-        """The VMs under an impact now (for impact hooks)."""
-        return self._caught_up().impacts()
-
-    def deletions_after(self, number: int) -> tuple[Deletion, ...]:
-        """The VMs deleted after the ``number``-th deletion and not added again, in order
-        (for impact hooks, which stop a deleted VM's software)."""
-        return self._caught_up().deletions_after(number)
-
-    def document_bytes(self, vm_name: str, version: ApiVersion) -> bytes:
-        return self.encoded_document(vm_name, version).body
-
-    def encoded_document(self, vm_name: str, version: ApiVersion) -> EncodedDocument:
-        """``vm_name``'s document as ``version`` shows it, with its tag; cached until the
-        VM's events change."""
-        return self._encoded_of(self._caught_up(), vm_name, version)
-
-    def _encoded_of(self, platform: Platform, vm_name: str, version: ApiVersion) -> EncodedDocument:
-        """The encoding of ``vm_name``'s document, kept by VM name: for the polls not kept
-        by address (:class:`_Known`) and the control plane's readers."""
-        document = platform.document(vm_name)
-        encodings = self._encoded.get(version.name)
-        if encodings is None:
-            encodings = self._encoded[version.name] = {}
-        encoded = encodings[vm_name] = _encoding(document, version, encodings.get(vm_name))
-        return encoded
-
-    def document(self, vm_name: str) -> Document:
-        return self._caught_up().document(vm_name)
+    # -- approvals -------------------------------------------------------------------------
 
     def approve(self, vm_name: str, event_ids: Iterable[str]) -> None:
         self.execute(Approve(vm_name, tuple(event_ids)))
@@ -717,62 +505,6 @@ class ScheduledEventsService:
         if vm is None:
             return None
         return self._faults.pick(vm.name, monotonic())
-
-
-class Arrival(NamedTuple):
-    """A VM's request as the platform took it: who called, why it cannot be answered now
-    (None when it can), and when, so one reading of the clock serves the whole request."""
-
-    vm: Vm
-    pause: Pause | None
-    at: datetime
-    #: For a request of Scheduled Events answered now, the document it is answered with.
-    document: EncodedDocument | None
-    #: The platform's count of changes (:attr:`Platform.changes`) while which the same
-    #: request from the same address finds all of this again and only counts as a request
-    #: (:meth:`ScheduledEventsService.request_again`); None when it may find otherwise.
-    repeats_under: int | None = None
-
-
-class _Known:
-    """What a VM's request found at the address it arrived at, while the platform had
-    changed ``changes`` times: the VM, answerable, and its document as ``version`` shows it."""
-
-    __slots__ = ("changes", "document", "version", "vm")
-
-    def __init__(
-        self, changes: int, vm: Vm, version: ApiVersion | None, document: EncodedDocument | None
-    ) -> None:
-        self.changes = changes
-        self.vm = vm
-        self.version = version
-        self.document = document
-
-
-def _turns_on(platform: Platform, vm_name: str) -> bool:
-    """Whether a request from ``vm_name`` now would turn Scheduled Events on
-    (:meth:`Platform.arrive`'s rule, read without taking the request): off or idle, and up."""
-    return not platform.receiving(vm_name) and platform.pause(vm_name) is None
-
-
-def _gone(platform: Platform, local_address: str, peer_address: str) -> Arrival | None:
-    """The arrival of a request in the name of a VM deleted since, or None when no VM ever
-    answered there (:meth:`Platform.deleted_calling`)."""
-    deletion = platform.deleted_calling(local_address, peer_address)
-    if deletion is None:
-        return None
-    event = deletion.event
-    pause = Pause(None) if event is None else Pause(None, event.event_type, event.event_id)
-    return Arrival(deletion.vm, pause, platform.now, None)
-
-
-def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:
-    vm = platform.vm_at(local_address) or platform.vm_at(peer_address)
-    if vm is None:
-        vms = platform.vms()
-        if len(vms) == 1 and vms[0].address is None:
-            return vms[0]
-    return vm
 
 
 def platform_for_fleet(

@@ -162,6 +162,10 @@ class JournalWriter:
         self.refusing = False
         return False
 
+    def refusing_now(self) -> bool:
+        """:meth:`quiet` without ending the quiet period (readiness reads it, ``/readyz``)."""
+        return self.diverged or (self.refusing and self._monotonic() < self._quiet_until)
+
     def refusal(self) -> NotJournaledError:
         """The error of a change refused without trying, in the quiet period."""
         return NotJournaledError(

@@ -226,3 +226,17 @@ def test_the_service_names_its_door_test_where_it_is() -> None:
     named = re.findall(r"``(tests/[\w/]+\.py)``", text)
     assert named
     assert all((ROOT / path).is_file() for path in named), named
+
+
+def test_every_test_folder_is_in_contributing_s_table() -> None:
+    """docs/contributing.md, "Where the tests are": each folder of ``tests/`` has its row, so a
+    newcomer finds where a test goes (three were missing: azure_side, trace, verify)."""
+    page = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `tests/([\w-]+)/` \|", page, re.M))
+    folders = {
+        path.name
+        for path in (ROOT / "tests").iterdir()
+        if path.is_dir() and not path.name.startswith((".", "_"))
+    }
+    assert folders - rows == set(), "add a row to docs/contributing.md for each"
+    assert rows - folders == set(), "rows for folders that are gone"

@@ -25,6 +25,7 @@ PACKAGES = (
     "server",
     "storage",
     "testing",
+    "verify",
     "wire",
 )
 

@@ -6,7 +6,7 @@ parsed with ``azure.eventgrid.EventGridEvent``, or the CloudEvents abuse-protect
 exchange) and parses every delivery with ``azure-eventgrid`` or ``cloudevents``, writing one
 JSON line per event to LOG. ``--fail N`` answers 500 to the first N deliveries, ``--status S``
 answers S to all, ``--hang`` never answers, ``--huge`` answers 500 with 20 MB, ``--manual``
-GETs the validation URL instead of echoing the code.
+does not echo the code (its validation URL, logged, is for the test to GET).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import importlib.util
 import json
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,11 +63,6 @@ def main() -> None:
     lock = threading.Lock()
     failures = [options.fail]
 
-    def validate_later(url: str) -> None:
-        time.sleep(0.2)
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            record({"handshake": "manual", "status": answer.status})
-
     def record(entry: dict[str, Any]) -> None:
         with lock, open(options.log, "a", encoding="utf-8") as log:
             log.write(json.dumps(entry) + "\n")
@@ -86,15 +80,27 @@ def main() -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("aeg-event-type") == "SubscriptionValidation":
                 (event,) = [EventGridEvent.from_dict(item) for item in json.loads(body)]
-                record({"handshake": event.event_type, "url": event.data["validationUrl"]})
+                record(
+                    {
+                        "handshake": event.event_type,
+                        "url": event.data["validationUrl"],
+                        "code": event.data["validationCode"],
+                        "topic": event.topic,
+                    }
+                )
                 if options.manual:
-                    url = event.data["validationUrl"]
-                    threading.Thread(target=validate_later, args=(url,)).start()
                     self.reply(200, b"{}")
                     return
                 reply = json.dumps({"validationResponse": event.data["validationCode"]})
                 self.reply(200, reply.encode(), {"Content-Type": "application/json"})
                 return
+            # the time as it came on the wire (an SDK may fill in one that is missing)
+            document = json.loads(body)
+            wire_times = (
+                [item.get("eventTime") for item in document]
+                if isinstance(document, list)
+                else [document.get("time")]
+            )
             if options.schema == "eventgrid":
                 events = [EventGridEvent.from_dict(item) for item in json.loads(body)]
                 parsed: list[tuple[Any, ...]] = [
@@ -128,7 +134,9 @@ def main() -> None:
                 failing = failures[0] > 0
                 failures[0] -= 1
             status = 500 if failing else options.status
-            for id_, type_, subject, at, content, version in parsed:
+            for (id_, type_, subject, at, content, version), wire_time in zip(
+                parsed, wire_times, strict=True
+            ):
                 properties = content["resourceInfo"]["properties"]
                 record(
                     {
@@ -136,8 +144,10 @@ def main() -> None:
                         "type": type_,
                         "subject": subject,
                         "time": at,
+                        "wireTime": wire_time,
                         "version": version,
                         "status": properties["EventStatus"],
+                        "notBefore": properties["NotBefore"],
                         "eventId": properties["EventId"],
                         "resources": properties["Resources"],
                         "apiVersion": content["apiVersion"],

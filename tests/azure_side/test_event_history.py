@@ -109,3 +109,30 @@ def test_a_replay_makes_the_same_changes_with_the_same_numbers(tmp_path: Path) -
     ]  # fmt: skip
     assert second.journal is not None
     second.journal.close()
+
+
+def test_each_event_is_found_by_its_id_at_its_latest_change() -> None:
+    """The latest change of each kept event by its EventId: a live event's last state, a
+    finished one's end (Completed, "an event will never move backwards"), and nothing for an
+    id never published or one forgotten as the oldest finished (FINISHED_KEPT)."""
+    with ForewarnPlatform(fleet=FLEET, start=START, seed=5) as platform:
+        changes = recorded(platform)
+        first, second = platform.restart("db0")[0], platform.restart("web_0")[0]
+        platform.advance(timedelta(minutes=15))  # both Started
+        live = EventHistory()
+        for change in changes:
+            live.record(change.at, change.phase, change.event, change.where)
+        found = live.get(first.event_id)
+        assert found is not None
+        assert found == [c for c in changes if c.event.event_id == first.event_id][-1]
+        assert found.phase is Phase.STARTED
+        platform.advance(timedelta(minutes=10))  # both Completed
+    history = EventHistory(finished_kept=1)
+    for change in changes:
+        history.record(change.at, change.phase, change.event, change.where)
+    assert history.get(first.event_id) is None  # the oldest finished, forgotten
+    kept = history.get(second.event_id)
+    assert kept is not None
+    assert kept == [c for c in changes if c.event.event_id == second.event_id][-1]
+    assert kept.phase is Phase.COMPLETED
+    assert history.get("00000000-0000-0000-0000-000000000000") is None

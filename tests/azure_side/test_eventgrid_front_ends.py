@@ -9,10 +9,10 @@ not one per front-end).
 
 from __future__ import annotations
 
-import hashlib
-import time
+import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -38,18 +38,31 @@ vms:
 """
 
 
+def _namespace_url() -> str:
+    return f"{require_postgres()}?namespace=eventgrid_{uuid.uuid4().hex[:12]}"
+
+
+def _drop(url: str) -> None:
+    """Remove what the namespace at ``url`` made: Event Grid's schema, named by the store
+    itself (never by a copy of its naming here), and the namespace's row."""
+    from forewarn.eventgrid.postgres import PostgresDeliveryStore
+
+    outbox = PostgresDeliveryStore(url)
+    name = outbox.schema_name
+    outbox.close()
+    conninfo, namespace, _ = postgres_target(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
+
+
 @pytest.fixture
 def store() -> Iterator[str]:
-    url = f"{require_postgres()}?namespace=eventgrid_{uuid.uuid4().hex[:12]}"
+    url = _namespace_url()
     try:
         yield url
     finally:
-        conninfo, namespace, schema = postgres_target(url)
-        scope = f"{schema or 'public'}\x00{namespace or 'default'}"
-        name = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-            conn.execute("DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace])
+        _drop(url)
 
 
 @pytest.fixture
@@ -89,12 +102,29 @@ def test_each_change_is_delivered_once_not_once_per_front_end(
         wait_for(lambda: len(sink.statuses(event_id)) >= 2, what="Scheduled and Started")
         c.advance(10 * 60)
         wait_for(lambda: len(sink.statuses(event_id)) >= 3, what="Completed")
-        time.sleep(1.0)  # had every front-end delivered, the copies would have come by now
-        assert sorted(sink.statuses(event_id)) == ["Completed", "Scheduled", "Started"]
+        # What must come next: every front-end's own delivery loop showing the three made
+        # and none pending. Each loop refreshes that view itself, in the round where it
+        # would turn changes into deliveries; a follower that delivered too would have put
+        # deliveries of its own in the fleet's store (pending, or more than three made) as
+        # soon as each change reached it, the Scheduled and Started ones long before.
         wait_for(
-            lambda: subscription(a.control, "fleet")["delivered"] == 3,
-            what="the deliveries recorded",
+            lambda: all(_loop_view(f, "fleet") == (3, 0) for f in front_ends),
+            what="every front-end's loop showing 3 delivered and none pending",
         )
+        assert sorted(sink.statuses(event_id)) == ["Completed", "Scheduled", "Started"]
+
+
+def _loop_view(server: ForewarnServer, name: str) -> tuple[int, int] | None:
+    """(delivered, pending) of subscription ``name`` as ``server``'s delivery loop last saw
+    them: the view it keeps for the dashboard (the first snapshot of ``/api/v1/stream``),
+    not the store read on the request's behalf."""
+    with server.control.stream("GET", "/stream") as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                shown = json.loads(line.removeprefix("data: "))["eventGrid"]
+                views = [(s["delivered"], s["pending"]) for s in shown if s["name"] == name]
+                return views[0] if views else None
+    return None
 
 
 def test_the_delivery_store_outlives_a_lost_connection(store: str) -> None:
@@ -115,3 +145,28 @@ def test_the_delivery_store_outlives_a_lost_connection(store: str) -> None:
         assert deliveries.cursor() == before
     finally:
         deliveries.close()
+
+
+def test_each_namespace_has_an_outbox_of_its_own(store: str) -> None:
+    """[ours] (docs/scale-out.md: a namespace is a fleet of its own in a shared database;
+    docs/azure-side.md: the subscriptions and pending deliveries "in a schema of the
+    namespace's own"): two fleets on one database never see each other's subscriptions,
+    deliveries or cursor."""
+    from forewarn.eventgrid.postgres import PostgresDeliveryStore
+    from forewarn.eventgrid.store import Subscription
+
+    other = _namespace_url()
+    mine, theirs = PostgresDeliveryStore(store), PostgresDeliveryStore(other)
+    try:
+        assert mine.schema_name != theirs.schema_name
+        at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+        mine.add(Subscription("ops", "http://127.0.0.1:9/", "eventgrid", "Succeeded", "c", at, 0))
+        assert mine.enqueue([(1, at, "grid-1", {"eventgrid": "{}"})], cursor=1) == 1
+        assert [s.name for s in mine.subscriptions()] == ["ops"]
+        assert theirs.subscriptions() == []
+        assert theirs.due(at, 10) == []
+        assert (mine.cursor(), theirs.cursor()) == (1, 0)
+    finally:
+        mine.close()
+        theirs.close()
+        _drop(other)

@@ -9,16 +9,24 @@ event time-to-live (default is 1440 minutes)"; webhook errors for which "retry d
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from e2e_support import http_server_in_thread
 
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid.deadletter import dead_letter
 from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
 from forewarn.eventgrid.handshake import check_endpoint
-from forewarn.eventgrid.schedule import after_failure, retry_delay
-from forewarn.eventgrid.store import DeliveryStore, Subscription
+from forewarn.eventgrid.payloads import event_time
+from forewarn.eventgrid.schedule import after_failure, delivery_outcome, retry_delay
+from forewarn.eventgrid.store import Delivery, DeliveryStore, Subscription
 from forewarn.server._activity import Activity
 from forewarn.server.dashboard import snapshot
 from forewarn.testing import ForewarnPlatform
@@ -76,6 +84,8 @@ def test_the_attempt_limit_and_what_is_never_retried() -> None:
         "http://h:99999/",
         "http://h/ x",
         "http://h/\x00",
+        "http://h/é",
+        "http://bücher.example/",
     ],
 )
 def test_bad_endpoints_are_refused(endpoint: str) -> None:
@@ -138,6 +148,8 @@ def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> Non
             2,
             1,
             "503 Service Unavailable",
+            0,
+            4,
         )
         grid.views = [SubscriptionView(shown, 3)]
         (row,) = snapshot(platform.service, Activity(), None, grid)["eventGrid"]
@@ -146,4 +158,131 @@ def test_the_dashboard_shows_each_subscriptions_deliveries_and_failures() -> Non
         "name": "ops", "endpoint": "http://127.0.0.1:9/", "schema": "cloudevents",
         "provisioningState": "Succeeded", "delivered": 7, "failed": 2, "deadLettered": 1,
         "pending": 3, "duplicates": 0, "lastError": "503 Service Unavailable",
+        "deadLetterFailures": 4,
     }  # fmt: skip
+
+
+SEVEN_DIGITS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$")
+
+
+def test_a_dead_letter_record_is_as_event_grid_writes_it(tmp_path: Path) -> None:
+    """learn.microsoft.com/azure/event-grid/delivery-and-retry, "Delivery event formats"
+    (dead-letter event): ``"deadLetterReason": "MaxDeliveryAttemptsExceeded"``,
+    ``"lastDeliveryOutcome": "NotFound"``, ``"publishTime": "2020-08-13T17:18:14.0265758Z"``;
+    manage-event-delivery: blobs under the subscription's name in capitals, then
+    ``YYYY/MM/DD/HH`` "nonzero padded"."""
+    published = T0 + timedelta(microseconds=26575)
+    last = datetime(2026, 5, 2, 9, 3, 4, 46578, tzinfo=UTC)
+    delivery = Delivery(7, "ops-hook", "grid-7", '{"id": "grid-7"}', published, last, 29,
+                        404, "NotFound", None)  # fmt: skip
+    path = dead_letter(
+        tmp_path, subscription("ops-hook"), delivery, at=last, status=404,
+        outcome=delivery_outcome(404), reason="MaxDeliveryAttemptsExceeded", attempts=30,
+    )  # fmt: skip
+    assert path == tmp_path / "OPS-HOOK" / "2026" / "5" / "2" / "9" / "grid-7.json"
+    (record,) = json.loads(path.read_text())
+    assert record == {
+        "id": "grid-7",
+        "deadLetterReason": "MaxDeliveryAttemptsExceeded",
+        "deliveryAttempts": 30,
+        "lastDeliveryOutcome": "NotFound",
+        "lastHttpStatusCode": 404,
+        "publishTime": "2026-05-01T12:00:00.0265750Z",
+        "lastDeliveryAttemptTime": "2026-05-02T09:03:04.0465780Z",
+    }
+    assert SEVEN_DIGITS.match(record["publishTime"])
+
+
+def test_the_last_delivery_outcome_is_named_as_event_grid_names_it() -> None:
+    """delivery-and-retry, "Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``
+    (names of the answer's status, never "404 Not Found" or an exception's text); a receiver
+    that does not answer within its time is ``TimedOut``."""
+    assert delivery_outcome(404) == "NotFound"
+    assert delivery_outcome(400) == "BadRequest"
+    assert delivery_outcome(401) == "Unauthorized"
+    assert delivery_outcome(403) == "Forbidden"
+    assert delivery_outcome(413) == "RequestEntityTooLarge"
+    assert delivery_outcome(503) == "ServiceUnavailable"
+    assert delivery_outcome(500) == "InternalServerError"
+    assert delivery_outcome(None, "TimedOut") == "TimedOut"
+    assert delivery_outcome(None, "ConnectionRefusedError: [Errno 111]") == "NetworkError"
+
+
+def test_event_time_has_the_samples_seven_fractional_digits() -> None:
+    """learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid, the sample
+    event: ``"eventTime": "2017-06-26T18:41:00.9584103Z"``, seven fractional digits."""
+    assert event_time(datetime(2017, 6, 26, 18, 41, 0, 958410, tzinfo=UTC)) == (
+        "2017-06-26T18:41:00.9584100Z"
+    )
+    assert event_time(T0) == "2026-05-01T12:00:00.0000000Z"
+
+
+def test_a_dead_lettered_event_counts_as_a_failed_attempt() -> None:
+    """docs/azure-side.md, "Event Grid": ``eventgrid list`` counts failed attempts, each
+    retry's and the last one's, which dead-letters the event, alike [ours]; "deliveryAttempts"
+    of the dead-letter record counts the same attempts (delivery-and-retry, "Delivery event
+    formats")."""
+    store = DeliveryStore(None)
+    store.add(subscription("ops"))
+    store.enqueue([(1, T0, "id-1", {"eventgrid": "{}"})], cursor=1)
+    (first,) = store.due(T0, 10)
+    store.failed(first, at=T0, status=503, outcome="ServiceUnavailable",
+                 again=T0 + timedelta(seconds=10))  # fmt: skip
+    (second,) = store.due(T0 + timedelta(seconds=10), 10)
+    assert second.attempts == 1
+    store.failed(second, at=T0, status=400, outcome="BadRequest", again=None, error="400 Bad")
+    ops = store.get("ops")
+    assert ops is not None
+    assert (ops.failed, ops.dead_lettered, ops.delivered, ops.last_error) == (2, 1, 0, "400 Bad")
+    assert store.pending() == {}
+    store.close()
+
+
+class _Failing(BaseHTTPRequestHandler):
+    """A receiver answering 500 to every delivery, counting them."""
+
+    posts: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        _Failing.posts.append(self.headers.get("aeg-delivery-count", ""))
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_nothing_is_sent_a_moment_before_its_retry() -> None:
+    """The retry schedule "10 seconds, 30 seconds, 1 minute, ..." (delivery-and-retry,
+    "Retry schedule") on the platform's clock: the delivery loop stepped by hand at each
+    moment, its attempts awaited, so what is not sent is seen not sent without waiting."""
+    _Failing.posts = []
+
+    async def run(url: str) -> None:
+        now = [T0]
+        store = DeliveryStore(None)
+        store.add(Subscription("ops", url + "/events", "eventgrid", "Succeeded", "c", T0, 0))
+        store.enqueue([(1, T0, "id-1", {"eventgrid": "{}"})], cursor=1)
+        grid = EventGrid(lambda: now[0], lambda: 0, store, validation_base="http://x")
+
+        async def at(moment: datetime) -> int:
+            now[0] = moment
+            await grid.step()  # records the last outcome, then sends what is due
+            await grid.settle()
+            await grid.step()
+            return len(_Failing.posts)
+
+        assert await at(T0) == 1
+        failed_at = T0
+        for attempt, wait in enumerate((10, 30, 60, 300), start=2):
+            due = failed_at + timedelta(seconds=wait)
+            assert await at(due - timedelta(milliseconds=1)) == attempt - 1
+            assert await at(due) == attempt
+            failed_at = due
+        assert _Failing.posts == ["0", "1", "2", "3", "4"]
+        store.close()
+
+    with http_server_in_thread(_Failing) as url:
+        asyncio.run(run(url))

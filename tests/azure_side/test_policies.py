@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from forewarn.cli import main
 from forewarn.cli.common import CliContext
 from forewarn.config.fleet import FleetFileError, parse_fleet
+from forewarn.config.policy import PolicyIn
 from forewarn.domain.events import EventStatus
 from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.registry import VM, find
@@ -228,3 +229,60 @@ def test_a_policy_step_names_one_target() -> None:
         parse_scenario(
             "steps:\n  - set-scheduled-events-policy: {vm: a, scaleSet: b, scheduledEventsPolicy: {}}\n"
         )
+
+
+def test_a_vm_paused_by_a_freeze_is_not_down(platform: ForewarnPlatform) -> None:
+    """docs/azure-side.md, "The policy and ARM identity": ``allInstancesDown`` counts a VM
+    under a Reboot, Redeploy, Preempt or Terminate as down; "a Freeze only pauses" (SPEC 4.3:
+    "A Freeze pauses the VM ... memory and open files intact"). A frozen VM's requests wait,
+    but the VM is there to approve when it resumes, so its new event waits to be approved."""
+    platform.schedule("Freeze", "solo", started=True)
+    assert not platform.vm_state("solo").reachable  # held as paused: only its type differs
+    (event,) = platform.redeploy("solo")
+    assert event.status is EventStatus.SCHEDULED
+
+
+def test_the_arm_form_of_the_defaults_is_arms_schema() -> None:
+    """docs/azure-side.md, "The policy and ARM identity": every member as ARM JSON spells it,
+    with ARM's defaults (false but ``allInstancesDown``'s true; "During the preview, the only
+    supported value is "2020-07-01"", learn.microsoft.com/azure/virtual-machines/
+    scheduled-events-event-grid)."""
+    assert ScheduledEventsPolicy().to_arm() == {
+        "userInitiatedReboot": {"automaticallyApprove": False},
+        "userInitiatedRedeploy": {"automaticallyApprove": False},
+        "allInstancesDown": {"automaticallyApprove": True},
+        "scheduledEventsAdditionalPublishingTargets": {
+            "eventGridAndResourceGraph": {
+                "enable": False,
+                "scheduledEventsApiVersion": "2020-07-01",
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["auto_approve_reboot", "auto_approve_redeploy", "auto_approve_all_instances_down", "publish"],
+)
+def test_the_arm_form_reads_back_as_the_same_policy(field: str) -> None:
+    """Each member in its own place: a policy differing from the defaults in one member only
+    becomes ARM JSON that the fleet file's and the control API's reader
+    (``forewarn.config.policy``) reads back as that very policy, and no other member moves."""
+    changed = ScheduledEventsPolicy(**{field: not getattr(ScheduledEventsPolicy(), field)})
+    arm = changed.to_arm()
+    assert PolicyIn.model_validate(arm).policy() == changed
+    differing = [
+        path
+        for path in _leaves(arm)
+        if _leaves(arm)[path] != _leaves(ScheduledEventsPolicy().to_arm())[path]
+    ]
+    assert len(differing) == 1
+
+
+def _leaves(value: object, path: str = "") -> dict[str, object]:
+    if not isinstance(value, dict):
+        return {path: value}
+    leaves: dict[str, object] = {}
+    for key, inner in value.items():
+        leaves.update(_leaves(inner, f"{path}.{key}"))
+    return leaves

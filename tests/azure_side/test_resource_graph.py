@@ -161,12 +161,21 @@ def test_table_format_and_subscription_scope(platform: ForewarnPlatform) -> None
 @pytest.mark.parametrize(
     ("text", "code", "named"),
     [
-        ("maintenanceresources | summarize count() by type", "UnsupportedOperator", "summarize"),
-        ("maintenanceresources | extend x = 1", "UnsupportedOperator", "extend"),
-        ("maintenanceresources | where __import__('os').system('true')", "ParserFailure", "."),
+        ("maintenanceresources | union resources", "UnsupportedOperator", "union"),
+        ("maintenanceresources | make-series count() on x", "UnsupportedOperator", "make-series"),
+        (
+            "maintenanceresources | join kind=fullouter (resources) on id",
+            "UnsupportedOperator",
+            "fullouter",
+        ),
+        ("maintenanceresources | where count() > 1", "UnsupportedFunction", "count"),
+        ("maintenanceresources | summarize tolower(name)", "UnsupportedOperator", "summarize"),
+        ("maintenanceresources | extend x = split(name)", "InvalidArguments", "split"),
+        ("maintenanceresources | where __import__('os').system('true')", "ParserFailure", "("),
+        ("maintenanceresources | project-rename a = b", "UnsupportedOperator", "project-rename"),
         ("maintenanceresources | where eval('1') == 1", "UnsupportedFunction", "eval"),
         ("maintenanceresources; .drop table x", "ParserFailure", ";"),
-        ("resources | take 1", "UnknownTable", "resources"),
+        ("securityresources | take 1", "UnknownTable", "securityresources"),
         ("maintenanceresources | where type == ", "ParserFailure", ""),
         (
             "maintenanceresources | where "

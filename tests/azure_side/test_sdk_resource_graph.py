@@ -27,6 +27,7 @@ from e2e_support import ForewarnServer, free_port, start_forewarn, wait_for
 
 from .azure_support import FLEET
 from .test_resource_graph import FIRST_QUERY, SECOND_QUERY
+from .test_resource_graph_kql import RESOURCE_ID
 
 pytestmark = pytest.mark.e2e
 
@@ -125,14 +126,48 @@ def test_the_sdk_reads_arms_error_envelope(tls: tuple[ForewarnServer, str, Path]
     _, base, ca = tls
     graph = client(base, ca, os.environ["FOREWARN_TOKEN"])
     with graph, pytest.raises(HttpResponseError) as raised:
-        graph.resources(QueryRequest(query="maintenanceresources | summarize count()"))
+        graph.resources(QueryRequest(query="maintenanceresources | union resources"))
     assert raised.value.status_code == 400
     assert raised.value.error is not None
     assert raised.value.error.code == "BadRequest"
-    assert "summarize" in str(raised.value)
+    assert "union" in str(raised.value)
 
 
 def test_a_wrong_bearer_token_is_refused(tls: tuple[ForewarnServer, str, Path]) -> None:
     _, base, ca = tls
     with client(base, ca, "not-the-token") as graph, pytest.raises(ClientAuthenticationError):
         graph.resources(QueryRequest(query=FIRST_QUERY))
+
+
+def test_the_sdk_runs_a_dashboards_summarize_and_join(
+    tls: tuple[ForewarnServer, str, Path],
+) -> None:
+    """The wider KQL (test_resource_graph_kql.py) through the client's own ``resources``:
+    counts by status, and each event beside the VM or scale set of ``resources`` it is filed
+    under, joined on the resource id; the table format read into the SDK's ``Table``."""
+    _, base, ca = tls
+    with client(base, ca, os.environ["FOREWARN_TOKEN"]) as graph:
+        counts = graph.resources(
+            QueryRequest(
+                query="maintenanceresources | summarize count() by "
+                "status = tostring(properties.EventStatus) | order by status asc"
+            )
+        )
+        joined = graph.resources(
+            QueryRequest(
+                query=f"maintenanceresources | extend resourceId = {RESOURCE_ID}"
+                " | join kind=inner (resources | project resourceId = tolower(id), type)"
+                " on resourceId | summarize count() by type1 | order by type1 asc",
+                options=QueryRequestOptions(result_format="table"),
+            )
+        )
+    assert counts.data == [
+        {"status": "Completed", "count_": 1},
+        {"status": "Scheduled", "count_": 2},
+    ]
+    table: dict[str, Any] = joined.data  # type: ignore[assignment]
+    assert [column["name"] for column in table["columns"]] == ["type1", "count_"]
+    assert table["rows"] == [
+        ["microsoft.compute/virtualmachines", 2],
+        ["microsoft.compute/virtualmachinescalesets", 1],
+    ]

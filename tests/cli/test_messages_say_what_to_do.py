@@ -13,7 +13,6 @@ Messages produced at start-up are read from real ``forewarn serve`` processes.
 
 from __future__ import annotations
 
-import hashlib
 import socket
 import subprocess
 import sys
@@ -209,16 +208,10 @@ def test_a_namespace_of_another_fleet_says_namespace(
 
 
 def _drop_namespace(postgres: str, namespace: str) -> None:
-    """Forget the namespace, and Event Grid's schema beside it (as its own tests do)."""
-    import psycopg
-
-    scope = f"public\x00{namespace}"
-    grid = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
-    with psycopg.connect(postgres, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{grid}" CASCADE')
-        connection.execute(
-            "DELETE FROM public.forewarn_namespaces WHERE namespace = %s", [namespace]
-        )
+    """Forget the namespace, and Event Grid's schema beside it, as ``forewarn store delete``
+    does."""
+    ran = _forewarn("store", "delete", "--store", f"{postgres}?namespace={namespace}", "--yes")
+    assert ran.returncode == 0, ran.stderr
 
 
 def _started_once(tmp_path: Path, args: list[str], runtime: dict[str, str]) -> None:

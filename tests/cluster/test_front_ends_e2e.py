@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +214,35 @@ def test_front_ends_ride_out_postgresql_dropping_every_connection(
         time.sleep(0.2)
     after = agreed(fleet, timeout=20)  # A and C followed B's write after reconnecting
     assert len(events_of(after)) == 2
+
+
+@pytest.mark.e2e
+def test_a_front_end_on_another_clock_kind_is_refused_naming_both(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """[ours] (docs/scale-out.md, "What every front-end needs": the same clock kind). Issue
+    text: one front-end on ``--clock manual``, another on the same namespace without
+    ``--clock``: both started, and the second's VMs hung after an approval. The second is
+    refused at start, in one line naming both clocks, as another profile is; the first goes
+    on serving."""
+    first = FrontEnd(shared_store, fleet_file, ("--clock", "manual"))
+    first.start()
+    try:
+        second = FrontEnd(shared_store, fleet_file, ())
+        refused = subprocess.run(
+            [sys.executable, "-m", "forewarn", "serve", "--store", shared_store,
+             "--fleet", str(fleet_file), "--bind", f"127.0.0.1:{second.port}",
+             "--control", f"127.0.0.1:{second.control_port}"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert refused.returncode == 1, refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        shown = shared_store.split("@")[-1]
+        assert line == (
+            f"Error: {shown} is served on a manual clock, not system: start every front-end "
+            "of its fleet with --clock manual, or use another namespace "
+            "(--store ...?namespace=NAME)"
+        )
+        assert first.get("/clock")["kind"] == "ManualClock"
+    finally:
+        first.stop()

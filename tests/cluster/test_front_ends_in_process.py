@@ -8,6 +8,8 @@ instead of their background followers, tests read what the others appended expli
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from forewarn.cluster import Replica, ReplicaError
+from forewarn.cluster import Replica, ReplicaError, tasks
 from forewarn.cluster.replica import QUIET_SECONDS
 from forewarn.commands import CancelEvent, Restart, StartCampaign
 from forewarn.domain.api_versions import CURRENT_VERSION
@@ -24,7 +26,7 @@ from forewarn.domain.errors import InvalidOperationError, UnknownEventError
 from forewarn.domain.events import EventStatus
 from forewarn.server.control import status_of
 from forewarn.server.runner import ServeSettings
-from forewarn.server.state import OpenedState, open_state
+from forewarn.server.state import OpenedState, StateMismatchError, open_state
 from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 
@@ -356,6 +358,8 @@ def test_a_first_request_whose_touch_was_lost_with_the_server_is_refused_not_ans
     def gone(*args: object, **kwargs: object) -> object:
         raise StoreUnavailableError("the server is gone")
 
+    seconds = [time.monotonic()]  # the quiet period's clock, moved only below
+    monkeypatch.setattr(replica(state), "_monotonic", lambda: seconds[0])
     try:
         with monkeypatch.context() as patched:
             patched.setattr(ExclusiveWrite, "append_if", gone)
@@ -369,8 +373,7 @@ def test_a_first_request_whose_touch_was_lost_with_the_server_is_refused_not_ans
         assert list(journal.records()) == []
         with pytest.raises(ReplicaError, match="a moment ago"):  # not tried again at once
             state.service.vm_request("quiet")
-        later = time.monotonic() + QUIET_SECONDS
-        monkeypatch.setattr(replica(state), "_monotonic", lambda: later)
+        seconds[0] += QUIET_SECONDS
         assert state.service.vm_request("quiet") is None  # the client's retry: journaled now
         assert [record["op"] for _, record in journal.records()] == ["touch"]
     finally:
@@ -399,3 +402,79 @@ def test_a_clock_move_that_cannot_be_journaled_is_not_made(
     a.service.execute(Restart("WestNO_0"))
     assert replica(a).applied.head_at == now
     assert a.service.now() == now
+
+
+def test_a_scaled_clock_of_another_speed_is_another_clock_kind(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """[ours] (docs/scale-out.md, "What every front-end needs": ``scaled`` with the same
+    ``--scale``): deadlines fall due on the leader's clock, so a front-end counting time at
+    another speed is refused at start, naming both, and opens nothing."""
+    first = open_state(
+        ServeSettings(fleet=fleet_file, clock="scaled", scale=60, store=shared_store)
+    )
+    try:
+        with pytest.raises(StateMismatchError) as refused:
+            open_state(
+                ServeSettings(fleet=fleet_file, clock="scaled", scale=10, store=shared_store)
+            )
+        assert str(refused.value).endswith(
+            "is served on a scaled x60 clock, not scaled x10: start every front-end of its "
+            "fleet with --clock scaled --scale 60, or use another namespace "
+            "(--store ...?namespace=NAME)"
+        )
+        same = open_state(
+            ServeSettings(fleet=fleet_file, clock="scaled", scale=60, store=shared_store)
+        )
+        same.service.close()
+    finally:
+        first.service.close()
+
+
+def test_the_follower_replays_a_diverged_copy_in_a_worker_thread(
+    fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/scale-out.md, "How front-ends stay one fleet": a copy to rebuild is replayed in a
+    worker thread, through the follower's own connection, so the event loop never waits on
+    the journal's read; the copy then serves the journal's state again, and only that."""
+    a, b, _ = fleet_of_three
+    a.service.execute(Restart("WestNO_0"))
+    journal = replica(a).journal
+    from forewarn.storage.postgres import ExclusiveWrite
+
+    def gone(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailableError("the server is gone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", gone)
+        patched.setattr(journal, "records", gone)
+        with pytest.raises(ReplicaError, match="could not be confirmed"):
+            a.service.execute(Restart("WestNO_1"))
+    assert replica(a).diverged
+    b.service.execute(Restart("WestNO_2"))  # appended meanwhile by another front-end
+    replayed_on: list[int] = []
+    replayed = replica(a).replayed
+
+    def watched(reader: object) -> object:
+        replayed_on.append(threading.get_ident())
+        return replayed(reader)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replica(a), "replayed", watched)
+
+    async def follow_until_rebuilt() -> int:
+        stop = asyncio.Event()
+        reader = journal.another()
+        task = asyncio.create_task(tasks.follow(replica(a), reader, stop))
+        while replica(a).diverged:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+        reader.close()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(follow_until_rebuilt())
+    assert replayed_on
+    assert loop_thread not in replayed_on
+    assert documents(a.service) == in_step(fleet_of_three)
+    shown = [[r.name for r in view.event.resources] for view in a.service.events()]
+    assert shown == [["WestNO_0"], ["WestNO_2"]]

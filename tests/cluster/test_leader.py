@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -276,6 +277,11 @@ class Reader:
 
     def close(self) -> None:
         self.closed = True
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        """Calls made in the block are bounded (here, none ever waits)."""
+        yield
 
 
 @pytest.mark.parametrize("forgetting", [None, StoreUnavailableError("the server is down")])

@@ -6,7 +6,8 @@ watched rather than waited out."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
@@ -16,6 +17,14 @@ from forewarn.errors import ForewarnError
 from forewarn.storage.errors import StoreUnavailableError
 
 T = TypeVar("T")
+
+
+class _Unbounded:
+    """A stand-in journal's :meth:`PostgresJournal.bounded`: here no call ever waits."""
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        yield
 
 
 def _timeouts(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
@@ -109,7 +118,7 @@ def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_onc
     script = ["fail", "fail", "read", "fail"]
     pauses: list[float] = []
 
-    class Reader:
+    class Reader(_Unbounded):
         def wait_for_append(self, after: int, timeout: float) -> int:
             step = script.pop(0)
             if step == "fail":
@@ -151,7 +160,7 @@ def test_a_record_this_version_cannot_apply_marks_the_copy_diverged_and_waits_lo
     error, and it waits the longest backoff, 5 s, before reading again."""
     pauses: list[float] = []
 
-    class Reader:
+    class Reader(_Unbounded):
         def wait_for_append(self, after: int, timeout: float) -> int:
             return after
 

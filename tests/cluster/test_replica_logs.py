@@ -148,7 +148,9 @@ def test_a_first_request_the_store_cannot_take_is_refused_and_not_retried_at_onc
     the next request within QUIET_SECONDS is refused without asking the store again."""
     with monkeypatch.context() as patched:
         patched.setattr(replica(quiet).journal, "exclusive", _lost)
-        with pytest.raises(ReplicaError, match="cannot write now: the server went away"):
+        with pytest.raises(
+            ReplicaError, match="cannot write now, nothing was applied: the server went away"
+        ):
             replica(quiet).requested("quiet")
     assert not replica(quiet).diverged
     assert not quiet.service.vm_state("quiet").receiving

@@ -11,6 +11,8 @@ logged, and the next one tries again (only the store failing holds first request
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -45,6 +47,14 @@ class UnreadableJournal:
     """A shared journal whose server went away."""
 
     namespace = "test"
+
+    #: Whether the last bounded block ran out of time (never here).
+    expired = False
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        """Calls made in the block are bounded (here, none ever waits)."""
+        yield
 
     def records(self, after: int = 0) -> Any:
         raise StoreUnavailableError("the server is down")

@@ -91,6 +91,14 @@ class StandInJournal:
 
     namespace = "fleet_a"
 
+    #: Whether the last bounded block ran out of time (never here).
+    expired = False
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        """Calls made in the block are bounded (here, none ever waits)."""
+        yield
+
     def __init__(self) -> None:
         self.memory = MemoryJournal()
         #: The ops of each transaction's append, in commit order.
@@ -399,7 +407,10 @@ def test_a_connection_the_server_dropped_is_opened_again_once() -> None:
     journal.dropped = 2
     with pytest.raises(ReplicaError) as raised:
         replica.write(freeze("vm1"))
-    assert str(raised.value) == "cannot write now: the server closed the connection"
+    assert (
+        str(raised.value)
+        == "cannot write now, nothing was applied: the server closed the connection"
+    )
     assert isinstance(raised.value.__cause__, StoreUnavailableError)
     assert journal.began == 4  # once more, not again
     assert event_ids(replica.platform) == [event.event_id]  # nothing of it applied
@@ -451,8 +462,9 @@ def test_a_lost_commit_is_not_tried_again_and_says_the_copy_is_rebuilt(
         "rebuilding from the journal"
     ]
     assert str(raised.value) == (
-        "the change could not be confirmed (the server went away during the commit); "
-        "nothing is acknowledged and this front-end rebuilds its state from the journal"
+        "the change could not be confirmed (the server went away during the commit): it may "
+        "or may not have been applied, and this front-end rebuilds its state from the "
+        "journal, which says which"
     )
     assert journal.began == 1
     assert (replica.head, event_ids(replica.platform), replica.diverged) == (0, [], False)

@@ -134,6 +134,10 @@ def _damaged(shared_store: str, fleet_file: Path, statement: str) -> str:
             "UPDATE forewarn_metadata SET value = 'x' WHERE namespace = %s AND key = 'seed'",
             "holds damaged metadata: seed is 'x', not an integer",
         ),
+        (
+            "DELETE FROM forewarn_metadata WHERE namespace = %s AND key = 'seed'",
+            "holds damaged metadata: seed is missing; keep the store for inspection",
+        ),
     ],
 )
 def test_a_damaged_shared_journal_is_refused_alike_by_start_up_and_the_check(

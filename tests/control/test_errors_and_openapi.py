@@ -69,7 +69,7 @@ def test_openapi_lists_every_route_with_its_models(http: httpx.Client) -> None:
         for path, operations in document["paths"].items()
         for method in operations
     }
-    assert listed == ROUTES | {("GET", "/healthz")}
+    assert listed == ROUTES | {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/livez")}
     # Readiness for probes (docs/control.md, "Health"): ready, or not and why.
     assert set(document["paths"]["/healthz"]["get"]["responses"]) == {"200", "503"}
     for method, path in ROUTES:  # each is served: any answer but "no route" or 405

@@ -22,7 +22,7 @@ from forewarn.server.control_guard import ControlGuard
 from forewarn.server.health import Health, Readiness
 from forewarn.server.runner import accepted_hosts
 from forewarn.service import ScheduledEventsService
-from forewarn.storage import CorruptStoreError, StoreUnavailableError
+from forewarn.storage import CorruptStoreError, StoreFullError, StoreUnavailableError
 
 TOKEN = "s3cret-token"
 BASE = "http://127.0.0.1:16955"
@@ -182,3 +182,48 @@ def test_a_result_is_reused_for_a_second_so_a_flood_costs_the_store_one_check_a_
 
     asyncio.run(probes())
     assert calls == [100.0, 101.0, 102.5]
+
+
+def test_livez_is_200_while_the_process_serves_whatever_readiness_says(
+    service: ScheduledEventsService,
+) -> None:
+    """docs/control.md, "Health": liveness and readiness are distinct, as Kubernetes' probes
+    use them: a liveness probe restarts what fails it, and a restart mends no store, so
+    ``/livez`` answers 200 while ``/readyz`` (and ``/healthz``, its first name) says 503 with
+    the reason; both without the token."""
+
+    def unreachable() -> None:
+        raise StoreUnavailableError(f"cannot reach {WHERE}: connection refused")
+
+    with _guarded(service, Health(unreachable, stopping=lambda: False)) as client:
+        alive = client.get("/livez")
+        assert (alive.status_code, alive.json()) == (200, {"status": "alive"})
+        assert alive.headers["cache-control"] == "no-store"
+        for path in ("/readyz", "/healthz"):
+            unready = client.get(path)
+            assert unready.status_code == 503
+            assert unready.json() == {"status": "unready", "reason": "the store cannot be reached"}
+        assert client.get("/livez", headers={"Host": "rebound.example:16955"}).status_code == 421
+        assert client.post("/livez").status_code == 401
+        assert client.post("/readyz").status_code == 401
+    with _guarded(service, Health(lambda: None, stopping=lambda: True)) as client:
+        assert client.get("/livez").status_code == 200  # draining is still alive
+        assert client.get("/readyz").json() == {"status": "unready", "reason": "shutting down"}
+
+
+def test_changes_refused_a_moment_ago_make_readiness_503_with_that_reason() -> None:
+    """docs/control.md, "Health": a store that answers its check but refused the last change
+    (a full disk, a write PostgreSQL did not answer in time) is not ready: new work sent here
+    would be refused too."""
+    refused: list[str | None] = ["the store refused a change a moment ago"]
+    health = Health(lambda: None, writes=lambda: refused[0], fresh_for=0)
+    assert _ready(health) == Readiness(False, "the store refused a change a moment ago")
+    refused[0] = None
+    assert _ready(health) == Readiness(True)
+
+
+def test_a_full_file_system_is_its_own_reason() -> None:
+    def full() -> None:
+        raise StoreFullError("forewarn.sqlite3: its file system has 0 bytes left")
+
+    assert _ready(Health(full)) == Readiness(False, "the store's file system is full")

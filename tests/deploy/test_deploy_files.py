@@ -23,7 +23,7 @@ import yaml
 
 from forewarn.cli.serve import ENVIRONMENT_PREFIX, serve
 from forewarn.config.fleet import parse_fleet
-from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_PORT, HEALTH_PATH
+from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_PORT, LIVE_PATH, READY_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "Containerfile"
@@ -179,15 +179,16 @@ def test_each_fleet_parses_and_each_variable_is_a_serve_option(path: Path) -> No
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=[path.name for path in MANIFESTS])
-def test_readiness_is_healthz_on_the_control_port_and_liveness_is_not(path: Path) -> None:
+def test_readiness_is_readyz_on_the_control_port_and_liveness_livez(path: Path) -> None:
     """A store outage takes a front-end out of service; it must not restart it (the VMs it
-    answers keep being answered meanwhile, docs/scale-out.md)."""
+    answers keep being answered meanwhile, docs/scale-out.md): readiness is ``/readyz``,
+    liveness ``/livez``, which stays 200 through an outage (docs/control.md, "Health")."""
     (container,) = _workload(path)["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["control"] == DEFAULT_CONTROL_PORT
-    assert container["readinessProbe"]["httpGet"] == {"path": HEALTH_PATH, "port": "control"}
-    assert container["readinessProbe"]["timeoutSeconds"] > 3  # the server's own store bound
-    assert "httpGet" not in container["livenessProbe"]
+    assert container["readinessProbe"]["httpGet"] == {"path": READY_PATH, "port": "control"}
+    assert container["readinessProbe"]["timeoutSeconds"] > 3  # the server's own bound
+    assert container["livenessProbe"]["httpGet"] == {"path": LIVE_PATH, "port": "control"}
 
 
 def test_the_shared_fleet_serves_azures_address_on_every_node_from_postgresql() -> None:

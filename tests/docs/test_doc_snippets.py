@@ -288,11 +288,25 @@ def run_snippet(snippet: Snippet, work: Path) -> None:
         expected = mask(one.expected).splitlines()
         actual = mask(printed).splitlines()
         if snippet.marker is not None and snippet.marker[0] == "output":
-            actual = actual[: len(expected)]  # what it printed once started
+            actual = start_up(actual)  # what it printed once started, all of it
         assert actual == expected, (
             f"{snippet.name}: `{one.command.strip()}` printed otherwise than the page shows:\n"
             + "\n".join(difflib.unified_diff(expected, actual, "page", "run", lineterm=""))
         )
+
+
+def start_up(lines: list[str]) -> list[str]:
+    """What a ``forewarn serve`` printed down to the end of its start-up lines
+    (``forewarn.server.banner``: a line ``forewarn: ...`` and the lines indented under it),
+    whatever it logs after; everything when it printed no such line, for the page to differ
+    from."""
+    first = next((i for i, line in enumerate(lines) if line.startswith("forewarn: ")), None)
+    if first is None:
+        return lines
+    end = first + 1
+    while end < len(lines) and lines[end].startswith("  "):
+        end += 1
+    return lines[:end]
 
 
 def runnable(snippet: Snippet) -> bool:
@@ -383,6 +397,24 @@ def test_a_start_up_that_differs_from_the_page_fails(tmp_path: Path) -> None:
     shown = "forewarn: Scheduled Events for 2 VM(s) (vm0) at http://127.0.0.1:16954/metadata/scheduledevents\n"
     with pytest.raises(AssertionError, match=r"\+forewarn: Scheduled Events for 1 VM"):
         run_snippet(_block(shown, ("output", "forewarn serve")), tmp_path)
+
+
+def test_start_up_lines_end_where_the_banner_ends() -> None:
+    banner = ["forewarn: Scheduled Events for 1 VM(s)", "  try: curl", "  control: http://x"]
+    logged = ["INFO forewarn.operations restart vm0", "  an indented log line"]
+    assert start_up(["open files: raised", *banner, *logged]) == ["open files: raised", *banner]
+    assert start_up(["Error: no such file"]) == ["Error: no such file"]
+
+
+@pytest.mark.e2e
+def test_a_page_showing_fewer_start_up_lines_than_printed_fails(tmp_path: Path) -> None:
+    """docs/contributing.md, "Documentation that runs": the block after ``snippet: output``
+    "is what that command prints once started": every start-up line, not only as many as
+    the page shows. The README's start-up block without its last line fails."""
+    (readme,) = [s for s in SNIPPETS if s.marker == ("output", "forewarn serve")]
+    shortened = "\n".join(readme.text.rstrip("\n").splitlines()[:-1]) + "\n"
+    with pytest.raises(AssertionError, match=r"\+  control: http"):
+        run_snippet(_block(shortened, ("output", "forewarn serve")), tmp_path)
 
 
 def test_ci_runs_the_readmes_test_command() -> None:

@@ -16,7 +16,14 @@ import httpx
 import pytest
 
 from forewarn.clocks import ScaledClock
-from forewarn.domain.clock import LATEST, LONGEST, ManualClock, seconds_to_duration
+from forewarn.domain.clock import (
+    LATEST,
+    LONGEST,
+    ManualClock,
+    check_duration,
+    check_time,
+    seconds_to_duration,
+)
 from forewarn.domain.errors import InvalidEventError, TimeOutOfRangeError
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.testing import ForewarnPlatform
@@ -30,6 +37,26 @@ def test_the_bounds_leave_every_date_printable() -> None:
     assert datetime(9999, 12, 31, tzinfo=UTC) > LATEST + 9 * LONGEST
     assert max(DOCUMENTED.minimum_notice.values()) <= DOCUMENTED.predicted_failure_notice
     assert DOCUMENTED.predicted_failure_notice < LONGEST
+
+
+def test_the_bounds_are_the_documented_values_and_hold_to_the_microsecond() -> None:
+    """docs/control.md, "Bounds": the latest time is "9000-01-01T00:00:00Z" and the longest
+    duration "100 years (3,153,600,000 s)". Each is the last value accepted where it is
+    defined: one microsecond more is refused."""
+    assert datetime(9000, 1, 1, tzinfo=UTC) == LATEST
+    assert timedelta(days=36_500) == LONGEST
+    assert LONGEST.total_seconds() == 3_153_600_000
+    assert check_time(LATEST) == LATEST
+    with pytest.raises(TimeOutOfRangeError, match="past 9000-01-01T00:00:00"):
+        check_time(LATEST + timedelta(microseconds=1))
+    tick = timedelta(microseconds=1)
+    assert check_duration(LONGEST) == LONGEST
+    assert check_duration(timedelta(0)) == timedelta(0)
+    for refused in (LONGEST + tick, -tick):
+        with pytest.raises(TimeOutOfRangeError, match="from 0 to 36500 days"):
+            check_duration(refused, "the notice")
+    assert seconds_to_duration(3_153_600_000) == LONGEST
+    assert seconds_to_duration(0) == timedelta(0)
 
 
 def test_the_manual_clock_stops_at_the_bound() -> None:

@@ -6,8 +6,10 @@ bounded and validated. A start-up failure is one clear line and a non-zero exit,
 traceback"). Issue text: a record body that is not JSON or a non-integer ``seed`` gave raw
 tracebacks from both; with record 350 deleted, ``store check`` named 351 but ``serve``
 blamed 445; a record stamped in 2000 was accepted; a zero-length SQLite file started fresh
-without a word. Each case here runs both real commands on one damaged data directory: the
-same one line naming the first bad record (or the damaged value), exit status 1.
+without a word; a store whose ``seed`` row was deleted was accepted, and showed other
+EventIds for the same events at every start. Each case here runs both real commands on one
+damaged data directory: the same one line naming the first bad record (or the damaged
+value), exit status 1.
 """
 
 from __future__ import annotations
@@ -124,6 +126,11 @@ CASES = {
         sql("UPDATE metadata SET value = 'forty-two' WHERE key = 'seed'"),
         "holds damaged metadata: seed is 'forty-two', not an integer",
     ),
+    "a seed row deleted": (
+        sql("DELETE FROM metadata WHERE key = 'seed'"),
+        "holds damaged metadata: seed is missing; keep the store for inspection and start "
+        "with a new one",
+    ),
     "a creation time that is no time": (
         sql("UPDATE metadata SET value = 'yesterday' WHERE key = 'created_at'"),
         "holds damaged metadata: created_at is 'yesterday', not an ISO 8601 time",
@@ -146,6 +153,7 @@ IN_PROCESSES = (
     "a record missing",
     "a record stamped in 2000",
     "a seed that is not an integer",
+    "a seed row deleted",
     "a zero-length file",
 )
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
+from e2e_support import ForewarnServer, start_forewarn, stopped_at_exit, wait_for
 from fault_tier import SmallDisk, StoreFault, campaign_through_a_fault
 
 from forewarn.storage import SqliteJournal
@@ -50,3 +52,33 @@ def test_a_first_start_on_a_full_disk_leaves_no_empty_journal_behind(
     small_disk.free()
     with SqliteJournal(path) as journal:
         assert journal.last_sequence() == 0
+
+
+def _probe(server: ForewarnServer, path: str) -> tuple[int, dict[str, object]]:
+    """``GET path`` on the control port as a probe asks: no token."""
+    control = httpx.URL(server.control_url)
+    response = httpx.get(f"http://{control.netloc.decode()}{path}", timeout=10, trust_env=False)
+    return response.status_code, response.json()
+
+
+@pytest.mark.e2e
+def test_a_full_disk_makes_readiness_503_saying_so_while_liveness_stays_200(
+    tmp_path: Path, small_disk: SmallDisk
+) -> None:
+    """docs/control.md, "Health". Issue text: ``/healthz`` said ready while every write
+    answered 503. With the data directory's file system full, ``/readyz`` (and ``/healthz``)
+    say why before any change is tried, ``/livez`` stays 200 (a restart would not make
+    room), and once there is room again it is ready again."""
+    server = start_forewarn(tmp_path, extra=["--data-dir", str(small_disk.root / "data")])
+    with stopped_at_exit(server):
+        assert _probe(server, "/readyz") == (200, {"status": "ready"})
+        small_disk.fill()
+        full = (503, {"status": "unready", "reason": "the store's file system is full"})
+        wait_for(lambda: _probe(server, "/readyz") == full, what="/readyz to say the disk is full")
+        assert _probe(server, "/healthz") == full
+        assert _probe(server, "/livez") == (200, {"status": "alive"})
+        small_disk.free()
+        wait_for(
+            lambda: _probe(server, "/readyz") == (200, {"status": "ready"}),
+            what="/readyz ready again",
+        )

@@ -16,7 +16,6 @@ In-process, with the SQLite journal's append made to fail as a full disk makes i
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +34,7 @@ from forewarn.server.state import open_service
 from forewarn.service import ScheduledEventsService
 from forewarn.storage import SqliteJournal
 from forewarn.storage.errors import StoreUnavailableError, UnstorableValueError
-from forewarn.writer import QUIET_SECONDS, NotJournaledError
+from forewarn.writer import QUIET_FACTOR, QUIET_SECONDS, NotJournaledError
 
 FLEET = """
 vms:
@@ -50,13 +49,27 @@ UNAVAILABLE = {"error": "Internal service unavailable. Retry later"}
 DISK_FULL = "cannot use SQLite journal: database or disk is full"
 
 
+class Stopwatch:
+    """The writer's monotonic clock (seconds), moved only by the test: the quiet period after
+    a refusal is measured on it, never on the machine's own clock."""
+
+    def __init__(self) -> None:
+        self.seconds = 1000.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
 class Disk:
-    """Whether the journal's disk is full, and how often the journal was asked to write."""
+    """Whether the journal's disk is full, how often the journal was asked to write, and how
+    long reading it back takes on the writer's stopwatch."""
 
     def __init__(self) -> None:
         self.full = False
         self.unreadable = False
         self.appends = 0
+        self.stopwatch = Stopwatch()
+        self.read_seconds = 0.0
 
 
 @pytest.fixture
@@ -94,22 +107,22 @@ def service(
         return extend(texts, expected)
 
     def reading(after: int = 0) -> Any:
+        disk.stopwatch.seconds += disk.read_seconds
         if disk.unreadable:
             raise StoreUnavailableError("cannot use SQLite journal: disk I/O error")
         return records(after)
 
     monkeypatch.setattr(journal, "_extend", appending)
     monkeypatch.setattr(journal, "records", reading)
+    assert opened._writer is not None
+    monkeypatch.setattr(opened._writer, "_monotonic", disk.stopwatch)
     yield opened
     journal.close()
 
 
-def later(monkeypatch: pytest.MonkeyPatch, service: ScheduledEventsService) -> None:
-    """Real time passes beyond the quiet period after a refusal (forewarn.writer)."""
-    writer = service._writer
-    assert writer is not None
-    moment = time.monotonic() + 10 * QUIET_SECONDS
-    monkeypatch.setattr(writer, "_monotonic", lambda: moment)
+def later(disk: Disk) -> None:
+    """The quiet period after a refusal passes (forewarn.writer)."""
+    disk.stopwatch.seconds += 10 * QUIET_SECONDS
 
 
 def shown(service: ScheduledEventsService) -> dict[str, bytes]:
@@ -139,7 +152,6 @@ def approve(endpoint: ImdsEndpoint, vm: str, event_id: str) -> ImdsResponse:
 def test_an_operation_the_journal_refuses_is_not_made_and_answers_503(
     service: ScheduledEventsService,
     disk: Disk,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Issue text: three restarts refused with 503 on a full disk, yet the events listed
@@ -157,7 +169,7 @@ def test_an_operation_the_journal_refuses_is_not_made_and_answers_503(
             assert shown(service) == before
     assert [r.getMessage() for r in caplog.records if r.name == "forewarn.operations"] == []
     disk.full = False
-    later(monkeypatch, service)
+    later(disk)
     (made,) = service.execute(Restart("vmC"))
     ids = [first.event_id, made.event_id]
     assert len(set(ids)) == 2
@@ -167,7 +179,7 @@ def test_an_operation_the_journal_refuses_is_not_made_and_answers_503(
 
 
 def test_writes_right_after_a_refusal_are_refused_without_trying_then_tried_again(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """A full disk met by clients retrying: one try (and one rebuild) per quiet period, not
     one per request; reads go on meanwhile."""
@@ -182,14 +194,65 @@ def test_writes_right_after_a_refusal_are_refused_without_trying_then_tried_agai
     disk.full = False
     with pytest.raises(NotJournaledError, match="a moment ago"):  # not tried yet
         service.execute(Restart("vmB"))
-    later(monkeypatch, service)
+    later(disk)
     (event,) = service.execute(Restart("vmB"))
     assert disk.appends == tried + 1
     assert service.document("vmB").events[0].event_id == event.event_id
 
 
+def test_the_quiet_period_after_a_refusal_lasts_a_second(
+    service: ScheduledEventsService, disk: Disk
+) -> None:
+    """docs/control.md, "Every mutation is one command": "For a second after such a refusal
+    (longer when undoing it took long) changes are refused at once without trying the
+    store ... after that the next one is tried." Undoing took no time here, so the period
+    is QUIET_SECONDS exactly: refused without trying until its last instant, tried at its
+    end."""
+    assert QUIET_SECONDS == 1.0
+    disk.full = True
+    refused_at = disk.stopwatch.seconds
+    with pytest.raises(NotJournaledError):
+        service.execute(Restart("vmB"))
+    tried = disk.appends
+    disk.full = False
+    disk.stopwatch.seconds = refused_at + QUIET_SECONDS - 0.001
+    with pytest.raises(NotJournaledError, match="a moment ago"):
+        service.execute(Restart("vmB"))
+    assert disk.appends == tried
+    disk.stopwatch.seconds = refused_at + QUIET_SECONDS
+    service.execute(Restart("vmB"))
+    assert disk.appends == tried + 1
+
+
+def test_a_slow_undoing_lengthens_the_quiet_period_tenfold(
+    service: ScheduledEventsService, disk: Disk
+) -> None:
+    """docs/control.md, "Every mutation is one command": the quiet period is "longer when
+    undoing it took long": QUIET_FACTOR times what the rebuild took when that is longer than
+    QUIET_SECONDS (forewarn.writer), so rebuilding a long journal takes a tenth of the
+    server's time at most. Reading the journal back takes half a second here: the period
+    ends five seconds after the rebuild ended, neither at one second nor at half a second."""
+    assert QUIET_FACTOR == 10.0
+    disk.full = True
+    disk.read_seconds = 0.5
+    with pytest.raises(NotJournaledError):
+        service.execute(Restart("vmB"))
+    rebuilt_at = disk.stopwatch.seconds
+    tried = disk.appends
+    disk.full = False
+    disk.read_seconds = 0.0
+    for moment in (QUIET_SECONDS, 0.5, 5.0 - 0.001):
+        disk.stopwatch.seconds = rebuilt_at + moment
+        with pytest.raises(NotJournaledError, match="a moment ago"):
+            service.execute(Restart("vmB"))
+    assert disk.appends == tried
+    disk.stopwatch.seconds = rebuilt_at + 5.0
+    service.execute(Restart("vmB"))
+    assert disk.appends == tried + 1
+
+
 def test_a_vm_approval_the_journal_refuses_answers_503_and_starts_nothing(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """Issue text: "a VM approval answers 500 yet the event goes to Started". The approval
     is refused with IMDS's 503 and the event stays Scheduled; the client's retry, once
@@ -203,13 +266,13 @@ def test_a_vm_approval_the_journal_refuses_answers_503_and_starts_nothing(
     assert shown(service) == before
     assert service.event(event.event_id).event.status is EventStatus.SCHEDULED
     disk.full = False
-    later(monkeypatch, service)
+    later(disk)
     assert approve(endpoint, "vmA", event.event_id).status == 200
     assert service.event(event.event_id).event.status is EventStatus.STARTED
 
 
 def test_a_first_request_the_journal_refuses_answers_503_and_turns_nothing_on(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """SPEC 7: a VM's first request turns Scheduled Events on, a change journaled like any
     other. Refused, it changes nothing (no enablement, no first-call delay started) and the
@@ -224,13 +287,13 @@ def test_a_first_request_the_journal_refuses_answers_503_and_turns_nothing_on(
     assert disk.appends == 1
     assert endpoint.handle(request("GET", "vmA")).status == 200  # the others are answered
     disk.full = False
-    later(monkeypatch, service)
+    later(disk)
     assert endpoint.handle(request("GET", "quiet")).status == 200
     assert service.vm_state("quiet").receiving
 
 
 def test_a_clock_move_the_journal_refuses_is_not_made(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """A manual clock's move is journaled (replay needs it): refused, the clock stays where
     it was and nothing it would have made due happens; nor does a later write made at the
@@ -243,7 +306,7 @@ def test_a_clock_move_the_journal_refuses_is_not_made(
     assert service.now() == now
     assert service.event(event.event_id).event.status is EventStatus.SCHEDULED
     disk.full = False
-    later(monkeypatch, service)
+    later(disk)
     (other,) = service.execute(Restart("vmB"))
     assert service.now() == now
     assert service.event(other.event_id).event.not_before == event.not_before
@@ -253,7 +316,6 @@ def test_event_ids_drawn_by_a_refused_change_are_never_shown_twice(
     service: ScheduledEventsService,
     disk: Disk,
     settings: ServeSettings,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue text: after the restart, vmC's acknowledged event was gone and vmC was shown
     an id another VM had been shown for a different event. The id a refused change drew was
@@ -274,7 +336,7 @@ def test_event_ids_drawn_by_a_refused_change_are_never_shown_twice(
         service.execute(Restart("vmB"))
     look()
     disk.full = False
-    later(monkeypatch, service)
+    later(disk)
     service.execute(Restart("vmC"))
     service.execute(Restart("vmB"))
     look()
@@ -289,7 +351,7 @@ def test_event_ids_drawn_by_a_refused_change_are_never_shown_twice(
 
 
 def test_answers_kept_from_before_a_refusal_are_not_repeated_after_it(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """The socket server repeats a poll's answer while the platform's count of changes reads
     what it read then (Arrival.repeats_under). The platform rebuilt after a refusal counts on
@@ -311,7 +373,7 @@ def test_answers_kept_from_before_a_refusal_are_not_repeated_after_it(
 
 
 def test_a_journal_that_cannot_be_read_back_refuses_everything_until_it_can(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """A refused write undone by rebuilding from the journal needs the journal readable. If
     it is not (an I/O error rather than a full disk), the platform may hold the change, so
@@ -319,6 +381,7 @@ def test_a_journal_that_cannot_be_read_back_refuses_everything_until_it_can(
     again after the quiet period); the time is still told, as every answer's Date needs it."""
     (event,) = service.execute(Restart("vmA"))
     before = shown(service)
+    told = service.now()
     endpoint = ImdsEndpoint(service)
     disk.full = disk.unreadable = True
     with pytest.raises(NotJournaledError):
@@ -331,11 +394,11 @@ def test_a_journal_that_cannot_be_read_back_refuses_everything_until_it_can(
     assert (refused.status, orjson.loads(refused.body)) == (503, UNAVAILABLE)
     refused = approve(endpoint, "vmA", event.event_id)
     assert (refused.status, orjson.loads(refused.body)) == (503, UNAVAILABLE)
-    assert service.now() is not None
+    assert service.now() == told  # the manual clock's reading, unmoved
     disk.full = disk.unreadable = False
     with pytest.raises(StoreUnavailableError):  # not tried again within the quiet period
         service.events()
-    later(monkeypatch, service)
+    later(disk)
     assert shown(service) == before
 
 
@@ -353,7 +416,7 @@ def test_a_value_the_journal_would_not_keep_is_refused_before_anything_changes(
 
 
 def test_a_repeated_poll_that_would_re_enable_is_refused_and_resets_nothing(
-    service: ScheduledEventsService, disk: Disk, monkeypatch: pytest.MonkeyPatch
+    service: ScheduledEventsService, disk: Disk
 ) -> None:
     """SPEC 2 [seen]: a VM back after 24 h without requests starts its DocumentIncarnation
     afresh. The poll that does it, on the path a kept connection's repeated poll takes
@@ -378,6 +441,6 @@ def test_a_repeated_poll_that_would_re_enable_is_refused_and_resets_nothing(
     assert not service.vm_state("vmA").receiving
     assert not service.vm_state("vmB").receiving
     disk.full = False
-    later(monkeypatch, service)
+    later(disk)
     assert endpoint.respond(poll).response.status == 200
     assert service.document("vmA").incarnation == 1

@@ -42,6 +42,10 @@ REFERENCE_DIR = REPO_ROOT.parent / "shared" / "reference"
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 
 START_TIMEOUT = 10.0
+#: How long a started ``forewarn serve`` may take to answer before it is called hung. Only a
+#: hang waits this long (an exit is reported at once): three serves starting on one
+#: PostgreSQL beside other suites on two cores once took more than START_TIMEOUT.
+UP_TIMEOUT = 60.0
 STOP_TIMEOUT = 5.0
 SOCKET_TIMEOUT = 3.0
 
@@ -217,6 +221,24 @@ class ServerProcess:
         return self.process.returncode
 
 
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    timeout: float = START_TIMEOUT,
+    context: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll ``check`` with short waits until it holds; past ``timeout`` seconds, fail naming
+    ``what`` (and ``context()``, what the failure should show). The suite's one deadline
+    loop: a test waits with it for the next thing that must happen, never sleeps to show
+    that something did not, and its bound is on a hang, not on speed."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}{context()}")
+        time.sleep(0.05)
+
+
 def wait_for(
     check: Callable[[], bool],
     *,
@@ -224,21 +246,23 @@ def wait_for(
     server: ServerProcess | None = None,
     timeout: float = START_TIMEOUT,
 ) -> None:
-    """Poll ``check`` with short waits until it holds, for at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """:func:`wait_until` ``check`` holds, a refused connection or an HTTP error counting as
+    not yet; with ``server``, failing at once should it exit, and showing its output."""
+
+    def holds() -> bool:
         if server is not None and not server.alive():
             raise AssertionError(
                 f"forewarn serve exited with status {server.process.returncode} "
                 f"before {what}\n--- server output ---\n{server.output()}"
             )
         with contextlib.suppress(OSError, httpx.HTTPError):
-            if check():
-                return
-        if time.monotonic() > deadline:
-            shown = server.output() if server is not None else ""
-            raise AssertionError(f"timed out waiting for {what}\n--- server output ---\n{shown}")
-        time.sleep(0.05)
+            return check()
+        return False
+
+    def output() -> str:
+        return "\n--- server output ---\n" + (server.output() if server is not None else "")
+
+    wait_until(holds, what=what, timeout=timeout, context=output)
 
 
 @dataclass
@@ -390,6 +414,7 @@ def start_forewarn(
             lambda: server.control.get("/clock").status_code == 200,
             what="the control API",
             server=process,
+            timeout=UP_TIMEOUT,
         )
         for host in vm_hosts:
             # An unknown path is answered before any VM is looked up or rate-limited, so
@@ -398,6 +423,7 @@ def start_forewarn(
                 lambda host=host: _status_of_root(host, port) == 404,  # type: ignore[misc]
                 what=f"the endpoint at {host}:{port}",
                 server=process,
+                timeout=UP_TIMEOUT,
             )
     except BaseException:
         server.stop()
@@ -656,12 +682,13 @@ def start_up_lines(
 ) -> str:
     """What a ``forewarn serve`` started by hand into ``log`` printed, once its start-up
     lines down to ``line`` are out (bounded in time; an early exit fails with its output)."""
-    deadline = time.monotonic() + START_TIMEOUT * 2
-    while line not in (text := log.read_text()):
-        assert process.poll() is None, text
-        assert time.monotonic() < deadline, text
-        time.sleep(0.1)
-    return text
+
+    def printed() -> bool:
+        assert process.poll() is None, log.read_text()
+        return line in log.read_text()
+
+    wait_until(printed, what=f"{line!r} in {log}", timeout=UP_TIMEOUT, context=log.read_text)
+    return log.read_text()
 
 
 @contextlib.contextmanager

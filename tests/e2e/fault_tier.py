@@ -16,6 +16,7 @@ import errno
 import os
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 from e2e_support import ServerProcess, free_port, serve_argv, wait_for
+from machine_support import unavailable
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -227,6 +229,32 @@ class SmallDisk:
 
     def free(self) -> None:
         self._filler.unlink()
+
+
+@contextlib.contextmanager
+def small_disk_at(root: Path) -> Iterator[SmallDisk]:
+    """A 2 MB tmpfs mounted at ``root`` (made) for the ``with`` block, unmounted after it.
+
+    Mounting needs root (CI runs as root, as the network-namespace tests do). Elsewhere the
+    test skips and says why, except under ``CI``, where its absence fails the run."""
+    root.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        reason = (
+            "cannot mount a 2 MB tmpfs for a full disk (needs root): "
+            f"{' '.join(mounted.stderr.split()) or mounted.returncode}"
+        )
+        unavailable(reason)
+    try:
+        yield SmallDisk(root)
+    finally:
+        if subprocess.run(["umount", str(root)], check=False).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(root)], check=False)
 
 
 #: A campaign over a set of two fault domains, two VMs the operator restarts (vmB only while

@@ -48,6 +48,8 @@ class TcpProxy:
         self._flowing.set()
         #: Bytes read from one side and not yet passed to the other (held while silent).
         self._held = 0
+        #: Bytes whose passing silences the proxy, held with them (:meth:`silence_at`).
+        self._trigger: bytes | None = None
         self._accepting = threading.Thread(target=self._accept, daemon=True)
         self._accepting.start()
 
@@ -67,6 +69,12 @@ class TcpProxy:
         """Forward nothing more, either way, keeping every connection open, until
         :meth:`resume`; new connections are accepted, and silent too."""
         self._flowing.clear()
+
+    def silence_at(self, trigger: bytes) -> None:
+        """Go silent when ``trigger`` next passes (from either side), holding it too: a
+        statement held up on its way, the server never hearing of it until :meth:`resume`."""
+        with self._lock:
+            self._trigger = trigger
 
     def resume(self) -> None:
         """Deliver what was held while silent, then forward again."""
@@ -121,6 +129,9 @@ class TcpProxy:
             while data := source.recv(65536):
                 with self._lock:
                     self._held += len(data)
+                    if self._trigger is not None and self._trigger in data:
+                        self._trigger = None
+                        self._flowing.clear()
                 self._flowing.wait()
                 with self._lock:
                     self._held -= len(data)

@@ -17,7 +17,9 @@ per VM, on a manual clock; the rate limit's clock moves with it.
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from email.utils import format_datetime
@@ -63,16 +65,30 @@ def platform(seconds: Seconds) -> Iterator[ForewarnPlatform]:
             for sock in Caller.opened:
                 sock.close()
             Caller.opened.clear()
+            Caller.deadline = None
+
+
+#: How long a test waits for every answer it expects, all callers together, before it fails
+#: naming the first caller left unanswered: a bound on a hang, not on speed (a thousand answers
+#: come in well under a second).
+ANSWERED_WITHIN = 30.0
 
 
 class Caller:
-    """One connection to a VM's own address, closed when the test ends."""
+    """One connection to a VM's own address, closed when the test ends. Every wait for an
+    answer ends by one deadline shared by the test's callers (:data:`ANSWERED_WITHIN` from
+    the first connection), so callers left unanswered fail the test once, not each after a
+    timeout of its own."""
 
     opened: ClassVar[list[socket.socket]] = []
+    deadline: ClassVar[float | None] = None
 
     def __init__(self, platform: ForewarnPlatform, vm: str) -> None:
+        if Caller.deadline is None:
+            Caller.deadline = time.monotonic() + ANSWERED_WITHIN
         host = platform.url_for(vm).removeprefix("http://").rpartition(":")[0]
-        self.sock = socket.create_connection((host, platform.port), timeout=10)
+        self.vm = vm
+        self.sock = socket.create_connection((host, platform.port), timeout=ANSWERED_WITHIN)
         self.opened.append(self.sock)
         self.data = b""
 
@@ -81,25 +97,39 @@ class Caller:
 
     def nothing_yet(self) -> bool:
         """Nothing has arrived, and the connection is open."""
-        self.sock.setblocking(False)
+        kept = self.sock.gettimeout()
+        self.sock.settimeout(0.0)
         try:
             return not self.sock.recv(1)  # b"" would be a close
         except BlockingIOError:
             return True
         finally:
-            self.sock.setblocking(True)
+            self.sock.settimeout(kept)  # setblocking(True) would leave it waiting for ever
+
+    def _receive(self) -> bytes:
+        """What arrives next, by the shared deadline at the latest."""
+        assert Caller.deadline is not None
+        left = Caller.deadline - time.monotonic()
+        if left > 0:
+            self.sock.settimeout(left)
+            with contextlib.suppress(TimeoutError):
+                return self.sock.recv(65536)
+        raise AssertionError(
+            f"{self.vm}: no answer within {ANSWERED_WITHIN:g} s of the first call "
+            f"({len(self._parsed())} answered on this connection)"
+        )
 
     def answers(self, count: int) -> list[int]:
         """The statuses of the first ``count`` answers, waiting for them (or the close)."""
         while len(self._parsed()) < count:
-            chunk = self.sock.recv(65536)
+            chunk = self._receive()
             if not chunk:
                 break
             self.data += chunk
         return [r.status for r in self._parsed()]
 
     def ends(self) -> bool:
-        while chunk := self.sock.recv(65536):
+        while chunk := self._receive():
             self.data += chunk
         return True
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from forewarn import service
+from forewarn import vm_requests
 from forewarn.domain import descriptions
 from forewarn.domain.api_versions import SCHEDULED_EVENTS_VERSIONS, find_version
 from forewarn.domain.documents import Document
@@ -341,7 +341,7 @@ def test_encodings_kept_for_sharing_are_bounded_however_many_documents_pass() ->
     most its bound, however many pass through it, and still gives equal documents one body."""
     version = find_version("2020-07-01")
     assert version is not None
-    bound = service._SHARED_ENCODINGS  # the service's own table: nothing else reaches it
+    bound = vm_requests._SHARED_ENCODINGS  # the request path's own table: nothing else reaches it
     events = [
         Event(
             f"{n:08X}-0000-4000-8000-000000000000",
@@ -357,6 +357,6 @@ def test_encodings_kept_for_sharing_are_bounded_however_many_documents_pass() ->
     ]
     for event in events:
         EncodedDocument.of(Document(2, (event,)), version)
-        assert len(service._shared) <= bound
+        assert len(vm_requests._shared) <= bound
     first, second = Document(2, (events[0],)), Document(2, (events[0],))
     assert EncodedDocument.of(first, version).body is EncodedDocument.of(second, version).body

@@ -791,7 +791,7 @@ def test_a_writer_waits_for_the_others_as_long_as_asked_and_no_longer(
 class _NamesOnly(PostgresJournal):
     """A journal that never connects: only the names it derives are looked at."""
 
-    def _connect(self) -> Connection:
+    def _connect(self, timeout: float | None = None) -> Connection:
         return cast(Connection, None)
 
     def _prepare(self, schema_version: int, migrations: Mapping[int, Migration]) -> None:

@@ -224,6 +224,50 @@ def test_errors_are_written_once_each_and_recording_goes_on(
     assert recorder.state.errors == 2
 
 
+def _without_etags(platform: ForewarnPlatform) -> httpx.BaseTransport:
+    """The endpoint as one without ETags: every poll is answered 200 with the document."""
+    inner = platform.transport()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        request.headers.pop("If-None-Match", None)
+        answer = inner.handle_request(request)
+        answer.read()
+        headers = [(k, v) for k, v in answer.headers.items() if k.lower() != "etag"]
+        return httpx.Response(answer.status_code, headers=headers, content=answer.content)
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.parametrize("etags", [True, False], ids=["304", "same-document"])
+def test_the_same_error_after_a_recovery_is_written_again(
+    platform: ForewarnPlatform, tmp_path: Path, etags: bool
+) -> None:
+    """docs/record-replay.md, "Recording": a poll that gets no document "is an `error` line
+    when the error changes". An answered poll in between, a 304 or the same document again,
+    ends the error, so the next 410 is a new error with a line of its own: the trace shows
+    the endpoint recovered between the two. learn.microsoft.com/azure/virtual-machines/
+    instance-metadata-service, "Errors and debugging": 410 "Retry after some time"."""
+    out = tmp_path / "t"
+    record(
+        platform,
+        out,
+        lambda: platform.fault("gone", count=1),
+        nothing,  # poll 1 is the 410, poll 2 answered again
+        lambda: platform.fault("gone", count=1),
+        nothing,  # poll 3 is the second 410, the last
+        transport=None if etags else _without_etags(platform),
+    )
+    polls = platform.requests(path="/metadata/scheduledevents")  # faults are not recorded
+    assert [r.status for r in polls] == ([200, 304] if etags else [200, 200])
+    trace = load_trace(out)
+    assert [r.kind for r in trace.records] == ["document", "error", "error", "stop"]
+    first, second = trace.records[1], trace.records[2]
+    assert isinstance(first, Note)
+    assert isinstance(second, Note)
+    assert first.text == second.text
+    assert first.text.startswith("410: ")
+
+
 def test_never_more_than_five_requests_a_second(platform: ForewarnPlatform, tmp_path: Path) -> None:
     """Polls every 0.2 s and an approval of each new event: the sixth request in any one
     second waits."""

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "scenario": "forewarn.cli.scenario:scenario",
     "serve": "forewarn.cli.serve:serve",
     "store": "forewarn.cli.store:store",
+    "verify": "forewarn.cli.verify:verify",
     "vm": "forewarn.cli.vms:vm",
     "vmss": "forewarn.cli.vms:vmss",
 }

@@ -8,7 +8,17 @@ import click
 from forewarn.cli.common import control_api, control_option, emit, examples, output_option
 from forewarn.scenario.client import segment
 
-HEADER = ("NAME", "SCHEMA", "STATE", "DELIVERED", "FAILED", "DEAD-LETTERED", "PENDING", "ENDPOINT")
+HEADER = (
+    "NAME",
+    "SCHEMA",
+    "STATE",
+    "DELIVERED",
+    "FAILED",
+    "DEAD-LETTERED",
+    "DEAD-LETTER-FAILED",
+    "PENDING",
+    "ENDPOINT",
+)
 
 
 @click.group()
@@ -24,6 +34,7 @@ def _row(subscription: dict[str, object]) -> tuple[object, ...]:
         subscription["delivered"],
         subscription["failed"],
         subscription["deadLettered"],
+        subscription["deadLetterFailures"],
         subscription["pending"],
         subscription["endpoint"],
     )
@@ -62,7 +73,8 @@ def subscribe(endpoint: str, schema: str, name: str | None, control: str, output
 @control_option
 @output_option
 def subscriptions(control: str, output: str) -> None:
-    """Every subscription with its deliveries, failures and dead-lettered events."""
+    """Every subscription with its deliveries, failed attempts, dead-lettered events and
+    failed dead-letter writes."""
     with control_api(control) as api:
         data = api.get("/eventgrid/subscriptions")
     emit(data, output, [_row(s) for s in data["subscriptions"]], HEADER)

@@ -1,8 +1,14 @@
-"""``forewarn store check``: verify a journal offline, by replaying it as start-up would.
+"""``forewarn store check``: verify a journal offline, by replaying it as start-up would;
+``forewarn store delete``: remove a PostgreSQL namespace and everything of it.
 
-Run it on a store that refuses to start (it names the first bad record), before pointing
-front-ends at a copy, or after editing one by hand. It reads only; a SQLite data directory
-in use by a running ``forewarn serve`` is refused (one writer per file).
+Run ``check`` on a store that refuses to start (it names the first bad record), before
+pointing front-ends at a copy, or after editing one by hand. It reads only; a SQLite data
+directory in use by a running ``forewarn serve`` is refused (one writer per file).
+
+A PostgreSQL namespace keeps the fleet, seed, profile and clock it was created with, and its
+Event Grid subscriptions in a schema of its own; ``delete`` removes both, so starting afresh
+under the same name leaves nothing behind (deleting the namespace's row by hand left the
+Event Grid schema).
 """
 
 from __future__ import annotations
@@ -63,7 +69,69 @@ def check(url: str | None, data_dir: Path | None) -> None:
     )
 
 
+@store.command(
+    "delete",
+    epilog="""Examples:
+
+\b
+  forewarn store delete --store 'postgresql://127.0.0.1/test?namespace=lab' --yes
+""",
+)
+@click.option(
+    "--store",
+    "url",
+    required=True,
+    metavar="URL",
+    envvar="FOREWARN_STORE",
+    help="The namespace to delete: postgresql://...?namespace=NAME (env FOREWARN_STORE).",
+)
+@click.option("--yes", is_flag=True, help="Delete without asking.")
+def delete(url: str, yes: bool) -> None:
+    """Delete a PostgreSQL namespace: its journal, metadata and Event Grid state. Refused
+    while a front-end serves it (stop them first); a SQLite store is a file to remove."""
+    from forewarn.errors import ForewarnError
+    from forewarn.eventgrid.postgres import drop_outbox
+    from forewarn.server.state import reaching_the_store, url_without_password
+    from forewarn.storage.postgres import DEFAULT_NAMESPACE, DEFAULT_SCHEMA, PostgresJournal
+    from forewarn.storage.urls import is_postgres_url, postgres_target
+
+    if not is_postgres_url(url):
+        raise click.UsageError(
+            "store delete removes a PostgreSQL namespace; a SQLite store is its file "
+            "(or --data-dir), removed with rm once no forewarn serve uses it"
+        )
+    conninfo, namespace, schema = postgres_target(url)
+    name = DEFAULT_NAMESPACE if namespace is None else namespace
+    shown = url_without_password(url)
+    if not yes:
+        click.confirm(f"delete namespace {name!r} of {shown} and its Event Grid state?", abort=True)
+    try:
+        with reaching_the_store(url):
+            journal = PostgresJournal(
+                conninfo, namespace=name, schema=DEFAULT_SCHEMA if schema is None else schema
+            )
+            try:
+                leader = journal.leadership()
+                if not leader.acquire():
+                    raise click.ClickException(
+                        f"a front-end is serving namespace {name!r} (it holds the leader "
+                        "lock): stop every forewarn serve on it first"
+                    )
+                try:
+                    records = journal.delete()
+                    outbox = drop_outbox(url)
+                finally:
+                    leader.release()
+            finally:
+                journal.close()
+    except ForewarnError as exc:
+        raise click.ClickException(str(exc)) from None
+    grid = "and its Event Grid state" if outbox else "(no Event Grid state)"
+    click.echo(f"deleted namespace {name!r} of {shown}: {records} record(s) {grid}")
+
+
 __all__ = [
     "check",
+    "delete",
     "store",
 ]

@@ -52,6 +52,12 @@ _LOG = logging.getLogger("forewarn.cluster")
 #: How many times a write retries after finding records it had not seen (only writers not
 #: taking the namespace lock, such as an older forewarn, can cause that).
 MAX_ATTEMPTS = 3
+#: How long a write may wait on PostgreSQL, retries, reconnecting and the wait for the other
+#: front-ends included, before it is refused (``503``): then it has not been applied, and is
+#: not applied later (:meth:`forewarn.storage.postgres.PostgresJournal.bounded`), unless its
+#: commit was sent and went unanswered, which the refusal says. Writes are made on the event
+#: loop's thread, so this is also the longest a silent server holds up VMs' polls.
+WRITE_SECONDS = 2.0
 #: After the store failed a VM's first request's write, how long further first requests are
 #: refused without trying: each try on the event loop's thread holds every other request
 #: up for as long as connecting takes.
@@ -125,6 +131,7 @@ class Replica:
         self.on_change: Callable[[], None] = _nobody_told
         self._monotonic = monotonic
         self._quiet_until = 0.0
+        self._refused_until = 0.0
         #: This front-end's name in the namespace's list of front-ends (the logs show it).
         self.front_end = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(3)}"
         #: Whether it is in that list: writers then wait for it, and it for them.
@@ -162,6 +169,25 @@ class Replica:
         self.on_change()
         return applied.head
 
+    def replayed(self, journal: PostgresJournal) -> Applied:
+        """The whole journal replayed onto a fresh platform, read through ``journal`` (a
+        connection of the caller's): thread-safe, so the follower runs it in a worker thread
+        and then serves the result (:meth:`install`) without the event loop waiting on it."""
+        applied = Applied.fresh(self._new_platform)
+        replay_journal(applied, journal.records(), self.clock)
+        return applied
+
+    def install(self, applied: Applied) -> bool:
+        """Serve ``applied`` (from :meth:`replayed`) while this copy is diverged; False when
+        a write rebuilt it meanwhile, and ``applied`` is dropped."""
+        if not self.diverged:
+            return False
+        self.applied = applied
+        self.adopt(applied.platform)
+        self.diverged = False
+        self.on_change()
+        return True
+
     def take(self, records: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
         """Apply fetched records that come after the head, in order; those already applied
         are passed over, and a gap stops at it (the next fetch reads from the head again).
@@ -180,8 +206,10 @@ class Replica:
         return count
 
     def catch_up(self) -> int:
-        """Read and apply what others appended (a blocking read: writes and tests only)."""
-        return self.take(self.journal.records(after=self.applied.head))
+        """Read and apply what others appended (a blocking read, bounded as a write is:
+        writes and tests only)."""
+        with self.journal.bounded(WRITE_SECONDS):
+            return self.take(list(self.journal.records(after=self.applied.head)))
 
     def register(self) -> None:
         """Join the namespace's list of front-ends, then read what was appended since the
@@ -309,6 +337,23 @@ class Replica:
         journaled all the same). A failure of the transaction itself is raised, and then
         none of them is acknowledged (:class:`ReplicaError`, as for :meth:`write`). Not
         thread-safe: :meth:`write` is the door for several threads."""
+        try:
+            with self.journal.bounded(WRITE_SECONDS):
+                outcomes = self._write_group(commands, spread=spread, at=at)
+        except StorageError:
+            self._refused_until = self._monotonic() + QUIET_SECONDS
+            raise
+        self._refused_until = 0.0
+        return outcomes
+
+    def refusing(self) -> bool:
+        """Whether the store refused this front-end's last write, less than
+        :data:`QUIET_SECONDS` ago, or its copy is being rebuilt (readiness, ``/readyz``)."""
+        return self.diverged or self._monotonic() < self._refused_until
+
+    def _write_group(
+        self, commands: Sequence[Command], *, spread: bool, at: datetime | None
+    ) -> list[Result | ForewarnError]:
         for attempt in range(MAX_ATTEMPTS):
             if self.diverged:
                 self._recover()
@@ -320,9 +365,11 @@ class Replica:
             except AppendConflictError:
                 continue
             except _NotStartedError as exc:
-                if attempt == 0:
+                if attempt == 0 and not self.journal.expired:
                     continue  # a connection the server dropped is opened again once
-                raise ReplicaError(f"cannot write now: {exc.__cause__}") from exc.__cause__
+                raise ReplicaError(
+                    f"cannot write now, nothing was applied: {exc.__cause__}"
+                ) from exc.__cause__
         raise ReplicaError(
             f"{self.journal.namespace}: other writers kept appending first; try again"
         )
@@ -374,8 +421,9 @@ class Replica:
             if ahead_of is not None:
                 self._diverge(str(exc))
                 raise ReplicaError(
-                    f"the change could not be confirmed ({exc}); nothing is acknowledged and "
-                    "this front-end rebuilds its state from the journal"
+                    f"the change could not be confirmed ({exc}): it may or may not have been "
+                    "applied, and this front-end rebuilds its state from the journal, which "
+                    "says which"
                 ) from exc
             raise _NotStartedError() from exc
         written = any(not isinstance(outcome, ForewarnError) for outcome in outcomes)
@@ -457,6 +505,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "QUIET_SECONDS",
     "SPREAD_SECONDS",
+    "WRITE_SECONDS",
     "Replica",
     "ReplicaError",
 ]

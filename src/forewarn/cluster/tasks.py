@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from forewarn.cluster.replica import Replica
+from forewarn.cluster.replica import WRITE_SECONDS, Replica
 from forewarn.commands import Tick
 from forewarn.errors import ForewarnError
 from forewarn.storage.errors import StorageError
@@ -27,6 +27,8 @@ _LOG = logging.getLogger("forewarn.cluster")
 #: often a front-end that is not the leader asks for the leader lock: a leader killed with
 #: SIGKILL is replaced within about this long.
 POLL_SECONDS = 1.0
+#: How long the follower's read of what was appended may take before it is given up.
+READ_SECONDS = 10.0
 #: Reconnecting waits double from the first to the last after each failure.
 BACKOFF_SECONDS = (0.2, 5.0)
 
@@ -47,10 +49,10 @@ async def follow(replica: Replica, reader: PostgresJournal, stop: asyncio.Event)
             await asyncio.to_thread(reader.wait_for_append, replica.head, POLL_SECONDS)
             records = await asyncio.to_thread(_read_after, reader, replica.head)
             replica.take(records)
-            if replica.diverged:
-                replica.rebuild()
+            if replica.diverged:  # replayed in a thread: the loop never waits on it
+                replica.install(await asyncio.to_thread(replica.replayed, reader))
             if replica.registered:  # what it applied, and that it is alive: once a batch
-                await asyncio.to_thread(reader.report_applied, replica.front_end, replica.head)
+                await asyncio.to_thread(_report, reader, replica.front_end, replica.head)
             replica.flush_seen()
             backoff = BACKOFF_SECONDS[0]
         except StorageError as exc:
@@ -64,7 +66,20 @@ async def follow(replica: Replica, reader: PostgresJournal, stop: asyncio.Event)
 
 
 def _read_after(reader: PostgresJournal, after: int) -> list[tuple[int, dict[str, Any]]]:
-    return list(reader.records(after=after))
+    """What was appended after ``after``; :data:`READ_SECONDS` at most, so a server that
+    stops answering holds the follower (and a shutdown waiting for it) that long only."""
+    with reader.bounded(READ_SECONDS):
+        return list(reader.records(after=after))
+
+
+def _report(reader: PostgresJournal, front_end: str, head: int) -> None:
+    with reader.bounded(WRITE_SECONDS):
+        reader.report_applied(front_end, head)
+
+
+def _forget(reader: PostgresJournal, front_end: str) -> None:
+    with reader.bounded(WRITE_SECONDS):
+        reader.forget_front_end(front_end)
 
 
 async def lead(replica: Replica, leadership: Leadership, stop: asyncio.Event) -> None:
@@ -146,13 +161,14 @@ async def run_front_end(replica: Replica, stop: asyncio.Event, *, leads: bool = 
     finally:
         if replica.registered:  # writers stop waiting for it now, not when it goes silent
             with contextlib.suppress(StorageError):
-                await asyncio.to_thread(reader.forget_front_end, replica.front_end)
+                await asyncio.to_thread(_forget, reader, replica.front_end)
         await asyncio.to_thread(reader.close)
 
 
 __all__ = [
     "BACKOFF_SECONDS",
     "POLL_SECONDS",
+    "READ_SECONDS",
     "follow",
     "lead",
     "run_front_end",

@@ -6,15 +6,20 @@ and "the nonzero padded date and hour (UTC): .../YYYY/MM/DD/HH/", each holding a
 the events with ``deadLetterReason``, ``deliveryAttempts``, ``lastDeliveryOutcome``,
 ``lastHttpStatusCode``, ``publishTime`` and ``lastDeliveryAttemptTime``. Without a dead-letter
 location the event is dropped: "If dead-letter isn't configured ... events will be dropped".
+The values are as "Event Grid message delivery and retry" ("Delivery event formats",
+dead-letter event) shows them: ``lastDeliveryOutcome`` a name (``NotFound``), the times with
+seven fractional digits (``2020-08-13T17:18:14.0265758Z``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from forewarn.eventgrid.payloads import event_time
 from forewarn.eventgrid.store import Delivery, Subscription
 
 
@@ -25,27 +30,34 @@ def dead_letter(
     *,
     at: datetime,
     status: int | None,
-    outcome: str,
-    reason: str | None,
+    outcome: str | None,
+    reason: str,
+    attempts: int,
 ) -> Path:
-    """Write ``delivery``'s event under ``directory``, written whole or not at all; its path."""
+    """Write ``delivery``'s event under ``directory``, written whole or not at all; its path.
+    ``attempts`` were made, the last at ``at``, answered ``status`` (``outcome``)."""
     record: dict[str, Any] = json.loads(delivery.payload)
     record.update(
         {
             "deadLetterReason": reason,
-            "deliveryAttempts": delivery.attempts + 1,
+            "deliveryAttempts": attempts,
             "lastDeliveryOutcome": outcome,
             "lastHttpStatusCode": status,
-            "publishTime": delivery.published.isoformat(),
-            "lastDeliveryAttemptTime": at.isoformat(),
+            "publishTime": event_time(delivery.published),
+            "lastDeliveryAttemptTime": event_time(at),
         }
     )
     folder = directory / subscription.name.upper() / f"{at.year}/{at.month}/{at.day}/{at.hour}"
     target = folder / f"{delivery.grid_id}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_suffix(".tmp")
-    temporary.write_text(json.dumps([record], indent=2), encoding="utf-8")
-    temporary.replace(target)
+    try:
+        temporary.write_text(json.dumps([record], indent=2), encoding="utf-8")
+        temporary.replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk leaves no half-written record
+            temporary.unlink(missing_ok=True)
+        raise
     return target
 
 

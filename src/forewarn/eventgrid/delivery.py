@@ -18,11 +18,14 @@ restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hmac
 import json
 import logging
 import secrets
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,27 +35,39 @@ from typing import Any
 from urllib.parse import quote
 
 from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
-from forewarn.domain.history import EventChange
+from forewarn.domain.history import EventChange, Phase
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid._http import Answer, ExchangeError, exchange
 from forewarn.eventgrid.deadletter import dead_letter
 from forewarn.eventgrid.handshake import NAME, check_endpoint, handshake
 from forewarn.eventgrid.payloads import (
     DATA_VERSION,
+    DEFAULT_TOPIC,
     METADATA_VERSION,
     SCHEMAS,
     Schema,
     grid_id,
     payload,
 )
-from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT, SUCCESS, after_failure
+from forewarn.eventgrid.schedule import (
+    EVENT_TIME_TO_LIVE,
+    LETTER_RETRY,
+    RESPONSE_TIMEOUT,
+    SUCCESS,
+    after_failure,
+    delivery_outcome,
+    retry_delay,
+)
 from forewarn.eventgrid.store import Delivery, DeliveryStore, Subscription
 from forewarn.storage.errors import StoreUnavailableError
 
 _LOG = logging.getLogger("forewarn.eventgrid")
 
-#: Deliveries in flight at once, all subscriptions together.
+#: Deliveries in flight at once to one subscription: each has its own, so a receiver that
+#: never answers holds up no other subscription's deliveries.
 CONCURRENCY = 16
+#: Deliveries in flight at once, all subscriptions together (each a connection).
+IN_FLIGHT = 256
 #: How often, in real seconds, the dashboard's view of the subscriptions is refreshed.
 VIEWS_EVERY = 0.5
 #: Changes turned into deliveries per round (one store transaction), and while the loop is
@@ -70,6 +85,8 @@ BUSY_BURST = 16.0
 MAX_ANSWER_BYTES = 64 * 1024
 #: "The provided URL is valid for 10 minutes" (webhook-event-delivery, asynchronous handshake).
 VALIDATION_WINDOW = timedelta(minutes=10)
+#: How often, in real seconds, a dead-letter folder that keeps failing is said again.
+LETTER_LOG_EVERY = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +111,7 @@ class EventGrid:
         response_timeout: float = RESPONSE_TIMEOUT,
         active: Callable[[], bool] | None = None,
         poll: float = 0.05,
+        topic: Callable[[], str] = lambda: DEFAULT_TOPIC,
     ) -> None:
         self._now = now
         self._sequence = sequence
@@ -104,11 +122,25 @@ class EventGrid:
         #: Whether this front-end delivers: the fleet's leader when several share a journal.
         self._active = active
         self._poll = poll
+        #: The system topic's ``topic`` (its Azure subscription), read when a handshake runs.
+        self._topic = topic
         self._cursor = store.cursor()
-        self._incoming: deque[EventChange] = deque()
-        self._busy: set[int] = set()
+        #: Changes not yet turned into deliveries, each with the NotBefore a Started one shows.
+        self._incoming: deque[tuple[EventChange, datetime | None]] = deque()
+        #: Each live event's NotBefore while it was Scheduled (see :meth:`on_change`).
+        self._not_before: dict[str, datetime] = {}
+        #: Deliveries taken from the store and not yet recorded, by id.
+        self._busy: dict[int, _Flight] = {}
         #: Deliveries answered with success, not yet recorded (see :meth:`_commit`).
         self._succeeded: list[Delivery] = []
+        #: Other outcomes, each with the store call that records it.
+        self._failures: list[tuple[Delivery, Callable[[], None]]] = []
+        #: Which subscription with something due goes first this round.
+        self._turn = 0
+        #: A failing dead-letter folder: what failed, how often, when it was said last.
+        self._letter_failing: str | None = None
+        self._letter_failures = 0
+        self._letter_logged = 0.0
         #: Set when there is work: a change queued, a delivery finished.
         self._kick = asyncio.Event()
         #: The store's last failure, said once until it works again.
@@ -128,9 +160,24 @@ class EventGrid:
 
     def on_change(self, change: EventChange) -> None:
         """A change of a published event: queued, unless it was turned into deliveries
-        before (a replay makes the journal's changes again)."""
+        before (a replay makes the journal's changes again).
+
+        A Started event is shown with the NotBefore it had while Scheduled (the time it
+        started, if it never was), as the Event Grid page's sample shows a Started event
+        with its NotBefore, where IMDS's field tables say it is blank once started
+        (learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid): the pages
+        disagree, and the sample is followed. Kept from every change, replayed ones too."""
+        event = change.event
+        not_before: datetime | None = None
+        if change.phase is Phase.SCHEDULED:
+            if event.not_before is not None:
+                self._not_before[event.event_id] = event.not_before
+        elif change.phase is Phase.STARTED:
+            not_before = self._not_before.get(event.event_id, change.at)
+        else:
+            self._not_before.pop(event.event_id, None)
         if change.sequence > self._cursor:
-            self._incoming.append(change)
+            self._incoming.append((change, not_before))
             self._kick.set()
 
     # -- subscriptions ----------------------------------------------------------------------
@@ -146,13 +193,18 @@ class EventGrid:
         if await asyncio.to_thread(self.store.get, name) is not None:
             raise InvalidOperationError(f"a subscription named {name!r} exists already")
         now = self._now()
-        code = str(secrets.token_hex(16))
+        code = str(uuid.UUID(bytes=secrets.token_bytes(16), version=4))  # a GUID, as Azure's
         subscription = Subscription(
             name, endpoint, schema, "AwaitingManualAction", code, now + VALIDATION_WINDOW,
             self._sequence(),
         )  # fmt: skip
         await asyncio.to_thread(self.store.add, subscription)
-        validated, error = await self._handshake(subscription, now)
+        try:
+            validated, error = await self._handshake(subscription, now)
+        except BaseException:
+            # nothing half-made is kept: the subscription goes with the failed handshake
+            await asyncio.shield(asyncio.to_thread(self.store.remove, name))
+            raise
         if validated:
             state = "Succeeded"
         else:
@@ -170,7 +222,9 @@ class EventGrid:
         )
 
     async def _handshake(self, subscription: Subscription, now: datetime) -> tuple[bool, str]:
-        return await handshake(subscription, self.validation_url(subscription), now, self._exchange)
+        return await handshake(
+            subscription, self.validation_url(subscription), now, self._exchange, self._topic()
+        )
 
     async def _exchange(
         self, method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
@@ -230,7 +284,9 @@ class EventGrid:
     async def run(self, stop: asyncio.Event) -> None:
         """Turn changes into deliveries and send what is due, until ``stop`` is set: woken by
         a change or a finished delivery, and at least every ``poll`` seconds, since what falls
-        due moves with the platform's clock."""
+        due moves with the platform's clock. A failure of the store (a full disk) ends
+        nothing: it is said once, with its reason, and everything waits in the store (or, not
+        yet recorded, here) until the store works again."""
         stopping: asyncio.Task[Any] = asyncio.create_task(stop.wait())
         try:
             while not stop.is_set():
@@ -241,12 +297,13 @@ class EventGrid:
                     else:
                         busy = await self._loop_busy()
                         await self.step(busy)
-                    self._store_failing = None
+                    self._store_works()
                 except StoreUnavailableError as exc:
                     # Deliveries wait in the store (at least once): tried again next poll.
-                    if self._store_failing != str(exc):
-                        _LOG.warning("Event Grid's deliveries wait for their store: %s", exc)
-                        self._store_failing = str(exc)
+                    self._store_fails(str(exc))
+                    busy = True
+                except Exception as exc:  # never the end of delivery: said, tried again
+                    self._store_fails(f"{type(exc).__name__}: {exc}", unexpected=True)
                     busy = True
                 # a busy loop is given back for a whole poll; a quiet one is left at once for
                 # whatever comes next (a change queued, a delivery finished)
@@ -261,13 +318,35 @@ class EventGrid:
             stopping.cancel()
             for task in list(self._tasks):
                 task.cancel()
-            await self._commit()
+            try:
+                await self._commit()
+            except Exception as exc:  # stopping: what is not recorded is sent again next start
+                _LOG.warning(
+                    "Event Grid stops with %d outcomes not recorded (sent again after a "
+                    "restart): %s",
+                    len(self._succeeded) + len(self._failures),
+                    exc,
+                )
+
+    def _store_fails(self, reason: str, *, unexpected: bool = False) -> None:
+        """Say a failure of the store once, with its reason, until it works again."""
+        if self._store_failing != reason:
+            if unexpected:
+                _LOG.exception("Event Grid's deliveries wait: %s", reason)
+            else:
+                _LOG.warning("Event Grid's deliveries wait for their store: %s", reason)
+            self._store_failing = reason
+
+    def _store_works(self) -> None:
+        if self._store_failing is not None:
+            _LOG.warning("Event Grid's store works again: deliveries go on")
+            self._store_failing = None
 
     async def _follow(self) -> None:
         """Not the leader: forget the changes the leader has turned into deliveries (the
         shared cursor), keeping those it has not, should this front-end lead next."""
         cursor = await asyncio.to_thread(self.store.cursor)
-        while self._incoming and self._incoming[0].sequence <= cursor:
+        while self._incoming and self._incoming[0][0].sequence <= cursor:
             self._incoming.popleft()
         self._cursor = max(self._cursor, cursor)
         await self._refresh_views()
@@ -280,12 +359,15 @@ class EventGrid:
     async def _loop_busy(self) -> bool:
         """Whether the event loop has other work waiting (the VMs' requests): how long it
         takes to come back to this task after giving way once. Measured at most every
-        :data:`MEASURE_EVERY` and only with none of this task's own deliveries in flight,
-        whose callbacks would make a quiet loop look busy: until they are done, no new one
-        starts (:attr:`_measuring`) and the last measure holds."""
-        if time.monotonic() < self._measure_due:
+        :data:`MEASURE_EVERY` and only with none of this task's deliveries started in the
+        last :data:`MEASURE_EVERY` still running, whose callbacks would make a quiet loop look
+        busy: until they are done or older (waiting on a slow receiver, which makes no
+        callbacks), no new one starts (:attr:`_measuring`) and the last measure holds. A
+        hanging receiver therefore holds up nobody's deliveries for longer than that."""
+        now = time.monotonic()
+        if now < self._measure_due:
             return self._was_busy
-        if self._busy:
+        if any(f.running and now - f.started < MEASURE_EVERY for f in self._busy.values()):
             self._measuring = True
             return self._was_busy
         began = time.perf_counter()
@@ -298,37 +380,59 @@ class EventGrid:
     def _allowed(self, busy: bool) -> int:
         """How many deliveries may start now: while the loop is busy, :data:`BUSY_RATE` a
         second at most, so a campaign's thousands of events wait for a quiet moment rather
-        than take the loop from the VMs' requests; at once otherwise."""
+        than take the loop from the VMs' requests; up to :data:`IN_FLIGHT` otherwise."""
         now = time.monotonic()
         self._tokens = min(BUSY_BURST, self._tokens + (now - self._refilled) * BUSY_RATE)
         self._refilled = now
+        room = IN_FLIGHT - sum(1 for f in self._busy.values() if f.running)
         if not busy:
-            return CONCURRENCY
-        return int(self._tokens)
+            return room
+        return min(room, int(self._tokens))
+
+    def _in_flight(self, name: str) -> int:
+        return sum(1 for f in self._busy.values() if f.subscription == name)
 
     async def step(self, busy: bool = False) -> None:
-        """One round: commit what was delivered, queue what changed (a bounded batch, smaller
-        while the loop is busy), start what is due and allowed, refresh the views."""
+        """One round: record what was answered, queue what changed (a bounded batch, smaller
+        while the loop is busy), start what is due and allowed, refresh the views.
+
+        Each subscription has slots of its own (:data:`CONCURRENCY`), as Event Grid delivers
+        to each independently: a receiver that never answers fills its own, never another's,
+        and the subscriptions with something due take turns at what the busy loop allows."""
         await self._commit()
         await self._pump(BUSY_BATCH if busy else BATCH)
-        free = 0 if self._measuring else min(CONCURRENCY - len(self._busy), self._allowed(busy))
-        if free > 0:
-            due = await asyncio.to_thread(self.store.due, self._now(), free, tuple(self._busy))
-            if due:
+        allowed = 0 if self._measuring else self._allowed(busy)
+        if allowed > 0:
+            now = self._now()
+            waiting = await asyncio.to_thread(self.store.due_subscriptions, now)
+            if waiting:
                 subscriptions = {
                     s.name: s for s in await asyncio.to_thread(self.store.subscriptions)
                 }
-                for delivery in due:
-                    subscription = subscriptions.get(delivery.subscription)
-                    if subscription is None:
+                turn = self._turn % len(waiting)
+                self._turn += 1
+                for name in waiting[turn:] + waiting[:turn]:
+                    free = min(CONCURRENCY - self._in_flight(name), allowed)
+                    subscription = subscriptions.get(name)
+                    if free <= 0 or subscription is None:
                         continue
-                    self._busy.add(delivery.id)
-                    if busy:
-                        self._tokens -= 1
-                    task = asyncio.create_task(self._send(subscription, delivery))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                    due = await asyncio.to_thread(
+                        self.store.due, now, free, tuple(self._busy), subscription=name
+                    )
+                    for delivery in due:
+                        self._start(subscription, delivery, busy)
+                    allowed -= len(due)
+                    if allowed <= 0:
+                        break
         await self._refresh_views()
+
+    def _start(self, subscription: Subscription, delivery: Delivery, busy: bool) -> None:
+        self._busy[delivery.id] = _Flight(subscription.name, time.monotonic())
+        if busy:
+            self._tokens -= 1
+        task = asyncio.create_task(self._send(subscription, delivery))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def settle(self) -> None:
         """Wait for the deliveries in flight (tests, and shutting down)."""
@@ -336,68 +440,199 @@ class EventGrid:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _commit(self) -> None:
-        """Record the deliveries answered with success since the last round, in one
-        transaction: until then a crash sends them again (at least once)."""
+        """Record the outcomes since the last round: the deliveries answered with success in
+        one transaction, then each failure. Until recorded, a delivery stays out of the due
+        ones here (it is never sent again meanwhile) and a crash sends it again (at least
+        once); a store that refuses leaves them all to be recorded at the next round."""
         if self._succeeded:
-            done, self._succeeded = self._succeeded, []
+            done = list(self._succeeded)
             await asyncio.to_thread(self.store.delivered_all, done)
+            del self._succeeded[: len(done)]
             for delivery in done:
-                self._busy.discard(delivery.id)
+                self._busy.pop(delivery.id, None)
+        while self._failures:
+            delivery, record = self._failures[0]
+            await asyncio.to_thread(record)
+            self._failures.pop(0)
+            self._busy.pop(delivery.id, None)
 
     async def _pump(self, most: int) -> None:
         if not self._incoming:
             return
         batch = [self._incoming.popleft() for _ in range(min(most, len(self._incoming)))]
-        schemas = {s.schema for s in await asyncio.to_thread(self.store.subscriptions)}
-        # built here rather than in a worker thread, whose Python would take the interpreter
-        # lock from the VMs' requests unseen: here it is within the round's bounded batch
-        rows = _rows(batch, schemas)
-        cursor = batch[-1].sequence
-        await asyncio.to_thread(self.store.enqueue, rows, cursor)
+        try:
+            schemas = {s.schema for s in await asyncio.to_thread(self.store.subscriptions)}
+            # built here rather than in a worker thread, whose Python would take the
+            # interpreter lock from the VMs' requests unseen: here it is within the round's
+            # bounded batch
+            rows = _rows(batch, schemas)
+            cursor = batch[-1][0].sequence
+            await asyncio.to_thread(self.store.enqueue, rows, cursor)
+        except BaseException:
+            self._incoming.extendleft(reversed(batch))  # not lost: queued again, in order
+            raise
         self._cursor = cursor
         if self._incoming:
             self._kick.set()  # more to come: the next round at once
 
+    def _record(self, delivery: Delivery, record: Callable[[], None]) -> None:
+        """A failed attempt's outcome, recorded with the next round's (see :meth:`_commit`)."""
+        self._failures.append((delivery, record))
+
     async def _send(self, subscription: Subscription, delivery: Delivery) -> None:
-        committed_later = False
+        flight = self._busy[delivery.id]
         try:
-            twice = subscription.duplicates > 0 and await asyncio.to_thread(
-                self.store.take_duplicate, subscription.name
-            )
+            if delivery.letter:
+                await self._letter_again(subscription, delivery)
+                return
+            now = self._now()
+            if now > delivery.published + EVENT_TIME_TO_LIVE:
+                # the clock moved past its time to live before this attempt: none is made
+                await self._give_up(
+                    subscription, delivery, at=delivery.last_attempt or now,
+                    status=delivery.last_status, outcome=delivery.last_outcome or None,
+                    reason="TimeToLiveExceeded", attempted=False,
+                    error=delivery.last_outcome or "TimeToLiveExceeded",
+                )  # fmt: skip
+                return
+            twice = False
+            if subscription.duplicates > 0:
+                with contextlib.suppress(StoreUnavailableError):  # a fault, best effort
+                    twice = await asyncio.to_thread(self.store.take_duplicate, subscription.name)
             for _ in range(2 if twice else 1):
-                status, outcome = await self._post(subscription, delivery)
+                status, error = await self._post(subscription, delivery)
                 if status not in SUCCESS:
                     break
             at = self._now()
             if status in SUCCESS:
                 self._succeeded.append(delivery)  # committed with the next round's batch
-                committed_later = True
                 return
+            outcome = delivery_outcome(status, error)
             again, reason = after_failure(delivery.attempts + 1, delivery.published, at, status)
             if again is None:
-                _LOG.warning(
-                    "dead-lettered %s for %s: %s (%s)",
-                    delivery.grid_id,
-                    subscription.name,
-                    reason,
-                    outcome,
-                )
-                if self.dead_letters is not None:
-                    await asyncio.to_thread(
-                        dead_letter, self.dead_letters, subscription, delivery,
-                        at=at, status=status, outcome=outcome, reason=reason,
-                    )  # fmt: skip
-            await asyncio.to_thread(
-                self.store.failed, delivery, at=at, status=status, outcome=outcome, again=again
-            )
-        except Exception:  # a store failure: the delivery stays, and is tried again
+                await self._give_up(
+                    subscription, delivery, at=at, status=status, outcome=outcome,
+                    reason=reason or "NonRetryableError", attempted=True, error=error,
+                )  # fmt: skip
+                return
+            self._record(
+                delivery,
+                functools.partial(
+                    self.store.failed, delivery, at=at, status=status, outcome=outcome,
+                    again=again, error=error,
+                ),
+            )  # fmt: skip
+        except Exception as exc:  # a fault of forewarn's own: a failed attempt, retried later
             _LOG.exception("delivering %s to %s", delivery.grid_id, delivery.subscription)
+            at = self._now()
+            self._record(
+                delivery,
+                functools.partial(
+                    self.store.failed, delivery, at=at, status=None, outcome="NetworkError",
+                    again=at + retry_delay(delivery.attempts + 1),
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                ),
+            )  # fmt: skip
         finally:
-            if not committed_later:
-                self._busy.discard(delivery.id)
+            flight.running = False
             self._kick.set()
 
+    async def _give_up(
+        self,
+        subscription: Subscription,
+        delivery: Delivery,
+        *,
+        at: datetime,
+        status: int | None,
+        outcome: str | None,
+        reason: str,
+        attempted: bool,
+        error: str,
+    ) -> None:
+        """Dead-letter ``delivery`` (``reason``): its record written, then its end recorded;
+        a record that cannot be written keeps the delivery, never sent again, its record
+        tried again after :data:`LETTER_RETRY`."""
+        _LOG.warning(
+            "dead-lettered %s for %s: %s (%s)", delivery.grid_id, subscription.name, reason, error
+        )
+        attempts = delivery.attempts + (1 if attempted else 0)
+        if self.dead_letters is not None:
+            try:
+                await asyncio.to_thread(
+                    dead_letter, self.dead_letters, subscription, delivery, at=at,
+                    status=status, outcome=outcome, reason=reason, attempts=attempts,
+                )  # fmt: skip
+            except OSError as exc:
+                failure = self._letter_failed(exc)
+                self._record(
+                    delivery,
+                    functools.partial(
+                        self.store.letter_waits, delivery, at=at, status=status,
+                        outcome=outcome or "", reason=reason, again=self._now() + LETTER_RETRY,
+                        error=failure, attempted=attempted,
+                    ),
+                )  # fmt: skip
+                return
+            self._letter_written()
+        if attempted:
+            self._record(
+                delivery,
+                functools.partial(
+                    self.store.failed, delivery, at=at, status=status,
+                    outcome=outcome or "", again=None, error=error,
+                ),
+            )  # fmt: skip
+        else:
+            self._record(delivery, functools.partial(self.store.lettered, delivery))
+
+    async def _letter_again(self, subscription: Subscription, delivery: Delivery) -> None:
+        """Write the dead-letter record that could not be written before (see
+        :meth:`_give_up`); without a dead-letter folder any more, the event is dropped."""
+        if self.dead_letters is not None:
+            try:
+                await asyncio.to_thread(
+                    dead_letter, self.dead_letters, subscription, delivery,
+                    at=delivery.last_attempt or self._now(), status=delivery.last_status,
+                    outcome=delivery.last_outcome or None, reason=delivery.letter,
+                    attempts=delivery.attempts,
+                )  # fmt: skip
+            except OSError as exc:
+                failure = self._letter_failed(exc)
+                self._record(
+                    delivery,
+                    functools.partial(
+                        self.store.letter_failed, delivery,
+                        again=self._now() + LETTER_RETRY, error=failure,
+                    ),
+                )  # fmt: skip
+                return
+            self._letter_written()
+        self._record(delivery, functools.partial(self.store.lettered, delivery))
+
+    def _letter_failed(self, exc: OSError) -> str:
+        """Say a failed dead-letter write once per :data:`LETTER_LOG_EVERY` (not once per
+        event or attempt); the error as the subscription's list shows it."""
+        failure = f"dead-letter write failed: {exc.strerror or exc}"
+        self._letter_failures += 1
+        now = time.monotonic()
+        if self._letter_failing is None or now >= self._letter_logged + LETTER_LOG_EVERY:
+            _LOG.warning(
+                "dead letters cannot be written under %s: %s (%d failed writes so far; each "
+                "event's record is tried again every %d s of platform time, its receiver "
+                "never again)",
+                self.dead_letters, exc, self._letter_failures, LETTER_RETRY.total_seconds(),
+            )  # fmt: skip
+            self._letter_logged = now
+        self._letter_failing = failure
+        return failure
+
+    def _letter_written(self) -> None:
+        if self._letter_failing is not None:
+            _LOG.warning("dead letters are written under %s again", self.dead_letters)
+            self._letter_failing = None
+
     async def _post(self, subscription: Subscription, delivery: Delivery) -> tuple[int | None, str]:
+        """One attempt: the receiver's status (None: no answer) and what the list shows."""
         if subscription.schema == "cloudevents":
             body = delivery.payload.encode()
             headers = {"Content-Type": "application/cloudevents+json; charset=utf-8"}
@@ -418,8 +653,18 @@ class EventGrid:
         return answer.status, f"{answer.status} {answer.reason}".strip()
 
 
+@dataclass(slots=True)
+class _Flight:
+    """A delivery taken from the store: whose, since when, and whether its attempt still
+    runs (until its outcome is recorded it stays, so it is never taken twice)."""
+
+    subscription: str
+    started: float
+    running: bool = True
+
+
 def _rows(
-    changes: list[EventChange], schemas: set[Schema]
+    changes: list[tuple[EventChange, datetime | None]], schemas: set[Schema]
 ) -> list[tuple[int, datetime, str, dict[Schema, str]]]:
     """Each change's number, time, Event Grid id and payload in each schema in use."""
     return [
@@ -428,17 +673,19 @@ def _rows(
             change.at,
             grid_id(change),
             {
-                schema: json.dumps(payload(change, schema), separators=(",", ":"))
+                schema: json.dumps(payload(change, schema, not_before), separators=(",", ":"))
                 for schema in schemas
             },
         )
-        for change in changes
+        for change, not_before in changes
     ]
 
 
 __all__ = [
     "BATCH",
     "CONCURRENCY",
+    "IN_FLIGHT",
+    "LETTER_LOG_EVERY",
     "MAX_ANSWER_BYTES",
     "VALIDATION_WINDOW",
     "EventGrid",

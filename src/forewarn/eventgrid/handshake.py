@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from forewarn.errors import InvalidInputError
 from forewarn.eventgrid._http import Answer, ExchangeError
-from forewarn.eventgrid.payloads import validation_event
+from forewarn.eventgrid.payloads import DEFAULT_TOPIC, validation_event
 from forewarn.eventgrid.store import Subscription
 
 MAX_ENDPOINT_CHARS = 2048
@@ -41,6 +41,12 @@ def check_endpoint(endpoint: str) -> str:
         raise InvalidInputError(f"the endpoint is longer than {MAX_ENDPOINT_CHARS} characters")
     if any(ord(char) < 33 or ord(char) == 127 for char in endpoint):
         raise InvalidInputError("the endpoint holds spaces or control characters")
+    if not endpoint.isascii():
+        shown = endpoint if len(endpoint) <= 200 else endpoint[:200] + "..."
+        raise InvalidInputError(
+            f"the endpoint {shown!r} holds characters outside ASCII: percent-encode them "
+            "(and write a host's name in its xn-- form)"
+        )
     try:
         parts = urlsplit(endpoint)
         port = parts.port
@@ -54,9 +60,14 @@ def check_endpoint(endpoint: str) -> str:
 
 
 async def handshake(
-    subscription: Subscription, validation_url: str, now: datetime, exchange: Exchange
+    subscription: Subscription,
+    validation_url: str,
+    now: datetime,
+    exchange: Exchange,
+    topic: str = DEFAULT_TOPIC,
 ) -> tuple[bool, str]:
-    """Run ``subscription``'s handshake: whether it passed, and else why not."""
+    """Run ``subscription``'s handshake: whether it passed, and else why not. ``topic`` is
+    the system topic's, as its events carry it (``/subscriptions/{subscription-id}``)."""
     try:
         if subscription.schema == "cloudevents":
             answer = await exchange(
@@ -73,7 +84,7 @@ async def handshake(
             )
         body = json.dumps(
             validation_event(
-                f"/subscriptions/{subscription.name}",
+                topic,
                 subscription.validation_code,
                 validation_url,
                 now,

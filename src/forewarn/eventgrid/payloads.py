@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from forewarn.domain.history import EventChange
+from forewarn.wire.dates import format_not_before
 from forewarn.wire.maintenance import resource_info
 
 Schema = Literal["eventgrid", "cloudevents"]
@@ -34,6 +35,14 @@ DATA_VERSION = "3.0"
 METADATA_VERSION = "1"
 VALIDATION_EVENT_TYPE = "Microsoft.EventGrid.SubscriptionValidationEvent"
 _IDS = uuid.UUID("5c1b7e3e-57a3-4c0e-9a43-6f0b3c3e7f21")
+#: The topic of a fleet without VMs: an Azure subscription id of zeros.
+DEFAULT_TOPIC = "/subscriptions/00000000-0000-0000-0000-000000000000"
+
+
+def topic_of(subscription_id: str) -> str:
+    """The system topic's ``topic``: the Azure subscription whose maintenance resources it
+    carries, as the page's sample shows it (``/subscriptions/{subscription-id}``)."""
+    return f"/subscriptions/{subscription_id}"
 
 
 def event_time(moment: datetime) -> str:
@@ -47,17 +56,22 @@ def grid_id(change: EventChange) -> str:
     return str(uuid.uuid5(_IDS, f"{change.event.event_id}/{change.phase.value}"))
 
 
-def _data(change: EventChange) -> dict[str, Any]:
-    return {"resourceInfo": resource_info(change), "apiVersion": DATA_API_VERSION}
+def _data(change: EventChange, not_before: datetime | None) -> dict[str, Any]:
+    info = resource_info(change)
+    if not_before is not None:
+        info["properties"]["NotBefore"] = format_not_before(not_before)
+    return {"resourceInfo": info, "apiVersion": DATA_API_VERSION}
 
 
-def eventgrid_event(change: EventChange) -> dict[str, Any]:
+def eventgrid_event(change: EventChange, not_before: datetime | None = None) -> dict[str, Any]:
+    """``change`` in the Event Grid schema; ``not_before`` the NotBefore a Started event shows
+    (see :meth:`forewarn.eventgrid.delivery.EventGrid.on_change`)."""
     where = change.where
     return {
         "id": grid_id(change),
-        "topic": f"/subscriptions/{where.subscription_id}",
+        "topic": topic_of(where.subscription_id),
         "subject": where.event_id(change.event.event_id),
-        "data": _data(change),
+        "data": _data(change, not_before),
         "eventType": EVENT_TYPE,
         "dataVersion": DATA_VERSION,
         "metadataVersion": METADATA_VERSION,
@@ -65,30 +79,35 @@ def eventgrid_event(change: EventChange) -> dict[str, Any]:
     }
 
 
-def cloud_event(change: EventChange) -> dict[str, Any]:
+def cloud_event(change: EventChange, not_before: datetime | None = None) -> dict[str, Any]:
     where = change.where
     return {
         "specversion": "1.0",
         "id": grid_id(change),
-        "source": f"/subscriptions/{where.subscription_id}",
+        "source": topic_of(where.subscription_id),
         "subject": where.event_id(change.event.event_id),
         "type": EVENT_TYPE,
         "time": event_time(change.at),
         "datacontenttype": "application/json",
-        "data": _data(change),
+        "data": _data(change, not_before),
     }
 
 
-def payload(change: EventChange, schema: Schema) -> dict[str, Any]:
-    return eventgrid_event(change) if schema == "eventgrid" else cloud_event(change)
+def payload(
+    change: EventChange, schema: Schema, not_before: datetime | None = None
+) -> dict[str, Any]:
+    if schema == "eventgrid":
+        return eventgrid_event(change, not_before)
+    return cloud_event(change, not_before)
 
 
 def validation_event(
     topic: str, code: str, validation_url: str, at: datetime
 ) -> list[dict[str, Any]]:
     """The Event Grid schema's ``SubscriptionValidationEvent`` (learn.microsoft.com, "Endpoint
-    validation with Event Grid events"): its ``data`` holds ``validationCode`` and
-    ``validationUrl``."""
+    validation with Event Grid events"): its ``data`` holds ``validationCode`` (a GUID in the
+    page's sample) and ``validationUrl``; ``topic`` is the system topic's, as its events
+    carry it, never the event subscription's name."""
     return [
         {
             "id": str(uuid.uuid4()),
@@ -106,6 +125,7 @@ def validation_event(
 __all__ = [
     "DATA_API_VERSION",
     "DATA_VERSION",
+    "DEFAULT_TOPIC",
     "EVENT_TYPE",
     "METADATA_VERSION",
     "SCHEMAS",
@@ -116,5 +136,6 @@ __all__ = [
     "eventgrid_event",
     "grid_id",
     "payload",
+    "topic_of",
     "validation_event",
 ]

@@ -29,13 +29,44 @@ _SCHEMA = (
     " schema text NOT NULL, state text NOT NULL, validation_code text NOT NULL,"
     " expires text NOT NULL, after_sequence bigint NOT NULL, delivered bigint DEFAULT 0,"
     " failed bigint DEFAULT 0, dead_lettered bigint DEFAULT 0, last_error text DEFAULT '',"
-    " duplicates bigint DEFAULT 0)",
+    " duplicates bigint DEFAULT 0, letter_failures bigint DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS deliveries (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
     " subscription text NOT NULL, grid_id text NOT NULL, payload text NOT NULL,"
     " published text NOT NULL, due text NOT NULL, attempts integer DEFAULT 0,"
-    " last_status integer, last_outcome text DEFAULT '', last_attempt text DEFAULT '')",
+    " last_status integer, last_outcome text DEFAULT '', last_attempt text DEFAULT '',"
+    " letter text DEFAULT '')",
     "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (due, id)",
+    "CREATE INDEX IF NOT EXISTS deliveries_subscription_due ON deliveries (subscription, due, id)",
+    # the columns added since the first release (store.ADDED_COLUMNS), on an older schema
+    "ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS letter_failures bigint DEFAULT 0",
+    "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS letter text DEFAULT ''",
 )
+
+
+def outbox_schema(url: str) -> tuple[str, str]:
+    """The connection string of the journal at ``url`` and the name of its namespace's Event
+    Grid schema: one per namespace, so fleets sharing a database share no subscription."""
+    conninfo, namespace, schema = postgres_target(url)
+    scope = f"{schema or 'public'}\x00{namespace or 'default'}"
+    return conninfo, "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def drop_outbox(url: str) -> bool:
+    """Drop the Event Grid schema of the namespace at ``url`` (subscriptions, deliveries,
+    dead letters), as ``forewarn store delete`` does with the namespace; whether there was
+    one. StoreUnavailableError when the server cannot be reached."""
+    conninfo, name = outbox_schema(url)
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as connection:
+            found = connection.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", [name]
+            ).fetchone()
+            connection.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+            )
+    except psycopg.Error as exc:
+        raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
+    return found is not None
 
 
 def _statement(text: str) -> sql.SQL:
@@ -47,9 +78,7 @@ class PostgresDeliveryStore(DeliveryStore):
     """:class:`DeliveryStore` on the PostgreSQL database of the journal at ``url``."""
 
     def __init__(self, url: str) -> None:
-        conninfo, namespace, schema = postgres_target(url)
-        scope = f"{schema or 'public'}\x00{namespace or 'default'}"
-        name = "forewarn_eventgrid_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+        conninfo, name = outbox_schema(url)
         self.path = None
         self.made_file = False
         self._lock = threading.Lock()
@@ -57,6 +86,11 @@ class PostgresDeliveryStore(DeliveryStore):
         self._schema_name = name
         with self._lock:
             self._pg = self._connect()
+
+    @property
+    def schema_name(self) -> str:
+        """The namespace's own schema in the database (what a test removes afterwards)."""
+        return self._schema_name
 
     def _connect(self) -> psycopg.Connection[Any]:
         """A connection on the namespace's schema (made if missing); StoreUnavailableError
@@ -112,4 +146,4 @@ class PostgresDeliveryStore(DeliveryStore):
                 raise StoreUnavailableError(f"Event Grid's state in PostgreSQL: {exc}") from exc
 
 
-__all__ = ["PostgresDeliveryStore"]
+__all__ = ["PostgresDeliveryStore", "drop_outbox", "outbox_schema"]

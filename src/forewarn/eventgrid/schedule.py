@@ -13,6 +13,7 @@ all retry steps": left out here [ours], so a test on a manual clock can name eac
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from http import HTTPStatus
 
 #: The wait after each failed attempt: the n-th failure waits RETRY_DELAYS[n - 1], the last
 #: one repeating ("Every 12 hours up to 24 hours").
@@ -35,6 +36,44 @@ RESPONSE_TIMEOUT = 30.0
 #: Webhook answers that end the event's delivery at once (dead-lettered, never retried).
 NOT_RETRIED = frozenset({400, 401, 403, 413})
 SUCCESS = frozenset({200, 201, 202, 203, 204})
+#: How long after a failed dead-letter write (the folder unwritable, the disk full) it is tried
+#: again, on the platform's clock [ours]: never at once, so a failing folder makes no storm.
+LETTER_RETRY = timedelta(minutes=1)
+
+#: ``lastDeliveryOutcome`` for a receiver's answer: the names of .NET's ``HttpStatusCode`` that
+#: Event Grid shows ("Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``).
+OUTCOMES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    408: "RequestTimeout",
+    409: "Conflict",
+    410: "Gone",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    429: "TooManyRequests",
+    500: "InternalServerError",
+    501: "NotImplemented",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+    504: "GatewayTimeout",
+}
+
+
+def delivery_outcome(status: int | None, error: str = "") -> str:
+    """Event Grid's ``lastDeliveryOutcome`` for an attempt answered ``status``, or unanswered
+    for ``error``: ``TimedOut`` when the receiver did not answer in time (Event Grid's name),
+    ``NetworkError`` when it could not be reached at all [ours]."""
+    if status is not None:
+        if status in OUTCOMES:
+            return OUTCOMES[status]
+        try:
+            return HTTPStatus(status).name.title().replace("_", "")
+        except ValueError:
+            return f"Http{status}"
+    return "TimedOut" if error == "TimedOut" else "NetworkError"
 
 
 def retry_delay(failed_attempts: int) -> timedelta:
@@ -66,11 +105,14 @@ def after_failure(
 
 __all__ = [
     "EVENT_TIME_TO_LIVE",
+    "LETTER_RETRY",
     "MAX_DELIVERY_ATTEMPTS",
     "NOT_RETRIED",
+    "OUTCOMES",
     "RESPONSE_TIMEOUT",
     "RETRY_DELAYS",
     "SUCCESS",
     "after_failure",
+    "delivery_outcome",
     "retry_delay",
 ]

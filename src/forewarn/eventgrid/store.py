@@ -9,11 +9,15 @@ history (:mod:`forewarn.domain.history`) turned into deliveries: a replay makes 
 again with the same numbers, and only those after it are new.
 
 Every method is blocking and meant for a worker thread; a lock makes the one connection safe
-to share between them.
+to share between them. A failure of the database (a full disk, a file gone read-only) is
+:class:`~forewarn.storage.errors.StoreUnavailableError`, which the delivery loop waits out: no
+``sqlite3`` error leaves this module, and a transaction that failed is rolled back whole, so
+the connection takes the next one once the disk has room again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from forewarn.eventgrid.payloads import Schema
+from forewarn.storage.errors import StoreUnavailableError
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -30,12 +35,20 @@ _SCHEMA = (
     " schema TEXT NOT NULL, state TEXT NOT NULL, validation_code TEXT NOT NULL,"
     " expires TEXT NOT NULL, after_sequence INTEGER NOT NULL, delivered INTEGER DEFAULT 0,"
     " failed INTEGER DEFAULT 0, dead_lettered INTEGER DEFAULT 0, last_error TEXT DEFAULT '',"
-    " duplicates INTEGER DEFAULT 0)",
+    " duplicates INTEGER DEFAULT 0, letter_failures INTEGER DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS deliveries (id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " subscription TEXT NOT NULL, grid_id TEXT NOT NULL, payload TEXT NOT NULL,"
     " published TEXT NOT NULL, due TEXT NOT NULL, attempts INTEGER DEFAULT 0,"
-    " last_status INTEGER, last_outcome TEXT DEFAULT '', last_attempt TEXT DEFAULT '')",
+    " last_status INTEGER, last_outcome TEXT DEFAULT '', last_attempt TEXT DEFAULT '',"
+    " letter TEXT DEFAULT '')",
     "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (due, id)",
+    "CREATE INDEX IF NOT EXISTS deliveries_subscription_due ON deliveries (subscription, due, id)",
+)
+#: Columns added since the first release, added to a file made before them:
+#: (table, column, its SQL type and default).
+ADDED_COLUMNS = (
+    ("subscriptions", "letter_failures", "INTEGER DEFAULT 0"),
+    ("deliveries", "letter", "TEXT DEFAULT ''"),
 )
 
 
@@ -66,6 +79,9 @@ class Subscription:
     last_error: str = ""
     #: Deliveries still to be sent twice (the ``eventgrid-duplicate`` fault).
     duplicates: int = 0
+    #: Dead-letter writes that failed (the folder unwritable, the disk full), each tried
+    #: again on its own schedule.
+    letter_failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +94,12 @@ class Delivery:
     due: datetime
     attempts: int
     last_status: int | None
+    #: Event Grid's ``lastDeliveryOutcome`` of the last attempt (``NotFound``, ``TimedOut``...).
     last_outcome: str
     last_attempt: datetime | None
+    #: The ``deadLetterReason`` when the event was given up on but its dead-letter record is
+    #: not written yet (the write failed): the receiver is never tried again, the write is.
+    letter: str = ""
 
 
 class DeliveryStore:
@@ -99,6 +119,10 @@ class DeliveryStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             for statement in _SCHEMA:
                 self._db.execute(statement)
+            for table, column, kind in ADDED_COLUMNS:
+                present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in present:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -112,25 +136,41 @@ class DeliveryStore:
             for name in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
                 name.unlink(missing_ok=True)
 
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailableError:
+        where = self.path if self.path is not None else "memory"
+        return StoreUnavailableError(f"Event Grid's state in {where}: {exc}")
+
     def _transaction(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> None:
+        """Run ``statements`` in one transaction: all of them, or (rolled back) none."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._db.execute("BEGIN IMMEDIATE")
                 for sql, values in statements:
                     self._db.execute(sql, values)
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("COMMIT")  # may fail too (a full disk): rolled back below
+            except BaseException as exc:
+                if self._db.in_transaction:
+                    # may fail when SQLite has rolled back already (the error did it)
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._unavailable(exc) from exc
                 raise
-            self._db.execute("COMMIT")
 
     def _rows(self, sql: str, values: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return list(self._db.execute(sql, values))
+            try:
+                return list(self._db.execute(sql, values))
+            except sqlite3.Error as exc:
+                raise self._unavailable(exc) from exc
 
     def _count(self, sql: str, values: Sequence[Any]) -> int:
         """Run one change; how many rows it changed."""
         with self._lock:
-            return int(self._db.execute(sql, values).rowcount)
+            try:
+                return int(self._db.execute(sql, values).rowcount)
+            except sqlite3.Error as exc:
+                raise self._unavailable(exc) from exc
 
     # -- subscriptions ------------------------------------------------------------------
 
@@ -238,14 +278,33 @@ class DeliveryStore:
         self._transaction(statements)
         return made
 
-    def due(self, now: datetime, limit: int, busy: Iterable[int] = ()) -> list[Delivery]:
-        """Deliveries due at ``now``, oldest first, but those already being sent."""
+    def due(
+        self,
+        now: datetime,
+        limit: int,
+        busy: Iterable[int] = (),
+        *,
+        subscription: str | None = None,
+    ) -> list[Delivery]:
+        """Deliveries due at ``now`` (to ``subscription`` only, when given), oldest first,
+        but those already being sent."""
         skip = set(busy)
+        where, values = "due <= ?", [stamp(now)]
+        if subscription is not None:
+            where, values = "subscription = ? AND due <= ?", [subscription, stamp(now)]
         rows = self._rows(
-            _SELECT_DELIVERIES + " WHERE due <= ? ORDER BY due, id LIMIT ?",
-            (stamp(now), limit + len(skip)),
+            _SELECT_DELIVERIES + f" WHERE {where} ORDER BY due, id LIMIT ?",
+            (*values, limit + len(skip)),
         )
         return [d for d in map(_delivery, rows) if d.id not in skip][:limit]
+
+    def due_subscriptions(self, now: datetime) -> list[str]:
+        """The subscriptions with a delivery due at ``now``."""
+        rows = self._rows(
+            "SELECT DISTINCT subscription FROM deliveries WHERE due <= ? ORDER BY subscription",
+            (stamp(now),),
+        )
+        return [str(row[0]) for row in rows]
 
     def next_due(self) -> datetime | None:
         rows = self._rows("SELECT MIN(due) FROM deliveries")
@@ -272,8 +331,10 @@ class DeliveryStore:
         status: int | None,
         outcome: str,
         again: datetime | None,
+        error: str = "",
     ) -> None:
-        """An attempt failed: tried ``again`` then, or (None) taken out as dead-lettered."""
+        """An attempt failed (``outcome`` as Event Grid names it, ``error`` as the list shows
+        it): tried ``again`` then, or (None) taken out as dead-lettered."""
         if again is None:
             first: tuple[str, Sequence[Any]] = (
                 "DELETE FROM deliveries WHERE id = ?",
@@ -292,7 +353,63 @@ class DeliveryStore:
                 first,
                 (
                     f"UPDATE subscriptions SET {counter}, last_error = ? WHERE name = ?",
-                    (outcome, delivery.subscription),
+                    (error or outcome, delivery.subscription),
+                ),
+            ]
+        )
+
+    def letter_waits(
+        self,
+        delivery: Delivery,
+        *,
+        at: datetime,
+        status: int | None,
+        outcome: str,
+        reason: str,
+        again: datetime,
+        error: str,
+        attempted: bool = True,
+    ) -> None:
+        """The event was given up on (``reason``) but its dead-letter record could not be
+        written (``error``): it stays, never sent again, its record tried ``again`` then.
+        ``attempted``: an attempt at ``at`` ended its delivery, and counts as a failed one."""
+        made = 1 if attempted else 0
+        self._transaction(
+            [
+                (
+                    "UPDATE deliveries SET attempts = attempts + ?, due = ?, last_status = ?,"
+                    " last_outcome = ?, last_attempt = ?, letter = ? WHERE id = ?",
+                    (made, stamp(again), status, outcome, stamp(at), reason, delivery.id),
+                ),
+                (
+                    "UPDATE subscriptions SET failed = failed + ?,"
+                    " letter_failures = letter_failures + 1, last_error = ? WHERE name = ?",
+                    (made, error, delivery.subscription),
+                ),
+            ]
+        )
+
+    def letter_failed(self, delivery: Delivery, *, again: datetime, error: str) -> None:
+        """A waiting dead-letter record failed to be written again: tried ``again`` then."""
+        self._transaction(
+            [
+                ("UPDATE deliveries SET due = ? WHERE id = ?", (stamp(again), delivery.id)),
+                (
+                    "UPDATE subscriptions SET letter_failures = letter_failures + 1,"
+                    " last_error = ? WHERE name = ?",
+                    (error, delivery.subscription),
+                ),
+            ]
+        )
+
+    def lettered(self, delivery: Delivery) -> None:
+        """A waiting dead-letter record was written: the event is dead-lettered."""
+        self._transaction(
+            [
+                ("DELETE FROM deliveries WHERE id = ?", (delivery.id,)),
+                (
+                    "UPDATE subscriptions SET dead_lettered = dead_lettered + 1 WHERE name = ?",
+                    (delivery.subscription,),
                 ),
             ]
         )
@@ -300,26 +417,26 @@ class DeliveryStore:
 
 _SELECT_SUBSCRIPTIONS = (
     "SELECT name, endpoint, schema, state, validation_code, expires, after_sequence, delivered,"
-    " failed, dead_lettered, last_error, duplicates FROM subscriptions"
+    " failed, dead_lettered, last_error, duplicates, letter_failures FROM subscriptions"
 )
 _SELECT_DELIVERIES = (
     "SELECT id, subscription, grid_id, payload, published, due, attempts, last_status,"
-    " last_outcome, last_attempt FROM deliveries"
+    " last_outcome, last_attempt, letter FROM deliveries"
 )
 
 
 def _subscription(row: tuple[Any, ...]) -> Subscription:
     return Subscription(
         row[0], row[1], row[2], row[3], row[4], unstamp(row[5]), row[6], row[7], row[8], row[9],
-        row[10], row[11],
+        row[10], row[11], row[12],
     )  # fmt: skip
 
 
 def _delivery(row: tuple[Any, ...]) -> Delivery:
     return Delivery(
         row[0], row[1], row[2], row[3], unstamp(row[4]), unstamp(row[5]), row[6], row[7], row[8],
-        unstamp(row[9]) if row[9] else None,
+        unstamp(row[9]) if row[9] else None, row[10] or "",
     )  # fmt: skip
 
 
-__all__ = ["Delivery", "DeliveryStore", "Subscription", "stamp", "unstamp"]
+__all__ = ["ADDED_COLUMNS", "Delivery", "DeliveryStore", "Subscription", "stamp", "unstamp"]

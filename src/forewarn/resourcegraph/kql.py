@@ -70,8 +70,25 @@ class Literal:
 
 @dataclass(frozen=True, slots=True)
 class Call:
+    """A scalar function: ``tolower(name)``, ``split(id, "/")[0]`` (``index`` the keys and
+    indexes read from its value)."""
+
     function: str
-    argument: Expr
+    arguments: tuple[Expr, ...]
+    index: tuple[str | int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """An aggregation of ``summarize``: ``count()``, ``dcount(name)``, ``arg_max(x, *)``."""
+
+    function: str
+    arguments: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Star:
+    """``*``: every column (``arg_max(x, *)``, ``distinct *``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +103,7 @@ class InList:
     left: Expr
     values: tuple[Any, ...]
     negated: bool
+    caseless: bool = False  # in~ and !in~
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +117,7 @@ class Not:
     operand: Expr
 
 
-Expr = Path | Literal | Call | Compare | InList | Logical | Not
+Expr = Path | Literal | Call | Aggregate | Star | Compare | InList | Logical | Not
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +158,49 @@ class Count:
     pass
 
 
-Operator = Where | Sort | Project | Take | Count
+@dataclass(frozen=True, slots=True)
+class Top:
+    count: int
+    keys: tuple[SortKey, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Extend:
+    columns: tuple[Column, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectAway:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Distinct:
+    columns: tuple[Column, ...]  # empty: every column (``distinct *``)
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    aggregates: tuple[Column, ...]  # each expr an Aggregate
+    by: tuple[Column, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MvExpand:
+    column: Column
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    kind: str  # "innerunique" (KQL's default), "inner", "leftouter"
+    right: Query
+    keys: tuple[tuple[str, str], ...]  # (left column, right column)
+
+
+Operator = (
+    Where | Sort | Project | Take | Count | Top | Extend | ProjectAway | Distinct | Summarize
+    | MvExpand | Join
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,18 +211,45 @@ class Query:
 
 # -- the grammar ----------------------------------------------------------------------------
 
-FUNCTIONS = frozenset(
-    {"tostring", "tolower", "toupper", "isempty", "isnotempty", "isnull", "isnotnull"}
-)
+#: Scalar functions and how many arguments each takes (least, most).
+FUNCTIONS: dict[str, tuple[int, int]] = {
+    "tostring": (1, 1), "tolower": (1, 1), "toupper": (1, 1), "isempty": (1, 1),
+    "isnotempty": (1, 1), "isnull": (1, 1), "isnotnull": (1, 1), "strlen": (1, 1),
+    "array_length": (1, 1), "split": (2, 2), "strcat": (1, 16), "coalesce": (1, 16),
+}  # fmt: skip
+#: ``summarize``'s aggregations and how many arguments each takes (least, most).
+AGGREGATES: dict[str, tuple[int, int]] = {
+    "count": (0, 0), "countif": (1, 1), "dcount": (1, 1), "min": (1, 1), "max": (1, 1),
+    "sum": (1, 1), "avg": (1, 1), "make_set": (1, 1), "make_list": (1, 1),
+    "arg_max": (2, MAX_ITEMS), "arg_min": (2, MAX_ITEMS),
+}  # fmt: skip
+#: The kinds of ``join`` run (Resource Graph's own list adds ``fullouter``, not run here).
+JOIN_KINDS = frozenset({"innerunique", "inner", "leftouter"})
 
 _GRAMMAR = r"""
-    start: NAME ("|" operator)*
+    start: query
+    query: NAME ("|" operator)*
 
     ?operator: "where"i expr                        -> where
              | ("sort"i | "order"i) "by"i sortkey ("," sortkey)*   -> sort
+             | "top"i INT "by"i sortkey ("," sortkey)*  -> top
              | "project"i column ("," column)*       -> project
+             | "project-away"i NAME ("," NAME)*      -> project_away
+             | "extend"i column ("," column)*        -> extend
+             | "distinct"i STAR                      -> distinct_all
+             | "distinct"i column ("," column)*      -> distinct
+             | "summarize"i aggregates? groups?      -> summarize
+             | "mv-expand"i column                   -> mv_expand
+             | "join"i JOINKIND? "(" query ")" "on"i joinkey ("," joinkey)*  -> join
              | ("take"i | "limit"i) INT              -> take
              | "count"i                              -> count
+
+    aggregates: column ("," column)*
+    groups: "by"i column ("," column)*
+    JOINKIND: /kind\s*=\s*[a-z]+/i
+    joinkey: NAME                                   -> same_key
+           | SIDE "." NAME "==" SIDE "." NAME       -> paired_key
+    SIDE: /\$(left|right)\b/i
 
     sortkey: expr DIRECTION? NULLS?
     DIRECTION: /(asc|desc)\b/i
@@ -177,13 +264,19 @@ _GRAMMAR = r"""
     ?comparison: term
                | term COMPARE term               -> compare
                | term IN "(" value ("," value)* ")"  -> inlist
-    COMPARE: "==" | "=~" | "!=" | "!~" | "<=" | ">=" | "<" | ">" | /contains\b/i | /startswith\b/i
-    IN: /!?in\b/i
+    COMPARE: "==" | "=~" | "!=" | "!~" | "<=" | ">=" | "<" | ">"
+           | /!?(contains|has|startswith|endswith)(_cs)?\b/i
+    IN: /!?in(~|\b)/i
 
     ?term: value                    -> literal
          | path
-         | NAME "(" expr ")"        -> call
+         | NAME "(" [arguments] ")" ("." NAME | "[" (INT | STRING) "]")*  -> call
          | "(" expr ")"
+
+    arguments: argument ("," argument)*
+    ?argument: expr
+             | STAR -> star
+    STAR: "*"
 
     path: NAME ("." NAME | "[" (INT | STRING) "]")*
 
@@ -227,17 +320,73 @@ def _unquote(text: str) -> str:
     return "".join(out)
 
 
+def _keys(parts: tuple[Token, ...]) -> tuple[str | int, ...]:
+    keys: list[str | int] = []
+    for part in parts:
+        if part.type == "INT":
+            keys.append(int(part))
+        elif part.type == "STRING":
+            keys.append(_unquote(part))
+        else:
+            keys.append(str(part))
+    return tuple(keys)
+
+
+def _scalar(expr: Expr, where: str) -> Expr:
+    """``expr``, refused when it aggregates or names every column outside their places."""
+    if isinstance(expr, Aggregate):
+        raise QueryError(
+            f"the aggregation {expr.function}() belongs in summarize, not {where}",
+            code="UnsupportedFunction",
+            token=expr.function,
+        )
+    if isinstance(expr, Star):
+        raise QueryError(f"* is not a value in {where}", token="*")
+    children: tuple[Expr, ...] = ()
+    if isinstance(expr, Call):
+        children = expr.arguments
+    elif isinstance(expr, Compare):
+        children = (expr.left, expr.right)
+    elif isinstance(expr, InList):
+        children = (expr.left,)
+    elif isinstance(expr, Logical):
+        children = expr.operands
+    elif isinstance(expr, Not):
+        children = (expr.operand,)
+    for child in children:
+        _scalar(child, where)
+    return expr
+
+
+def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
+    least, most = table[name.lower()]
+    if not least <= given <= most:
+        wanted = str(least) if least == most else f"{least} to {most}"
+        raise QueryError(
+            f"{name!s}() takes {wanted} argument(s), not {given}",
+            code="InvalidArguments",
+            where=(name.line or 1, name.column or 1),
+            token=str(name),
+        )
+
+
 @v_args(inline=True)
 class _ToQuery(Transformer[Token, Query]):
-    def start(self, table: Token, *operators: Operator) -> Query:
+    def start(self, query: Query) -> Query:
+        return query
+
+    def query(self, table: Token, *operators: Operator) -> Query:
         return Query(str(table), operators)
 
     # operators
     def where(self, condition: Expr) -> Where:
-        return Where(condition)
+        return Where(_scalar(condition, "where"))
 
     def sort(self, *keys: SortKey) -> Sort:
         return Sort(keys)
+
+    def top(self, count: Token, *keys: SortKey) -> Top:
+        return Top(self.take(count).count, keys)
 
     def sortkey(self, expr: Expr, *options: Token) -> SortKey:
         descending = True  # KQL sorts descending unless told
@@ -249,12 +398,84 @@ class _ToQuery(Transformer[Token, Query]):
                 nulls_first = option.lower().split()[-1] == "first"
         if nulls_first is None:
             nulls_first = not descending  # KQL: nulls first ascending, last descending
-        return SortKey(expr, descending, nulls_first)
+        return SortKey(_scalar(expr, "sort by"), descending, nulls_first)
 
     def project(self, *columns: Column) -> Project:
+        return Project(self._columns(columns, "project"))
+
+    def extend(self, *columns: Column) -> Extend:
+        return Extend(self._columns(columns, "extend"))
+
+    def project_away(self, *names: Token) -> ProjectAway:
+        return ProjectAway(tuple(str(name) for name in names))
+
+    def distinct(self, *columns: Column) -> Distinct:
+        return Distinct(self._columns(columns, "distinct"))
+
+    def distinct_all(self, _star: Token) -> Distinct:
+        return Distinct(())
+
+    def aggregates(self, *columns: Column) -> tuple[Column, ...]:
+        for column in columns:
+            if not isinstance(column.expr, Aggregate):
+                raise QueryError(
+                    "summarize takes aggregations (count(), countif(), dcount(), min(), max(), "
+                    "sum(), avg(), make_set(), make_list(), arg_max(), arg_min()) before by",
+                    code="UnsupportedOperator",
+                    token=column.name or "summarize",
+                )
         if len(columns) > MAX_ITEMS:
-            raise QueryError(f"project names more than {MAX_ITEMS} columns", code="QueryTooLarge")
-        return Project(columns)
+            raise QueryError(f"summarize names more than {MAX_ITEMS} columns", code="QueryTooLarge")
+        return columns
+
+    def groups(self, *columns: Column) -> tuple[str, tuple[Column, ...]]:
+        return ("by", self._columns(columns, "summarize by"))
+
+    def summarize(self, *parts: Any) -> Summarize:
+        aggregates: tuple[Column, ...] = ()
+        by: tuple[Column, ...] = ()
+        for part in parts:
+            if part and part[0] == "by":
+                by = part[1]
+            else:
+                aggregates = part
+        if not aggregates and not by:
+            raise QueryError("summarize needs an aggregation or a by clause", token="summarize")
+        return Summarize(aggregates, by)
+
+    def mv_expand(self, column: Column) -> MvExpand:
+        return MvExpand(self._columns((column,), "mv-expand")[0])
+
+    def join(self, *parts: Any) -> Join:
+        kind = "innerunique"  # KQL's default
+        if isinstance(parts[0], Token):
+            kind = parts[0].split("=")[-1].strip().lower()
+            if kind not in JOIN_KINDS:
+                raise QueryError(
+                    f"join kind={kind} is not supported; supported: "
+                    + ", ".join(sorted(JOIN_KINDS)),
+                    code="UnsupportedOperator",
+                    token=str(parts[0]),
+                )
+            parts = parts[1:]
+        right, *keys = parts
+        return Join(kind, right, tuple(keys))
+
+    def same_key(self, name: Token) -> tuple[str, str]:
+        return (str(name), str(name))
+
+    def paired_key(self, side: Token, first: Token, other: Token, second: Token) -> tuple[str, str]:
+        if side.lower() == other.lower():
+            raise QueryError("join on $left.x == $right.y names each side once", token=str(other))
+        return (str(first), str(second)) if side.lower() == "$left" else (str(second), str(first))
+
+    @staticmethod
+    def _columns(columns: tuple[Column, ...], where: str) -> tuple[Column, ...]:
+        if len(columns) > MAX_ITEMS:
+            raise QueryError(f"{where} names more than {MAX_ITEMS} columns", code="QueryTooLarge")
+        for column in columns:
+            _scalar(column.expr, where)
+        return columns
 
     def named(self, name: Token, expr: Expr) -> Column:
         return Column(str(name), expr)
@@ -284,35 +505,52 @@ class _ToQuery(Transformer[Token, Query]):
     def inlist(self, left: Expr, keyword: Token, *values: Literal) -> InList:
         if len(values) > MAX_ITEMS:
             raise QueryError(f"in (...) holds more than {MAX_ITEMS} values", code="QueryTooLarge")
-        return InList(left, tuple(v.value for v in values), keyword.startswith("!"))
+        return InList(
+            left, tuple(v.value for v in values), keyword.startswith("!"), keyword.endswith("~")
+        )
 
     def literal(self, value: Literal) -> Literal:
         return value
 
-    def call(self, name: Token, argument: Expr) -> Expr:
+    def arguments(self, *arguments: Expr) -> tuple[Expr, ...]:
+        return arguments
+
+    def star(self, _token: Token) -> Star:
+        return Star()
+
+    def call(self, name: Token, *rest: Any) -> Expr:
+        arguments: tuple[Expr, ...] = ()
+        if rest and isinstance(rest[0], tuple):
+            arguments, rest = rest[0], rest[1:]
         function = name.lower()
-        if function == "not":
-            return Not(argument)
+        where = (name.line or 1, name.column or 1)
+        if function in AGGREGATES:
+            _arity(name, len(arguments), AGGREGATES)
+            if rest:
+                raise QueryError(f"{name!s}() cannot be indexed", where=where, token=str(name))
+            if function not in ("arg_max", "arg_min"):
+                for argument in arguments:
+                    _scalar(argument, f"{function}()")
+            return Aggregate(function, arguments)
+        if function == "not" and len(arguments) == 1 and not rest:
+            return Not(_scalar(arguments[0], "not()"))
         if function not in FUNCTIONS:
             raise QueryError(
                 f"the function {name!s}() is not supported; supported: not, "
-                + ", ".join(sorted(FUNCTIONS)),
+                + ", ".join(sorted(FUNCTIONS))
+                + "; in summarize: "
+                + ", ".join(sorted(AGGREGATES)),
                 code="UnsupportedFunction",
-                where=(name.line or 1, name.column or 1),
+                where=where,
                 token=str(name),
             )
-        return Call(function, argument)
+        _arity(name, len(arguments), FUNCTIONS)
+        for argument in arguments:
+            _scalar(argument, f"{function}()")
+        return Call(function, arguments, _keys(rest))
 
     def path(self, *parts: Token) -> Path:
-        keys: list[str | int] = []
-        for part in parts:
-            if part.type == "INT":
-                keys.append(int(part))
-            elif part.type == "STRING":
-                keys.append(_unquote(part))
-            else:
-                keys.append(str(part))
-        return Path(tuple(keys))
+        return Path(_keys(parts))
 
     def string(self, token: Token) -> Literal:
         return Literal(_unquote(token))
@@ -367,6 +605,14 @@ def parse_query(text: str) -> Query:
     except UnexpectedCharacters as exc:
         at = exc.pos_in_stream or 0
         found = (text[at : at + 16].split(maxsplit=1) or [text[at : at + 1]])[0]
+        word = _word_at(text, at)
+        if word.lower() in _KNOWN_KQL:  # make-series, project-rename: a known operator
+            raise QueryError(
+                f"unexpected {word!r} at line {exc.line}: " + _unsupported_hint(word),
+                code="UnsupportedOperator",
+                where=(exc.line, exc.column),
+                token=word,
+            ) from None
         raise QueryError(
             f"unexpected {found!r} at line {exc.line}, column {exc.column}: not part of the "
             "supported query language",
@@ -377,6 +623,9 @@ def parse_query(text: str) -> Query:
         raise QueryError("the query ends too early") from None
     except UnexpectedToken as exc:
         token = str(exc.token)
+        start = getattr(exc.token, "start_pos", None)
+        if token and isinstance(start, int) and _word_at(text, start).lower() in _KNOWN_KQL:
+            token = _word_at(text, start)
         what = f"{token!r}" if token else "the end of the query"
         raise QueryError(
             f"unexpected {what} at line {exc.line}, column {exc.column}: "
@@ -398,44 +647,69 @@ def parse_query(text: str) -> Query:
 #: Operators and keywords of KQL that exist but are not supported here, named as such.
 _KNOWN_KQL = frozenset(
     {
-        "extend", "summarize", "join", "union", "mv-expand", "top", "distinct", "parse",
-        "render", "evaluate", "let", "make-series", "sample", "serialize", "lookup", "invoke",
-        "as", "search", "find", "getschema", "range", "print", "datatable", "externaldata",
+        "union", "parse", "render", "evaluate", "let", "make-series", "sample", "serialize",
+        "lookup", "invoke", "as", "search", "find", "getschema", "range", "print", "datatable",
+        "externaldata", "mv-apply", "project-rename", "project-reorder", "project-keep",
+        "top-nested", "facet", "fork", "partition", "scan", "sort-by", "reduce",
     }
 )  # fmt: skip
+
+
+def _word_at(text: str, at: int) -> str:
+    """The hyphenated word around ``at`` (``project-rename`` when the lexer stopped at its
+    ``-``), bounded to 32 characters either side."""
+    start = at
+    while start > max(0, at - 32) and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+        start -= 1
+    end = at
+    while end < min(len(text), at + 32) and (text[end].isalnum() or text[end] in "_-"):
+        end += 1
+    return text[start:end]
 
 
 def _unsupported_hint(token: str) -> str:
     if token.lower() in _KNOWN_KQL:
         return (
             f"the operator {token!r} is not supported; supported: where, sort by, order by, "
-            "project, take, limit, count"
+            "top, project, project-away, extend, distinct, summarize, mv-expand, join, take, "
+            "limit, count"
         )
     return "not part of the supported query language"
 
 
 __all__ = [
+    "AGGREGATES",
     "FUNCTIONS",
+    "JOIN_KINDS",
     "MAX_DEPTH",
     "MAX_ITEMS",
     "MAX_QUERY_CHARS",
+    "Aggregate",
     "Call",
     "Column",
     "Compare",
     "Count",
+    "Distinct",
     "Expr",
+    "Extend",
     "InList",
+    "Join",
     "Literal",
     "Logical",
+    "MvExpand",
     "Not",
     "Operator",
     "Path",
     "Project",
+    "ProjectAway",
     "Query",
     "QueryError",
     "Sort",
     "SortKey",
+    "Star",
+    "Summarize",
     "Take",
+    "Top",
     "Where",
     "parse_query",
 ]

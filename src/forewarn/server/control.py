@@ -83,7 +83,7 @@ from forewarn.server.azure.eventgrid import eventgrid_router
 from forewarn.server.azure.maintenance import PREFIX as MAINTENANCE_PREFIX
 from forewarn.server.azure.maintenance import maintenance_router
 from forewarn.server.azure.resourcegraph import PATH as RESOURCE_GRAPH_PATH
-from forewarn.server.azure.resourcegraph import resource_graph_router
+from forewarn.server.azure.resourcegraph import QueryRunner, resource_graph_router
 from forewarn.server.dashboard import add_dashboard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.health import Health, health_router
@@ -192,11 +192,13 @@ def create_control_app(
     runs: ScenarioRuns | None = None,
     health: Health | None = None,
     eventgrid: EventGrid | None = None,
+    queries: QueryRunner | None = None,
 ) -> FastAPI:
     """The control API around ``service``, and the dashboard; ``activity`` is what the VMs'
     endpoint records for the dashboard's timelines, ``health`` what ``/healthz`` answers
     (by default: the service's store alone), ``eventgrid`` the system topic's subscriptions
-    and deliveries (``forewarn serve`` only)."""
+    and deliveries (``forewarn serve`` only), ``queries`` what runs Resource Graph's queries
+    (a worker thread unless given)."""
     app = FastAPI(
         title="forewarn control API",
         version=__version__,
@@ -308,7 +310,7 @@ def create_control_app(
     app.include_router(fault_router(service))
     app.include_router(health_router(health or Health(service.check_store)))
     app.include_router(maintenance_router(service))
-    app.include_router(resource_graph_router(service))
+    app.include_router(resource_graph_router(service, queries))
     app.include_router(eventgrid_router(eventgrid, ERROR_RESPONSES))
     add_dashboard(
         app,

@@ -31,7 +31,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-from forewarn.defaults import HEALTH_PATH
+from forewarn.defaults import HEALTH_PATHS
 
 __all__ = ["VALIDATION_PATH", "ControlGuard"]
 
@@ -73,7 +73,7 @@ class ControlGuard:
             if refusal is not None:
                 await _json(send, 403, refusal)
                 return
-        if method == "GET" and scope["path"] == HEALTH_PATH:
+        if method == "GET" and scope["path"] in HEALTH_PATHS:
             await self.app(scope, receive, send)
             return
         if method in ("GET", "HEAD") and _is_page(scope["path"]):

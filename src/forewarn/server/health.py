@@ -1,15 +1,22 @@
-"""``GET /healthz``: is this ``forewarn serve`` alive, and ready to be sent VMs?
+"""``/livez``, ``/readyz`` and ``/healthz``: is this ``forewarn serve`` alive, and ready?
 
 Answered on the control port without the token, since a container's ``HEALTHCHECK``, a
-Kubernetes probe or a load balancer carries none, and so it tells nothing of the fleet. Any
-answer means the process is alive; ``200 {"status": "ready"}`` that it is ready, and ``503
-{"status": "unready", "reason": ...}`` that it is not, because
+Kubernetes probe or a load balancer carries none, and so they tell nothing of the fleet.
+
+Liveness, ``GET /livez``: ``200 {"status": "alive"}`` whenever the process answers at all,
+whatever its store does (a liveness probe restarts what fails it, and a restart mends no
+store). Readiness, ``GET /readyz`` and ``GET /healthz`` (its first name, kept): ``200
+{"status": "ready"}`` when it is ready, and ``503 {"status": "unready", "reason": ...}``
+when it is not, because
 
 - it is shutting down (SIGTERM or SIGINT received),
-- a VM-facing listener is no longer serving, or
+- a VM-facing listener is no longer serving,
 - its store cannot be used: a PostgreSQL server that cannot be reached, or whose check does
   not answer within :data:`STORE_TIMEOUT`; a SQLite file deleted, replaced or made
-  inaccessible under the running server (:meth:`forewarn.storage.Journal.ping`).
+  inaccessible under the running server, or whose file system is full
+  (:meth:`forewarn.storage.Journal.ping`), or
+- the store refused a change a moment ago, so changes are refused now
+  (:meth:`forewarn.service.ScheduledEventsService.write_refused`).
 
 With ``serve --workers``, the answer also says how many worker processes listen, of how
 many wanted (``"workers": {"up": 2, "wanted": 2}``); the VM-facing endpoint counts as
@@ -29,19 +36,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from forewarn.defaults import HEALTH_PATH
+from forewarn.defaults import HEALTH_PATH, LIVE_PATH, READY_PATH
 from forewarn.server._serve_logging import log
-from forewarn.storage.errors import StorageError, StoreUnavailableError
+from forewarn.storage.errors import StorageError, StoreFullError, StoreUnavailableError
 
 __all__ = ["FRESH_FOR", "STORE_TIMEOUT", "Health", "Readiness", "health_router"]
 
-#: Seconds a store check may take before the store counts as not answering; below the
-#: Kubernetes probes' timeout in deploy/kubernetes/.
-STORE_TIMEOUT = 3.0
+#: Seconds a store check may take before the store counts as not answering: with a write
+#: holding the event loop up to its bound (forewarn.cluster.replica.WRITE_SECONDS, 2 s),
+#: readiness is answered within 3 s, below the Kubernetes probes' timeout in
+#: deploy/kubernetes/.
+STORE_TIMEOUT = 1.0
 #: Seconds a store check's result is reused.
 FRESH_FOR = 1.0
 
@@ -57,7 +67,8 @@ class Readiness:
 
 
 class Health:
-    """Readiness from three looks: shutting down, listeners serving, store usable."""
+    """Readiness from four looks: shutting down, listeners serving, store usable, changes
+    not being refused."""
 
     def __init__(
         self,
@@ -69,10 +80,12 @@ class Health:
         fresh_for: float = FRESH_FOR,
         clock: Callable[[], float] = time.monotonic,
         workers: Callable[[], tuple[int, int]] | None = None,
+        writes: Callable[[], str | None] = lambda: None,
     ) -> None:
         #: ``serve --workers``: how many worker processes are up, of how many wanted.
         self.workers = workers
         self._check_store = check_store
+        self._writes = writes
         self._listening = listening
         self._stopping = stopping
         self._store_timeout = store_timeout
@@ -93,7 +106,7 @@ class Health:
         elif not self._listening():
             found = Readiness(False, "the VM-facing endpoint is not listening")
         else:
-            problem = await self._store()
+            problem = await self._store() or self._writes()
             found = Readiness(problem is None, problem)
         self._report(found)
         return found
@@ -118,6 +131,8 @@ class Health:
         error = pending.exception()
         if error is None:
             return None, ""
+        if isinstance(error, StoreFullError):
+            return "the store's file system is full", str(error)
         if isinstance(error, StoreUnavailableError):
             return "the store cannot be reached", str(error)
         if isinstance(error, StorageError):
@@ -137,16 +152,18 @@ class Health:
 
 
 def health_router(health: Health) -> APIRouter:
-    """``GET /healthz`` answering ``health``'s readiness; the guard lets it through."""
+    """``GET /livez``, and ``GET /readyz`` and ``/healthz`` answering ``health``'s
+    readiness; the guard lets them through."""
     router = APIRouter()
 
-    @router.get(
-        HEALTH_PATH,
-        tags=["health"],
-        responses={503: {"description": "alive, but not ready: the reason says why"}},
-    )
-    async def healthz() -> JSONResponse:
-        """Liveness (any answer) and readiness (200 or 503); never anything of the fleet."""
+    @router.get(LIVE_PATH, tags=["health"])
+    async def livez() -> JSONResponse:
+        """Liveness: any answer is 200, while the process serves; never anything of the
+        fleet, nor of its store."""
+        return JSONResponse({"status": "alive"}, headers={"Cache-Control": "no-store"})
+
+    async def readyz() -> JSONResponse:
+        """Readiness (200 or 503 with the reason); never anything of the fleet."""
         found = await health.readiness()
         body: dict[str, object] = (
             {"status": "ready"} if found.ready else {"status": "unready", "reason": found.reason}
@@ -158,4 +175,9 @@ def health_router(health: Health) -> APIRouter:
             body, status_code=200 if found.ready else 503, headers={"Cache-Control": "no-store"}
         )
 
+    unready: dict[int | str, dict[str, Any]] = {
+        503: {"description": "alive, but not ready: the reason says why"}
+    }
+    for path in (READY_PATH, HEALTH_PATH):
+        router.add_api_route(path, readyz, methods=["GET"], tags=["health"], responses=unready)
     return router

@@ -27,11 +27,13 @@ from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
 from forewarn.eventgrid.delivery import EventGrid
+from forewarn.eventgrid.payloads import DEFAULT_TOPIC, topic_of
 from forewarn.eventgrid.schedule import RESPONSE_TIMEOUT
 from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, log, watch_events
+from forewarn.server.azure.resourcegraph import QueryProcess
 from forewarn.server.background import BackgroundPart, running
 from forewarn.server.banner import control_line, start_up_lines
 from forewarn.server.control import create_control_app
@@ -132,6 +134,12 @@ def _event_grid(
     """Event Grid for this server, its state beside the journal's (``eventgrid.sqlite3``), in
     memory, or in the shared PostgreSQL database, where only the leader delivers."""
     url = store_url(settings)
+
+    def topic() -> str:
+        """The system topic's: the fleet's first VM's Azure subscription."""
+        vms = service().vms()
+        return topic_of(vms[0].subscription_id) if vms else DEFAULT_TOPIC
+
     if url is not None and is_shared(url):
         from forewarn.eventgrid.postgres import PostgresDeliveryStore
 
@@ -147,6 +155,7 @@ def _event_grid(
             dead_letters=settings.dead_letter_dir,
             response_timeout=settings.eventgrid_timeout,
             active=leading,
+            topic=topic,
         )
     path: Path | None = None
     dead_letters = settings.dead_letter_dir
@@ -170,6 +179,7 @@ def _event_grid(
         validation_base=url_for(settings.control_host, settings.control_port),
         dead_letters=dead_letters,
         response_timeout=settings.eventgrid_timeout,
+        topic=topic,
     )
 
 
@@ -390,14 +400,21 @@ async def _start(
         workers_up = lambda: (workers.up, workers.count)  # noqa: E731
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
+    queries = QueryProcess()  # Resource Graph's queries, off the VMs' interpreter
+    stack.callback(queries.close)
     control_app = create_control_app(
         service,
         activity=activity,
         runs=ScenarioRuns(lambda: _control_client(settings, token)),
         health=Health(
-            service.check_store, listening=listening, stopping=stop.is_set, workers=workers_up
+            service.check_store,
+            listening=listening,
+            stopping=stop.is_set,
+            workers=workers_up,
+            writes=service.write_refused,
         ),
         eventgrid=grid,
+        queries=queries,
     )
     control = await start_control(
         control_app, settings.control_host, settings.control_port, token, bound=control_socket

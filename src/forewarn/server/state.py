@@ -73,6 +73,8 @@ class StateMismatchError(ForewarnError):
 
 @dataclass(frozen=True)
 class _Pinned:
+    #: A shared store's clock kind (:func:`clock_kind`), None for a store of one writer.
+    clock: str | None
     fleet_text: str | None
     fleet_source: str
     seed: int
@@ -149,6 +151,7 @@ def _unreachable(cause: BaseException | None) -> bool:
 #: The longest seed a store may pin (Python turns no longer text into an int by default).
 _MAX_SEED_DIGITS = 4300
 _SEED = re.compile(r"-?[0-9]+")
+_CLOCK = re.compile(r"system|manual|scaled x[0-9.e+-]{1,32}")
 #: The longest duration a stored timing override may hold, as ``serve --timing`` allows.
 _MAX_TIMING_SECONDS = 100 * 365 * 86400
 
@@ -166,9 +169,18 @@ def _check_metadata(meta: dict[str, str], where: str) -> None:
             "store for inspection and start with a new one"
         )
 
+    if "created_at" in meta and "seed" not in meta:
+        # every store forewarn made pins its seed as it records its creation: without it,
+        # each start would draw another, and show the same events under other EventIds
+        raise CorruptStoreError(
+            f"{where} holds damaged metadata: seed is missing; keep the store for inspection "
+            "and start with a new one"
+        )
     seed = meta.get("seed")
     if seed is not None and (len(seed) > _MAX_SEED_DIGITS or not _SEED.fullmatch(seed)):
         raise damaged("seed", "an integer")
+    if "clock" in meta and not _CLOCK.fullmatch(meta["clock"]):
+        raise damaged("clock", "system, manual or scaled xN")
     if "profile" in meta and meta["profile"] not in PROFILES:
         raise damaged("profile", f"one of {', '.join(PROFILES)}")
     if "event_ids" in meta and meta["event_ids"] not in (EVENT_IDS_BY_JOURNAL, "seeded"):
@@ -204,8 +216,29 @@ def _another_store(settings: ServeSettings) -> str:
     return "another store (--store)"
 
 
-def _pin(settings: ServeSettings, meta: dict[str, str], where: str) -> _Pinned:
+def clock_kind(settings: ServeSettings) -> str:
+    """The clock a front-end runs on, as a shared store pins it: ``system``, ``manual``, or
+    ``scaled xN`` (a scaled clock's speed is part of what the front-ends must share)."""
+    if settings.clock == "scaled":
+        return f"scaled x{settings.scale:g}"
+    return settings.clock
+
+
+def _pin(
+    settings: ServeSettings, meta: dict[str, str], where: str, *, shared: bool = False
+) -> _Pinned:
+    """What the store pins, checked (:func:`_check_metadata`) and compared with what
+    ``settings`` give; with ``shared`` (front-ends of one PostgreSQL namespace) the clock's
+    kind is pinned and compared too, as one front-end's manual clock and another's system
+    clock cannot make one fleet's time."""
     _check_metadata(meta, where)
+    if shared and "clock" in meta and meta["clock"] != clock_kind(settings):
+        option = meta["clock"].replace(" x", " --scale ")
+        raise StateMismatchError(
+            f"{where} is served on a {meta['clock']} clock, not {clock_kind(settings)}: "
+            f"start every front-end of its fleet with --clock {option}, or use "
+            f"{_another_store(settings)}"
+        )
     given_text = read_fleet_text(settings.fleet) if settings.fleet else None
     fleet_text: str | None = meta.get("fleet", given_text)
     if "fleet" in meta and given_text is not None and given_text != meta["fleet"]:
@@ -234,6 +267,7 @@ def _pin(settings: ServeSettings, meta: dict[str, str], where: str) -> _Pinned:
     created = meta.get("created_at")
     scheme = meta.get("event_ids", EVENT_IDS_BY_JOURNAL if created is None else "seeded")
     return _Pinned(
+        clock=clock_kind(settings) if shared else None,
         fleet_text=fleet_text if fleet_text != "" else None,
         fleet_source=meta.get("fleet_source", str(settings.fleet or "default")),
         seed=seed,
@@ -313,7 +347,8 @@ def _platform_factory(pinned: _Pinned, created_at: datetime) -> NewPlatform:
 
 def _metadata(pinned: _Pinned, created_at: datetime) -> dict[str, str]:
     """What a new store pins, so every restart (and every front-end) builds the same world."""
-    return {
+    clock = {} if pinned.clock is None else {"clock": pinned.clock}
+    return clock | {
         "fleet": pinned.fleet_text or "",
         "fleet_source": pinned.fleet_source,
         "seed": str(pinned.seed),
@@ -363,7 +398,9 @@ def _build_shared(
 
     assert isinstance(journal, PostgresJournal)
     with journal.exclusive() as transaction:
-        pinned = _pin(settings, transaction.metadata(), _shown_url(store_url(settings) or ""))
+        pinned = _pin(
+            settings, transaction.metadata(), _shown_url(store_url(settings) or ""), shared=True
+        )
         clock = make_clock(
             settings.clock, scale=settings.scale, start=pinned.created_at or settings.start
         )

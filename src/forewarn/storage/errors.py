@@ -8,6 +8,7 @@ exception types.
     └── StorageError                 anything the store could not do
         ├── StoreUnavailableError    cannot reach or open it: server down, bad path, no driver
         │   ├── StoreBusyError       another process is already the writer of this SQLite file
+        │   ├── StoreFullError       a SQLite file's file system has no room left to append
         │   └── ReplicaError         a shared store's front-end cannot write now (forewarn.cluster)
         ├── StoreUrlError            a store URL that names no backend, or names it wrongly
         ├── StoreSchemaError         the store holds something this version cannot use
@@ -40,6 +41,11 @@ class StoreBusyError(StoreUnavailableError):
     Two servers replaying and appending to one SQLite file would each hold a different
     platform in memory while sharing one history, so the second is refused.
     """
+
+
+class StoreFullError(StoreUnavailableError):
+    """The file system holding a SQLite journal has no room left: the next change would be
+    refused (found by a health check before any change is: ``/readyz``)."""
 
 
 class StoreUrlError(StorageError):
@@ -127,6 +133,7 @@ __all__ = [
     "NotSerializableError",
     "StorageError",
     "StoreBusyError",
+    "StoreFullError",
     "StoreSchemaError",
     "StoreUnavailableError",
     "StoreUrlError",

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -83,6 +85,21 @@ _CREATE_FRONT_ENDS = (
 #: How often a writer waiting for the other front-ends looks at their positions when no
 #: notification woke it (one may arrive between two looks).
 _APPLIED_LOOK_SECONDS = 0.02
+#: How long a background call (the follower's wait beyond its own timeout, the leader
+#: lock's, a goodbye on closing) may go unanswered before its connection is severed.
+_ANSWER_SECONDS = 5.0
+#: TCP keepalive and ``tcp_user_timeout`` on every connection (libpq's options, unless the
+#: URL gives its own): a peer that vanished without a word is found out within about 10 s,
+#: where the operating system's defaults wait two hours (keepalive) or fifteen minutes (data
+#: sent and never acknowledged). A server that still acknowledges but never answers (a hung
+#: host, a proxy in between) is bounded by :meth:`PostgresJournal.bounded` instead.
+_TCP_BOUNDS: Mapping[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 10_000,
+}
 
 
 def _check_names(namespace: str, schema: str) -> None:
@@ -101,6 +118,39 @@ def describe(conninfo: str) -> str:
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+
+
+def _shut(conn: Connection | None) -> None:
+    """Shut ``conn``'s socket down, from any thread: a call waiting on it in another thread
+    fails at once as on a lost connection (the descriptor stays open until the connection is
+    closed, so nothing else can be given its number meanwhile)."""
+    if conn is None:
+        return
+    with contextlib.suppress(OSError, psycopg.Error):
+        duplicate = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        with duplicate:
+            duplicate.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def _answered_within(seconds: float, *conns: Callable[[], Connection | None]) -> Iterator[None]:
+    """Calls on the connections ``conns`` give, made in the block, end ``seconds`` from
+    now at the latest: a server that stops answering while its host still acknowledges (a
+    hung server, a proxy gone silent) is not seen by TCP's own bounds. For the background
+    connections (the follower's, the leader's), so that they, and a shutdown waiting on
+    them, never wait on it for ever."""
+
+    def sever() -> None:
+        for conn in conns:
+            _shut(conn())
+
+    timer = threading.Timer(seconds, sever)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _lock_key(purpose: str, schema: str, namespace: str) -> int:
@@ -139,6 +189,11 @@ class PostgresJournal:
         self._listen_lock = threading.Lock()
         self._listener: Connection | None = None
         self._closed = False
+        #: While :meth:`bounded` runs: when calls on the writer's connection must have ended
+        #: (:func:`time.monotonic`), and whether that moment came with a call still waiting.
+        self._deadline: float | None = None
+        self._bound = 0.0
+        self._expired = False
         self._conn = self._connect()
         try:
             self._prepare(schema_version, migrations)
@@ -148,12 +203,17 @@ class PostgresJournal:
 
     # -- connections -----------------------------------------------------------------------
 
-    def _connect(self) -> Connection:
+    def _connect(self, timeout: float | None = None) -> Connection:
+        """A new connection, waiting ``timeout`` seconds at most (the journal's connect
+        timeout by default, or the URL's own)."""
         given = conninfo_to_dict(self._conninfo)
-        extra: dict[str, str | int] = {}
-        if "connect_timeout" not in given:
+        extra: dict[str, str | int] = {
+            key: value for key, value in _TCP_BOUNDS.items() if key not in given
+        }
+        if "connect_timeout" not in given or timeout is not None:
             # libpq waits forever by default; a dead server must be reported, not waited on.
-            extra["connect_timeout"] = max(1, round(self._connect_timeout))
+            wait = self._connect_timeout if timeout is None else timeout
+            extra["connect_timeout"] = max(1, round(wait))
         if "application_name" not in given:
             # So pg_stat_activity shows which fleet each connection serves.
             extra["application_name"] = f"forewarn {self.namespace}"[:63]
@@ -168,16 +228,63 @@ class PostgresJournal:
         """The writer connection, opened again if the server dropped it since the last call."""
         if self._closed:
             raise JournalClosedError(f"{self._where} is closed")
+        remaining = None if self._deadline is None else self._deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            self._expired = True
+            raise StoreUnavailableError(self._too_late())
         if self._conn.closed:  # by close(), or broken: psycopg counts a broken one closed
             self._conn.close()
-            self._conn = self._connect()
+            self._conn = self._connect(remaining)
         return self._conn
+
+    @contextlib.contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        """Every call on the writer's connection within the block has ended ``seconds`` from
+        now: one still waiting then has its connection severed under it (the socket shut
+        down, so the call fails as on a lost connection, and the server rolls back whatever
+        it had begun), and later ones are refused without trying
+        (:class:`StoreUnavailableError`, as for a server that cannot be reached).
+
+        TCP's own bounds cannot see a server that hangs while its host still acknowledges
+        (or a proxy in front of it that does): only a deadline of the client's own can.
+        Nested blocks keep the outer deadline; :attr:`expired` says whether it came with a
+        call waiting, or refused one."""
+        if self._deadline is not None:
+            yield
+            return
+        self._deadline = time.monotonic() + seconds
+        self._expired = False
+        timer = threading.Timer(seconds, self._sever)
+        timer.daemon = True
+        timer.start()
+        self._bound = seconds
+        try:
+            yield
+        finally:
+            timer.cancel()
+            self._deadline = None
+
+    def _too_late(self) -> str:
+        return f"no answer from {self._where} within {self._bound:g} s"
+
+    @property
+    def expired(self) -> bool:
+        """Whether the last :meth:`bounded` block ran out of time."""
+        return self._expired
+
+    def _sever(self) -> None:
+        """Shut the writer connection's socket down under the call waiting on it (from the
+        deadline's timer thread: the waiting call holds the journal's lock)."""
+        self._expired = True
+        _shut(self._conn)
 
     @contextlib.contextmanager
     def _translated(self) -> Iterator[None]:
         try:
             yield
         except psycopg.OperationalError as exc:
+            if self._expired:  # severed by bounded(): say so, not what libpq saw then
+                raise StoreUnavailableError(self._too_late()) from exc
             raise StoreUnavailableError(f"lost {self._where}: {exc}") from exc
         except psycopg.errors.UndefinedTable as exc:
             raise CorruptStoreError(f"{self._where} lost its tables: {exc}") from exc
@@ -355,17 +462,42 @@ class PostgresJournal:
         with self._lock, self._translated():
             conn = self._connection()
             try:
-                with conn.pipeline():
+                with conn.pipeline() as pipeline:
                     milliseconds = max(1, round(lock_timeout * 1000))
                     conn.execute("BEGIN")
                     conn.execute(f"SET LOCAL lock_timeout = {milliseconds}")
                     conn.execute(f"SET LOCAL statement_timeout = {milliseconds * 2}")
+                    # The server ends the session (rolling back) if the next statement keeps
+                    # it waiting ``idle``: a COMMIT held up on its way (by a network or a
+                    # proxy gone silent) finds no transaction when it arrives late.
+                    idle = self._idle_bound()
+                    idle_ms = max(1, round(idle * 1000))
+                    conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = {idle_ms}")
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
                     yield ExclusiveWrite(self, conn)
+                    if self._deadline is not None:
+                        # The idle timeout counts only once the server has answered a Sync
+                        # (results fetched in a pipeline are asked for without one): one
+                        # round trip more for a write that is bounded.
+                        pipeline.sync()
+                        if time.monotonic() + idle > self._deadline:
+                            # Sent now, a COMMIT held up on its way could commit after the
+                            # bound, once its writer was told the write failed: only one
+                            # sent while the server's idle timeout ends first may go.
+                            self._expired = True
+                            raise StoreUnavailableError(self._too_late())
                     conn.execute("COMMIT")  # answered as the pipeline ends: done, or raised
             except BaseException:
                 self._roll_back(conn)
                 raise
+
+    def _idle_bound(self) -> float:
+        """How long the server waits, in a write's transaction, for the writer's next
+        statement: half the write's time left (:meth:`bounded`), so that a COMMIT sent in
+        the first half can only commit before the bound is over; 10 s unbounded."""
+        if self._deadline is None:
+            return 10.0
+        return max((self._deadline - time.monotonic()) / 2, 0.001)
 
     @staticmethod
     def _roll_back(conn: Connection) -> None:
@@ -389,6 +521,22 @@ class PostgresJournal:
             schema=self.schema,
             connect_timeout=self._connect_timeout,
         )
+
+    def delete(self) -> int:
+        """Delete the namespace (``forewarn store delete``): its records, metadata and
+        front-ends' positions go with its row (``ON DELETE CASCADE``); how many records it
+        held. The caller holds its :meth:`leadership`, so no front-end is serving it."""
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._write_key])
+                row = conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE namespace = %s RETURNING last_sequence").format(
+                        self._table("forewarn_namespaces")
+                    ),
+                    [self.namespace],
+                ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def leadership(self) -> Leadership:
         """The namespace's leader lock, on a connection of its own (see :class:`Leadership`)."""
@@ -437,7 +585,12 @@ class PostgresJournal:
         """
         check_after(after)
         deadline = time.monotonic() + max(timeout, 0.0)
-        with self._listen_lock, self._translated():
+        bound = max(timeout, 0.0) + _ANSWER_SECONDS
+        with (
+            self._listen_lock,
+            self._translated(),
+            _answered_within(bound, lambda: self._listener),
+        ):
             listener = self._listening()
             while True:
                 if self._closed:
@@ -562,7 +715,10 @@ class PostgresJournal:
                 return
             self._closed = True
             if self._listener is not None:
-                with contextlib.suppress(psycopg.Error):
+                with (
+                    contextlib.suppress(psycopg.Error),
+                    _answered_within(_ANSWER_SECONDS, lambda: self._conn),
+                ):
                     self._conn.execute("SELECT pg_notify(%s, 'closed')", [self._channel])
             self._conn.close()
         with self._listen_lock:
@@ -646,13 +802,17 @@ class Leadership:
         """Hold the lock (True), or find it held by another session (False). Raises
         :class:`StoreUnavailableError` when the server cannot be reached."""
         with self._journal._translated():
-            if self._conn is not None and not self._conn.closed:
-                self._conn.execute("SELECT 1")  # still ours while the session lives
+            held = self._conn
+            if held is not None and not held.closed:
+                with _answered_within(_ANSWER_SECONDS, lambda: held):
+                    held.execute("SELECT 1")  # still ours while the session lives
                 return True
             self.release()
             conn = self._journal._connect()
             try:
-                row = conn.execute("SELECT pg_try_advisory_lock(%s)", [self._key]).fetchone()
+                with _answered_within(_ANSWER_SECONDS, lambda: conn):
+                    query = "SELECT pg_try_advisory_lock(%s)"
+                    row = conn.execute(query, [self._key]).fetchone()
             except BaseException:
                 conn.close()
                 raise
@@ -671,7 +831,10 @@ class Leadership:
             return
         try:
             if not conn.closed:
-                with contextlib.suppress(psycopg.Error):
+                with (
+                    contextlib.suppress(psycopg.Error),
+                    _answered_within(_ANSWER_SECONDS, lambda: conn),
+                ):
                     conn.execute("SELECT pg_advisory_unlock(%s)", [self._key])
         finally:
             conn.close()

@@ -28,6 +28,7 @@ from forewarn.storage.errors import (
     NewerSchemaError,
     StorageError,
     StoreBusyError,
+    StoreFullError,
     StoreSchemaError,
     StoreUnavailableError,
 )
@@ -43,6 +44,9 @@ SCHEMA_VERSION = 1
 #: Stamped in the file header ("FWJN"), so ``file`` and other tools can tell what it is.
 APPLICATION_ID = 0x46574A4E
 _PAGE = 256
+#: Room a SQLite journal's file system must have left for :meth:`SqliteJournal.ping` to
+#: call it usable: a few pages of the file and of its write-ahead log.
+MIN_FREE_BYTES = 64 * 1024
 
 Migration = Callable[[sqlite3.Connection], None]
 #: ``MIGRATIONS[n]`` turns a version-``n`` file into version ``n + 1``; none exist yet.
@@ -342,6 +346,12 @@ class SqliteJournal:
             raise StoreUnavailableError(f"{self._where} was replaced by another file")
         if not os.access(self.path, os.R_OK | os.W_OK):
             raise StoreUnavailableError(f"{self._where} is no longer readable and writable")
+        room = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
+        if room.f_bavail * room.f_frsize < MIN_FREE_BYTES:
+            raise StoreFullError(
+                f"{self._where}: its file system has {room.f_bavail * room.f_frsize} bytes "
+                "left, too few to append a change"
+            )
 
     def close(self) -> None:
         with self._changed:
@@ -361,6 +371,7 @@ class SqliteJournal:
 __all__ = [
     "APPLICATION_ID",
     "MIGRATIONS",
+    "MIN_FREE_BYTES",
     "SCHEMA_VERSION",
     "Migration",
     "SqliteJournal",

@@ -10,8 +10,10 @@ clock::
         worker.poll_once()
         forewarn_platform.assert_approved(event, by="vm0", within=1)
 
-Usage, the fixtures and the marker are in ``docs/testing.md``; the same handle works without
-pytest as a context manager (``with ForewarnPlatform(vms=["a", "b"]) as platform: ...``).
+``forewarn_verify`` (or :func:`verify_handler`) grades a whole handler as ``forewarn verify``
+does (docs/verify.md). Usage, the fixtures and the marker are in ``docs/testing.md``; the
+same handle works without pytest as a context manager
+(``with ForewarnPlatform(vms=["a", "b"]) as platform: ...``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from forewarn.testing._platform import (
     event_id_of,
 )
 from forewarn.testing._recording import Approval, RecordedRequest
+from forewarn.testing._verify import VerifyFailed, verify_handler
 from forewarn.testing.plugin import MakePlatform
 
 __all__ = [
@@ -36,5 +39,7 @@ __all__ = [
     "ImpactHook",
     "MakePlatform",
     "RecordedRequest",
+    "VerifyFailed",
     "event_id_of",
+    "verify_handler",
 ]

@@ -1,4 +1,4 @@
-"""The pytest plugin: ``forewarn_platform`` and ``make_forewarn_platform``.
+"""The pytest plugin: ``forewarn_platform``, ``make_forewarn_platform`` and ``forewarn_verify``.
 
 Registered through the ``pytest11`` entry point ``forewarn``, so any project with forewarn
 installed has the fixtures; ``-p no:forewarn`` turns it off. Options come from the
@@ -14,6 +14,12 @@ from the factory's keyword arguments; both take what :class:`ForewarnPlatform` t
 
 Every platform a test made is closed at teardown: listeners and open connections shut, the
 server thread joined.
+
+``forewarn_verify`` grades a whole handler as ``forewarn verify`` does (docs/verify.md) and
+fails the test naming the trials it failed::
+
+    def test_my_handler(forewarn_verify):
+        forewarn_verify([sys.executable, "my_handler.py"], suite="quick")
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import pytest
 
 from forewarn.testing._platform import ForewarnPlatform
+from forewarn.testing._verify import verify_handler
 
 MARKER = "forewarn"
 MARKER_HELP = (
@@ -72,11 +79,21 @@ def forewarn_platform(
     return make_forewarn_platform(**options)
 
 
+@pytest.fixture
+def forewarn_verify() -> Callable[..., Any]:
+    """``forewarn_verify(handler, suite="quick", trials=(), ...)``: run ``forewarn verify``'s
+    trials against ``handler`` (a command, or a callable ``handler(endpoint, stop)`` run on a
+    thread); the report, or a failure naming each failed trial with its evidence
+    (:func:`forewarn.testing.verify_handler` takes the same arguments)."""
+    return verify_handler
+
+
 __all__ = [
     "MARKER",
     "MARKER_HELP",
     "MakePlatform",
     "forewarn_platform",
+    "forewarn_verify",
     "make_forewarn_platform",
     "pytest_configure",
 ]

@@ -50,6 +50,10 @@ class SubscriptionOut(BaseModel):
     delivered: int
     failed: int = Field(description="Failed attempts (each retry counts)")
     dead_lettered: int = Field(alias="deadLettered")
+    dead_letter_failures: int = Field(
+        alias="deadLetterFailures",
+        description="Dead-letter writes that failed (each tried again a minute later)",
+    )
     pending: int = Field(description="Deliveries not yet done")
     duplicates: int = Field(description="Deliveries still to be sent twice (fault)")
     last_error: str = Field(alias="lastError")
@@ -70,6 +74,7 @@ def subscription_out(view: SubscriptionView) -> SubscriptionOut:
             "delivered": s.delivered,
             "failed": s.failed,
             "deadLettered": s.dead_lettered,
+            "deadLetterFailures": s.letter_failures,
             "pending": view.pending,
             "duplicates": s.duplicates,
             "lastError": s.last_error,

@@ -11,27 +11,37 @@ is :data:`forewarn.domain.history.FINISHED_KEPT`). A query outside the supported
 400 in ARM's error envelope naming the part refused.
 
 Paging follows Resource Graph's: at most ``$top`` rows a page (:data:`DEFAULT_TOP` unless
-asked, :data:`MAX_TOP` at most), the rest fetched with the ``$skipToken`` the page gave.
+asked, :data:`MAX_TOP` at most), the rest fetched with the ``$skipToken`` the page gave
+(:mod:`forewarn.resourcegraph.answer`). The ``resources`` table lists the fleet's VMs and scale
+sets (:mod:`forewarn.wire.resources`).
+
+The loop reads the tables at one instant and hands them, as JSON, to a runner: under ``forewarn
+serve`` a process of its own (:class:`QueryProcess`), so a heavy query never takes the VM-facing
+endpoint's interpreter; in process (the pytest plugin) a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import json
-from typing import Annotated, Any, Literal
+import concurrent.futures
+import concurrent.futures.process
+import multiprocessing
+import os
+import re
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from forewarn.domain.history import EventChange
-from forewarn.resourcegraph.kql import Query, QueryError, parse_query
-from forewarn.resourcegraph.query import column_type, run
-from forewarn.server.azure._arm import api_version_error, arm_error
+from forewarn.resourcegraph.answer import QueryJob, bad_request, encoded, execute
+from forewarn.server.azure._arm import api_version_error
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.maintenance import arg_row
+from forewarn.wire.resources import resource_rows
 
 #: The api-versions answered: the page's 2022-10-01, and azure-mgmt-resourcegraph's default.
 RESOURCE_GRAPH_API_VERSIONS = frozenset({"2021-03-01", "2022-10-01", "2024-04-01"})
@@ -40,14 +50,13 @@ DEFAULT_TOP = 100
 MAX_TOP = 1000
 PATH = "/providers/Microsoft.ResourceGraph/resources"
 
-_INVALID = (
-    "Query is invalid. Please refer to the documentation for the Azure Resource Graph "
-    "service and fix the error before retrying."
-)
-
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    """``QueryRequestOptions``: the keys Resource Graph's REST API names, and no others (a
+    misspelt ``$skiptoken`` or ``top`` would otherwise be ignored and the query answered as
+    if it had not been asked for)."""
+
+    model_config = ConfigDict(extra="forbid")  # by the wire's names only: not `top`
 
     top: StrictInt | None = Field(default=None, alias="$top", ge=1, le=MAX_TOP)
     skip: StrictInt | None = Field(default=None, alias="$skip", ge=0, le=10_000_000)
@@ -55,6 +64,11 @@ class _Options(BaseModel):
     result_format: Literal["objectArray", "table"] = Field(
         default="objectArray", alias="resultFormat"
     )
+    # Taken and without effect here: every subscription of the fleet is in scope.
+    allow_partial_scopes: StrictBool | None = Field(default=None, alias="allowPartialScopes")
+    authorization_scope_filter: (
+        Literal["AtScopeAndBelow", "AtScopeAndAbove", "AtScopeExact", "AtScopeAboveAndBelow"] | None
+    ) = Field(default=None, alias="authorizationScopeFilter")
 
 
 class QueryIn(BaseModel):
@@ -69,37 +83,96 @@ class QueryIn(BaseModel):
     options: _Options | None = None
 
 
-def _bad_request(message: str, detail: dict[str, Any] | None = None) -> JSONResponse:
-    details = [{"code": "InvalidQuery", "message": _INVALID}]
-    if detail is not None:
-        details.append(detail)
-    return arm_error(400, "BadRequest", message, details)
+#: How a job is run: in a worker thread (in process), or in the query process.
+QueryRunner = Callable[[QueryJob], Awaitable[tuple[int, bytes]]]
 
 
-def _digest(request: QueryIn) -> str:
-    scope = json.dumps([request.query, sorted(request.subscriptions or [])])
-    return hashlib.sha256(scope.encode()).hexdigest()[:16]
+#: How much lower the query process's CPU priority is than ``forewarn serve``'s (``nice``):
+#: on a busy machine the VM-facing process is scheduled first.
+QUERY_NICENESS = 10
 
 
-def _skip_token(offset: int, digest: str) -> str:
-    text = json.dumps({"skip": offset, "query": digest}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode()
+async def in_thread(job: QueryJob) -> tuple[int, bytes]:
+    """Run ``job`` in a worker thread: in process, where there is no other process to use."""
+    return await asyncio.to_thread(execute, job)
 
 
-def _offset_of(token: str, digest: str) -> int | None:
-    """Where ``token`` resumes, or None when it is no token this query gave."""
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-        offset, given = decoded["skip"], decoded["query"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if given != digest or not isinstance(offset, int) or offset < 0:
-        return None
-    return offset
+def _query_process_setup() -> None:
+    """The query process yields the CPU to ``forewarn serve`` (:data:`QUERY_NICENESS`) and
+    leaves Ctrl-C to it, which stops it (no second traceback from a process the user never
+    started)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(QUERY_NICENESS)
 
 
-def resource_graph_router(service: ScheduledEventsService) -> APIRouter:
+class QueryProcess:
+    """Queries run in a process of their own, so that however long one takes, the VM-facing
+    endpoint of the same ``forewarn serve`` keeps its interpreter (a worker thread would
+    share it: two clients looping on a heavy query took another VM's poll p99 from 7 ms to
+    over 100 ms). One process, spawned on the first query; a query that kills it is a 503
+    and the next query spawns another."""
+
+    def __init__(self) -> None:
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    async def __call__(self, job: QueryJob) -> tuple[int, bytes]:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")  # no copy of the server's state
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=context, initializer=_query_process_setup
+            )
+        pool = self._pool
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, execute, job)
+        except concurrent.futures.process.BrokenProcessPool:
+            if self._pool is pool:
+                self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            refusal = {
+                "error": {
+                    "code": "ServiceUnavailable",
+                    "message": "The query process stopped while running the query; retry.",
+                }
+            }
+            return 503, encoded(refusal)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class _EventRows:
+    """The ``maintenanceresources`` rows as one JSON array, each row encoded once: a change
+    is immutable, so its row is kept while the change is the event's latest, and a query
+    costs the loop a lookup per row rather than building and encoding the table again."""
+
+    def __init__(self) -> None:
+        self._encoded: dict[int, tuple[EventChange, bytes]] = {}
+
+    def blob(self, changes: list[EventChange]) -> bytes:
+        old = self._encoded
+        new: dict[int, tuple[EventChange, bytes]] = {}
+        for change in changes:
+            kept = old.get(id(change))
+            if kept is None or kept[0] is not change:
+                kept = (change, encoded(arg_row(change)))
+            new[id(change)] = kept
+        self._encoded = new
+        return b"[" + b",".join(encoded for _, encoded in new.values()) + b"]"
+
+
+_RESOURCES_NAMED = re.compile(r"(?<![a-z0-9_])resources(?![a-z0-9_])", re.IGNORECASE)
+
+
+def resource_graph_router(
+    service: ScheduledEventsService, runner: QueryRunner | None = None
+) -> APIRouter:
+    """The route; ``runner`` runs each query (a worker thread unless given: ``forewarn
+    serve`` gives a :class:`QueryProcess`)."""
     router = APIRouter(include_in_schema=False)
+    events = _EventRows()
+    run_job: QueryRunner = runner or in_thread
 
     async def resources(request: Request) -> Response:
         refused = api_version_error(request, RESOURCE_GRAPH_API_VERSIONS)
@@ -110,82 +183,30 @@ def resource_graph_router(service: ScheduledEventsService) -> APIRouter:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "body"
-            return _bad_request(f"The request is invalid: {where}: {first['msg']}")
-        try:
-            # Off the event loop the VMs are answered on: the first query also builds the
-            # grammar's parser (a fifth of a second, made on first use, not at start-up).
-            query = await asyncio.to_thread(parse_query, body.query)
-        except QueryError as exc:
-            line, column = exc.where or (1, 0)
-            return _bad_request(
-                f"{_INVALID} {exc}",
-                {
-                    "code": exc.code,
-                    "message": str(exc),
-                    "line": line,
-                    "characterPositionInLine": column,
-                    "token": exc.token or "",
-                },
-            )
-        wanted = {s.lower() for s in body.subscriptions} if body.subscriptions else None
-        # The table read at one instant on the loop (references to immutable changes), its
-        # rows built and the query run in a worker thread: a query over a large table does
-        # not hold the VMs' requests up for its whole length.
-        changes = list(service.published().latest())
-        try:
-            selected = await asyncio.to_thread(_selected, query, changes, wanted)
-        except QueryError as exc:
-            return _bad_request(
-                f"{_INVALID} {exc}",
-                {"code": exc.code, "message": str(exc), "token": exc.token or ""},
-            )
+            refusal = bad_request(f"The request is invalid: {where}: {first['msg']}")
+            return JSONResponse(refusal, status_code=400)
         options = body.options or _Options()
-        digest = _digest(body)
-        offset = options.skip or 0
-        if options.skip_token is not None:
-            resumed = _offset_of(options.skip_token, digest)
-            if resumed is None:
-                return _bad_request(
-                    "The $skipToken is not one this query gave.",
-                    {"code": "InvalidSkipToken", "message": "$skipToken is invalid"},
-                )
-            offset = resumed
-        top = options.top or DEFAULT_TOP
-        page = selected[offset : offset + top]
-        answer: dict[str, Any] = {
-            "totalRecords": len(selected),
-            "count": len(page),
-            "data": _formatted(page, options.result_format),
-            "facets": [],
-            "resultTruncated": "false",
-        }
-        if offset + top < len(selected):
-            answer["$skipToken"] = _skip_token(offset + top, digest)
-        return JSONResponse(answer)
+        # The tables read at one instant on the loop (references to immutable changes), their
+        # rows encoded in a worker thread, the query run by ``run_job``.
+        changes = list(service.published().latest())
+        fleet = b"[]"
+        if _RESOURCES_NAMED.search(body.query):
+            fleet = encoded(resource_rows(service.vms()))
+        job = QueryJob(
+            query=body.query,
+            subscriptions=tuple(body.subscriptions) if body.subscriptions else None,
+            top=options.top or DEFAULT_TOP,
+            skip=options.skip or 0,
+            skip_token=options.skip_token,
+            result_format=options.result_format,
+            events=await asyncio.to_thread(events.blob, changes),
+            resources=fleet,
+        )
+        status, answer = await run_job(job)
+        return Response(answer, status_code=status, media_type="application/json")
 
     router.add_api_route(PATH, resources, methods=["POST"])
     return router
-
-
-def _selected(query: Query, changes: list[EventChange], wanted: set[str] | None) -> list[Any]:
-    rows = (
-        arg_row(change)
-        for change in changes
-        if wanted is None or change.where.subscription_id.lower() in wanted
-    )
-    return run(query, rows)
-
-
-def _formatted(rows: list[dict[str, Any]], result_format: str) -> Any:
-    if result_format == "objectArray":
-        return rows
-    names = list(rows[0]) if rows else []
-    return {
-        "columns": [
-            {"name": name, "type": column_type(row.get(name) for row in rows)} for name in names
-        ],
-        "rows": [[row.get(name) for name in names] for row in rows],
-    }
 
 
 __all__ = [
@@ -194,5 +215,8 @@ __all__ = [
     "PATH",
     "RESOURCE_GRAPH_API_VERSIONS",
     "QueryIn",
+    "QueryProcess",
+    "QueryRunner",
+    "in_thread",
     "resource_graph_router",
 ]

@@ -84,7 +84,11 @@ class _AnswerWriter(asyncio.Protocol):
         transport = self._transport
         if transport is None:  # never: only a connected protocol answers
             return
-        transport.write_eof()  # a TCP transport always can
+        try:
+            transport.write_eof()  # a TCP transport always can, while connected
+        except OSError:  # the client gave up on its held request and went: nothing to linger for
+            self._close()
+            return
         transport.resume_reading()  # a connection whose request waited was not being read
         if self._timer is not None:
             self._timer.cancel()

@@ -1,0 +1,187 @@
+"""Each KQL operator's meaning, on small tables, one rule a test (no server: the parser and
+the evaluator of :mod:`forewarn.resourcegraph`).
+
+Sources, learn.microsoft.com Kusto Query Language reference (kusto/query/...), quoted beside
+each test; the bounds are ours (docs/azure-side.md, "Resource Graph").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from forewarn.resourcegraph.kql import QueryError, parse_query
+from forewarn.resourcegraph.query import MAX_COST, MAX_ROWS, run
+
+ROWS: list[dict[str, Any]] = [
+    {"name": "a", "text": "Virtual machine is going to be restarted", "n": 3, "tags": ["x", "y"]},
+    {"name": "B", "text": "abc-def ghi", "n": None, "tags": []},
+    {"name": "c", "text": "FabriKam", "n": 1, "tags": None},
+]
+VMS: list[dict[str, Any]] = [
+    {"name": "a", "size": "small"},
+    {"name": "a", "size": "large"},
+    {"name": "c", "size": "medium"},
+]
+
+
+def q(text: str, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    tables = {"t": lambda: ROWS if rows is None else rows, "vms": lambda: VMS}
+    return run(parse_query(text), tables)
+
+
+def names(text: str) -> list[str]:
+    return [row["name"] for row in q(text)]
+
+
+def test_has_looks_for_a_whole_term_without_regard_to_case() -> None:
+    """ "has: Right-hand-side (RHS) is a whole term in left-hand-side (LHS)", case-insensitive;
+    ``has_cs`` case-sensitive; ``!has`` its negation ("String operators", "Operators on
+    strings"); "a term is a sequence of alphanumeric characters" ("What is a term?")."""
+    assert names("t | where text has 'RESTARTED'") == ["a"]
+    assert names("t | where text has 'restart'") == []  # not a whole term
+    assert names("t | where text has 'def'") == ["B"]  # '-' separates terms
+    assert names("t | where text has_cs 'Restarted'") == []
+    assert names("t | where text !has 'restart'") == ["a", "B", "c"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("t | where text contains 'BRik'", ["c"]),  # the page's own example
+        ("t | where text contains_cs 'BRik'", []),
+        ("t | where text !contains 'brik'", ["a", "B"]),
+        ("t | where text startswith 'fabri'", ["c"]),
+        ("t | where text !startswith 'fabri'", ["a", "B"]),
+        ("t | where text startswith_cs 'fabri'", []),
+        ("t | where text endswith 'KAM'", ["c"]),
+        ("t | where text !endswith 'KAM'", ["a", "B"]),
+        ("t | where text endswith_cs 'KAM'", []),
+        ("t | where name in~ ('A', 'b')", ["a", "B"]),
+        ("t | where name !in~ ('A', 'b')", ["c"]),
+        ("t | where name in ('A', 'b')", []),
+        ("t | where name !in ('a')", ["B", "c"]),
+        ("t | where name =~ 'b'", ["B"]),
+        ("t | where name == 'b'", []),
+    ],
+)
+def test_string_operators_case(text: str, expected: list[str]) -> None:
+    """ "String operators": ``contains``, ``startswith``, ``endswith``, ``in~``, ``=~`` are
+    case-insensitive, their ``_cs`` forms, ``in`` and ``==`` case-sensitive
+    (``"FabriKam" contains "BRik"`` is true, ``contains_cs`` false)."""
+    assert names(text) == expected
+
+
+def test_sort_places_nulls_by_direction_unless_told() -> None:
+    """ "Default for asc is nulls first. Default for desc is nulls last." and desc is the
+    default ("sort operator", Parameters); ``top`` sorts alike ("top operator")."""
+    assert names("t | sort by n") == ["a", "c", "B"]
+    assert names("t | sort by n asc") == ["B", "c", "a"]
+    assert names("t | sort by n asc nulls last") == ["c", "a", "B"]
+    assert names("t | top 2 by n") == ["a", "c"]
+    assert names("t | top 1 by n asc") == ["B"]
+
+
+def test_summarize_without_by_is_one_row_even_over_nothing() -> None:
+    """ "summarize operator": "If the input table is empty, the output depends on whether
+    GroupExpression is used: if it isn't, the output is a single (empty) row" -- count() 0."""
+    assert q("t | where name == 'none' | summarize count()") == [{"count_": 0}]
+    assert q("t | where name == 'none' | summarize count() by name") == []
+
+
+def test_summarize_aggregations_skip_nulls_and_name_their_columns() -> None:
+    """``count()``, ``countif()``, ``dcount()``, ``min()``/``max()``/``sum()``/``avg()``
+    ("null values are ignored"), ``make_set``/``make_list``; names ``count_``, ``min_n``..."""
+    (row,) = q(
+        "t | summarize count(), countif(n > 1), dcount(tolower(name)), min(n), max(n), sum(n),"
+        " avg(n), make_list(name), make_set(n)"
+    )
+    assert row == {
+        "count_": 3,
+        "countif_": 1,
+        "dcount_name": 3,
+        "min_n": 1,
+        "max_n": 3,
+        "sum_n": 4,
+        "avg_n": 2.0,
+        "list_name": ["a", "B", "c"],
+        "set_n": [3, 1],
+    }
+
+
+def test_arg_max_returns_the_row_of_the_greatest_value() -> None:
+    """ "arg_max(ExprToMaximize, * | ExprToReturn [, ...])": "Finds a row in the group that
+    maximizes ExprToMaximize, and returns the value of ExprToReturn" ("arg_max()")."""
+    assert q("t | summarize arg_max(n, name)") == [{"n": 3, "name": "a"}]
+    assert q("t | summarize arg_min(n, *)") == [
+        {"n": 1, "name": "c", "text": "FabriKam", "tags": None}
+    ]
+
+
+def test_extend_adds_a_column_and_an_earlier_one_is_seen() -> None:
+    """ "extend operator": "Create calculated columns and append them to the result set"."""
+    assert q("t | take 1 | extend low = tolower(name), long = strlen(low) | project low, long") == [
+        {"low": "a", "long": 1}
+    ]
+
+
+def test_distinct_and_project_away() -> None:
+    """ "distinct operator": "Produces a table with the distinct combination of the provided
+    columns"; "project-away operator": "Select what columns from the input to exclude"."""
+    assert q("vms | distinct name") == [{"name": "a"}, {"name": "c"}]
+    assert q("vms | project-away size") == [{"name": "a"}, {"name": "a"}, {"name": "c"}]
+
+
+def test_mv_expand_a_row_per_element_none_for_an_empty_array_one_for_null() -> None:
+    """ "If the dynamic value is null, a single record is produced for that value (null). If
+    the dynamic value is an empty array or property bag, no record is produced." ("mv-expand
+    operator", Returns)."""
+    assert q("t | mv-expand tag = tags | project name, tag") == [
+        {"name": "a", "tag": "x"},
+        {"name": "a", "tag": "y"},
+        {"name": "c", "tag": None},
+    ]
+
+
+def test_join_kinds() -> None:
+    """ "join operator": ``innerunique`` (the default) "Left side deduplication" -- one left
+    row per key; ``inner`` every match; ``leftouter`` a left row without a match with nulls;
+    a right column whose name the left has is renamed (``name1``); $left/$right keys."""
+    inner = q("vms | join kind=inner (t | project name, n) on name")
+    assert [(row["size"], row["n"]) for row in inner] == [("small", 3), ("large", 3), ("medium", 1)]
+    assert list(inner[0]) == ["name", "size", "name1", "n"]
+    unique = q("vms | join (t | project name, n) on name")
+    assert [row["size"] for row in unique] == ["small", "medium"]
+    outer = q("t | join kind=leftouter (vms | where size != 'small') on $left.name == $right.name")
+    assert [(row["name"], row["size"]) for row in outer] == [
+        ("a", "large"),
+        ("B", None),
+        ("c", "medium"),
+    ]
+
+
+def test_a_query_past_the_cost_bound_is_refused_naming_it() -> None:
+    """Ours (docs/azure-side.md, "Resource Graph"): a query's evaluations (rows times terms)
+    are bounded before it runs, and one past the bound is refused naming the bound and the
+    operator, not run."""
+    rows = [{"n": i} for i in range(10_000)]
+    per_row = MAX_COST // len(rows)  # each `n == k` is 3 terms, `or` one more
+    past = " or ".join(f"n == {k}" for k in range(per_row // 3 + 1))
+    with pytest.raises(QueryError) as refused:
+        q(f"t | where {past}", rows)
+    assert refused.value.code == "QueryTooExpensive"
+    assert f"{MAX_COST:,}" in str(refused.value)
+    assert refused.value.token == "where"
+    within = " or ".join(f"n == {k}" for k in range(per_row // 3 - 1))
+    assert len(q(f"t | where {within}", rows)) == per_row // 3 - 1  # just inside: run
+
+
+def test_an_operator_making_too_many_rows_is_refused() -> None:
+    """Ours: ``mv-expand`` and ``join`` make at most MAX_ROWS rows."""
+    rows = [{"k": 1, "i": i} for i in range(MAX_ROWS // 1000 + 1)]
+    many = {"t": lambda: rows, "vms": lambda: [{"k": 1, "j": j} for j in range(1000)]}
+    with pytest.raises(QueryError) as refused:
+        run(parse_query("t | join kind=inner (vms) on k"), many)
+    assert refused.value.code == "QueryTooLarge"
+    assert f"{MAX_ROWS:,}" in str(refused.value)

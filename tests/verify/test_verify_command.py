@@ -1,0 +1,356 @@
+"""`forewarn verify` as users run it: a subprocess grading real handler processes.
+
+The handlers (tests/verify/handlers/) are one good loop and copies with one defect each; each
+must get exactly the verdict of the trial that catches its defect, and the exit code says
+whether any trial failed (0/1) or the run could not happen (2). The runs start together (a
+module fixture) to keep the folder quick; notices are shortened with ``--timing``, which the
+report states.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from forewarn.verify.model import RunReport, Verdict
+
+HANDLERS = Path(__file__).parent / "handlers"
+SHORT = ["--timing", "notice.Reboot=4", "--timing", "held=5", "--start-timeout", "20"]
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class Finished:
+    code: int
+    out: str
+    err: str
+    report: RunReport | None
+
+    def verdicts(self) -> dict[str, Verdict]:
+        assert self.report is not None, (self.code, self.out, self.err)
+        return self.report.verdicts()
+
+
+@dataclass
+class Run:
+    process: subprocess.Popen[str]
+    json_path: Path
+
+    def finish(self) -> Finished:
+        out, err = self.process.communicate(timeout=120)
+        report = None
+        if self.json_path.exists():
+            report = RunReport.from_json(self.json_path.read_text())
+        return Finished(self.process.returncode, out, err, report)
+
+
+@dataclass(frozen=True)
+class Runs:
+    done: dict[str, Finished]
+    tmp: Path
+
+
+def start(tmp: Path, name: str, *arguments: str, env: dict[str, str] | None = None) -> Run:
+    json_path = tmp / f"{name}.json"
+    argv = [sys.executable, "-m", "forewarn", "verify", *SHORT, "--json", str(json_path)]
+    process = subprocess.Popen(
+        [*argv, *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    return Run(process, json_path)
+
+
+def handler(name: str) -> list[str]:
+    return ["--", sys.executable, str(HANDLERS / name)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    tmp = tmp_path_factory.mktemp("verify")
+    pid_file = tmp / "spawned.pid"
+    started = {
+        # the good handler's trials in two runs at once: each run's trials go one by one
+        "good": start(
+            tmp,
+            "good",
+            *("--trial", "headers", "--trial", "own-vm-only"),
+            *("--junit", str(tmp / "good.xml")),
+            *handler("good.py"),
+        ),
+        "good-faults": start(
+            tmp,
+            "good-faults",
+            *("--trial", "survives-500", "--trial", "held-request"),
+            *handler("good.py"),
+        ),
+        "approves-others": start(
+            tmp, "approves-others", "--trial", "own-vm-only", *handler("approves_others.py")
+        ),
+        "dies-on-500": start(
+            tmp,
+            "dies-on-500",
+            *("--trial", "survives-500", "--trial", "headers"),
+            *handler("dies_on_500.py"),
+        ),
+        "no-timeout": start(
+            tmp, "no-timeout", "--trial", "held-request", *handler("no_timeout.py")
+        ),
+        "checks": start(
+            tmp,
+            "checks",
+            *("--trial", "drained-before-approval", "--trial", "recovers-after"),
+            *("--drained-check", "test -e not-drained-yet", "--recovered-check", "true"),
+            *handler("good.py"),
+        ),
+        "spawner": start(
+            tmp,
+            "spawner",
+            *("--trial", "headers", "--trial", "reboot-notice", "--restart-per-trial"),
+            *handler("spawner.py"),
+            env={"SPAWNED_PID_FILE": str(pid_file)},
+        ),
+    }
+    try:
+        yield Runs({name: run.finish() for name, run in started.items()}, tmp)
+    finally:
+        for run in started.values():
+            if run.process.poll() is None:
+                run.process.kill()
+                run.process.wait()
+
+
+def test_a_good_handler_passes_and_exits_0(runs: Runs) -> None:
+    good = runs.done["good"]
+    assert good.verdicts() == {"headers": Verdict.PASS, "own-vm-only": Verdict.PASS}
+    assert good.code == 0
+    faults = runs.done["good-faults"]
+    assert faults.verdicts() == {"survives-500": Verdict.PASS, "held-request": Verdict.PASS}
+    assert faults.code == 0
+
+
+def test_the_junit_file_has_a_passing_testcase_per_trial(runs: Runs) -> None:
+    root = ET.parse(runs.tmp / "good.xml").getroot()
+    cases = root.findall("testsuite/testcase")
+    assert [case.get("name") for case in cases] == ["headers", "own-vm-only"]
+    assert all(case.find("failure") is None for case in cases)
+
+
+def test_approving_another_vms_event_fails_own_vm_only(runs: Runs) -> None:
+    """SPEC 8: "Handlers find their own name in Resources"; SPEC 5: an availability set's
+    events are shown to every member."""
+    run = runs.done["approves-others"]
+    assert run.verdicts() == {"own-vm-only": Verdict.FAIL}
+    assert run.code == 1
+    assert "whose Resources name only vm1" in run.out
+
+
+def test_dying_on_a_500_fails_that_trial_and_the_next_one_starts_it_again(
+    runs: Runs,
+) -> None:
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and
+    debugging": "500 Service Error | Retry after some time"."""
+    run = runs.done["dies-on-500"]
+    assert run.verdicts() == {"survives-500": Verdict.FAIL, "headers": Verdict.PASS}
+    assert run.code == 1
+    assert run.report is not None
+    report = run.report
+    assert "exited (status 3)" in report.result("survives-500").reason
+    assert "giving up" in report.result("survives-500").evidence.describe()
+
+
+def test_a_handler_without_a_timeout_fails_the_held_request(runs: Runs) -> None:
+    """SPEC 4.3: a request may get its answer late, or never (a deleted VM)."""
+    run = runs.done["no-timeout"]
+    assert run.verdicts() == {"held-request": Verdict.FAIL}
+    assert run.code == 1
+
+
+def test_the_users_checks_grade_draining_and_recovering(runs: Runs) -> None:
+    """--drained-check runs when the handler approves: a handler that approves before the
+    application is drained fails (Windows page, "High level overview": prepare, then
+    approve); --recovered-check after the event."""
+    run = runs.done["checks"]
+    assert run.verdicts() == {
+        "drained-before-approval": Verdict.FAIL,
+        "recovers-after": Verdict.PASS,
+    }
+    assert run.code == 1
+    assert run.report is not None
+    reason = run.report.result("drained-before-approval").reason
+    assert reason == "not drained when it approved: `test -e not-drained-yet` exited 1"
+
+
+def test_restart_per_trial_starts_the_handler_for_each_trial(runs: Runs) -> None:
+    report = runs.done["spawner"].report
+    assert report is not None
+    for result in report.results:
+        assert [s.state for s in result.evidence.states][:1] == ["HandlerStarted"], result.name
+
+
+def test_the_handlers_whole_process_group_is_stopped(runs: Runs) -> None:
+    run = runs.done["spawner"]
+    assert run.verdicts() == {"headers": Verdict.PASS, "reboot-notice": Verdict.PASS}
+    assert run.code == 0
+    pid = int((runs.tmp / "spawned.pid").read_text())
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie left to an init that does not reap has stopped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# -- a run that cannot happen: one line, exit 2 -----------------------------------------------
+
+
+def _cannot(*arguments: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "forewarn", "verify", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    return done.returncode, done.stderr.strip().splitlines()[-1]
+
+
+def test_an_unknown_trial_is_exit_2() -> None:
+    code, line = _cannot("--trial", "nope", "--", "true")
+    assert (code, line) == (
+        2,
+        "forewarn verify: unknown trial nope; forewarn verify --list shows them",
+    )
+
+
+def test_no_handler_at_all_is_exit_2() -> None:
+    code, line = _cannot("--trial", "headers")
+    assert (code, line) == (2, "forewarn verify: give the handler's command after --, or --attach")
+
+
+def test_a_command_not_found_is_exit_2() -> None:
+    code, line = _cannot("--", "no-such-handler-anywhere")
+    assert (code, line) == (
+        2,
+        "forewarn verify: handler command not found: no-such-handler-anywhere",
+    )
+
+
+def test_a_handler_that_exits_at_once_is_exit_2() -> None:
+    code, line = _cannot("--", sys.executable, "-c", "print('bye'); raise SystemExit(4)")
+    assert (code, line) == (2, "forewarn verify: the handler exited at once (status 4): bye")
+
+
+def test_a_port_in_use_is_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, line = _cannot("--bind", f"127.0.0.1:{port}", "--", sys.executable, "-c", "0")
+    assert code == 2
+    assert line.startswith(f"forewarn verify: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_list_names_every_trial_with_its_source() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "forewarn", "verify", "--list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "own-vm-only  [quick, full]  Approves only events naming its own VM" in done.stdout
+    assert "source:   learn.microsoft.com/" in done.stdout
+
+
+def test_attach_prints_the_vms_address_and_grades_the_handler_started_there(
+    tmp_path: Path,
+) -> None:
+    """--attach: the user runs the handler (a container, another machine) against the
+    address forewarn prints; forewarn starts nothing and drives the trials."""
+    report_path = tmp_path / "attached.json"
+    verify = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forewarn",
+            "verify",
+            "--attach",
+            "--trial",
+            "headers",
+            "--json",
+            str(report_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert verify.stderr is not None
+    line = verify.stderr.readline()
+    assert line.startswith("the handler's VM answers at http://127.0.0.1:"), line
+    endpoint = line.split()[5]
+    attached = subprocess.Popen(
+        [sys.executable, str(HANDLERS / "good.py")],
+        env={**os.environ, "FOREWARN_IMDS_ENDPOINT": endpoint},
+    )
+    try:
+        out, _ = verify.communicate(timeout=60)
+    finally:
+        attached.kill()
+        attached.wait()
+    assert verify.returncode == 0, out
+    report = RunReport.from_json(report_path.read_text())
+    assert report.verdicts() == {"headers": Verdict.PASS}
+    assert report.handler == f"a handler attached at {endpoint}"
+
+
+def test_an_interrupted_run_stops_the_handler_and_says_so(tmp_path: Path) -> None:
+    pid_file = tmp_path / "spawned.pid"
+    verify = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forewarn",
+            "verify",
+            "--trial",
+            "own-vm-only",
+            *handler("spawner.py"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SPAWNED_PID_FILE": str(pid_file)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():  # the handler is up
+            assert time.monotonic() < deadline
+            assert verify.poll() is None
+            time.sleep(0.05)
+        verify.send_signal(signal.SIGINT)
+        _, err = verify.communicate(timeout=30)
+    finally:
+        if verify.poll() is None:
+            verify.kill()
+            verify.wait()
+    assert verify.returncode == 130
+    assert err.strip().splitlines()[-1] == "forewarn verify: interrupted"
+    assert not _running(int(pid_file.read_text()))
