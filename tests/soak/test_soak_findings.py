@@ -1,7 +1,8 @@
 """What the soak (test_soak.py) found, each pinned by the smallest test that shows it.
 
-Marked ``xfail(strict=True)`` until fixed: the day a fix lands, the test passes, strict
-turns that into a failure, and the mark is removed.
+A finding not yet fixed is marked ``xfail(strict=True)`` with the bug as its reason: the day
+a fix lands, the test passes, strict turns that into a failure, and the mark is removed.
+Both below were fixed since they were found.
 """
 
 from __future__ import annotations
@@ -43,17 +44,12 @@ class StoreThatFailsOnce(DeliveryStore):
         return super().enqueue(changes, cursor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Event Grid loses a change when its store fails while recording it: "
-    "EventGrid._pump takes the batch off its queue before store.enqueue succeeds, so a "
-    "PostgreSQL cut at that moment means the event's state is never delivered",
-)
 def test_a_change_whose_recording_failed_is_delivered_once_the_store_works() -> None:
     """At least once (learn.microsoft.com/azure/event-grid/delivery-and-retry; docs/azure-side.md,
     "Event Grid": deliveries "wait in the store" while it fails): a store failure delays a
     change's delivery, never drops it. The soak saw states of events that were shown to VMs
-    and listed by Resource Graph never reach the receiver after PostgreSQL was cut."""
+    and listed by Resource Graph never reach the receiver after PostgreSQL was cut: the
+    delivery loop took a batch off its queue before the store had recorded it."""
     with ForewarnPlatform(fleet=fleet_text()) as platform:
         store = StoreThatFailsOnce(None)
         subscription = Subscription(
@@ -78,18 +74,13 @@ def test_a_change_whose_recording_failed_is_delivered_once_the_store_works() -> 
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(
-    strict=True,
-    raises=httpx.TimeoutException,
-    reason="a silent PostgreSQL freezes a front-end: a control write waiting on the database "
-    "holds the event loop, so its VMs' polls get no answer (the soak: polls timed out on "
-    "every front-end while the database was silent for 7 s)",
-)
 def test_a_vm_is_answered_while_a_write_waits_on_a_silent_postgresql(
     tmp_path: Path, soak_store: str
 ) -> None:
     """docs/scale-out.md: "reads never wait on the database"; a VM's poll is a read, and a
-    write waiting on a database that neither answers nor hangs up must not hold it."""
+    write waiting on a database that neither answers nor hangs up must not hold it. The soak
+    saw every front-end's polls time out while PostgreSQL was silent for 7 s: a control write
+    waiting on the database held the event loop."""
     parts = urlsplit(soak_store)
     assert parts.hostname is not None
     fleet = tmp_path / "fleet.yaml"
