@@ -48,7 +48,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from e2e_support import ServerProcess, free_port, http_server_in_thread, run
+from e2e_support import (
+    ServerProcess,
+    free_port,
+    http_server_in_thread,
+    run,
+    wait_for,
+    wait_until,
+)
 from fault_tier import AUTH, HEADERS, URL, Front, Witness
 from tcp_proxy import TcpProxy
 
@@ -264,7 +271,12 @@ class Soak:
         self.processes[index] = stack
         self.running[index] = process
         front = self.fronts[index]
-        until_true(lambda: listening(ADDRESSES["soak0"], front.port), seconds=30)
+        wait_for(
+            lambda: listening(ADDRESSES["soak0"], front.port),
+            what=f"front-end {index}'s VM-facing endpoint",
+            server=process,
+            timeout=30,
+        )
         return process
 
     def up(self) -> None:
@@ -609,7 +621,7 @@ class Soak:
             def delivered(wanted: set[tuple[str, str]] = expected) -> bool:
                 return wanted <= self.receiver.pairs()
 
-            if until_true(delivered, seconds=3.0):
+            if holds_within(delivered, seconds=3.0):
                 self.note(f"{len(expected)} states delivered")
                 return
             if time.monotonic() > deadline:
@@ -663,6 +675,9 @@ class Soak:
             self.check_state(index, state)
         with self.receiver.lock:
             delivered = list(self.receiver.delivered)
+        known = set(states[0]["rows"])
+        for event_id in sorted({event["EventId"] for event in delivered} - known):
+            self.violate(f"the receiver was delivered {event_id}, an event the fleet never had")
         for event in delivered:
             try:
                 self.everywhere.event(event["EventId"], event["EventType"], event["Resources"])
@@ -778,13 +793,12 @@ def listening(host: str, port: int) -> bool:
     return True
 
 
-def until_true(check: Callable[[], bool], seconds: float) -> bool:
-    """Whether ``check`` holds within ``seconds`` (asked every 50 ms)."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+def holds_within(check: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``check`` comes to hold within ``seconds`` (:func:`e2e_support.wait_until`)."""
+    try:
+        wait_until(check, what="", timeout=seconds)
+    except AssertionError:
+        return False
     return True
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from e2e_support import free_port
+from e2e_support import free_port, wait_until
 from fault_tier import HEADERS, URL, Front, Witness
 from tcp_proxy import TcpProxy
 
@@ -26,7 +26,7 @@ from forewarn.eventgrid.store import DeliveryStore, Subscription
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.testing import ForewarnPlatform
 
-from .fleet_soak import ADDRESSES, POLL_BOUND, fleet_text, until_true
+from .fleet_soak import ADDRESSES, POLL_BOUND, fleet_text
 
 
 class StoreThatFailsOnce(DeliveryStore):
@@ -96,7 +96,7 @@ def test_a_vm_is_answered_while_a_write_waits_on_a_silent_postgresql(
             try:
                 writer.start()
                 # the write is on its way to the database before the VM asks
-                assert until_true(lambda: proxy.held() > 0, seconds=10)
+                wait_until(lambda: proxy.held() > 0, what="the restart on its way to PostgreSQL")
                 url = URL.format(ADDRESSES["soak0"], front.port)
                 answer = httpx.get(url, headers=HEADERS, timeout=POLL_BOUND, trust_env=False)
             finally:
