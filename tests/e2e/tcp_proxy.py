@@ -22,6 +22,12 @@ def _reset(sock: socket.socket) -> None:
     """Close ``sock`` with a reset, as a peer that vanished does (no orderly goodbye)."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    # A pump thread blocked reading ``sock`` holds it open past close() (the kernel closes a
+    # socket when its last reader returns): shutting it down first wakes that reader, so an
+    # idle session's server end is really cut too, and PostgreSQL ends that session (and
+    # gives back its locks) as it does a client that vanished.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         sock.close()
 

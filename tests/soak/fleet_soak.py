@@ -1,0 +1,834 @@
+"""A shared fleet under load and faults drawn from a seed, and the rules it must keep.
+
+Three ``forewarn serve --store postgresql://...`` front-ends share one namespace, reaching
+PostgreSQL through a TCP proxy (tests/e2e/tcp_proxy.py) so the database can be cut (every
+connection reset, new ones refused) or silenced (connections kept, nothing forwarded). Each
+front-end is driven as tests/e2e/fault_tier.py drives one (:class:`fault_tier.Front`, its
+:class:`fault_tier.Witness` checking every document it shows). Meanwhile:
+
+- every VM polls its own front-end at its own address (each VM is on one node, as in
+  docs/scale-out.md's DaemonSet), with a timeout, and approves some of its Scheduled events;
+- an operator restarts and redeploys VMs, creates and cancels events, moves the manual clock
+  and queries Resource Graph, each through any front-end that is up;
+- an Event Grid receiver (an HTTP server of this process) is subscribed with ``forewarn
+  eventgrid subscribe``;
+- faults come one at a time, at times and of kinds drawn from the seed: ``kill -9`` of a
+  front-end (started again on the same ports), PostgreSQL cut, PostgreSQL silenced, the
+  receiver hanging.
+
+Then, once the faults are over and the deliveries have settled, :meth:`Soak.check` holds the
+rules: nothing acknowledged lost, nothing refused visible, every state an event was shown in
+delivered to the receiver at least once, no EventId naming two events, no
+DocumentIncarnation going backwards on any front-end (across its restarts too), and every
+poll answered within :data:`POLL_BOUND` outside its VM's impacts and its front-end's own
+faults. A failure names the seed and the fault timeline; ``FOREWARN_SOAK_SEED=N`` draws the
+same faults at the same times again (the threads' interleaving is the machine's).
+
+A full disk is not one of the faults: the fleet keeps everything in PostgreSQL, and a
+front-end of a shared fleet writes to no disk of its own (tests/durability/test_full_disk.py
+fills the disk under a ``--data-dir`` server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from e2e_support import (
+    ServerProcess,
+    free_port,
+    http_server_in_thread,
+    run,
+    wait_for,
+    wait_until,
+)
+from fault_tier import AUTH, HEADERS, URL, Front, Witness
+from tcp_proxy import TcpProxy
+
+#: Every VM's events reach Event Grid and Resource Graph (docs/azure-side.md, "The policy and
+#: ARM identity"); two fault domains, a host each.
+FLEET = """
+availabilitySets:
+  - name: soak
+    faultDomains: 2
+    scheduledEventsPolicy:
+      scheduledEventsAdditionalPublishingTargets: {eventGridAndResourceGraph: {enable: true}}
+vms:
+"""
+ADDRESSES = {f"soak{n}": f"127.0.0.{n + 2}" for n in range(6)}
+FRONT_ENDS = 3
+#: How long a VM waits for its poll (its client's timeout): a poll takes milliseconds; the
+#: freezes this soak looks for last tens of seconds (issue text: 10 s timeouts, 3 of 3).
+POLL_BOUND = 5.0
+#: How long a control call or an approval is waited for before it counts as unanswered (its
+#: outcome unknown): docs/scale-out.md bounds a write's database work at 5 s for the lock,
+#: 10 s a statement and 5 s to connect.
+WRITE_TIMEOUT = 20.0
+#: How long a receiver the soak makes hang hangs at most, and forewarn's wait for it.
+EVENTGRID_TIMEOUT = 1.0
+#: The wall time the deliveries have to settle after the faults, and the front-ends to agree.
+SETTLE_SECONDS = 180.0
+RESOURCE_GRAPH = "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01"
+IMPACT_POLICY = ("Reboot=refuse", "Redeploy=refuse", "Freeze=refuse")
+FAULT_KINDS = ("kill", "postgres-cut", "postgres-silence", "receiver-hang")
+
+
+def fleet_text() -> str:
+    lines = [
+        f"  - {{name: {vm}, address: {address}, availabilitySet: soak, "
+        f"faultDomain: {n % 2}, host: h{n}}}"
+        for n, (vm, address) in enumerate(ADDRESSES.items())
+    ]
+    return FLEET + "\n".join(lines) + "\n"
+
+
+@dataclass
+class Write:
+    """A change asked of the fleet, and what it was answered: ``acked`` (2xx), ``refused``
+    (any other status) or ``unknown`` (no answer: applied or not, either may show)."""
+
+    kind: str
+    key: tuple[str, ...]
+    outcome: str
+    detail: str = ""
+    #: The EventIds an acknowledged operation or event creation returned.
+    events: tuple[str, ...] = ()
+
+
+@dataclass
+class Poll:
+    vm: str
+    front: int
+    started: float
+    ended: float
+    outcome: str
+
+
+@dataclass
+class Fault:
+    kind: str
+    start: float
+    length: float
+    front: int = -1
+
+
+class Receiver:
+    """An Event Grid webhook in this process: answers the validation handshake, records each
+    delivered event (its EventId, status, type and resources), and while :meth:`hang` is in
+    force holds every delivery unanswered, then answers 503 and records none of them (they
+    must come again)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.delivered: list[dict[str, Any]] = []
+        self.hung = 0
+        self._hang_until = 0.0
+        self.released = threading.Event()
+
+    def hang(self, seconds: float) -> None:
+        with self.lock:
+            self._hang_until = time.monotonic() + seconds
+
+    def release(self) -> None:
+        with self.lock:
+            self._hang_until = 0.0
+        self.released.set()
+
+    def pairs(self) -> set[tuple[str, str]]:
+        with self.lock:
+            return {(e["EventId"], e["EventStatus"]) for e in self.delivered}
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Webhook(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.headers.get("aeg-event-type") == "SubscriptionValidation":
+                    code = body[0]["data"]["validationCode"]
+                    self.answer(json.dumps({"validationResponse": code}).encode())
+                    return
+                with receiver.lock:
+                    hang = receiver._hang_until - time.monotonic()
+                if hang > 0:
+                    with receiver.lock:
+                        receiver.hung += 1
+                    receiver.released.wait(hang)
+                    with contextlib.suppress(OSError):  # forewarn gave up, or is told to retry
+                        self.answer(b"", 503)
+                    return
+                with receiver.lock:
+                    for event in body:
+                        receiver.delivered.append(event["data"]["resourceInfo"]["properties"])
+                self.answer(b"")
+
+            def answer(self, body: bytes, status: int = 200) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Webhook
+
+
+def draw_faults(seed: int, seconds: float) -> list[Fault]:
+    """The faults of a run of ``seconds``, one at a time: each kind once in a shuffled round,
+    then the next round, so even a short run meets every kind."""
+    rng = random.Random(seed)
+    faults: list[Fault] = []
+    at = 3.0
+    kinds: list[str] = []
+    while True:
+        if not kinds:
+            kinds = list(FAULT_KINDS)
+            rng.shuffle(kinds)
+        at += rng.uniform(1.5, 4.0)
+        kind = kinds.pop()
+        # the database away for longer than a poll's bound too: reads must not wait on it
+        length = rng.uniform(2.0, 2 * POLL_BOUND) if "postgres" in kind else rng.uniform(1.0, 4.0)
+        if at + length > seconds:
+            return faults
+        front = rng.randrange(FRONT_ENDS) if kind == "kill" else -1
+        faults.append(Fault(kind, at, length, front))
+        at += length
+
+
+@dataclass
+class Soak:
+    """The run: its front-ends, proxy, receiver, actors, and everything they were told."""
+
+    seed: int
+    seconds: float
+    workdir: Path
+    store: str
+    proxy: TcpProxy
+    receiver: Receiver
+    receiver_url: str
+    fronts: list[Front] = field(default_factory=list)
+    processes: list[contextlib.ExitStack] = field(default_factory=list)
+    running: dict[int, ServerProcess] = field(default_factory=dict)
+    #: One witness over every front-end: an EventId names one event everywhere.
+    everywhere: Witness = field(default_factory=Witness)
+    writes: list[Write] = field(default_factory=list)
+    polls: list[Poll] = field(default_factory=list)
+    #: Front-end -> its down windows (monotonic start, end): kill -9 until it listens again.
+    down: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    began: float = field(default_factory=time.monotonic)
+    #: Clock moves asked (answered or not) so far: a reset poll is an impact when one began
+    #: since the poll did (the impact may have ended in between).
+    advances_asked: int = 0
+    #: Clock moves asked and not answered yet, and when the last one was answered.
+    advancing: int = 0
+    advanced: float = 0.0
+    start_clock: str = ""
+    #: (vm, EventId) a VM approved or is approving, so each is asked once.
+    approving: set[tuple[str, str]] = field(default_factory=set)
+    #: EventIds an acknowledged creation made and that may still be Scheduled (to cancel).
+    cancellable: list[str] = field(default_factory=list)
+    approvals: list[threading.Thread] = field(default_factory=list)
+
+    # -- the fleet ---------------------------------------------------------------------------
+
+    @property
+    def options(self) -> list[str]:
+        parts = urlsplit(self.store)
+        user = f"{parts.username}@" if parts.username else ""
+        proxied = parts._replace(netloc=f"{user}127.0.0.1:{self.proxy.port}").geturl()
+        fleet = self.workdir / "fleet.yaml"
+        options = ["--store", proxied, "--fleet", str(fleet)]
+        options += ["--eventgrid-timeout", str(EVENTGRID_TIMEOUT), "--log-level", "warning"]
+        for policy in IMPACT_POLICY:
+            options += ["--impact", policy]
+        return options
+
+    def start(self, index: int) -> ServerProcess:
+        logs = self.workdir / f"front-end-{index}"
+        logs.mkdir(exist_ok=True)
+        stack = contextlib.ExitStack()
+        process = stack.enter_context(self.fronts[index].serving(logs, self.options))
+        self.processes[index] = stack
+        self.running[index] = process
+        front = self.fronts[index]
+        wait_for(
+            lambda: listening(ADDRESSES["soak0"], front.port),
+            what=f"front-end {index}'s VM-facing endpoint",
+            server=process,
+            timeout=30,
+        )
+        return process
+
+    def up(self) -> None:
+        (self.workdir / "fleet.yaml").write_text(fleet_text())
+        for index in range(FRONT_ENDS):
+            self.fronts.append(
+                Front(free_port(["127.0.0.1"]), free_port(["127.0.0.1"]), ADDRESSES, Witness())
+            )
+            self.processes.append(contextlib.ExitStack())
+            self.down[index] = []
+            self.start(index)
+        for n, vm in enumerate(ADDRESSES):  # each VM's first request, before any fault
+            answer = self.fronts[n % FRONT_ENDS].poll(vm)
+            assert answer.status_code == 200, answer.text
+        self.start_clock = self.fronts[0].clock()
+        control = f"127.0.0.1:{self.fronts[-1].control_port}"
+        subscribed = run(
+            [
+                *(sys.executable, "-m", "forewarn", "eventgrid", "subscribe", "--name", "soak"),
+                *("--endpoint", f"{self.receiver_url}/api/events", "--control", control),
+                *("--output", "json"),
+            ],
+            timeout=60,
+        )
+        assert subscribed.returncode == 0, subscribed.stderr
+        assert json.loads(subscribed.stdout)["provisioningState"] == "Succeeded"
+
+    def stop(self) -> None:
+        for stack in self.processes:
+            try:
+                stack.close()
+            except AssertionError as error:
+                self.violations.append(f"a front-end's output: {error}")
+
+    def note(self, text: str) -> None:
+        line = f"{time.monotonic() - self.began:7.2f}s {text}"
+        with self.lock:
+            self.timeline.append(line)
+
+    def violate(self, text: str) -> None:
+        with self.lock:
+            self.violations.append(f"{time.monotonic() - self.began:7.2f}s {text}")
+
+    def live_fronts(self) -> list[int]:
+        """The front-ends not killed and waiting to start again."""
+        with self.lock:
+            return [i for i, w in self.down.items() if not w or w[-1][1] != float("inf")]
+
+    # -- the actors --------------------------------------------------------------------------
+
+    def actor(self, name: str, body: Callable[[random.Random], None]) -> threading.Thread:
+        rng = random.Random(f"{self.seed}/{name}")
+
+        def running() -> None:
+            try:
+                while not self.stopping.is_set():
+                    body(rng)
+            except Exception:
+                self.violate(f"{name} stopped on an error:\n{traceback.format_exc()}")
+
+        thread = threading.Thread(target=running, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    def poller(self, vm: str, index: int) -> Callable[[random.Random], None]:
+        front = self.fronts[index]
+        url = URL.format(ADDRESSES[vm], front.port)
+
+        def poll(rng: random.Random) -> None:
+            asked = self.advances_asked
+            started = time.monotonic()
+            try:
+                answer = httpx.get(url, headers=HEADERS, timeout=POLL_BOUND, trust_env=False)
+                outcome = str(answer.status_code)
+            except httpx.TimeoutException:
+                outcome, answer = "timeout", None
+            except httpx.ConnectError as error:
+                outcome, answer = f"connect: {error}", None
+            except httpx.TransportError as error:
+                outcome, answer = f"reset: {type(error).__name__} {error}", None
+            ended = time.monotonic()
+            with self.lock:
+                self.polls.append(Poll(vm, index, started, ended, outcome))
+            if answer is not None and answer.status_code == 200:
+                try:
+                    shown = front.witness.document(vm, answer.content)
+                    for event in shown["Events"]:
+                        self.everywhere.event(
+                            event["EventId"], event["EventType"], event["Resources"]
+                        )
+                except AssertionError as error:
+                    self.violate(f"front-end {index} showed {vm}: {error}")
+                    return
+                for event in shown["Events"]:
+                    key = (vm, event["EventId"])
+                    scheduled = event["EventStatus"] == "Scheduled"
+                    if scheduled and key not in self.approving and rng.random() < 0.5:
+                        self.approving.add(key)
+                        approval = threading.Thread(
+                            target=self.approve, args=(vm, index, event["EventId"])
+                        )
+                        self.approvals.append(approval)
+                        approval.start()
+            elif outcome.startswith("reset") and self.in_impact(vm, index, asked) is None:
+                self.violate(
+                    f"{vm}'s poll of front-end {index} at {started - self.began:.2f}s was "
+                    f"cut ({outcome}) while {vm} is reachable and the clock did not move"
+                )
+            time.sleep(rng.uniform(0.1, 0.4))
+
+        return poll
+
+    def in_impact(self, vm: str, index: int, asked: int) -> str | None:
+        """Why ``vm``'s poll of front-end ``index``, begun when ``asked`` clock moves had been
+        asked, may have met its impact (None when it cannot have): the VM is unreachable
+        now, or the clock moved meanwhile (ending an impact: a move asked since, or one in
+        flight or answered within the second before, which a follower applies within
+        250 ms, docs/scale-out.md), or its front-end is down."""
+        with self.lock:
+            moved = self.advances_asked != asked or self.advancing > 0
+            moved = moved or time.monotonic() - self.advanced < 1.0
+        if moved:
+            return "the clock moved"
+        if index not in self.live_fronts():
+            return "its front-end was killed"
+        try:
+            answer = httpx.get(
+                f"{self.fronts[index].control}/vms/{vm}", headers=AUTH, timeout=POLL_BOUND
+            )
+        except httpx.TransportError:
+            return "its front-end was killed"
+        if answer.status_code != 200 or not answer.json()["reachable"]:
+            return "unreachable"
+        return None
+
+    def approve(self, vm: str, index: int, event_id: str) -> None:
+        front = self.fronts[index]
+        try:
+            answer = httpx.post(
+                URL.format(ADDRESSES[vm], front.port),
+                headers=HEADERS,
+                content=json.dumps({"StartRequests": [{"EventId": event_id}]}),
+                timeout=WRITE_TIMEOUT,
+                trust_env=False,
+            )
+            outcome = "acked" if answer.is_success else "refused"
+            detail = f"{answer.status_code} {answer.text[:200]}"
+        except httpx.TransportError as error:
+            outcome, detail = "unknown", repr(error)
+        with self.lock:
+            self.writes.append(Write("approve", (vm, event_id), outcome, detail))
+
+    def operator(self, rng: random.Random) -> None:
+        live = self.live_fronts()
+        if not live:
+            time.sleep(0.1)
+            return
+        index = rng.choice(live)
+        front = self.fronts[index]
+        vm = rng.choice(list(ADDRESSES))
+        action = rng.choices(
+            ["restart", "redeploy", "create", "advance", "cancel", "query"], [3, 1, 2, 3, 1, 2]
+        )[0]
+        if action in ("restart", "redeploy"):
+            kind = {"restart": "Reboot", "redeploy": "Redeploy"}[action]
+            self.control(index, "POST", f"/vms/{vm}/{action}", None, action, (kind, vm))
+        elif action == "create":
+            kind = rng.choice(["Freeze", "Reboot"])
+            body: dict[str, Any] = {"type": kind, "resources": [vm]}
+            self.control(index, "POST", "/events", body, "create", (kind, vm))
+        elif action == "advance":
+            seconds = rng.choice([30, 60, 300, 900])
+            with self.lock:
+                self.advances_asked += 1
+                self.advancing += 1
+            body = {"seconds": seconds}
+            try:
+                self.control(index, "POST", "/clock/advance", body, "advance", (str(seconds),))
+            finally:
+                with self.lock:
+                    self.advancing -= 1
+                    self.advanced = time.monotonic()
+        elif action == "cancel" and self.cancellable:
+            event_id = self.cancellable.pop(rng.randrange(len(self.cancellable)))
+            self.control(index, "DELETE", f"/events/{event_id}", None, "cancel", (event_id,))
+        elif action == "query":
+            try:
+                for row in self.resource_graph(front, timeout=WRITE_TIMEOUT):
+                    properties = row["properties"]
+                    self.everywhere.event(
+                        properties["EventId"], properties["EventType"], properties["Resources"]
+                    )
+            except httpx.TransportError:
+                pass  # a read: its answer, not its absence, is what is checked
+            except AssertionError as error:
+                self.violate(f"Resource Graph on front-end {index}: {error}")
+        time.sleep(rng.uniform(0.1, 0.5))
+
+    def control(
+        self, index: int, method: str, path: str, body: Any, kind: str, key: tuple[str, ...]
+    ) -> None:
+        try:
+            answer = httpx.request(
+                method,
+                f"{self.fronts[index].control}{path}",
+                json=body,
+                headers=AUTH,
+                timeout=WRITE_TIMEOUT,
+                trust_env=False,
+            )
+        except httpx.TransportError as error:
+            with self.lock:
+                self.writes.append(Write(kind, key, "unknown", repr(error)))
+            return
+        made: tuple[str, ...] = ()
+        if answer.is_success and kind in ("restart", "redeploy", "create"):
+            shown = answer.json()
+            listed = shown.get("events", [shown])
+            made = tuple(event["EventId"] for event in listed)
+            try:
+                for event in listed:
+                    self.everywhere.event(event["EventId"], event["EventType"], event["Resources"])
+            except AssertionError as error:
+                self.violate(f"front-end {index} answered {kind}: {error}")
+            if kind == "create":
+                self.cancellable.extend(made)
+        outcome = "acked" if answer.is_success else "refused"
+        write = Write(kind, key, outcome, f"{answer.status_code} {answer.text[:200]}", made)
+        with self.lock:
+            self.writes.append(write)
+
+    @staticmethod
+    def resource_graph(front: Front, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Every row of ``maintenanceresources`` (every published event, finished ones too,
+        docs/azure-side.md "Resource Graph"), page after page."""
+        rows: list[dict[str, Any]] = []
+        options: dict[str, Any] = {"$top": 1000}
+        base = front.control.removesuffix("/api/v1")
+        while True:
+            answer = httpx.post(
+                f"{base}{RESOURCE_GRAPH}",
+                json={"query": "maintenanceresources", "options": options},
+                headers=AUTH,
+                timeout=timeout,
+                trust_env=False,
+            )
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            rows += body["data"]
+            if "$skipToken" not in body:
+                return rows
+            options = {"$top": 1000, "$skipToken": body["$skipToken"]}
+
+    # -- the faults --------------------------------------------------------------------------
+
+    def inject(self, faults: list[Fault]) -> None:
+        for fault in faults:
+            wait = fault.start - (time.monotonic() - self.began)
+            if wait > 0:
+                time.sleep(wait)
+            self.note(
+                f"{fault.kind} {f'front-end {fault.front} ' if fault.front >= 0 else ''}"
+                f"for {fault.length:.2f}s"
+            )
+            if fault.kind == "kill":
+                self.kill(fault.front, fault.length)
+            elif fault.kind == "postgres-cut":
+                self.proxy.cut()
+                time.sleep(fault.length)
+                self.proxy.restore()
+            elif fault.kind == "postgres-silence":
+                self.proxy.silence()
+                time.sleep(fault.length)
+                self.proxy.resume()
+            elif fault.kind == "receiver-hang":
+                self.receiver.hang(fault.length)
+                time.sleep(fault.length)
+            self.note(f"{fault.kind} over")
+
+    def kill(self, index: int, downtime: float) -> None:
+        """``kill -9`` of front-end ``index``, then the same command on the same ports."""
+        with self.lock:
+            self.down[index].append((time.monotonic(), float("inf")))
+        process = self.running[index]
+        process.process.kill()
+        process.process.wait(10)
+        try:
+            self.processes[index].close()
+        except AssertionError as error:
+            self.violate(f"front-end {index}'s output before its kill: {error}")
+        time.sleep(downtime)
+        self.start(index)
+        with self.lock:
+            began, _ = self.down[index][-1]
+            self.down[index][-1] = (began, time.monotonic())
+        self.note(f"front-end {index} listens again")
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Load and faults for :attr:`seconds`; then every actor stopped and the store back."""
+        faults = draw_faults(self.seed, self.seconds)
+        self.began = time.monotonic()
+        self.note(f"faults drawn: {len(faults)}")
+        actors = [
+            self.actor(f"poller {vm}", self.poller(vm, n % FRONT_ENDS))
+            for n, vm in enumerate(ADDRESSES)
+        ]
+        actors.append(self.actor("operator", self.operator))
+        try:
+            self.inject(faults)
+            self.stopping.wait(max(0.0, self.seconds - (time.monotonic() - self.began)))
+        finally:
+            self.stopping.set()
+            self.proxy.restore()
+            self.proxy.resume()
+            self.receiver.release()
+            for thread in [*actors, *self.approvals]:
+                thread.join(WRITE_TIMEOUT + 5)
+            self.note("load stopped")
+
+    def shown_pairs(self) -> set[tuple[str, str]]:
+        """(EventId, EventStatus) of every event any VM was shown."""
+        pairs = set()
+        for front in self.fronts:
+            for bodies in list(front.witness.documents.values()):
+                for body in list(bodies.values()):
+                    for event in json.loads(body)["Events"]:
+                        pairs.add((event["EventId"], event["EventStatus"]))
+        return pairs
+
+    def settle(self) -> None:
+        """Until every state shown and every event's latest state is delivered: the clock
+        moves on (retries are due on the platform's clock) whenever the deliveries stop."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            rows = self.resource_graph(self.fronts[0])
+            expected = self.shown_pairs() | {
+                (row["properties"]["EventId"], row["properties"]["EventStatus"]) for row in rows
+            }
+
+            def delivered(wanted: set[tuple[str, str]] = expected) -> bool:
+                return wanted <= self.receiver.pairs()
+
+            if holds_within(delivered, seconds=3.0):
+                self.note(f"{len(expected)} states delivered")
+                return
+            if time.monotonic() > deadline:
+                missing = sorted(expected - self.receiver.pairs())
+                self.violate(f"never delivered to the receiver ({len(missing)}): {missing[:6]}")
+                return
+            self.advance(120)
+
+    def advance(self, seconds: int) -> None:
+        front = self.fronts[0]
+        answer = until_answered(
+            lambda: httpx.post(
+                f"{front.control}/clock/advance",
+                json={"seconds": seconds},
+                headers=AUTH,
+                timeout=WRITE_TIMEOUT,
+                trust_env=False,
+            )
+        )
+        assert answer.status_code == 200, answer.text
+        with self.lock:
+            self.writes.append(Write("advance", (str(seconds),), "acked", "settling"))
+
+    def final_states(self) -> list[dict[str, Any]]:
+        """Each front-end's final state, once they all agree (they follow one journal)."""
+        deadline = time.monotonic() + 30
+        while True:
+            states = [self.state(front) for front in self.fronts]
+            if all(state == states[0] for state in states):
+                return states
+            if time.monotonic() > deadline:
+                clocks = [state["clock"] for state in states]
+                counts = [len(state["rows"]) for state in states]
+                self.violate(f"the front-ends never agreed: clocks {clocks}, events {counts}")
+                return states
+            time.sleep(0.1)
+
+    def state(self, front: Front) -> dict[str, Any]:
+        rows = {row["name"]: row["properties"] for row in self.resource_graph(front)}
+        listed = httpx.get(f"{front.control}/events", headers=AUTH, timeout=10).json()["events"]
+        clock = httpx.get(f"{front.control}/clock", headers=AUTH, timeout=10).json()["now"]
+        live = {event["EventId"]: event for event in listed}
+        return {"rows": rows, "live": live, "clock": clock}
+
+    # -- the rules ---------------------------------------------------------------------------
+
+    def check(self) -> None:
+        self.settle()
+        states = self.final_states()
+        for index, state in enumerate(states):
+            self.check_state(index, state)
+        with self.receiver.lock:
+            delivered = list(self.receiver.delivered)
+        known = set(states[0]["rows"])
+        for event_id in sorted({event["EventId"] for event in delivered} - known):
+            self.violate(f"the receiver was delivered {event_id}, an event the fleet never had")
+        for event in delivered:
+            try:
+                self.everywhere.event(event["EventId"], event["EventType"], event["Resources"])
+            except AssertionError as error:
+                self.violate(f"the receiver was delivered {error}")
+        self.check_polls()
+
+    def check_state(self, index: int, state: dict[str, Any]) -> None:
+        rows: dict[str, dict[str, Any]] = state["rows"]
+        live: dict[str, dict[str, Any]] = state["live"]
+        where = f"front-end {index}'s final state"
+        made = [w for w in self.writes if w.kind in ("restart", "redeploy", "create")]
+        acked_ids = {event_id for w in made if w.outcome == "acked" for event_id in w.events}
+        for event_id in sorted(acked_ids - set(rows)):
+            self.violate(f"{where} lost the acknowledged event {event_id}")
+        # an event nobody was told about is one an unanswered request made, or a refused one
+        unknown = Counter(w.key for w in made if w.outcome == "unknown")
+        unexplained = Counter(
+            (p["EventType"], *p["Resources"]) for i, p in rows.items() if i not in acked_ids
+        )
+        for key, count in unexplained.items():
+            if count > unknown[key]:
+                refused = sum(1 for w in made if w.key == key and w.outcome == "refused")
+                self.violate(
+                    f"{where} holds {count} {key} events no acknowledged request made "
+                    f"({unknown[key]} went unanswered, {refused} were refused)"
+                )
+        asked = {(w.kind, w.key) for w in self.writes if w.outcome in ("acked", "unknown")}
+        for write in self.writes:
+            if write.kind == "cancel":
+                (event_id,) = write.key
+                status = rows.get(event_id, {}).get("EventStatus")
+                if write.outcome == "acked" and status != "Canceled":
+                    self.violate(f"{where}: acknowledged cancel of {event_id} shows {status}")
+                refused = write.outcome == "refused" and ("cancel", write.key) not in asked
+                if refused and status == "Canceled":
+                    self.violate(f"{where}: refused cancel of {event_id} was applied")
+            if write.kind == "approve":
+                vm, event_id = write.key
+                status = rows.get(event_id, {}).get("EventStatus")
+                approvers = live.get(event_id, {}).get("approvedByVms", [])
+                if write.outcome == "acked" and status == "Scheduled" and vm not in approvers:
+                    self.violate(f"{where}: {vm}'s acknowledged approval of {event_id} is lost")
+                refused = write.outcome == "refused" and ("approve", write.key) not in asked
+                if refused and vm in approvers:
+                    self.violate(f"{where}: {vm}'s refused approval of {event_id} shows")
+        self.check_clock(where, state["clock"])
+
+    def check_clock(self, where: str, now: str) -> None:
+        moved = datetime.fromisoformat(now) - datetime.fromisoformat(self.start_clock)
+        seconds = round(moved.total_seconds())
+        advances = [w for w in self.writes if w.kind == "advance"]
+        acked = sum(int(w.key[0]) for w in advances if w.outcome == "acked")
+        unknown = [int(w.key[0]) for w in advances if w.outcome == "unknown"]
+        possible = {acked}  # each unanswered move applied or not: every subset's sum
+        for seconds_asked in unknown:
+            possible |= {total + seconds_asked for total in possible}
+        if seconds not in possible:
+            refused = [int(w.key[0]) for w in advances if w.outcome == "refused"]
+            self.violate(
+                f"{where}: the clock moved {seconds} s; acknowledged {acked} s, unanswered "
+                f"{unknown}, refused {refused}"
+            )
+
+    def check_polls(self) -> None:
+        """Every poll answered within :data:`POLL_BOUND` (its client's timeout), but those
+        that met its VM's impact (cut, and judged so as they happened) or its front-end
+        killed."""
+        for poll in self.polls:
+            if poll.outcome in ("200", "503") or poll.outcome.startswith("reset"):
+                continue
+            if any(
+                start <= poll.ended and poll.started <= end for start, end in self.down[poll.front]
+            ):
+                continue
+            self.violate(
+                f"{poll.vm}'s poll of front-end {poll.front} at "
+                f"{poll.started - self.began:.2f}s-{poll.ended - self.began:.2f}s: {poll.outcome}"
+            )
+
+    def report(self) -> str:
+        outcomes = Counter(
+            "answered" if p.outcome in ("200", "503") else p.outcome.split(":")[0]
+            for p in self.polls
+        )
+        writes = Counter(f"{w.kind} {w.outcome}" for w in self.writes)
+        lines = [
+            f"soak seed {self.seed}, {self.seconds:g} s: replay with "
+            f"FOREWARN_SOAK_SEED={self.seed} FOREWARN_SOAK_SECONDS={self.seconds:g} "
+            "pytest tests/soak",
+            f"polls: {dict(outcomes)}",
+            f"writes: {dict(sorted(writes.items()))}",
+            f"deliveries: {len(self.receiver.delivered)} received, {self.receiver.hung} held",
+            "timeline:",
+            *self.timeline,
+        ]
+        if self.violations:
+            lines += [f"{len(self.violations)} violations:", *self.violations[:40]]
+            for index in range(len(self.fronts)):
+                for log in sorted((self.workdir / f"front-end-{index}").glob("serve-*.log")):
+                    logged = log.read_text(errors="replace").splitlines()
+                    lines += [f"--- front-end {index}, {log.name}, last lines ---"]
+                    lines += [line[:400] for line in logged[-25:]]
+        return "\n".join(lines)
+
+
+def listening(host: str, port: int) -> bool:
+    """Whether the VM-facing endpoint answers at ``host`` (an unknown path: no VM asks)."""
+    try:
+        httpx.get(f"http://{host}:{port}/", timeout=1, trust_env=False)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+def holds_within(check: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``check`` comes to hold within ``seconds`` (:func:`e2e_support.wait_until`)."""
+    try:
+        wait_until(check, what="", timeout=seconds)
+    except AssertionError:
+        return False
+    return True
+
+
+def until_answered(ask: Callable[[], httpx.Response]) -> httpx.Response:
+    """The first answer that is not a 503 or a lost connection, within SETTLE_SECONDS."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        try:
+            answer = ask()
+            if answer.status_code != 503 or time.monotonic() > deadline:
+                return answer
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def soak_run(seed: int, seconds: float, workdir: Path, store: str) -> Iterator[Soak]:
+    """A :class:`Soak` with its proxy and receiver, its front-ends stopped however it ends."""
+    parts = urlsplit(store)
+    assert parts.hostname is not None
+    receiver = Receiver()
+    with (
+        TcpProxy((parts.hostname, parts.port or 5432)) as proxy,
+        http_server_in_thread(receiver.handler()) as url,
+    ):
+        soak = Soak(seed, seconds, workdir, store, proxy, receiver, url)
+        try:
+            yield soak
+        finally:
+            receiver.release()
+            soak.stop()
