@@ -57,6 +57,32 @@ def test_every_connection_carries_tcp_keepalives_and_a_user_timeout(
     assert (options["keepalives_idle"], options["keepalives_count"]) == ("5", "2")
 
 
+def test_the_server_ends_a_session_whose_front_end_vanished_within_seconds(
+    through_proxy: tuple[PostgresJournal, TcpProxy, str],
+) -> None:
+    """A front-end gone without a word leaves its session, and the leader lock it holds, to
+    the server's keepalives: asked for each session, not the operating system's two hours
+    (a soak cutting the network kept the old leader's lock, and no one led again)."""
+    journal, _, _ = through_proxy
+    with journal._lock:
+        connection = journal._connection()
+        shown = {
+            name: connection.execute(f"SHOW {name}").fetchone()
+            for name in (
+                "tcp_keepalives_idle",
+                "tcp_keepalives_interval",
+                "tcp_keepalives_count",
+                "tcp_user_timeout",
+            )
+        }
+    assert shown == {
+        "tcp_keepalives_idle": ("5",),
+        "tcp_keepalives_interval": ("2",),
+        "tcp_keepalives_count": ("2",),
+        "tcp_user_timeout": ("10000",),
+    }
+
+
 def test_a_read_the_server_never_answers_ends_at_the_bound_and_the_next_is_refused(
     through_proxy: tuple[PostgresJournal, TcpProxy, str],
 ) -> None:

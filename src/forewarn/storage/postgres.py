@@ -102,6 +102,17 @@ _TCP_BOUNDS: Mapping[str, int] = {
 }
 
 
+#: The server's side of the same bounds, asked for each session (libpq's ``options``, unless
+#: the URL gives its own): a front-end that vanished without a word (a network dropped, a
+#: machine lost) leaves a session the server would keep for hours by the operating system's
+#: defaults, holding the fleet's leader lock (:class:`Leadership`) all along, so no other
+#: front-end could lead. With these the server ends it within about 10 s.
+SERVER_KEEPALIVES = (
+    "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=2 "
+    "-c tcp_user_timeout=10000"
+)
+
+
 def with_bounds(conninfo: str, connect_timeout: float) -> str:
     """``conninfo`` with the client's own bounds (:data:`_TCP_BOUNDS`, a connect timeout)
     where the URL gives none: for connections beside the journal's (Event Grid's store)."""
@@ -224,6 +235,8 @@ class PostgresJournal:
             # libpq waits forever by default; a dead server must be reported, not waited on.
             wait = self._connect_timeout if timeout is None else timeout
             extra["connect_timeout"] = max(1, round(wait))
+        if "options" not in given:
+            extra["options"] = SERVER_KEEPALIVES
         if "application_name" not in given:
             # So pg_stat_activity shows which fleet each connection serves.
             extra["application_name"] = f"forewarn {self.namespace}"[:63]
