@@ -86,3 +86,24 @@ def test_the_check_sees_the_server_stack_when_it_is_loaded() -> None:
     """The probe itself works: ``forewarn serve``'s modules do load the stack."""
     loaded = server_modules_after("import forewarn.server.runner")
     assert {"fastapi", "starlette", "uvicorn", "forewarn.server"} <= set(loaded)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import forewarn.testing",
+        run_cli("verify", "--list"),
+        "from forewarn.testing import ForewarnPlatform\n"
+        "with ForewarnPlatform() as platform:\n    platform.restart('vm0')\n",
+    ],
+)
+def test_what_needs_no_pytest_runs_where_pytest_is_not_installed(code: str) -> None:
+    """``forewarn verify`` and ``ForewarnPlatform`` as a context manager (docs/testing.md)
+    run where pytest is not installed: a wheel installed with pipx, the container image. The
+    image's smoke test found ``forewarn verify`` failing there on ``import pytest``."""
+    blocked = "import sys\nsys.modules['pytest'] = None  # as if not installed\n"
+    completed = subprocess.run(
+        [sys.executable, "-c", blocked + code],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr

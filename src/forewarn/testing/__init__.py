@@ -24,11 +24,11 @@ from forewarn.testing._platform import (
     DEFAULT_WAIT,
     EventRef,
     ForewarnPlatform,
+    MakePlatform,
     event_id_of,
 )
 from forewarn.testing._recording import Approval, RecordedRequest
 from forewarn.testing._verify import VerifyFailed, verify_handler
-from forewarn.testing.plugin import MakePlatform
 
 __all__ = [
     "DEFAULT_WAIT",

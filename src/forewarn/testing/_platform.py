@@ -653,3 +653,9 @@ class ForewarnPlatform:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+#: What ``make_forewarn_platform`` is: a factory of platforms, each closed at teardown. Defined
+#: here, not beside the fixture, so ``forewarn.testing`` imports without pytest (``forewarn
+#: verify`` and the context manager run where pytest is not installed).
+MakePlatform = Callable[..., ForewarnPlatform]

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from forewarn.testing._platform import ForewarnPlatform
+from forewarn.testing._platform import ForewarnPlatform, MakePlatform
 from forewarn.testing._verify import verify_handler
 
 MARKER = "forewarn"
@@ -38,8 +38,6 @@ MARKER_HELP = (
     "timing, seed, start, rate_limit, impact, impact_hook), as "
     "forewarn.testing.ForewarnPlatform takes them"
 )
-
-MakePlatform = Callable[..., ForewarnPlatform]
 
 
 def pytest_configure(config: pytest.Config) -> None:
