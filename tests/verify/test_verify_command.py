@@ -322,7 +322,18 @@ def test_attach_prints_the_vms_address_and_grades_the_handler_started_there(
     assert report.handler == f"a handler attached at {endpoint}"
 
 
-def test_an_interrupted_run_stops_the_handler_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sent", "code", "said"),
+    [
+        (signal.SIGINT, 130, "forewarn verify: interrupted"),
+        # a service manager's stop, a closed terminal: as Ctrl-C, not a handler left running
+        (signal.SIGTERM, 143, "forewarn verify: stopped by SIGTERM; the handler was stopped"),
+        (signal.SIGHUP, 129, "forewarn verify: stopped by SIGHUP; the handler was stopped"),
+    ],
+)
+def test_an_interrupted_run_stops_the_handler_and_says_so(
+    tmp_path: Path, sent: signal.Signals, code: int, said: str
+) -> None:
     pid_file = tmp_path / "spawned.pid"
     verify = subprocess.Popen(
         [
@@ -345,12 +356,79 @@ def test_an_interrupted_run_stops_the_handler_and_says_so(tmp_path: Path) -> Non
             assert time.monotonic() < deadline
             assert verify.poll() is None
             time.sleep(0.05)
-        verify.send_signal(signal.SIGINT)
+        verify.send_signal(sent)
         _, err = verify.communicate(timeout=30)
     finally:
         if verify.poll() is None:
             verify.kill()
             verify.wait()
-    assert verify.returncode == 130
-    assert err.strip().splitlines()[-1] == "forewarn verify: interrupted"
+    assert verify.returncode == code, err
+    assert err.strip().splitlines()[-1] == said
+    assert "Traceback" not in err
+    assert not _running(int(pid_file.read_text()))
+
+
+# -- the engine's own faults: never a traceback ----------------------------------------------
+
+
+def test_impact_again_happens_while_started_whatever_the_started_period(tmp_path: Path) -> None:
+    """The second impact comes "while the event is still in EventStatus:"Started"" (learn.
+    microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties"; docs/
+    spec.md SPEC 4.1). With a Started period no longer than the impact (3 s each here), the
+    event completed with its first impact and the trial ended in a traceback; the trial keeps
+    the event Started long enough on its own platform."""
+    json_path = tmp_path / "again.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "forewarn", "verify", "--json", str(json_path)),
+            *("--timing", "impact=3", "--timing", "started_period=3"),
+            *("--trial", "impact-again", *handler("good.py")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    report = RunReport.from_json(json_path.read_text())
+    result = report.result("impact-again")
+    assert result.verdict is Verdict.PASS, result.reason
+    states = [s.state for s in result.evidence.states]
+    assert "ImpactAgain" in states
+    assert states.count("ImpactEnd") == 2, states
+
+
+def test_a_trial_that_breaks_is_one_line_naming_it_and_the_handler_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error inside a trial is forewarn's, not the handler's: exit 2 with one line naming
+    the trial (docs/verify.md, "Reports and exit status"), the handler stopped all the same."""
+    from click.testing import CliRunner
+
+    from forewarn.cli.verify import verify
+    from forewarn.verify import trials
+    from forewarn.verify.grading import Grade
+    from forewarn.verify.model import TrialInfo
+    from forewarn.verify.stage import Stage, Trial
+
+    def drive(stage: Stage) -> None:
+        stage.wait_polls(1)
+        raise RuntimeError("a bug in the trial")
+
+    broken = Trial(
+        TrialInfo("broken", "A trial with a bug", "nowhere", "nothing", ("quick",)),
+        drive,
+        lambda observation: Grade(Verdict.PASS, "never reached"),
+    )
+    monkeypatch.setattr(trials, "select", lambda suite, names=(): [broken])
+    pid_file = tmp_path / "spawned.pid"
+    monkeypatch.setenv("SPAWNED_PID_FILE", str(pid_file))
+    result = CliRunner().invoke(verify, ["--start-timeout", "20", *handler("spawner.py")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("forewarn verify: trial broken could not run: an internal error"), last
+    assert "RuntimeError: a bug in the trial" in last
+    assert "Traceback" not in result.output
     assert not _running(int(pid_file.read_text()))

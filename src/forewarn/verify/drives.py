@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from forewarn.domain.events import EventSource, EventType
 from forewarn.verify.stage import Stage
+from forewarn.verify.timing import RunTiming
 
 #: How long (real seconds) a trial waits for the handler to poll again after a fault.
 HELD_BUDGET = 20.0
@@ -14,6 +15,8 @@ HELD_BUDGET = 20.0
 AFTER_IMPACT = 0.2
 #: How long the deleted-VM trial watches a handler whose VM is gone.
 DELETED_WINDOW = 8.0
+#: How long ``impact-again``'s event stays Started past its two impacts (seconds, at least).
+IMPACT_AGAIN_MARGIN = 10.0
 
 
 def _until_decided(stage: Stage, role: str = "own", extra: float = 1.0) -> None:
@@ -135,6 +138,14 @@ def drive_hardware_failure(stage: Stage) -> None:
     _polls_after_impact(stage)
 
 
+def impact_again_timing(timing: RunTiming) -> dict[str, float]:
+    """The Started period of ``impact-again``'s platform: long enough that the event is still
+    Started when the first impact ends and the trial impacts it again, whatever the run's
+    Started period (the documented 10 minutes is shortened to a few seconds elsewhere, which
+    can end with the impact) and however late a loaded machine sees the impact's end."""
+    return {"started_period": 2 * timing.impact + max(IMPACT_AGAIN_MARGIN, 3 * timing.interval)}
+
+
 def drive_impact_again(stage: Stage) -> None:
     stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
     _until_decided(stage)
@@ -199,6 +210,7 @@ __all__ = [
     "AFTER_IMPACT",
     "DELETED_WINDOW",
     "HELD_BUDGET",
+    "IMPACT_AGAIN_MARGIN",
     "drive_approves_once",
     "drive_cancelled",
     "drive_deleted",
@@ -217,5 +229,6 @@ __all__ = [
     "drive_terminate",
     "drive_two_events",
     "fault_drive",
+    "impact_again_timing",
     "notice_drive",
 ]

@@ -38,6 +38,21 @@ from forewarn.verify.timing import MIN_INTERVAL, START_TIMEOUT, TICK, RunTiming
 
 # -- a run ---------------------------------------------------------------------------------
 
+
+class TrialError(VerifyError):
+    """A trial that could not run through an error of its own (a bug of forewarn's, not the
+    handler's doing): the run stops there, as one that could not happen (exit 2), naming the
+    trial; the handler is stopped on the way out like any other run's end."""
+
+    def __init__(self, trial: str, error: BaseException) -> None:
+        self.trial = trial
+        said = str(error) or "no message"
+        super().__init__(
+            f"trial {trial} could not run: an internal error of the trial, not the handler's "
+            f"doing ({type(error).__name__}: {said}); the trials before it are not reported"
+        )
+
+
 Progress = Callable[[int, int, str, TrialResult | None], None]
 
 
@@ -86,7 +101,11 @@ class Runner:
             handler.start()
 
     def _platform(
-        self, trial_fleet: str, seed: int, first_call: bool
+        self,
+        trial_fleet: str,
+        seed: int,
+        first_call: bool,
+        extra: Mapping[str, float] | None = None,
     ) -> tuple[ForewarnPlatform, str, list[Stage]]:
         vm, fleet = FLEETS[trial_fleet]
         stages: list[Stage] = []
@@ -99,7 +118,7 @@ class Runner:
         platform = ForewarnPlatform(
             fleet=fleet,
             profile=self.profile,
-            timing=timing.platform_timing(first_call),
+            timing={**timing.platform_timing(first_call), **(extra or {})},
             seed=seed,
             start=datetime.now(UTC).replace(microsecond=0),
             impact_hook=hook,
@@ -202,13 +221,15 @@ class Runner:
         self._vm_name = vm_name
         if fresh and handler is not None and handler.running:
             handler.stop()
-        platform, vm, holder = self._platform(trial.fleet, index + 1, trial.first_call_delay)
+        extra = trial.platform_timing(timing) if trial.platform_timing is not None else None
+        platform, vm, holder = self._platform(trial.fleet, index + 1, trial.first_call_delay, extra)
         stage = Stage(platform, vm, timing, self.attachment.alive, self.checks)
         holder.append(stage)
         exited: int | None = None
         exited_t: float | None = None
         problem = ""
         could_not = ""
+        broken: BaseException | None = None
         try:
             self._point(platform, vm)
             stage.start_clock()
@@ -228,6 +249,8 @@ class Runner:
             except ForewarnError as error:  # the platform refused a step the handler's
                 # own doing made impossible (it approved what the trial meant to cancel)
                 could_not = f"the trial could not be carried out: {error}"
+            except Exception as error:
+                broken = error
             if handler is not None and handler.poll() is not None:
                 exited = handler.poll()
                 exited_t = stage.now_t()
@@ -240,12 +263,17 @@ class Runner:
             deleted = any(m.state == "Deleted" for m in stage.marks)
             if handler is not None and (deleted or exited is not None):
                 handler.stop()  # on Azure its process went with its VM; or it is gone
+        if broken is not None:
+            raise TrialError(info.name, broken)
         if problem:
             grade = Grade(Verdict.FAIL, problem)
         elif could_not:
             grade = Grade(Verdict.NA, could_not)
         else:
-            grade = trial.grade(observation)
+            try:
+                grade = trial.grade(observation)
+            except Exception as error:
+                raise TrialError(info.name, error) from error
         return TrialResult(
             info.name,
             info.title,
@@ -320,4 +348,4 @@ def run(
     )
 
 
-__all__ = ["Attachment", "Progress", "Runner", "run"]
+__all__ = ["Attachment", "Progress", "Runner", "TrialError", "run"]

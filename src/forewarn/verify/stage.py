@@ -297,6 +297,7 @@ class Trial:
     first_call_delay: bool = False
     needs: str = ""
     warm_up: bool = True
+    platform_timing: Callable[[RunTiming], Mapping[str, float]] | None = None
 
     @property
     def name(self) -> str:

@@ -33,6 +33,7 @@ from forewarn.verify.drives import (
     drive_terminate,
     drive_two_events,
     fault_drive,
+    impact_again_timing,
     notice_drive,
 )
 from forewarn.verify.grades import (
@@ -238,6 +239,7 @@ TRIALS: tuple[Trial, ...] = (
         "still running after a second, shorter impact, and polling after it",
         drive_impact_again,
         lambda o: grade_survives(o),
+        platform_timing=impact_again_timing,
     ),
     _trial(
         "freeze-instead",
