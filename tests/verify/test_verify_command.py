@@ -432,3 +432,33 @@ def test_a_trial_that_breaks_is_one_line_naming_it_and_the_handler_is_stopped(
     assert "RuntimeError: a bug in the trial" in last
     assert "Traceback" not in result.output
     assert not _running(int(pid_file.read_text()))
+
+
+def test_deleted_vm_waits_out_a_timeout_within_the_patience_and_warns_without_one(
+    tmp_path: Path,
+) -> None:
+    """After its VM is deleted the handler's requests are never answered (docs/spec.md SPEC
+    4.3). examples/handlers/good_stdlib.py gives up on each after its 10 s timeout, within the
+    run's patience (``held``): that is a pass, not the "no timeout?" warning a window shorter
+    than its timeout gave it. A handler with no timeout still gets the warning."""
+    good_stdlib = Path(__file__).resolve().parents[2] / "examples" / "handlers" / "good_stdlib.py"
+    runs = {
+        "timeout": start(
+            tmp_path,
+            "timeout",
+            *("--timing", "held=12", "--trial", "deleted-vm"),
+            *("--", sys.executable, str(good_stdlib)),
+        ),
+        "none": start(tmp_path, "none", "--trial", "deleted-vm", *handler("no_timeout.py")),
+    }
+    done = {name: run.finish() for name, run in runs.items()}
+    given_up = done["timeout"].report
+    assert given_up is not None, done["timeout"].err
+    result = given_up.result("deleted-vm")
+    assert result.verdict is Verdict.PASS, result.reason
+    assert "gave up on each and tried again" in result.reason
+    waits = done["none"].report
+    assert waits is not None, done["none"].err
+    result = waits.result("deleted-vm")
+    assert result.verdict is Verdict.WARN, result.reason
+    assert "no timeout or one longer than 5 s" in result.reason

@@ -176,7 +176,22 @@ def drive_deleted(stage: Stage) -> None:
     (event,) = stage.platform.evict(stage.vm)
     stage.track("own", event)
     _until_mark(stage, "Deleted", timeout=stage.not_before["own"] + stage.timing.impact + 10.0)
-    stage.sleep(max(DELETED_WINDOW, 3 * stage.timing.interval))
+    deleted = stage.now_t()
+    # A request in flight at the deletion is given up within the run's patience (``held``,
+    # as in held-request), the next is sent within an interval, and that one is given up
+    # in turn: two requests sent after the deletion show it, or the window ends (a warn).
+    stage.wait(
+        lambda: len([t for t in stage.sends() if t >= deleted]) >= 2,
+        deleted_window(stage.timing),
+    )
+
+
+def deleted_window(timing: RunTiming) -> float:
+    """How long ``deleted-vm`` watches a handler whose VM is gone: time to give up on two
+    unanswered requests in turn (the run's patience and an interval each), at least
+    :data:`DELETED_WINDOW`. A handler whose timeout is longer than the patience is not
+    waited for, as in held-request."""
+    return max(DELETED_WINDOW, 2 * (timing.held + timing.interval) + 2.0)
 
 
 def drive_quiet(stage: Stage) -> None:
@@ -211,6 +226,7 @@ __all__ = [
     "DELETED_WINDOW",
     "HELD_BUDGET",
     "IMPACT_AGAIN_MARGIN",
+    "deleted_window",
     "drive_approves_once",
     "drive_cancelled",
     "drive_deleted",

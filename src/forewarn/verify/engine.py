@@ -225,6 +225,10 @@ class Runner:
         platform, vm, holder = self._platform(trial.fleet, index + 1, trial.first_call_delay, extra)
         stage = Stage(platform, vm, timing, self.attachment.alive, self.checks)
         holder.append(stage)
+        relay = self.attachment.relay
+        stage.sends = lambda: [
+            x.at - stage.mono0 for x in relay.traffic(stage.mono0) if x.kind == "data"
+        ]
         exited: int | None = None
         exited_t: float | None = None
         problem = ""

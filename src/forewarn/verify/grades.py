@@ -232,16 +232,20 @@ def grade_deleted(observation: Observation) -> Grade:
             f"its requests after the deletion at {fmt(deleted)} got no answer, as on Azure, "
             f"and it gave up on each and tried again ({len(after)} sent)",
         )
+    waited = max(0.0, observation.end_t - deleted)
     if not after:
         return Grade(
             Verdict.WARN,
-            f"it sent nothing after its VM was deleted at {fmt(deleted)}: a request held "
-            "since before, with no timeout? (on Azure its process dies with the VM)",
+            f"it sent nothing in the {waited:.0f} s after its VM was deleted at "
+            f"{fmt(deleted)}: it waited on a request held since before, with no timeout or "
+            f"one longer than {observation.patience:g} s (on Azure its process dies with "
+            "the VM)",
         )
     return Grade(
         Verdict.WARN,
         f"it sent one request after its VM was deleted at {fmt(deleted)} and waited for it "
-        "until the trial ended: it waits for ever (on Azure its process dies with the VM)",
+        f"until the trial ended {waited:.0f} s later: no timeout, or one longer than "
+        f"{observation.patience:g} s (on Azure its process dies with the VM)",
     )
 
 

@@ -91,6 +91,9 @@ class Stage:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="forewarn-verify-clock")
+        #: When the relay saw the handler send request bytes (trial seconds); the engine
+        #: sets it. It sees what the platform never records: requests to a deleted VM.
+        self.sends: Callable[[], list[float]] = list
         self._last = time.monotonic()
 
     # -- the clock -------------------------------------------------------------------------
