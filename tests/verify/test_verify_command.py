@@ -141,6 +141,24 @@ def test_a_good_handler_passes_and_exits_0(runs: Runs) -> None:
     assert faults.code == 0
 
 
+def test_the_requests_a_fault_answered_are_in_the_evidence_with_the_fault(runs: Runs) -> None:
+    """The evidence is "the requests the handler sent around the decision, with times" (the
+    feature's own terms): those an injected 500 answered too (docs/faults.md; learn.microsoft.
+    com/azure/virtual-machines/instance-metadata-service, "Errors and debugging"), each with
+    its method, path, time and the fault it met."""
+    report = runs.done["good-faults"].report
+    assert report is not None
+    met = [r for r in report.result("survives-500").evidence.requests if r.fault]
+    assert [(r.method, r.path, r.status, r.fault) for r in met] == [
+        ("GET", "/metadata/scheduledevents", 500, "error")
+    ] * 3
+    assert all(r.t > 0 and r.at for r in met)
+    states = report.result("survives-500").evidence.states
+    fault_t = next(s.t for s in states if s.state == "Fault")
+    cleared_t = next(s.t for s in states if s.state == "FaultCleared")
+    assert all(fault_t <= r.t <= cleared_t for r in met)
+
+
 def test_the_junit_file_has_a_passing_testcase_per_trial(runs: Runs) -> None:
     root = ET.parse(runs.tmp / "good.xml").getroot()
     cases = root.findall("testsuite/testcase")

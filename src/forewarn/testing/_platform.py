@@ -517,6 +517,13 @@ class ForewarnPlatform:
             and (path is None or r.path == path)
         ]
 
+    def faulted_requests(self, vm: str | None = None) -> list[RecordedRequest]:
+        """The requests an injected fault answered (over sockets), oldest first, optionally
+        only ``vm``'s: each with its ``fault``, the status the fault answered (0 for none)
+        and, for a cut answer, the whole body the endpoint made. :meth:`requests` leaves
+        them out: the application read no answer of the endpoint's."""
+        return [r for r in self.recorder.faulted() if vm is None or r.vm == vm]
+
     def clear_requests(self) -> None:
         """Forget the requests so far (approvals included), e.g. after a warm-up phase."""
         self.recorder.clear()

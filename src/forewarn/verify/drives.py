@@ -79,15 +79,25 @@ def drive_approves_once(stage: Stage) -> None:
     stage.wait_polls(3)
 
 
-def fault_drive(kind: str, **options: object) -> Callable[[Stage], None]:
+def fault_drive(
+    kind: str, *, event_first: bool = False, **options: object
+) -> Callable[[Stage], None]:
+    """The fault for ``count`` requests, then the next event caught in time. With
+    ``event_first`` the event comes the moment the fault is set, so the answers the fault
+    meets carry a changed document: a cut body is then a 200's cut short, which a handler
+    polling with If-None-Match cannot dodge as it would a body-less 304."""
+
     def drive(stage: Stage) -> None:
         fault = stage.fault(kind, **options)
+        if event_first:
+            stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
         budget = 6 * stage.timing.interval + 10.0 + float(str(options.get("delay", 0)))
         stage.wait(lambda: fault.remaining == 0, budget)
         stage.mark("FaultCleared", "", f"{fault.hits} hit(s)")
         stage.platform.clear_faults()
         stage.wait_polls(1, HELD_BUDGET)
-        stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
+        if not event_first:
+            stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
         _until_decided(stage)
 
     return drive

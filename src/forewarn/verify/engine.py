@@ -301,6 +301,7 @@ class Runner:
         return Observation(
             t0=stage.t0,
             requests=tuple(stage.platform.requests()),
+            faulted=tuple(stage.platform.faulted_requests()),
             marks=tuple(sorted(stage.marks, key=lambda m: m.t)),
             events=dict(stage.events),
             not_before=dict(stage.not_before),
