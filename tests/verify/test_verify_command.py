@@ -96,6 +96,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             *("--trial", "survives-500", "--trial", "held-request"),
             *handler("good.py"),
         ),
+        "good-400": start(tmp, "good-400", "--trial", "survives-400", *handler("good.py")),
         "approves-others": start(
             tmp, "approves-others", "--trial", "own-vm-only", *handler("approves_others.py")
         ),
@@ -157,6 +158,21 @@ def test_the_requests_a_fault_answered_are_in_the_evidence_with_the_fault(runs: 
     fault_t = next(s.t for s in states if s.state == "Fault")
     cleared_t = next(s.t for s in states if s.state == "FaultCleared")
     assert all(fault_t <= r.t <= cleared_t for r in met)
+
+
+def test_a_handler_that_waits_out_a_spell_of_400s_passes_survives_400(runs: Runs) -> None:
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and
+    debugging": "400 Bad Request | Missing Metadata: true header or missing parameter";
+    docs/spec.md SPEC 1.2, SPEC 1.3 (5 requests a second). The relay answers them: each is in
+    the evidence with its fault, and none reached the platform."""
+    run = runs.done["good-400"]
+    assert run.verdicts() == {"survives-400": Verdict.PASS}, run.out + run.err
+    assert run.report is not None
+    requests = run.report.result("survives-400").evidence.requests
+    met = [r for r in requests if r.fault == "bad-request"]
+    assert len(met) >= 3
+    assert all(r.status == 400 and r.path == "/metadata/scheduledevents" for r in met)
+    assert any(r.method == "POST" and r.status == 200 for r in requests)  # the event, caught
 
 
 def test_the_junit_file_has_a_passing_testcase_per_trial(runs: Runs) -> None:

@@ -103,14 +103,33 @@ def fault_drive(
     return drive
 
 
+#: How long (real seconds, at least) ``survives-400`` answers every request 400.
+REFUSED_FLOOR = 5.0
+
+
+def drive_bad_request(stage: Stage) -> None:
+    """Every request answered 400 for a while (three of its polls, 5 s at least), then the
+    next event, which it must still catch in time."""
+    seconds = max(REFUSED_FLOOR, 3 * stage.timing.interval)
+    stage.refuse(seconds)
+    stage.sleep(seconds)
+    stage.mark("RefusingEnded")
+    stage.wait_polls(1, HELD_BUDGET)
+    stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
+    _until_decided(stage)
+
+
 def drive_held(stage: Stage) -> None:
     fault = stage.fault("timeout", count=1)
     stage.wait(lambda: fault.remaining == 0, 6 * stage.timing.interval + 10.0)
     stage.mark("Held", "", "a request gets no answer, its connection stays open")
+    held = stage.now_t()
     stage.wait_polls(1, stage.timing.held)
     stage.platform.clear_faults()
     stage.mark("FaultCleared")
-    if stage.answered_since(0) and stage.alive():
+    # A handler still waiting on the held request has failed already: no next event for it
+    # to miss (a once-a-minute poller's notice is minutes long).
+    if stage.answered_since(held) and stage.alive():
         stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
         _until_decided(stage)
 
@@ -236,8 +255,10 @@ __all__ = [
     "DELETED_WINDOW",
     "HELD_BUDGET",
     "IMPACT_AGAIN_MARGIN",
+    "REFUSED_FLOOR",
     "deleted_window",
     "drive_approves_once",
+    "drive_bad_request",
     "drive_cancelled",
     "drive_deleted",
     "drive_drained",

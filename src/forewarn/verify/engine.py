@@ -23,16 +23,16 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from forewarn import __version__
 from forewarn.domain.impact import ImpactChange
 from forewarn.errors import ForewarnError
-from forewarn.testing import ForewarnPlatform
+from forewarn.testing import ForewarnPlatform, RecordedRequest
 from forewarn.verify.grading import Grade, Observation, evidence_of, is_events_request
 from forewarn.verify.handler import HandlerProcess
 from forewarn.verify.model import RunReport, TrialResult, Verdict, VerifyError
-from forewarn.verify.relay import Relay
+from forewarn.verify.relay import BAD_REQUEST, Relay, Traffic
 from forewarn.verify.stage import FLEETS, HandlerGone, Stage, Trial
 from forewarn.verify.timing import MIN_INTERVAL, START_TIMEOUT, TICK, RunTiming
 
@@ -229,6 +229,7 @@ class Runner:
         stage.sends = lambda: [
             x.at - stage.mono0 for x in relay.traffic(stage.mono0) if x.kind == "data"
         ]
+        stage.refuse_until = relay.refuse_until
         exited: int | None = None
         exited_t: float | None = None
         problem = ""
@@ -261,6 +262,7 @@ class Runner:
                 stage.mark("HandlerExited", "", f"status {exited}")
         finally:
             stage.stop_clock()
+            self.attachment.relay.refuse_until(0.0)
             self.attachment.relay.point_at(None)
             observation = self._observe(stage, timing, exited, exited_t)
             platform.close()
@@ -301,7 +303,12 @@ class Runner:
         return Observation(
             t0=stage.t0,
             requests=tuple(stage.platform.requests()),
-            faulted=tuple(stage.platform.faulted_requests()),
+            faulted=tuple(
+                sorted(
+                    (*stage.platform.faulted_requests(), *_refused(stage, traffic)),
+                    key=lambda r: r.at,
+                )
+            ),
             marks=tuple(sorted(stage.marks, key=lambda m: m.t)),
             events=dict(stage.events),
             not_before=dict(stage.not_before),
@@ -317,6 +324,33 @@ class Runner:
             end_t=stage.now_t(),
             patience=timing.held,
         )
+
+
+def _refused(stage: Stage, traffic: Sequence[Traffic]) -> list[RecordedRequest]:
+    """The requests the relay answered 400 itself, as recorded requests (their request line
+    is all it read of them)."""
+    refused = []
+    for item in traffic:
+        if item.kind != "refused":
+            continue
+        method, _, rest = item.detail.partition(" ")
+        target = rest.rsplit(" ", 1)[0] if " HTTP/" in rest else rest
+        path, _, query = target.partition("?")
+        refused.append(
+            RecordedRequest(
+                at=stage.t0 + timedelta(seconds=item.at - stage.mono0),
+                vm=stage.vm,
+                method=method,
+                path=path,
+                query=query,
+                headers={},
+                body=b"",
+                status=400,
+                response_body=BAD_REQUEST.split(b"\r\n\r\n", 1)[1],
+                fault="bad-request",
+            )
+        )
+    return refused
 
 
 def run(

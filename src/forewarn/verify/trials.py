@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from forewarn.domain.events import EventSource, EventType
 from forewarn.verify.drives import (
     drive_approves_once,
+    drive_bad_request,
     drive_cancelled,
     drive_deleted,
     drive_drained,
@@ -38,6 +39,7 @@ from forewarn.verify.drives import (
 )
 from forewarn.verify.grades import (
     grade_approves_once,
+    grade_bad_request,
     grade_cancelled,
     grade_deleted,
     grade_drained,
@@ -199,6 +201,17 @@ TRIALS: tuple[Trial, ...] = (
     ),
     _fault("survives-500", "error", "a 500", QUICK, count=3),
     _fault("survives-410", "gone", "a 410", FULL, count=3),
+    _trial(
+        "survives-400",
+        "Keeps working through a 400",
+        _cite(IMDS, "Errors and debugging", "SPEC 1.2, SPEC 1.3"),
+        "still running after every request was answered 400 for a while (three of its "
+        "polls, 5 s at least: Azure's answer to a missing header or a bad api-version), "
+        "never more than 5 requests in a second meanwhile, and the next event seen before "
+        "its NotBefore",
+        drive_bad_request,
+        grade_bad_request,
+    ),
     _fault("survives-429", "throttle", "a 429", FULL, count=3),
     _fault(
         "survives-truncate",
