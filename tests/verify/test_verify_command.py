@@ -25,6 +25,7 @@ import pytest
 from forewarn.verify.model import RunReport, Verdict
 
 HANDLERS = Path(__file__).parent / "handlers"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "handlers"
 SHORT = ["--timing", "notice.Reboot=4", "--timing", "held=5", "--start-timeout", "20"]
 pytestmark = pytest.mark.e2e
 
@@ -97,6 +98,23 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             *handler("good.py"),
         ),
         "good-400": start(tmp, "good-400", "--trial", "survives-400", *handler("good.py")),
+        # Started period no longer than the impact (3 s each; SHORT's held=5 is no matter)
+        "impact-again": start(
+            tmp,
+            "impact-again",
+            *("--timing", "impact=3", "--timing", "started_period=3"),
+            *("--trial", "impact-again", *handler("good.py")),
+        ),
+        # a 10 s timeout, within the patience of 12 s
+        "deleted-timeout": start(
+            tmp,
+            "deleted-timeout",
+            *("--timing", "held=12", "--trial", "deleted-vm"),
+            *("--", sys.executable, str(EXAMPLES / "good_stdlib.py")),
+        ),
+        "deleted-none": start(
+            tmp, "deleted-none", "--trial", "deleted-vm", *handler("no_timeout.py")
+        ),
         "approves-others": start(
             tmp, "approves-others", "--trial", "own-vm-only", *handler("approves_others.py")
         ),
@@ -405,28 +423,17 @@ def test_an_interrupted_run_stops_the_handler_and_says_so(
 # -- the engine's own faults: never a traceback ----------------------------------------------
 
 
-def test_impact_again_happens_while_started_whatever_the_started_period(tmp_path: Path) -> None:
+def test_impact_again_happens_while_started_whatever_the_started_period(runs: Runs) -> None:
     """The second impact comes "while the event is still in EventStatus:"Started"" (learn.
     microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties"; docs/
     spec.md SPEC 4.1). With a Started period no longer than the impact (3 s each here), the
     event completed with its first impact and the trial ended in a traceback; the trial keeps
     the event Started long enough on its own platform."""
-    json_path = tmp_path / "again.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "forewarn", "verify", "--json", str(json_path)),
-            *("--timing", "impact=3", "--timing", "started_period=3"),
-            *("--trial", "impact-again", *handler("good.py")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 0, done.stderr
-    report = RunReport.from_json(json_path.read_text())
-    result = report.result("impact-again")
+    done = runs.done["impact-again"]
+    assert "Traceback" not in done.err, done.err
+    assert done.code == 0, done.err
+    assert done.report is not None
+    result = done.report.result("impact-again")
     assert result.verdict is Verdict.PASS, result.reason
     states = [s.state for s in result.evidence.states]
     assert "ImpactAgain" in states
@@ -469,30 +476,19 @@ def test_a_trial_that_breaks_is_one_line_naming_it_and_the_handler_is_stopped(
 
 
 def test_deleted_vm_waits_out_a_timeout_within_the_patience_and_warns_without_one(
-    tmp_path: Path,
+    runs: Runs,
 ) -> None:
     """After its VM is deleted the handler's requests are never answered (docs/spec.md SPEC
     4.3). examples/handlers/good_stdlib.py gives up on each after its 10 s timeout, within the
     run's patience (``held``): that is a pass, not the "no timeout?" warning a window shorter
     than its timeout gave it. A handler with no timeout still gets the warning."""
-    good_stdlib = Path(__file__).resolve().parents[2] / "examples" / "handlers" / "good_stdlib.py"
-    runs = {
-        "timeout": start(
-            tmp_path,
-            "timeout",
-            *("--timing", "held=12", "--trial", "deleted-vm"),
-            *("--", sys.executable, str(good_stdlib)),
-        ),
-        "none": start(tmp_path, "none", "--trial", "deleted-vm", *handler("no_timeout.py")),
-    }
-    done = {name: run.finish() for name, run in runs.items()}
-    given_up = done["timeout"].report
-    assert given_up is not None, done["timeout"].err
+    given_up = runs.done["deleted-timeout"].report
+    assert given_up is not None, runs.done["deleted-timeout"].err
     result = given_up.result("deleted-vm")
     assert result.verdict is Verdict.PASS, result.reason
     assert "gave up on each and tried again" in result.reason
-    waits = done["none"].report
-    assert waits is not None, done["none"].err
+    waits = runs.done["deleted-none"].report
+    assert waits is not None, runs.done["deleted-none"].err
     result = waits.result("deleted-vm")
     assert result.verdict is Verdict.WARN, result.reason
     assert "no timeout or one longer than 5 s" in result.reason
