@@ -6,6 +6,7 @@ The sources each grade holds a handler to are quoted per test; the trials' own c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -291,12 +292,7 @@ def test_notices_shrink_to_what_the_handlers_interval_allows_never_past_document
 
 
 def refused(t: float) -> RecordedRequest:
-    request = get(t, status=400)
-    return RecordedRequest(**{**_fields(request), "fault": "bad-request"})
-
-
-def _fields(request: RecordedRequest) -> dict[str, object]:
-    return {name: getattr(request, name) for name in RecordedRequest.__dataclass_fields__}
+    return dataclasses.replace(get(t, status=400), fault="bad-request")
 
 
 def test_a_handler_that_waits_out_the_400s_and_catches_the_event_passes() -> None:
