@@ -117,3 +117,26 @@ def test_faults_over_sockets_from_the_plugin() -> None:
         with httpx.Client(base_url=platform.url_for()) as client:
             assert client.get(PATH, headers=HEADERS).status_code == 429
             assert client.get(PATH, headers=HEADERS).status_code == 200
+
+
+def test_requests_a_fault_answers_over_sockets_are_listed_apart_with_their_fault() -> None:
+    """docs/faults.md: requests a fault answers are not in ``platform.requests()``; over
+    sockets ``platform.faulted_requests()`` lists them with the fault and its status, a cut
+    answer with the whole body the endpoint made."""
+    with ForewarnPlatform() as platform:
+        platform.serve()
+        platform.fault("error", count=1)
+        with httpx.Client(base_url=platform.url_for()) as client:
+            assert client.get(PATH, headers=HEADERS).status_code == 500
+            platform.fault("truncate", count=1)
+            with pytest.raises(httpx.RemoteProtocolError):
+                client.get(PATH, headers=HEADERS)
+        with httpx.Client(base_url=platform.url_for()) as client:
+            assert client.get(PATH, headers=HEADERS).status_code == 200
+        faulted = platform.faulted_requests()
+        assert [(r.method, r.path, r.status, r.fault) for r in faulted] == [
+            ("GET", "/metadata/scheduledevents", 500, "error"),
+            ("GET", "/metadata/scheduledevents", 200, "truncate"),
+        ]
+        assert b'"Events"' in faulted[1].response_body
+        assert [(r.status, r.fault) for r in platform.requests()] == [(200, "")]

@@ -6,6 +6,7 @@ The sources each grade holds a handler to are quoted per test; the trials' own c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +14,7 @@ import pytest
 
 from forewarn.testing import RecordedRequest
 from forewarn.verify.grades import (
+    grade_bad_request,
     grade_deleted,
     grade_fault,
     grade_headers,
@@ -21,7 +23,7 @@ from forewarn.verify.grades import (
     grade_own_vm_only,
     grade_survives,
 )
-from forewarn.verify.grading import Observation
+from forewarn.verify.grading import Observation, evidence_of
 from forewarn.verify.model import StateChange, Verdict, VerifyError
 from forewarn.verify.timing import RunTiming
 from forewarn.verify.trials import BY_NAME, TRIALS, select
@@ -210,7 +212,7 @@ def test_after_deletion_exiting_or_retrying_passes_and_waiting_for_ever_warns() 
     assert grade_deleted(observe(marks=marks, sends=(11.0, 14.0))).verdict is Verdict.PASS
     waits = grade_deleted(observe(marks=marks, sends=(9.0, 11.0)))
     assert waits.verdict is Verdict.WARN
-    assert "waits for ever" in waits.reason
+    assert "no timeout, or one longer than 20 s" in waits.reason
 
 
 # -- living through: SPEC 4.3 -----------------------------------------------------------------
@@ -282,3 +284,43 @@ def test_notices_shrink_to_what_the_handlers_interval_allows_never_past_document
     assert given.first_call_delay == 120
     with pytest.raises(VerifyError, match="unknown timing"):
         RunTiming.scaled("documented", 1.0, {"notize.Reboot": 1})
+
+
+# -- a 400: learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and
+# debugging" ("400 Bad Request | Missing Metadata: true header or missing parameter ...");
+# SPEC 1.2; the rate limit of 5 requests a second, "Rate limiting", SPEC 1.3.
+
+
+def refused(t: float) -> RecordedRequest:
+    return dataclasses.replace(get(t, status=400), fault="bad-request")
+
+
+def test_a_handler_that_waits_out_the_400s_and_catches_the_event_passes() -> None:
+    observation = observe(get(1), get(5), get(6, OWN), faulted=(refused(2), refused(3), refused(4)))
+    grade = grade_bad_request(observation)
+    assert grade.verdict is Verdict.PASS, grade.reason
+    assert "3 request(s) answered 400 (at most 1 in a second)" in grade.reason
+
+
+def test_retrying_a_400_faster_than_the_rate_limit_fails() -> None:
+    burst = tuple(refused(2 + i / 10) for i in range(6))  # six in 0.6 s
+    grade = grade_bad_request(observe(get(1), get(5), get(6, OWN), faulted=burst))
+    assert grade.verdict is Verdict.FAIL
+    assert "6 requests in one second" in grade.reason
+
+
+def test_exiting_on_a_400_or_missing_the_next_event_fails() -> None:
+    gone = observe(get(1), faulted=(refused(2),), exited=1, exited_t=2.1)
+    assert grade_bad_request(gone).verdict is Verdict.FAIL
+    late = observe(get(1), get(12, OWN), faulted=(refused(2),))
+    assert grade_bad_request(late).verdict is Verdict.FAIL
+    assert grade_bad_request(observe(get(1), get(6, OWN))).verdict is Verdict.WARN
+
+
+def test_the_evidence_lists_the_requests_a_fault_answered_with_the_fault() -> None:
+    evidence = evidence_of(observe(get(1), get(5), faulted=(refused(2),)), ())
+    assert [(r.t, r.status, r.fault) for r in evidence.requests] == [
+        (1.0, 200, ""),
+        (2.0, 400, "bad-request"),
+        (5.0, 200, ""),
+    ]

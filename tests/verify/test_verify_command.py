@@ -25,6 +25,7 @@ import pytest
 from forewarn.verify.model import RunReport, Verdict
 
 HANDLERS = Path(__file__).parent / "handlers"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "handlers"
 SHORT = ["--timing", "notice.Reboot=4", "--timing", "held=5", "--start-timeout", "20"]
 pytestmark = pytest.mark.e2e
 
@@ -96,6 +97,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             *("--trial", "survives-500", "--trial", "held-request"),
             *handler("good.py"),
         ),
+        "good-400": start(tmp, "good-400", "--trial", "survives-400", *handler("good.py")),
+        # Started period no longer than the impact (3 s each; SHORT's held=5 is no matter)
+        "impact-again": start(
+            tmp,
+            "impact-again",
+            *("--timing", "impact=3", "--timing", "started_period=3"),
+            *("--trial", "impact-again", *handler("good.py")),
+        ),
+        # a 10 s timeout, within the patience of 12 s
+        "deleted-timeout": start(
+            tmp,
+            "deleted-timeout",
+            *("--timing", "held=12", "--trial", "deleted-vm"),
+            *("--", sys.executable, str(EXAMPLES / "good_stdlib.py")),
+        ),
+        "deleted-none": start(
+            tmp, "deleted-none", "--trial", "deleted-vm", *handler("no_timeout.py")
+        ),
         "approves-others": start(
             tmp, "approves-others", "--trial", "own-vm-only", *handler("approves_others.py")
         ),
@@ -139,6 +158,39 @@ def test_a_good_handler_passes_and_exits_0(runs: Runs) -> None:
     faults = runs.done["good-faults"]
     assert faults.verdicts() == {"survives-500": Verdict.PASS, "held-request": Verdict.PASS}
     assert faults.code == 0
+
+
+def test_the_requests_a_fault_answered_are_in_the_evidence_with_the_fault(runs: Runs) -> None:
+    """The evidence is "the requests the handler sent around the decision, with times" (the
+    feature's own terms): those an injected 500 answered too (docs/faults.md; learn.microsoft.
+    com/azure/virtual-machines/instance-metadata-service, "Errors and debugging"), each with
+    its method, path, time and the fault it met."""
+    report = runs.done["good-faults"].report
+    assert report is not None
+    met = [r for r in report.result("survives-500").evidence.requests if r.fault]
+    assert [(r.method, r.path, r.status, r.fault) for r in met] == [
+        ("GET", "/metadata/scheduledevents", 500, "error")
+    ] * 3
+    assert all(r.t > 0 and r.at for r in met)
+    states = report.result("survives-500").evidence.states
+    fault_t = next(s.t for s in states if s.state == "Fault")
+    cleared_t = next(s.t for s in states if s.state == "FaultCleared")
+    assert all(fault_t <= r.t <= cleared_t for r in met)
+
+
+def test_a_handler_that_waits_out_a_spell_of_400s_passes_survives_400(runs: Runs) -> None:
+    """learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and
+    debugging": "400 Bad Request | Missing Metadata: true header or missing parameter";
+    docs/spec.md SPEC 1.2, SPEC 1.3 (5 requests a second). The relay answers them: each is in
+    the evidence with its fault, and none reached the platform."""
+    run = runs.done["good-400"]
+    assert run.verdicts() == {"survives-400": Verdict.PASS}, run.out + run.err
+    assert run.report is not None
+    requests = run.report.result("survives-400").evidence.requests
+    met = [r for r in requests if r.fault == "bad-request"]
+    assert len(met) >= 3
+    assert all(r.status == 400 and r.path == "/metadata/scheduledevents" for r in met)
+    assert any(r.method == "POST" and r.status == 200 for r in requests)  # the event, caught
 
 
 def test_the_junit_file_has_a_passing_testcase_per_trial(runs: Runs) -> None:
@@ -322,7 +374,18 @@ def test_attach_prints_the_vms_address_and_grades_the_handler_started_there(
     assert report.handler == f"a handler attached at {endpoint}"
 
 
-def test_an_interrupted_run_stops_the_handler_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sent", "code", "said"),
+    [
+        (signal.SIGINT, 130, "forewarn verify: interrupted"),
+        # a service manager's stop, a closed terminal: as Ctrl-C, not a handler left running
+        (signal.SIGTERM, 143, "forewarn verify: stopped by SIGTERM; the handler was stopped"),
+        (signal.SIGHUP, 129, "forewarn verify: stopped by SIGHUP; the handler was stopped"),
+    ],
+)
+def test_an_interrupted_run_stops_the_handler_and_says_so(
+    tmp_path: Path, sent: signal.Signals, code: int, said: str
+) -> None:
     pid_file = tmp_path / "spawned.pid"
     verify = subprocess.Popen(
         [
@@ -345,12 +408,87 @@ def test_an_interrupted_run_stops_the_handler_and_says_so(tmp_path: Path) -> Non
             assert time.monotonic() < deadline
             assert verify.poll() is None
             time.sleep(0.05)
-        verify.send_signal(signal.SIGINT)
+        verify.send_signal(sent)
         _, err = verify.communicate(timeout=30)
     finally:
         if verify.poll() is None:
             verify.kill()
             verify.wait()
-    assert verify.returncode == 130
-    assert err.strip().splitlines()[-1] == "forewarn verify: interrupted"
+    assert verify.returncode == code, err
+    assert err.strip().splitlines()[-1] == said
+    assert "Traceback" not in err
     assert not _running(int(pid_file.read_text()))
+
+
+# -- the engine's own faults: never a traceback ----------------------------------------------
+
+
+def test_impact_again_happens_while_started_whatever_the_started_period(runs: Runs) -> None:
+    """The second impact comes "while the event is still in EventStatus:"Started"" (learn.
+    microsoft.com/azure/virtual-machines/windows/scheduled-events, "Event properties"; docs/
+    spec.md SPEC 4.1). With a Started period no longer than the impact (3 s each here), the
+    event completed with its first impact and the trial ended in a traceback; the trial keeps
+    the event Started long enough on its own platform."""
+    done = runs.done["impact-again"]
+    assert "Traceback" not in done.err, done.err
+    assert done.code == 0, done.err
+    assert done.report is not None
+    result = done.report.result("impact-again")
+    assert result.verdict is Verdict.PASS, result.reason
+    states = [s.state for s in result.evidence.states]
+    assert "ImpactAgain" in states
+    assert states.count("ImpactEnd") == 2, states
+
+
+def test_a_trial_that_breaks_is_one_line_naming_it_and_the_handler_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error inside a trial is forewarn's, not the handler's: exit 2 with one line naming
+    the trial (docs/verify.md, "Reports and exit status"), the handler stopped all the same."""
+    from click.testing import CliRunner
+
+    from forewarn.cli.verify import verify
+    from forewarn.verify import trials
+    from forewarn.verify.grading import Grade
+    from forewarn.verify.model import TrialInfo
+    from forewarn.verify.stage import Stage, Trial
+
+    def drive(stage: Stage) -> None:
+        stage.wait_polls(1)
+        raise RuntimeError("a bug in the trial")
+
+    broken = Trial(
+        TrialInfo("broken", "A trial with a bug", "nowhere", "nothing", ("quick",)),
+        drive,
+        lambda observation: Grade(Verdict.PASS, "never reached"),
+    )
+    monkeypatch.setattr(trials, "select", lambda suite, names=(): [broken])
+    pid_file = tmp_path / "spawned.pid"
+    monkeypatch.setenv("SPAWNED_PID_FILE", str(pid_file))
+    result = CliRunner().invoke(verify, ["--start-timeout", "20", *handler("spawner.py")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("forewarn verify: trial broken could not run: an internal error"), last
+    assert "RuntimeError: a bug in the trial" in last
+    assert "Traceback" not in result.output
+    assert not _running(int(pid_file.read_text()))
+
+
+def test_deleted_vm_waits_out_a_timeout_within_the_patience_and_warns_without_one(
+    runs: Runs,
+) -> None:
+    """After its VM is deleted the handler's requests are never answered (docs/spec.md SPEC
+    4.3). examples/handlers/good_stdlib.py gives up on each after its 10 s timeout, within the
+    run's patience (``held``): that is a pass, not the "no timeout?" warning a window shorter
+    than its timeout gave it. A handler with no timeout still gets the warning."""
+    given_up = runs.done["deleted-timeout"].report
+    assert given_up is not None, runs.done["deleted-timeout"].err
+    result = given_up.result("deleted-vm")
+    assert result.verdict is Verdict.PASS, result.reason
+    assert "gave up on each and tried again" in result.reason
+    waits = runs.done["deleted-none"].report
+    assert waits is not None, runs.done["deleted-none"].err
+    result = waits.result("deleted-vm")
+    assert result.verdict is Verdict.WARN, result.reason
+    assert "no timeout or one longer than 5 s" in result.reason

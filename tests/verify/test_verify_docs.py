@@ -3,7 +3,8 @@ examples are valid and run.
 
 Issue text, "Done means": "docs/verify.md: every trial, its source and what pass requires";
 "a documented CI example (a GitHub Actions job and a plain shell one) running
-``forewarn verify --suite quick --junit report.xml -- python my_handler.py``".
+``forewarn verify --suite quick --junit report.xml -- python my_handler.py``". The shell job
+runs in tests/verify/test_example_handlers.py, as good_stdlib.py's graded run.
 
 The trial table is generated from :data:`forewarn.verify.trials.TRIALS` (name, suites, title,
 what a pass requires, source): a trial added, renamed or reworded fails this test until the
@@ -14,14 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import pytest
-from e2e_support import clean_environment
 
 from forewarn.verify.model import TrialInfo
 from forewarn.verify.trials import TRIALS
@@ -91,39 +87,3 @@ def test_the_github_actions_job_is_a_valid_workflow(tmp_path: Path) -> None:
         [*CHECK_WORKFLOWS, str(path)], capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
-def _shell_job() -> str:
-    (job,) = [block for block in _blocks("sh") if CI_COMMAND in block and "set -e" in block]
-    return job
-
-
-@pytest.mark.e2e
-def test_the_shell_job_runs_and_its_junit_names_every_trial(tmp_path: Path) -> None:
-    """The plain shell job as the page prints it, in a checkout where my_handler.py is
-    examples/handlers/good_stdlib.py, and where ``pip install forewarn`` is this checkout's
-    forewarn (no index is reached: ``pip`` does nothing, and ``forewarn`` is this
-    environment's, found on ``PATH`` after the job's own virtual environment): it exits 0 and
-    leaves report.xml with one passing testcase per quick trial."""
-    shutil.copy(ROOT / "examples" / "handlers" / "good_stdlib.py", tmp_path / "my_handler.py")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
-    (bin_dir / "forewarn").symlink_to(Path(sys.executable).parent / "forewarn")
-    environ = clean_environment()
-    environ["PATH"] = f"{bin_dir}{os.pathsep}{environ['PATH']}"
-    done = subprocess.run(
-        ["bash", "-c", "pip() { :; }\n" + _shell_job()],
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=420,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    suite = ET.parse(tmp_path / "report.xml").getroot()
-    cases = suite.iter("testcase")
-    quick = [trial.name for trial in TRIALS if "quick" in trial.info.suites]
-    assert [case.get("name") for case in cases] == quick
-    assert not list(suite.iter("failure"))

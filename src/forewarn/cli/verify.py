@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -29,6 +32,37 @@ def _timing(values: Sequence[str]) -> dict[str, float]:
                 f"{value!r}: give KEY=SECONDS, e.g. notice.Reboot=60", param_hint="--timing"
             )
     return parsed
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind the run as Ctrl-C does, so the handler's process
+    group is stopped, the relay closed and the namespace deleted on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that stop a run as Ctrl-C does (a service manager's stop, a closed terminal).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """While the run goes, SIGTERM and SIGHUP raise :class:`_Signalled`; a second one while
+    the run cleans up is ignored, so the cleanup finishes."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+        raise _Signalled(signum)
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _progress(done: int, total: int, name: str, result: object) -> None:
@@ -167,18 +201,23 @@ def verify(
             suite="custom" if trials else suite,
             environ=dict(os.environ),
         )
-        report = verify_handler(
-            options,
-            chosen,
-            progress=_progress,
-            announce=lambda line: click.echo(line, err=True),
-        )
+        with _stopped_by_signals():
+            report = verify_handler(
+                options,
+                chosen,
+                progress=_progress,
+                announce=lambda line: click.echo(line, err=True),
+            )
     except VerifyError as error:
         click.echo(f"forewarn verify: {error}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:  # the handler and the relay were stopped on the way out
         click.echo("forewarn verify: interrupted", err=True)
         sys.exit(130)
+    except _Signalled as stopped:  # likewise
+        name = signal.Signals(stopped.signum).name
+        click.echo(f"forewarn verify: stopped by {name}; the handler was stopped", err=True)
+        sys.exit(128 + stopped.signum)
     click.echo(table(report))
     if json_path is not None:
         json_path.write_text(report.to_json() + "\n", encoding="utf-8")

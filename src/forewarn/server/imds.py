@@ -254,6 +254,12 @@ class ImdsEndpoint:
         self.answered(request, answer.response, answer.vm, answer.at)
         return answer
 
+    def faulted(self, request: ImdsRequest, kind: str) -> None:
+        """Told of every request an injected fault (:mod:`forewarn.faults`) meets, before the
+        transport carries it out; ``kind`` is the fault's (``"error"``, ``"truncate"``...).
+        Nothing here; endpoints that record requests override it, so what a client met is
+        known even when the endpoint never answered it."""
+
     def answered(
         self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
     ) -> None:

@@ -450,7 +450,8 @@ class ForewarnPlatform:
         """Inject a fault in front of the endpoint: ``"gone"`` (410), ``"error"`` (500),
         ``"throttle"`` (429), ``"latency"``, ``"timeout"``, ``"truncate"`` or ``"reset"``, for
         ``vm`` or every VM, for the next ``count`` requests and/or ``seconds`` of real time.
-        The platform is not touched; requests a fault answers are not recorded."""
+        The platform is not touched; requests a fault answers are not among
+        :meth:`requests`: over sockets they are in :meth:`faulted_requests`."""
         try:
             fault_kind = FaultKind(kind)
         except ValueError:
@@ -516,6 +517,13 @@ class ForewarnPlatform:
             and (method is None or r.method == method.upper())
             and (path is None or r.path == path)
         ]
+
+    def faulted_requests(self, vm: str | None = None) -> list[RecordedRequest]:
+        """The requests an injected fault answered (over sockets), oldest first, optionally
+        only ``vm``'s: each with its ``fault``, the status the fault answered (0 for none)
+        and, for a cut answer, the whole body the endpoint made. :meth:`requests` leaves
+        them out: the application read no answer of the endpoint's."""
+        return [r for r in self.recorder.faulted() if vm is None or r.vm == vm]
 
     def clear_requests(self) -> None:
         """Forget the requests so far (approvals included), e.g. after a warm-up phase."""

@@ -20,6 +20,8 @@ import orjson
 
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.domain.vms import Vm
+from forewarn.faults import STATUS as FAULT_STATUS
+from forewarn.faults import FaultKind
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest, ImdsResponse
 from forewarn.service import ScheduledEventsService
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
@@ -42,6 +44,9 @@ class RecordedRequest:
     body: bytes
     status: int
     response_body: bytes
+    #: The injected fault the request met (``"error"``, ``"truncate"``...), "" for none; only
+    #: :meth:`ForewarnPlatform.faulted_requests` holds such requests.
+    fault: str = ""
 
     @property
     def params(self) -> dict[str, str]:
@@ -90,6 +95,7 @@ class Recorder:
     def __init__(self) -> None:
         self.changed = threading.Condition()
         self._requests: list[RecordedRequest] = []
+        self._faulted: list[RecordedRequest] = []
         self._first_shown: dict[str, datetime] = {}
 
     def add(self, request: RecordedRequest) -> None:
@@ -110,6 +116,15 @@ class Recorder:
         with self.changed:
             return list(self._requests)
 
+    def add_faulted(self, request: RecordedRequest) -> None:
+        with self.changed:
+            self._faulted.append(request)
+            self.changed.notify_all()
+
+    def faulted(self) -> list[RecordedRequest]:
+        with self.changed:
+            return list(self._faulted)
+
     def first_shown(self, event_id: str) -> datetime | None:
         with self.changed:
             return self._first_shown.get(event_id.upper())
@@ -125,6 +140,7 @@ class Recorder:
     def clear(self) -> None:
         with self.changed:
             self._requests.clear()
+            self._faulted.clear()
 
 
 def approval_of(request: RecordedRequest) -> Approval | None:
@@ -152,22 +168,49 @@ class RecordingEndpoint(ImdsEndpoint):
     ) -> None:
         super().__init__(service, rate_limit=rate_limit, impact=impact, monotonic=monotonic)
         self.recorder = recorder
+        #: Requests a truncate fault met, answered (and cut) next: by identity.
+        self._cutting: set[int] = set()
+
+    def faulted(self, request: ImdsRequest, kind: str) -> None:
+        """Record a request a fault answers apart from the others (the application never
+        read an answer from the endpoint): an error fault's status, 0 for no answer. A
+        truncated answer is recorded when the endpoint has made it, with its status; a
+        latency fault's request is answered, and recorded, as any other."""
+        if kind == "latency":
+            return
+        if kind == "truncate":
+            self._cutting.add(id(request))
+            return
+        status = FAULT_STATUS.get(FaultKind(kind), 0)
+        vm = self.service.resolve_vm(request.local_address, request.peer_address)
+        self.recorder.add_faulted(_record(request, vm, self.service.now(), status, b"", kind))
 
     def answered(
         self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
     ) -> None:
         if vm is None:  # refused before the VM was looked up (a 404, a 405)
             vm = self.service.resolve_vm(request.local_address, request.peer_address)
-        self.recorder.add(
-            RecordedRequest(
-                at=at,
-                vm=None if vm is None else vm.name,
-                method=request.method,
-                path=request.path,
-                query=request.query,
-                headers=dict(request.headers),
-                body=request.body,
-                status=response.status,
-                response_body=response.body,
+        if id(request) in self._cutting:
+            self._cutting.discard(id(request))
+            self.recorder.add_faulted(
+                _record(request, vm, at, response.status, response.body, "truncate")
             )
-        )
+            return
+        self.recorder.add(_record(request, vm, at, response.status, response.body))
+
+
+def _record(
+    request: ImdsRequest, vm: Vm | None, at: datetime, status: int, body: bytes, fault: str = ""
+) -> RecordedRequest:
+    return RecordedRequest(
+        at=at,
+        vm=None if vm is None else vm.name,
+        method=request.method,
+        path=request.path,
+        query=request.query,
+        headers=dict(request.headers),
+        body=request.body,
+        status=status,
+        response_body=body,
+        fault=fault,
+    )

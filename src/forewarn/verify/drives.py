@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from forewarn.domain.events import EventSource, EventType
 from forewarn.verify.stage import Stage
+from forewarn.verify.timing import RunTiming
 
 #: How long (real seconds) a trial waits for the handler to poll again after a fault.
 HELD_BUDGET = 20.0
@@ -14,6 +15,8 @@ HELD_BUDGET = 20.0
 AFTER_IMPACT = 0.2
 #: How long the deleted-VM trial watches a handler whose VM is gone.
 DELETED_WINDOW = 8.0
+#: How long ``impact-again``'s event stays Started past its two impacts (seconds, at least).
+IMPACT_AGAIN_MARGIN = 10.0
 
 
 def _until_decided(stage: Stage, role: str = "own", extra: float = 1.0) -> None:
@@ -76,28 +79,57 @@ def drive_approves_once(stage: Stage) -> None:
     stage.wait_polls(3)
 
 
-def fault_drive(kind: str, **options: object) -> Callable[[Stage], None]:
+def fault_drive(
+    kind: str, *, event_first: bool = False, **options: object
+) -> Callable[[Stage], None]:
+    """The fault for ``count`` requests, then the next event caught in time. With
+    ``event_first`` the event comes the moment the fault is set, so the answers the fault
+    meets carry a changed document: a cut body is then a 200's cut short, which a handler
+    polling with If-None-Match cannot dodge as it would a body-less 304."""
+
     def drive(stage: Stage) -> None:
         fault = stage.fault(kind, **options)
+        if event_first:
+            stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
         budget = 6 * stage.timing.interval + 10.0 + float(str(options.get("delay", 0)))
         stage.wait(lambda: fault.remaining == 0, budget)
         stage.mark("FaultCleared", "", f"{fault.hits} hit(s)")
         stage.platform.clear_faults()
         stage.wait_polls(1, HELD_BUDGET)
-        stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
+        if not event_first:
+            stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
         _until_decided(stage)
 
     return drive
+
+
+#: How long (real seconds, at least) ``survives-400`` answers every request 400.
+REFUSED_FLOOR = 5.0
+
+
+def drive_bad_request(stage: Stage) -> None:
+    """Every request answered 400 for a while (three of its polls, 5 s at least), then the
+    next event, which it must still catch in time."""
+    seconds = max(REFUSED_FLOOR, 3 * stage.timing.interval)
+    stage.refuse(seconds)
+    stage.sleep(seconds)
+    stage.mark("RefusingEnded")
+    stage.wait_polls(1, HELD_BUDGET)
+    stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
+    _until_decided(stage)
 
 
 def drive_held(stage: Stage) -> None:
     fault = stage.fault("timeout", count=1)
     stage.wait(lambda: fault.remaining == 0, 6 * stage.timing.interval + 10.0)
     stage.mark("Held", "", "a request gets no answer, its connection stays open")
+    held = stage.now_t()
     stage.wait_polls(1, stage.timing.held)
     stage.platform.clear_faults()
     stage.mark("FaultCleared")
-    if stage.answered_since(0) and stage.alive():
+    # A handler still waiting on the held request has failed already: no next event for it
+    # to miss (a once-a-minute poller's notice is minutes long).
+    if stage.answered_since(held) and stage.alive():
         stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
         _until_decided(stage)
 
@@ -135,6 +167,14 @@ def drive_hardware_failure(stage: Stage) -> None:
     _polls_after_impact(stage)
 
 
+def impact_again_timing(timing: RunTiming) -> dict[str, float]:
+    """The Started period of ``impact-again``'s platform: long enough that the event is still
+    Started when the first impact ends and the trial impacts it again, whatever the run's
+    Started period (the documented 10 minutes is shortened to a few seconds elsewhere, which
+    can end with the impact) and however late a loaded machine sees the impact's end."""
+    return {"started_period": 2 * timing.impact + max(IMPACT_AGAIN_MARGIN, 3 * timing.interval)}
+
+
 def drive_impact_again(stage: Stage) -> None:
     stage.schedule("own", EventType.REBOOT, source=EventSource.USER)
     _until_decided(stage)
@@ -165,7 +205,22 @@ def drive_deleted(stage: Stage) -> None:
     (event,) = stage.platform.evict(stage.vm)
     stage.track("own", event)
     _until_mark(stage, "Deleted", timeout=stage.not_before["own"] + stage.timing.impact + 10.0)
-    stage.sleep(max(DELETED_WINDOW, 3 * stage.timing.interval))
+    deleted = stage.now_t()
+    # A request in flight at the deletion is given up within the run's patience (``held``,
+    # as in held-request), the next is sent within an interval, and that one is given up
+    # in turn: two requests sent after the deletion show it, or the window ends (a warn).
+    stage.wait(
+        lambda: len([t for t in stage.sends() if t >= deleted]) >= 2,
+        deleted_window(stage.timing),
+    )
+
+
+def deleted_window(timing: RunTiming) -> float:
+    """How long ``deleted-vm`` watches a handler whose VM is gone: time to give up on two
+    unanswered requests in turn (the run's patience and an interval each), at least
+    :data:`DELETED_WINDOW`. A handler whose timeout is longer than the patience is not
+    waited for, as in held-request."""
+    return max(DELETED_WINDOW, 2 * (timing.held + timing.interval) + 2.0)
 
 
 def drive_quiet(stage: Stage) -> None:
@@ -199,7 +254,11 @@ __all__ = [
     "AFTER_IMPACT",
     "DELETED_WINDOW",
     "HELD_BUDGET",
+    "IMPACT_AGAIN_MARGIN",
+    "REFUSED_FLOOR",
+    "deleted_window",
     "drive_approves_once",
+    "drive_bad_request",
     "drive_cancelled",
     "drive_deleted",
     "drive_drained",
@@ -217,5 +276,6 @@ __all__ = [
     "drive_terminate",
     "drive_two_events",
     "fault_drive",
+    "impact_again_timing",
     "notice_drive",
 ]

@@ -23,20 +23,35 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from forewarn import __version__
 from forewarn.domain.impact import ImpactChange
 from forewarn.errors import ForewarnError
-from forewarn.testing import ForewarnPlatform
+from forewarn.testing import ForewarnPlatform, RecordedRequest
 from forewarn.verify.grading import Grade, Observation, evidence_of, is_events_request
 from forewarn.verify.handler import HandlerProcess
 from forewarn.verify.model import RunReport, TrialResult, Verdict, VerifyError
-from forewarn.verify.relay import Relay
+from forewarn.verify.relay import BAD_REQUEST, Relay, Traffic
 from forewarn.verify.stage import FLEETS, HandlerGone, Stage, Trial
 from forewarn.verify.timing import MIN_INTERVAL, START_TIMEOUT, TICK, RunTiming
 
 # -- a run ---------------------------------------------------------------------------------
+
+
+class TrialError(VerifyError):
+    """A trial that could not run through an error of its own (a bug of forewarn's, not the
+    handler's doing): the run stops there, as one that could not happen (exit 2), naming the
+    trial; the handler is stopped on the way out like any other run's end."""
+
+    def __init__(self, trial: str, error: BaseException) -> None:
+        self.trial = trial
+        said = str(error) or "no message"
+        super().__init__(
+            f"trial {trial} could not run: an internal error of the trial, not the handler's "
+            f"doing ({type(error).__name__}: {said}); the trials before it are not reported"
+        )
+
 
 Progress = Callable[[int, int, str, TrialResult | None], None]
 
@@ -86,7 +101,11 @@ class Runner:
             handler.start()
 
     def _platform(
-        self, trial_fleet: str, seed: int, first_call: bool
+        self,
+        trial_fleet: str,
+        seed: int,
+        first_call: bool,
+        extra: Mapping[str, float] | None = None,
     ) -> tuple[ForewarnPlatform, str, list[Stage]]:
         vm, fleet = FLEETS[trial_fleet]
         stages: list[Stage] = []
@@ -99,7 +118,7 @@ class Runner:
         platform = ForewarnPlatform(
             fleet=fleet,
             profile=self.profile,
-            timing=timing.platform_timing(first_call),
+            timing={**timing.platform_timing(first_call), **(extra or {})},
             seed=seed,
             start=datetime.now(UTC).replace(microsecond=0),
             impact_hook=hook,
@@ -202,13 +221,20 @@ class Runner:
         self._vm_name = vm_name
         if fresh and handler is not None and handler.running:
             handler.stop()
-        platform, vm, holder = self._platform(trial.fleet, index + 1, trial.first_call_delay)
+        extra = trial.platform_timing(timing) if trial.platform_timing is not None else None
+        platform, vm, holder = self._platform(trial.fleet, index + 1, trial.first_call_delay, extra)
         stage = Stage(platform, vm, timing, self.attachment.alive, self.checks)
         holder.append(stage)
+        relay = self.attachment.relay
+        stage.sends = lambda: [
+            x.at - stage.mono0 for x in relay.traffic(stage.mono0) if x.kind == "data"
+        ]
+        stage.refuse_until = relay.refuse_until
         exited: int | None = None
         exited_t: float | None = None
         problem = ""
         could_not = ""
+        broken: BaseException | None = None
         try:
             self._point(platform, vm)
             stage.start_clock()
@@ -228,24 +254,32 @@ class Runner:
             except ForewarnError as error:  # the platform refused a step the handler's
                 # own doing made impossible (it approved what the trial meant to cancel)
                 could_not = f"the trial could not be carried out: {error}"
+            except Exception as error:
+                broken = error
             if handler is not None and handler.poll() is not None:
                 exited = handler.poll()
                 exited_t = stage.now_t()
                 stage.mark("HandlerExited", "", f"status {exited}")
         finally:
             stage.stop_clock()
+            self.attachment.relay.refuse_until(0.0)
             self.attachment.relay.point_at(None)
             observation = self._observe(stage, timing, exited, exited_t)
             platform.close()
             deleted = any(m.state == "Deleted" for m in stage.marks)
             if handler is not None and (deleted or exited is not None):
                 handler.stop()  # on Azure its process went with its VM; or it is gone
+        if broken is not None:
+            raise TrialError(info.name, broken)
         if problem:
             grade = Grade(Verdict.FAIL, problem)
         elif could_not:
             grade = Grade(Verdict.NA, could_not)
         else:
-            grade = trial.grade(observation)
+            try:
+                grade = trial.grade(observation)
+            except Exception as error:
+                raise TrialError(info.name, error) from error
         return TrialResult(
             info.name,
             info.title,
@@ -269,6 +303,12 @@ class Runner:
         return Observation(
             t0=stage.t0,
             requests=tuple(stage.platform.requests()),
+            faulted=tuple(
+                sorted(
+                    (*stage.platform.faulted_requests(), *_refused(stage, traffic)),
+                    key=lambda r: r.at,
+                )
+            ),
             marks=tuple(sorted(stage.marks, key=lambda m: m.t)),
             events=dict(stage.events),
             not_before=dict(stage.not_before),
@@ -284,6 +324,33 @@ class Runner:
             end_t=stage.now_t(),
             patience=timing.held,
         )
+
+
+def _refused(stage: Stage, traffic: Sequence[Traffic]) -> list[RecordedRequest]:
+    """The requests the relay answered 400 itself, as recorded requests (their request line
+    is all it read of them)."""
+    refused = []
+    for item in traffic:
+        if item.kind != "refused":
+            continue
+        method, _, rest = item.detail.partition(" ")
+        target = rest.rsplit(" ", 1)[0] if " HTTP/" in rest else rest
+        path, _, query = target.partition("?")
+        refused.append(
+            RecordedRequest(
+                at=stage.t0 + timedelta(seconds=item.at - stage.mono0),
+                vm=stage.vm,
+                method=method,
+                path=path,
+                query=query,
+                headers={},
+                body=b"",
+                status=400,
+                response_body=BAD_REQUEST.split(b"\r\n\r\n", 1)[1],
+                fault="bad-request",
+            )
+        )
+    return refused
 
 
 def run(
@@ -320,4 +387,4 @@ def run(
     )
 
 
-__all__ = ["Attachment", "Progress", "Runner", "run"]
+__all__ = ["Attachment", "Progress", "Runner", "TrialError", "run"]

@@ -114,6 +114,43 @@ def grade_fault(kind: str) -> Callable[[Observation], Grade]:
     return grade
 
 
+#: The documented rate limit: requests a second (SPEC 1.3).
+RATE_LIMIT = 5
+
+
+def busiest_second(times: list[float]) -> int:
+    """The most of ``times`` (seconds) within any one second."""
+    times = sorted(times)
+    return max((sum(1 for u in times if t <= u < t + 1.0) for t in times), default=0)
+
+
+def grade_bad_request(observation: Observation) -> Grade:
+    """Alive through a spell of 400s, retrying no faster than the rate limit, and the next
+    event caught in time."""
+    if (gone := _exited(observation, "after its requests were answered 400")) is not None:
+        return gone
+    refused = [r for r in observation.faulted if r.fault == "bad-request"]
+    if not refused:
+        return Grade(Verdict.WARN, "no request of the handler met the 400")
+    busiest = busiest_second([observation.t(r.at) for r in refused])
+    if busiest > RATE_LIMIT:
+        return Grade(
+            Verdict.FAIL,
+            f"{busiest} requests in one second while it was answered 400: it retries in a "
+            f"loop faster than the documented {RATE_LIMIT} a second, which Azure answers 429",
+        )
+    if "own" not in observation.events:
+        return Grade(Verdict.FAIL, "it did not poll again after its requests were answered 400")
+    caught = grade_notice(observation)
+    if caught.verdict is Verdict.FAIL:
+        return Grade(Verdict.FAIL, f"after the 400s: {caught.reason}")
+    return Grade(
+        Verdict.PASS,
+        f"{len(refused)} request(s) answered 400 (at most {busiest} in a second); it caught "
+        f"the next event: {caught.reason}",
+    )
+
+
 def grade_own_vm_only(observation: Observation) -> Grade:
     other = observation.events["other"]
     wrong = [r for r in approvals_of(observation, other) if r.status == 200]
@@ -232,16 +269,20 @@ def grade_deleted(observation: Observation) -> Grade:
             f"its requests after the deletion at {fmt(deleted)} got no answer, as on Azure, "
             f"and it gave up on each and tried again ({len(after)} sent)",
         )
+    waited = max(0.0, observation.end_t - deleted)
     if not after:
         return Grade(
             Verdict.WARN,
-            f"it sent nothing after its VM was deleted at {fmt(deleted)}: a request held "
-            "since before, with no timeout? (on Azure its process dies with the VM)",
+            f"it sent nothing in the {waited:.0f} s after its VM was deleted at "
+            f"{fmt(deleted)}: it waited on a request held since before, with no timeout or "
+            f"one longer than {observation.patience:g} s (on Azure its process dies with "
+            "the VM)",
         )
     return Grade(
         Verdict.WARN,
         f"it sent one request after its VM was deleted at {fmt(deleted)} and waited for it "
-        "until the trial ended: it waits for ever (on Azure its process dies with the VM)",
+        f"until the trial ended {waited:.0f} s later: no timeout, or one longer than "
+        f"{observation.patience:g} s (on Azure its process dies with the VM)",
     )
 
 
@@ -266,9 +307,8 @@ def grade_reuse(observation: Observation) -> Grade:
 
 def grade_rate(observation: Observation) -> Grade:
     refused = [r for r in observation.requests if r.status == 429]
-    times = sorted(observation.t(r.at) for r in observation.requests)
-    busiest = max((sum(1 for u in times if t <= u < t + 1.0) for t in times), default=0)
-    if refused or busiest > 5:
+    busiest = busiest_second([observation.t(r.at) for r in observation.requests])
+    if refused or busiest > RATE_LIMIT:
         return Grade(
             Verdict.WARN,
             f"{busiest} requests in one second ({len(refused)} answered 429): over the "
@@ -316,7 +356,10 @@ def grade_headers(observation: Observation) -> Grade:
 
 
 __all__ = [
+    "RATE_LIMIT",
+    "busiest_second",
     "grade_approves_once",
+    "grade_bad_request",
     "grade_cancelled",
     "grade_deleted",
     "grade_drained",

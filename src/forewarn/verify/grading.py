@@ -66,6 +66,9 @@ class Observation:
     output: str = ""
     end_t: float = 0.0
     patience: float = 20.0
+    #: The requests an injected fault answered (each with its ``fault``); ``requests`` has
+    #: only those the endpoint answered.
+    faulted: tuple[RecordedRequest, ...] = ()
 
     def t(self, at: datetime) -> float:
         return (at - self.t0).total_seconds()
@@ -153,16 +156,22 @@ def record_of(observation: Observation, request: RecordedRequest) -> RequestReco
         status=request.status,
         sent=excerpt(request.body),
         received=excerpt(request.response_body),
+        fault=request.fault,
     )
 
 
 def evidence_of(observation: Observation, notes: Sequence[str] = (), limit: int = 60) -> Evidence:
-    """The handler's requests (the last ``limit``: those around the decision) and the marks
-    on one timeline, with the notes and the end of the handler's output when it exited."""
-    requests = [record_of(observation, r) for r in observation.requests][-limit:]
+    """The handler's requests (the last ``limit``: those around the decision), those an
+    injected fault answered among them (each with its fault), and the marks on one timeline,
+    with the notes and the end of the handler's output when it exited."""
+    every = sorted((*observation.requests, *observation.faulted), key=lambda r: r.at)
+    requests = [record_of(observation, r) for r in every][-limit:]
     extra = list(notes)
     if observation.faults_hit:
-        extra.append(f"injected faults answered {observation.faults_hit} request(s) (not listed)")
+        extra.append(
+            f"injected faults answered {observation.faults_hit} request(s) (listed, with "
+            "the fault each met)"
+        )
     if observation.exited is not None:
         extra.append(f"the handler exited with status {observation.exited}")
         if observation.output:

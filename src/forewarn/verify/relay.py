@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from forewarn.verify.model import VerifyError
+from forewarn.wire.errors import MISSING_METADATA_HEADER, error_body
 
 _T = TypeVar("_T")
 
@@ -41,14 +42,26 @@ CALL_TIMEOUT = 10.0
 CLONE_NEWNET = 0x40000000
 
 
+def _bad_request() -> bytes:
+    body = error_body(MISSING_METADATA_HEADER)
+    head = (
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
 @dataclass(frozen=True, slots=True)
 class Traffic:
     """One thing the relay saw: a connection opened (``"open"``) or request bytes
-    (``"data"``) from the handler, at ``at`` (monotonic seconds), on connection ``conn``."""
+    (``"data"``) from the handler, at ``at`` (monotonic seconds), on connection ``conn``; or
+    request bytes the relay answered 400 itself (``"refused"``, :meth:`Relay.refuse_until`)."""
 
     at: float
     kind: str
     conn: int
+    #: For ``"refused"`` (a request the relay answered 400 itself): its request line.
+    detail: str = ""
 
 
 class Relay:
@@ -75,6 +88,7 @@ class Relay:
         self._traffic: list[Traffic] = []
         self._lock = threading.Lock()
         self._next_conn = 0
+        self._refuse_until = 0.0
         self.address: tuple[str, int] = (host, port)
 
     # -- lifetime --------------------------------------------------------------------------
@@ -121,6 +135,12 @@ class Relay:
             await self._server.wait_closed()
         for writer in list(self._writers):
             writer.close()
+        # Connections still waiting (for a target, for the other side) end here, not as
+        # "Task was destroyed but it is pending!" on standard error after the run's last line.
+        pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     # -- the trial's target ----------------------------------------------------------------
 
@@ -142,9 +162,18 @@ class Relay:
         with self._lock:
             return [item for item in self._traffic if item.at >= since]
 
-    def _note(self, kind: str, conn: int) -> None:
+    def _note(self, kind: str, conn: int, detail: str = "") -> None:
         with self._lock:
-            self._traffic.append(Traffic(self._monotonic(), kind, conn))
+            self._traffic.append(Traffic(self._monotonic(), kind, conn, detail))
+
+    def refuse_until(self, moment: float) -> None:
+        """Until ``moment`` (monotonic seconds) every request the handler sends is answered
+        400, as Azure answers a request missing its ``Metadata: true`` header or its
+        api-version, and its connection closed; nothing reaches the platform."""
+        self._refuse_until = moment
+
+    def _refusing(self) -> bool:
+        return self._monotonic() < self._refuse_until
 
     # -- one connection --------------------------------------------------------------------
 
@@ -164,7 +193,8 @@ class Relay:
             self._writers.add(up_writer)
             try:
                 await asyncio.gather(
-                    self._pipe(reader, up_writer, conn), self._pipe(up_reader, writer, None)
+                    self._pipe(reader, up_writer, conn, writer),
+                    self._pipe(up_reader, writer, None),
                 )
             finally:
                 self._writers.discard(up_writer)
@@ -174,10 +204,21 @@ class Relay:
             writer.close()
 
     async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: int | None
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        conn: int | None,
+        back: asyncio.StreamWriter | None = None,
     ) -> None:
         try:
             while chunk := await reader.read(65536):
+                if conn is not None and back is not None and self._refusing():
+                    line = chunk.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+                    self._note("refused", conn, line[:300])
+                    back.write(BAD_REQUEST)
+                    await back.drain()
+                    back.close()
+                    break
                 if conn is not None:
                     self._note("data", conn)
                 writer.write(chunk)
@@ -229,4 +270,9 @@ def socket_in_namespace(namespace: str, host: str, port: int) -> socket.socket:
     return made[0]
 
 
-__all__ = ["CLONE_NEWNET", "Relay", "Traffic", "socket_in_namespace"]
+#: What the relay answers while it refuses: Azure's 400 for a request without ``Metadata:
+#: true`` (learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and
+#: debugging"; docs/spec.md SPEC 1.1, SPEC 1.2).
+BAD_REQUEST = _bad_request()
+
+__all__ = ["BAD_REQUEST", "CLONE_NEWNET", "Relay", "Traffic", "socket_in_namespace"]

@@ -91,6 +91,12 @@ class Stage:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="forewarn-verify-clock")
+        #: When the relay saw the handler send request bytes (trial seconds); the engine
+        #: sets it. It sees what the platform never records: requests to a deleted VM.
+        self.sends: Callable[[], list[float]] = list
+        #: Answer every request 400 until the given monotonic moment (the engine sets it:
+        #: the relay does it, in front of the platform).
+        self.refuse_until: Callable[[float], None] = lambda moment: None
         self._last = time.monotonic()
 
     # -- the clock -------------------------------------------------------------------------
@@ -212,6 +218,12 @@ class Stage:
     def alive(self) -> bool:
         return self._alive()
 
+    def refuse(self, seconds: float) -> None:
+        """Every request answered 400 for ``seconds`` (real time), as Azure answers one
+        without ``Metadata: true``; marked on the timeline."""
+        self.refuse_until(time.monotonic() + seconds)
+        self.mark("Refusing", "", f"every request answered 400 for {seconds:g} s")
+
     def wait(self, ready: Callable[[], bool], timeout: float) -> bool:
         """Wait (real time) until ``ready()``; False at ``timeout``; ``HandlerGone`` when the
         handler exits first."""
@@ -297,6 +309,7 @@ class Trial:
     first_call_delay: bool = False
     needs: str = ""
     warm_up: bool = True
+    platform_timing: Callable[[RunTiming], Mapping[str, float]] | None = None
 
     @property
     def name(self) -> str:

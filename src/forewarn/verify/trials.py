@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from forewarn.domain.events import EventSource, EventType
 from forewarn.verify.drives import (
     drive_approves_once,
+    drive_bad_request,
     drive_cancelled,
     drive_deleted,
     drive_drained,
@@ -33,10 +34,12 @@ from forewarn.verify.drives import (
     drive_terminate,
     drive_two_events,
     fault_drive,
+    impact_again_timing,
     notice_drive,
 )
 from forewarn.verify.grades import (
     grade_approves_once,
+    grade_bad_request,
     grade_cancelled,
     grade_deleted,
     grade_drained,
@@ -112,13 +115,24 @@ def _notice(
     )
 
 
-def _fault(name: str, kind: str, label: str, suites: tuple[str, ...], **options: object) -> Trial:
+def _fault(
+    name: str,
+    kind: str,
+    label: str,
+    suites: tuple[str, ...],
+    requires: str = "",
+    *,
+    event_first: bool = False,
+    **options: object,
+) -> Trial:
     return _trial(
         name,
         f"Keeps working through {label}",
         _cite(IMDS, "Errors and debugging", "SPEC 1.2"),
-        f"still running after requests met {label}, and the next event seen before its NotBefore",
-        fault_drive(kind, **options),
+        requires
+        or f"still running after requests met {label}, and the next event seen before its "
+        "NotBefore",
+        fault_drive(kind, event_first=event_first, **options),
         grade_fault(label),
         suites,
     )
@@ -187,8 +201,28 @@ TRIALS: tuple[Trial, ...] = (
     ),
     _fault("survives-500", "error", "a 500", QUICK, count=3),
     _fault("survives-410", "gone", "a 410", FULL, count=3),
+    _trial(
+        "survives-400",
+        "Keeps working through a 400",
+        _cite(IMDS, "Errors and debugging", "SPEC 1.2, SPEC 1.3"),
+        "still running after every request was answered 400 for a while (three of its "
+        "polls, 5 s at least: Azure's answer to a missing header or a bad api-version), "
+        "never more than 5 requests in a second meanwhile, and the next event seen before "
+        "its NotBefore",
+        drive_bad_request,
+        grade_bad_request,
+    ),
     _fault("survives-429", "throttle", "a 429", FULL, count=3),
-    _fault("survives-truncate", "truncate", "a cut body", QUICK, count=3),
+    _fault(
+        "survives-truncate",
+        "truncate",
+        "a cut body",
+        QUICK,
+        "still running after the answers showing a new event were cut short (200s with a "
+        "body, whatever If-None-Match it sent), and that event seen before its NotBefore",
+        count=3,
+        event_first=True,
+    ),
     _fault("survives-reset", "reset", "a connection reset", QUICK, count=3),
     _fault("survives-latency", "latency", "2 s of latency", FULL, count=3, delay=2.0),
     _trial(
@@ -238,6 +272,7 @@ TRIALS: tuple[Trial, ...] = (
         "still running after a second, shorter impact, and polling after it",
         drive_impact_again,
         lambda o: grade_survives(o),
+        platform_timing=impact_again_timing,
     ),
     _trial(
         "freeze-instead",

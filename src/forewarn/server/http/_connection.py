@@ -289,6 +289,7 @@ class ImdsProtocol(_RequestParsing):
         if parsed is not self._fault_passed:
             fault = fault_for(self._endpoint, self._local, self._peer)
             if fault is not None:
+                self._endpoint.faulted(request, fault.kind.value)
                 self._inject(fault, parsed, request)
                 return
         self._fault_passed = None
