@@ -277,3 +277,41 @@ def test_column_types_of_the_table_format() -> None:
     assert column_type([[1]]) == "object"
     assert column_type([None]) == "object"
     assert column_type([]) == "object"
+
+
+def test_tostring_of_each_kind_of_value() -> None:
+    """ "tostring()": "If the value is null, the result is an empty string"; a bool is
+    ``true``/``false``, a number its digits, an array or bag its JSON ("tostring()",
+    Returns)."""
+    rows: list[dict[str, Any]] = [
+        {"v": None},
+        {"v": True},
+        {"v": False},
+        {"v": 12},
+        {"v": 1.5},
+        {"v": "x"},
+        {"v": {"b": [1, "y"]}},
+    ]
+    shown = [row["s"] for row in q("t | project s = tostring(v)", rows)]
+    assert shown == ["", "true", "false", "12", "1.5", "x", '{"b":[1,"y"]}']
+    assert [row["s"] for row in q("t | project s = toupper(v)", rows[:3])] == [
+        None,
+        "TRUE",
+        "FALSE",
+    ]
+
+
+def test_dcount_min_max_and_arg_max_over_mixed_values() -> None:
+    """``dcount`` counts equal values once, however a bag's keys are ordered; ``min``/``max``
+    order values of different types (bool, then numbers, then strings) rather than fail;
+    ``arg_max`` over a tie returns the first row."""
+    rows: list[dict[str, Any]] = [
+        {"v": {"a": 1, "b": 2}, "w": "b", "n": 1},
+        {"v": {"b": 2, "a": 1}, "w": 3, "n": 2},
+        {"v": {"a": 2}, "w": True, "n": 2},
+    ]
+    assert q("t | summarize dcount(v), min(w), max(w)", rows) == [
+        {"dcount_v": 2, "min_w": True, "max_w": "b"}
+    ]
+    assert q("t | summarize arg_max(n, w)", rows) == [{"n": 2, "w": 3}]
+    assert q("t | summarize arg_min(n, w)", rows) == [{"n": 1, "w": "b"}]
