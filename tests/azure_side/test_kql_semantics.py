@@ -314,4 +314,7 @@ def test_dcount_min_max_and_arg_max_over_mixed_values() -> None:
         {"dcount_v": 2, "min_w": True, "max_w": "b"}
     ]
     assert q("t | summarize arg_max(n, w)", rows) == [{"n": 2, "w": 3}]
+    assert q("t | summarize make_list(n), make_set(n)", rows) == [
+        {"list_n": [1, 2, 2], "set_n": [1, 2]}  # make_list keeps each value, make_set once
+    ]
     assert q("t | summarize arg_min(n, w)", rows) == [{"n": 1, "w": "b"}]
