@@ -17,6 +17,8 @@ specification's examples (github.com/Azure/azure-rest-api-specs, specification/m
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from click.testing import CliRunner
@@ -329,3 +331,31 @@ def test_each_refusal_says_what_it_refuses(platform: ForewarnPlatform) -> None:
     }
     assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
     assert event.status is EventStatus.SCHEDULED
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        lambda path: path.replace("/acknowledge", "/Acknowledge"),
+        lambda path: path.replace("scheduledevents", "scheduledEvents").replace(
+            "microsoft.maintenance", "Microsoft.Maintenance"
+        ),
+        lambda path: path.replace("virtualMachines", "VIRTUALMACHINES").replace("db0", "DB0"),
+        lambda path: path.rsplit("/", 2)[0] + "/" + path.rsplit("/", 2)[1].lower() + "/acknowledge",
+    ],
+    ids=["suffix", "provider", "resource", "event-id"],
+)
+def test_each_part_of_the_id_is_read_without_regard_to_case(
+    platform: ForewarnPlatform, spell: Any
+) -> None:
+    """ARM ids are read without regard to case ("Scheduled Events in Event Grid" spells the
+    same id ``resourcegroups``/``resourceGroups``, ``microsoft.maintenance``/
+    ``Microsoft.Maintenance``): each part spelt otherwise on its own, the rest as the CLI's
+    ``--ids`` spells it, still acknowledges the event."""
+    (event,) = platform.restart("db0")
+    path = spell(f"{vm_event_id('db0', event.event_id)}/acknowledge")
+    assert path != f"{vm_event_id('db0', event.event_id)}/acknowledge"
+    with platform.control_client() as http:
+        answer = http.post(path + API)
+    assert answer.status_code == 200, answer.text
+    assert platform.document("db0").events[0].status is EventStatus.STARTED

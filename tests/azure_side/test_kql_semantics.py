@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from azure.mgmt.resourcegraph.models import ColumnDataType
 
 from forewarn.resourcegraph.kql import QueryError, parse_query
-from forewarn.resourcegraph.query import MAX_COST, MAX_ROWS, run
+from forewarn.resourcegraph.query import MAX_COST, MAX_ROWS, column_type, run
 
 ROWS: list[dict[str, Any]] = [
     {"name": "a", "text": "Virtual machine is going to be restarted", "n": 3, "tags": ["x", "y"]},
@@ -185,3 +186,135 @@ def test_an_operator_making_too_many_rows_is_refused() -> None:
         run(parse_query("t | join kind=inner (vms) on k"), many)
     assert refused.value.code == "QueryTooLarge"
     assert f"{MAX_ROWS:,}" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "term", "found"),
+    [
+        ("restart", "restart", True),  # the whole text
+        ("restart now", "restart", True),  # at the start
+        ("now restart", "restart", True),  # at the end
+        ("restarted, then restart", "restart", True),  # not the first occurrence
+        ("restarted", "restart", False),
+        ("unrestart", "restart", False),
+        ("abc-def", "-def", True),  # a term beginning with a separator
+        ("abc-def", "c-d", False),  # inside two terms
+        ("abc", "", True),
+    ],
+)
+def test_has_term_boundaries(text: str, term: str, found: bool) -> None:
+    """ "has": the RHS "is a whole term in" the LHS; terms are runs of alphanumeric characters
+    ("String operators", "What is a term?")."""
+    rows = [{"name": "x", "text": text}]
+    assert (q(f"t | where text has '{term}'", rows) != []) is found
+
+
+def test_bool_literals_and_distinct_star() -> None:
+    """``true``/``false`` literals ("The bool data type"); ``distinct *``: "Produces a table
+    with the distinct combination of" every column ("distinct operator")."""
+    assert names("t | where isnull(n) == true") == ["B"]
+    assert names("t | where isnull(n) == false") == ["a", "c"]
+    twice = [{"a": 1, "b": 2}, {"a": 1, "b": 2}, {"a": 1, "b": 3}]
+    assert q("t | distinct *", twice) == [{"a": 1, "b": 2}, {"a": 1, "b": 3}]
+
+
+def test_join_keys_either_way_round_and_refused_on_one_side() -> None:
+    """``on $left.a == $right.b`` names the left side's column and the right side's, in
+    either order ("join operator", Parameters: "Attributes"); both on one side is refused."""
+    one_way = q("t | join kind=inner (vms) on $left.name == $right.name")
+    other_way = q("t | join kind=inner (vms) on $right.name == $left.name")
+    assert one_way == other_way
+    assert [row["size"] for row in one_way] == ["small", "large", "medium"]
+    with pytest.raises(QueryError):
+        parse_query("t | join (vms) on $left.name == $left.name")
+
+
+def test_mv_expand_names_and_property_bags() -> None:
+    """ "mv-expand operator": a column expanded keeps its name; an expression gets the name
+    given; "kind=bag ... property bags are expanded into single-entry property bags"."""
+    rows = [{"name": "a", "tags": ["x", "y"], "bag": {"k": 1, "l": 2}}]
+    assert [row["tags"] for row in q("t | mv-expand tags", rows)] == ["x", "y"]
+    assert [row["bag"] for row in q("t | mv-expand bag", rows)] == [{"k": 1}, {"l": 2}]
+    assert [row["name"] for row in q("t | mv-expand tags", rows)] == ["a", "a"]
+
+
+def test_aggregations_over_mixed_and_missing_values() -> None:
+    """``sum``/``avg`` of numbers only, nulls skipped; ``min``/``max`` of strings; a group
+    whose values are all null gives null ("summarize operator", "Default values of
+    aggregations"); ``make_set`` keeps each value once; ``arg_max`` skips nulls and names an
+    expression's column after the path it reads; an aggregation can be named."""
+    rows: list[dict[str, Any]] = [
+        {"g": 1, "v": 2, "s": "b"},
+        {"g": 1, "v": None, "s": "a"},
+        {"g": 1, "v": 4, "s": "b"},
+        {"g": 2, "v": None, "s": None},
+    ]
+    assert q(
+        "t | summarize sum(v), avg(v), min(s), max(s), make_set(s), total = count() by g", rows
+    ) == [
+        {"g": 1, "sum_v": 6, "avg_v": 3.0, "min_s": "a", "max_s": "b", "set_s": ["b", "a"],
+         "total": 3},
+        {"g": 2, "sum_v": None, "avg_v": None, "min_s": None, "max_s": None, "set_s": [],
+         "total": 1},
+    ]  # fmt: skip
+    assert q("t | summarize arg_max(v, s) by g", rows) == [
+        {"g": 1, "v": 4, "s": "b"},
+        {"g": 2, "v": None, "s": None},
+    ]
+    assert q("t | summarize arg_min(tolower(s), v)", rows) == [{"s": "a", "v": None}]
+    assert q("t | summarize m = arg_max(v, s)", rows) == [{"m": 4, "s": "b"}]
+
+
+def test_column_types_of_the_table_format() -> None:
+    """Resource Graph's table format names each column's type (REST API "Resources",
+    ``ColumnDataType``: string, integer, number, boolean, object): the first value that is
+    not null decides; each is one ``azure-mgmt-resourcegraph``'s ``ColumnDataType`` knows."""
+    assert {column_type([v]) for v in (True, 3, 1.5, "x", [1])} <= {t.value for t in ColumnDataType}
+    assert column_type([None, True]) == "boolean"
+    assert column_type([None, 3]) == "integer"
+    assert column_type([1.5]) == "number"
+    assert column_type(["x", 1]) == "string"
+    assert column_type([[1]]) == "object"
+    assert column_type([None]) == "object"
+    assert column_type([]) == "object"
+
+
+def test_tostring_of_each_kind_of_value() -> None:
+    """ "tostring()": "If the value is null, the result is an empty string"; a bool is
+    ``true``/``false``, a number its digits, an array or bag its JSON ("tostring()",
+    Returns)."""
+    rows: list[dict[str, Any]] = [
+        {"v": None},
+        {"v": True},
+        {"v": False},
+        {"v": 12},
+        {"v": 1.5},
+        {"v": "x"},
+        {"v": {"b": [1, "y"]}},
+    ]
+    shown = [row["s"] for row in q("t | project s = tostring(v)", rows)]
+    assert shown == ["", "true", "false", "12", "1.5", "x", '{"b":[1,"y"]}']
+    assert [row["s"] for row in q("t | project s = toupper(v)", rows[:3])] == [
+        None,
+        "TRUE",
+        "FALSE",
+    ]
+
+
+def test_dcount_min_max_and_arg_max_over_mixed_values() -> None:
+    """``dcount`` counts equal values once, however a bag's keys are ordered; ``min``/``max``
+    order values of different types (bool, then numbers, then strings) rather than fail;
+    ``arg_max`` over a tie returns the first row."""
+    rows: list[dict[str, Any]] = [
+        {"v": {"a": 1, "b": 2}, "w": "b", "n": 1},
+        {"v": {"b": 2, "a": 1}, "w": 3, "n": 2},
+        {"v": {"a": 2}, "w": True, "n": 2},
+    ]
+    assert q("t | summarize dcount(v), min(w), max(w)", rows) == [
+        {"dcount_v": 2, "min_w": True, "max_w": "b"}
+    ]
+    assert q("t | summarize arg_max(n, w)", rows) == [{"n": 2, "w": 3}]
+    assert q("t | summarize make_list(n), make_set(n)", rows) == [
+        {"list_n": [1, 2, 2], "set_n": [1, 2]}  # make_list keeps each value, make_set once
+    ]
+    assert q("t | summarize arg_min(n, w)", rows) == [{"n": 1, "w": "b"}]

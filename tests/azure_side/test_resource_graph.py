@@ -215,3 +215,28 @@ def test_bad_requests_are_refused_before_any_query(platform: ForewarnPlatform) -
         assert "query" in no_query.json()["error"]["message"]
         too_many = http.post(URL, json={"query": FIRST_QUERY, "options": {"$top": 5000}})
         assert too_many.status_code == 400
+
+
+def test_a_refusal_says_where_as_resource_graph_does(platform: ForewarnPlatform) -> None:
+    """Resource Graph's ``InvalidQuery`` error carries a detail with the ``code``, the
+    ``message``, and for a parse failure the ``line`` and ``characterPositionInLine`` and the
+    ``token`` (learn.microsoft.com, Azure Resource Graph "Troubleshoot errors", and the
+    ``ErrorDetails`` of the REST API); a bound passed has no place, and says line 1."""
+    bad = query(platform, "maintenanceresources\n| where name ==== 'x'").json()["error"]
+    assert bad["details"][0] == {
+        "code": "InvalidQuery",
+        "message": "Query is invalid. Please refer to the documentation for the Azure Resource "
+        "Graph service and fix the error before retrying.",
+    }
+    detail = bad["details"][1]
+    assert (detail["line"], detail["characterPositionInLine"], detail["token"]) == (
+        2,
+        16,
+        "==",
+    )  # the second ==
+    assert "line 2" in detail["message"]
+    assert detail["message"] in bad["message"]
+    long = query(platform, "maintenanceresources | where name == '" + "x" * 9000 + "'")
+    detail = long.json()["error"]["details"][1]
+    assert (detail["line"], detail["characterPositionInLine"]) == (1, 0)
+    assert "8192 characters" in detail["message"]

@@ -142,6 +142,20 @@ def test_a_skip_token_not_holding_an_offset_is_refused(
     assert answer.json()["error"]["details"][1]["code"] == "InvalidSkipToken"
 
 
+def test_a_token_resumes_at_the_offset_it_holds_the_first_row_included(
+    platform: ForewarnPlatform,
+) -> None:
+    """A token holding offset 0 is the first page again; one holding 3 resumes at the fourth
+    row (work-with-data, "Paging results": the token says where the next page starts)."""
+    everything = [row["name"] for row in rows(platform, ALL)]
+    token = post(platform, ALL, options={"$top": 2}).json()["$skipToken"]
+    for offset in (0, 3):
+        options = {"$top": 2, "$skipToken": _forged(token, skip=offset)}
+        assert [row["name"] for row in rows(platform, ALL, options=options)] == everything[
+            offset : offset + 2
+        ]
+
+
 @pytest.mark.parametrize(
     "options", [{"$skiptoken": "x"}, {"top": 2}, {"$first": 2}, {"allowPartialScopes": "yes"}]
 )

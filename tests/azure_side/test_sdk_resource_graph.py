@@ -161,7 +161,8 @@ def test_the_sdk_runs_a_dashboards_summarize_and_join(
                 options=QueryRequestOptions(result_format="table"),
             )
         )
-    assert counts.data == [
+    data: list[dict[str, Any]] = counts.data  # type: ignore[assignment]
+    assert data == [
         {"status": "Completed", "count_": 1},
         {"status": "Scheduled", "count_": 2},
     ]

@@ -71,21 +71,21 @@ def _aggregate(aggregate: Aggregate, rows: list[Row], evaluate: Evaluate) -> Any
 def _arg(
     column: Column, aggregate: Aggregate, rows: list[Row], evaluate: Evaluate, names: Names
 ) -> Row:
-    """``arg_max``/``arg_min``: the chosen row's columns (none when every value is null)."""
+    """``arg_max``/``arg_min``: the chosen row's columns (nulls when every value is null: no
+    row is chosen, and each column of an empty row is null)."""
     first, *returned = aggregate.arguments
     scored = [(evaluate(first, row), row) for row in rows]
     scored = [(value, row) for value, row in scored if value is not None]
     pick = max if aggregate.function == "arg_max" else min
-    chosen = pick(scored, key=lambda pair: rank(pair[0]), default=(None, None))[1]
+    chosen: Row = pick(scored, key=lambda pair: rank(pair[0]), default=(None, {}))[1]
     label = column.name or names((Column("", first),))[0]
-    out: Row = {label: evaluate(first, chosen) if chosen is not None else None}
+    out: Row = {label: evaluate(first, chosen)}
     if any(isinstance(expr, Star) for expr in returned):
-        if chosen is not None:
-            out.update({k: v for k, v in chosen.items() if k not in out})
+        out.update({k: v for k, v in chosen.items() if k not in out})
         return out
     shown = [Column("", expr) for expr in returned]
     for name, each in zip(names(shown), shown, strict=True):
-        out[name] = evaluate(each.expr, chosen) if chosen is not None else None
+        out[name] = evaluate(each.expr, chosen)
     return out
 
 

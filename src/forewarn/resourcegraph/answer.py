@@ -40,7 +40,7 @@ def _digest(query: str, subscriptions: tuple[str, ...] | None) -> str:
 
 
 def _skip_token(offset: int, digest: str) -> str:
-    text = json.dumps({"skip": offset, "query": digest}, separators=(",", ":"))
+    text = json.dumps({"skip": offset, "query": digest})
     return base64.urlsafe_b64encode(text.encode()).decode()
 
 

@@ -474,7 +474,7 @@ def column_type(values: Iterable[Any]) -> str:
         if isinstance(value, int):
             return "integer"
         if isinstance(value, float):
-            return "real"
+            return "number"  # ColumnDataType: string, integer, number, boolean, object
         if isinstance(value, str):
             return "string"
         return "object"
