@@ -105,6 +105,10 @@ def _query_process_setup() -> None:
     os.nice(QUERY_NICENESS)
 
 
+#: Seconds ``forewarn serve``'s stop waits for the query process once it is told to end.
+CLOSE_SECONDS = 2.0
+
+
 class QueryProcess:
     """Queries run in a process of their own, so that however long one takes, the VM-facing
     endpoint of the same ``forewarn serve`` keeps its interpreter (a worker thread would
@@ -137,9 +141,23 @@ class QueryProcess:
             return 503, encoded(refusal)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Stop the query process at once: a query still running is of no use to a server
+        on its way out, and waiting for it (or for a niced process to be scheduled on a busy
+        machine) held ``forewarn serve``'s stop past its bound."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # The executor's own processes (CPython keeps them in ``_processes``): terminated,
+        # then joined within a bound, since shutdown() alone waits for a running query.
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=CLOSE_SECONDS)
+            if process.is_alive():  # stopped, or never scheduled: what SIGTERM cannot end
+                process.kill()
+                process.join(timeout=CLOSE_SECONDS)
 
 
 class _EventRows:
