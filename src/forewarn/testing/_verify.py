@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from forewarn.errors import ForewarnError
 from forewarn.verify.model import RunReport, TrialResult, VerifyError
 
 #: A handler run on a thread: ``handler(endpoint, stop)`` until ``stop`` is set.
@@ -27,8 +28,9 @@ THREAD_STOP_TIMEOUT = 10.0
 _URL = re.compile(r"http://[^\s:/]+(?::\d+)?")
 
 
-class VerifyFailed(AssertionError):  # noqa: N818 - read as "the verify failed"
-    """Trials failed: the message names each with its reason and its evidence."""
+class VerifyFailed(ForewarnError, AssertionError):  # noqa: N818 - "the verify failed"
+    """Trials failed: the message names each with its reason and its evidence. An
+    AssertionError as well, so pytest reports it as the test's failure."""
 
     def __init__(self, report: RunReport, raised: BaseException | None = None) -> None:
         self.report = report

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from forewarn.domain.events import Event, EventSource, EventType
 from forewarn.domain.impact import ImpactChange
+from forewarn.errors import ForewarnError
 from forewarn.faults import ActiveFault
 from forewarn.testing import ForewarnPlatform
 from forewarn.verify.grading import Grade, Observation, is_events_request
@@ -58,7 +59,7 @@ FLEETS: dict[str, tuple[str, str]] = {
 }
 
 
-class HandlerGone(Exception):  # noqa: N818 - a signal inside a trial, never shown
+class HandlerGone(ForewarnError):  # noqa: N818 - a signal inside a trial, never shown
     """The handler exited while a trial waited for it."""
 
 
