@@ -32,6 +32,8 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     ├── QueryError                        forewarn.resourcegraph.kql: a query it cannot run
     ├── ReportFormatError                 forewarn.verify.model: a verify report it cannot read
     ├── VerifyError                       forewarn.verify.model: a verify run that could not happen
+    ├── VerifyFailed                      forewarn.testing: trials failed (an AssertionError too)
+    ├── HandlerGone                       forewarn.verify.stage: the handler exited mid-trial
     ├── ExchangeError                     forewarn.eventgrid._http: a webhook gave no answer
     ├── ImdsError                         forewarn.client (its own tree below it)
     ├── AgentConfigError                  forewarn.agent.config
