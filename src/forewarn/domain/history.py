@@ -26,11 +26,11 @@ from the journal instead (the change undone): its number is then the next real c
 a reader told of the undone one would take the real one for a change it had already handled,
 and pass over it. The rebuilt history holds its replayed changes too, and tells those the
 replaced one had not (:attr:`EventHistory.told`) once readers listen to it: among them the
-change whose commit could not be confirmed, when the journal says it happened. The history
-itself keeps the latest change of each event for
-Resource Graph's table: every live event, and the :data:`FINISHED_KEPT` most recently finished
-(Completed or Canceled), the oldest forgotten first, so memory stays bounded however long the
-platform runs.
+change whose commit could not be confirmed, when the journal says it happened.
+
+The history itself keeps the latest change of each event for Resource Graph's table: every
+live event, and the :data:`FINISHED_KEPT` most recently finished (Completed or Canceled), the
+oldest forgotten first, so memory stays bounded however long the platform runs.
 """
 
 from __future__ import annotations
