@@ -204,7 +204,7 @@ def test_a_change_whose_commit_is_lost_is_delivered_only_if_the_journal_holds_it
     lost: str, rebuilt_by: str
 ) -> None:
     """At least once, and nothing that never happened (docs/azure-side.md, "Event Grid";
-    docs/scale-out.md, "How front-ends stay one fleet": after a write whose commit could not
+    docs/scale-out.md, "A silent PostgreSQL": after a write whose commit could not
     be confirmed, the front-end rebuilds its copy from the journal, "which says which").
 
     The soak saw an event's Started never delivered: a write applied ahead of its commit
