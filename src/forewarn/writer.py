@@ -102,7 +102,14 @@ class JournalWriter:
         Only requests that changed state are journaled: at start-up nobody is idle by the
         server's absence, so every VM counts as having asked just now; when undoing, each VM
         last asked when it did on the platform replaced (:attr:`_requests`)."""
-        applied = self.applied if self._pristine else Applied.fresh(self._new_platform)
+        if self._pristine:
+            applied = self.applied
+        else:
+            # readers of its history are told of the changes the replaced one had not told
+            # them of once it is served (forewarn.domain.history), the change undone never
+            told = self.applied.platform.history.told
+            applied = Applied.fresh(self._new_platform)
+            applied.platform.history.hold(after=told)
         self._pristine = False
         replay_journal(applied, self.journal.records(), self.clock)
         platform = applied.platform
@@ -114,6 +121,7 @@ class JournalWriter:
         self.applied = applied
         self.diverged = False
         self.adopt(platform)
+        platform.history.release()
         return applied.head
 
     def recover(self) -> None:
@@ -140,8 +148,15 @@ class JournalWriter:
         if self.quiet():
             raise self.refusal()
         applied = self.applied
-        result = applied.apply_command(applied.head + 1, at, command)
+        history = applied.platform.history
+        history.hold()  # a change of a published event is told once it is journaled
+        try:
+            result = applied.apply_command(applied.head + 1, at, command)
+        except BaseException:
+            history.release()  # refused by the domain: nothing changed, nothing held
+            raise
         self._append(record)
+        history.release()
         return result
 
     def journal_taken(self, command: Touch, at: datetime) -> None:

@@ -161,19 +161,34 @@ class Replica:
         number of records. Start-up and recovery after a diverged write both come here."""
         untouched = self.applied.head == 0 and not self.diverged
         # at start-up the platform built with the replica is the fresh one: no second build
-        applied = self.applied if untouched else Applied.fresh(self._new_platform)
+        applied = self.applied if untouched else self._fresh()
         replay_journal(applied, self.journal.records(), self.clock)
+        self._serve(applied)
+        return applied.head
+
+    def _fresh(self) -> Applied:
+        """A fresh platform to replay the journal onto, in place of this one, whose history
+        holds the changes readers were not told of yet until it is served
+        (:mod:`forewarn.domain.history`)."""
+        told = self.applied.platform.history.told
+        applied = Applied.fresh(self._new_platform)
+        applied.platform.history.hold(after=told)
+        return applied
+
+    def _serve(self, applied: Applied) -> None:
+        """Serve ``applied``, replayed from the journal: the service adopts it (its readers
+        listen to its history), then is told of the changes replayed that it had not been."""
         self.applied = applied
         self.adopt(applied.platform)
+        applied.platform.history.release()
         self.diverged = False
         self.on_change()
-        return applied.head
 
     def replayed(self, journal: PostgresJournal) -> Applied:
         """The whole journal replayed onto a fresh platform, read through ``journal`` (a
         connection of the caller's): thread-safe, so the follower runs it in a worker thread
         and then serves the result (:meth:`install`) without the event loop waiting on it."""
-        applied = Applied.fresh(self._new_platform)
+        applied = self._fresh()
         replay_journal(applied, journal.records(), self.clock)
         return applied
 
@@ -182,10 +197,7 @@ class Replica:
         a write rebuilt it meanwhile, and ``applied`` is dropped."""
         if not self.diverged:
             return False
-        self.applied = applied
-        self.adopt(applied.platform)
-        self.diverged = False
-        self.on_change()
+        self._serve(applied)
         return True
 
     def apply_fetched(self, records: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
@@ -393,6 +405,10 @@ class Replica:
                 records: list[dict[str, Any]] = []
                 due = applied.platform.next_deadline()
                 ahead_of = applied.head
+                # changes of published events made from here on are told once the commit
+                # is confirmed; if it is not, this history is replaced with them untold
+                history = applied.platform.history
+                history.hold()
                 if due is not None and due <= at and not isinstance(commands[0], Tick):
                     # time passing fires deadlines: a record of its own says so, and the
                     # events it creates are numbered after it
@@ -426,6 +442,7 @@ class Replica:
                     "says which"
                 ) from exc
             raise _NotStartedError() from exc
+        history.release()
         written = any(not isinstance(outcome, ForewarnError) for outcome in outcomes)
         if written:
             self.on_change()

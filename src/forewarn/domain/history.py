@@ -19,10 +19,18 @@ Changes are numbered in the order they happen. The platform is a function of its
 a replay (a restart, another front-end) makes the very same changes with the very same numbers
 at the very same platform times: a reader that remembers the last number it handled (the
 Event Grid outbox) knows exactly what is new. Readers are told of each change as it is made
-(:meth:`EventHistory.listen`); the history itself keeps the latest change of each event for
-Resource Graph's table: every live event, and the :data:`FINISHED_KEPT` most recently finished
-(Completed or Canceled), the oldest forgotten first, so memory stays bounded however long the
-platform runs.
+(:meth:`EventHistory.listen`), but only once it is a fact: a change made ahead of its journal
+(applied before its record commits) is held (:meth:`EventHistory.hold`) and told when the
+commit is confirmed (:meth:`EventHistory.release`), or never, when the platform is rebuilt
+from the journal instead (the change undone): its number is then the next real change's, and
+a reader told of the undone one would take the real one for a change it had already handled,
+and pass over it. The rebuilt history holds its replayed changes too, and tells those the
+replaced one had not (:attr:`EventHistory.told`) once readers listen to it: among them the
+change whose commit could not be confirmed, when the journal says it happened.
+
+The history itself keeps the latest change of each event for Resource Graph's table: every
+live event, and the :data:`FINISHED_KEPT` most recently finished (Completed or Canceled), the
+oldest forgotten first, so memory stays bounded however long the platform runs.
 """
 
 from __future__ import annotations
@@ -116,6 +124,27 @@ class EventHistory:
         self._live: dict[str, EventChange] = {}
         self._finished: OrderedDict[str, EventChange] = OrderedDict()
         self._listeners: list[Listener] = []
+        #: The number of the last change readers were told of, here or by the history this
+        #: one replaces (:meth:`hold`).
+        self.told = 0
+        #: While held, the number after which changes are kept for :meth:`release`.
+        self._holding: int | None = None
+        self._held: list[EventChange] = []
+
+    def hold(self, after: int | None = None) -> None:
+        """Keep the changes made from now on, untold, until :meth:`release` (dropped with
+        this history when its platform is replaced instead). Those numbered ``after`` or
+        less are not kept, as readers were told of them already: ``after`` is the
+        :attr:`told` of the history this one, replayed from the journal, replaces."""
+        if after is not None:
+            self.told = max(self.told, after)
+        self._holding = self.told
+
+    def release(self) -> None:
+        """Tell readers of the changes held, in order, and of every change from now on."""
+        held, self._held, self._holding = self._held, [], None
+        for change in held:
+            self._tell(change)
 
     def listen(self, listener: Listener) -> None:
         """Tell ``listener`` of every change from now on, as it is made."""
@@ -132,6 +161,13 @@ class EventHistory:
                 self._finished.popitem(last=False)
         else:
             self._live[event_id] = change
+        if self._holding is None:
+            self._tell(change)
+        elif change.sequence > self._holding:
+            self._held.append(change)
+
+    def _tell(self, change: EventChange) -> None:
+        self.told = change.sequence
         for listener in self._listeners:
             listener(change)
 
