@@ -27,7 +27,7 @@ is: the control API assigns statuses at its edge by walking an error's MRO
     │   └── ControlUnreachableError       nothing answered at its address
     ├── StorageError                      forewarn.storage.errors (its own tree below it)
     ├── StateMismatchError                forewarn.server.state: a store of another fleet
-    ├── ReplayError                       forewarn.replay: a journal record that cannot apply
+    ├── ReplayError                       forewarn.journal_replay: a record that cannot apply
     ├── ExposureError                     forewarn.server.runner: control API open, no token
     ├── QueryError                        forewarn.resourcegraph.kql: a query it cannot run
     ├── ReportFormatError                 forewarn.verify.model: a verify report it cannot read

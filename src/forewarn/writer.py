@@ -6,7 +6,7 @@ possible and what it creates, and journaled right after, before anyone can see i
 service runs both on one thread, so no answer, log line, hook or dashboard reads the platform
 in between. If the journal refuses the record (a full disk, an I/O error), the change is
 undone by rebuilding the platform from the journal, which holds everything acknowledged and
-nothing else: the same replay as a restart (:func:`forewarn.replay.replay_journal`), so the
+nothing else: the same replay as a restart (:func:`forewarn.journal_replay.replay_journal`), so the
 EventIds the change drew are drawn again by the next change, as they were never shown to
 anyone, and every VM is shown what it was shown before, at the same DocumentIncarnation.
 
@@ -31,7 +31,7 @@ from datetime import datetime
 from forewarn.commands import Command, Result, Touch
 from forewarn.domain.clock import Clock
 from forewarn.domain.platform import Platform
-from forewarn.replay import Applied, NewPlatform, replay_journal
+from forewarn.journal_replay import Applied, NewPlatform, replay_journal
 from forewarn.storage import Journal
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.journal import encode_record

@@ -36,7 +36,7 @@ from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.errors import ForewarnError
-from forewarn.replay import Applied, replay_journal
+from forewarn.journal_replay import Applied, replay_journal
 from forewarn.service import platform_for_fleet
 from forewarn.storage.errors import (
     NotSerializableError,

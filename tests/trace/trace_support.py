@@ -16,7 +16,7 @@ import httpx
 
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.scenario import Scenario, parse_scenario
-from forewarn.server.replay import ReplayEndpoint, ReplaySettings, load_replay
+from forewarn.server.trace_replay import ReplayEndpoint, ReplaySettings, load_replay
 from forewarn.testing import ForewarnPlatform
 from forewarn.testing._server import ServerThread
 from forewarn.trace.format import (

@@ -76,7 +76,7 @@ def replay(
         loaded = load_trace(trace)
     except TraceError as exc:
         raise click.ClickException(str(exc)) from None
-    from forewarn.server.replay import ReplayError, ReplaySettings, run_replay  # the server
+    from forewarn.server.trace_replay import ReplayError, ReplaySettings, run_replay  # the server
 
     settings = ReplaySettings(
         trace,

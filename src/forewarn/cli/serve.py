@@ -277,7 +277,7 @@ def serve(
     # commands and `forewarn agent` never load it.
     from forewarn.config.fleet import FleetFileError
     from forewarn.control_token import TokenFileError
-    from forewarn.replay import ReplayError
+    from forewarn.journal_replay import ReplayError
     from forewarn.server.embedded_postgres import EmbeddedPostgresError
     from forewarn.server.runner import ExposureError, ServeSettings, TlsSettingsError, run
     from forewarn.server.state import StateMismatchError

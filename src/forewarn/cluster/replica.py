@@ -40,7 +40,7 @@ from forewarn.domain.clock import Clock
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Platform
 from forewarn.errors import ForewarnError
-from forewarn.replay import Applied, NewPlatform, replay_journal
+from forewarn.journal_replay import Applied, NewPlatform, replay_journal
 from forewarn.storage.errors import AppendConflictError, StorageError, StoreUnavailableError
 from forewarn.storage.journal import encode_record
 

@@ -26,7 +26,7 @@ from forewarn.domain.ids import EventIdFactory, JournalEventIds, NewEventId
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import PROFILES, TimingProfile
 from forewarn.errors import ForewarnError
-from forewarn.replay import Applied, NewPlatform, replay_journal
+from forewarn.journal_replay import Applied, NewPlatform, replay_journal
 from forewarn.service import ScheduledEventsService, platform_for_fleet
 from forewarn.storage.errors import CorruptStoreError, StoreUnavailableError
 from forewarn.writer import JournalWriter
@@ -445,8 +445,8 @@ class StoreSummary:
 
 def check_store(url: str) -> StoreSummary:
     """Replay the journal of store ``url`` offline onto a fresh platform, through the replay
-    start-up uses (:func:`forewarn.replay.replay_journal`), so it refuses what start-up
-    refuses in the same words: :class:`~forewarn.replay.ReplayError` naming the first record
+    start-up uses (:func:`forewarn.journal_replay.replay_journal`), so it refuses what start-up
+    refuses in the same words: :class:`~forewarn.journal_replay.ReplayError` naming the first record
     that cannot be applied, :class:`~forewarn.storage.CorruptStoreError` for damaged metadata,
     or :class:`StateMismatchError` when the store holds no fleet (nothing is created)."""
     from forewarn.storage import open_journal

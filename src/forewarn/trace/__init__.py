@@ -4,7 +4,7 @@ replay``) and turned into scenarios (``forewarn scenario from-trace``).
 :mod:`forewarn.trace.format` is the file format, :mod:`forewarn.trace.recorder` the
 recorder a VM runs (both light: no server is loaded on a VM), and
 :mod:`forewarn.trace.to_scenario` the conversion; the replay server is
-:mod:`forewarn.server.replay`.
+:mod:`forewarn.server.trace_replay`.
 """
 
 from __future__ import annotations
