@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from bench.fleetgen import fleet_vms
+from forewarn.collector import settle_heap
 from forewarn.domain.api_versions import find_version
 from forewarn.domain.clock import ManualClock
 from forewarn.domain.events import EventSource, EventType
@@ -33,7 +34,6 @@ from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
-from forewarn.server.heap import settle_heap
 from forewarn.server.imds import (
     SCHEDULED_EVENTS_PATH,
     Checked,

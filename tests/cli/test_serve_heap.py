@@ -1,5 +1,5 @@
 """What ``forewarn serve`` does with the garbage collector once its state is built
-(``server/heap.py``): everything built so far is frozen, young collections come less often."""
+(``collector.py``): everything built so far is frozen, young collections come less often."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from forewarn.server.heap import YOUNG_COLLECTION_THRESHOLD, settle_heap
+from forewarn.collector import YOUNG_COLLECTION_THRESHOLD, settle_heap
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from forewarn.collector import settle_heap
 from forewarn.control_token import new_token, remove_token, write_token
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST, DEFAULT_PORT
 from forewarn.domain.impact import ImpactPolicies
@@ -41,7 +42,6 @@ from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.embedded_postgres import EmbeddedPostgres, holds_embedded_store
 from forewarn.server.health import Health
-from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
 from forewarn.server.settings_checks import (
     ExposureError,
@@ -424,7 +424,7 @@ async def _start(
         await _serve_tls(settings, settings.control_tls, control_app, token, stack)
 
     # Everything built so far (the fleet, the platform, the listeners) lives as long as the
-    # process: out of the collector's sight (forewarn.server.heap).
+    # process: out of the collector's sight (forewarn.collector).
     settle_heap()
     lines = start_up_lines(
         settings,

@@ -38,12 +38,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
+from forewarn.collector import settle_heap
 from forewarn.domain.impact import ImpactPolicies
 from forewarn.errors import ForewarnError
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._serve_logging import configure_logging, log
 from forewarn.server.background import running
-from forewarn.server.heap import settle_heap
 from forewarn.server.http import raise_descriptor_limit
 
 if TYPE_CHECKING:
