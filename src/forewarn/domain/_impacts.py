@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from forewarn.domain._fleet_registry import Registry
 from forewarn.domain._lifecycle import impact_of
-from forewarn.domain._registry import Registry
 from forewarn.domain._state import LiveEvent, PlatformState, VmRecord
 from forewarn.domain.errors import InvalidOperationError
 from forewarn.domain.events import Event, EventStatus, EventType

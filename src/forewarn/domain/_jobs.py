@@ -18,9 +18,9 @@ from datetime import timedelta
 
 from forewarn.domain._campaigns import Campaigns
 from forewarn.domain._enablement import Enablement
+from forewarn.domain._fleet_registry import Registry
 from forewarn.domain._impacts import Impacts
 from forewarn.domain._lifecycle import Deadline, Deadlines
-from forewarn.domain._registry import Registry
 from forewarn.domain._state import (
     Campaign,
     EventRequest,

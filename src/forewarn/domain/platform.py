@@ -6,7 +6,7 @@ DocumentIncarnation rule (:mod:`forewarn.domain.documents`) being applied. Behin
 work is split by concern, each part a small class over one shared
 :class:`~forewarn.domain._state.PlatformState` (why one state: see that module):
 
-- :mod:`~forewarn.domain._registry`: VMs, scale sets, addresses, scope groups, hosts to avoid;
+- :mod:`~forewarn.domain._fleet_registry`: VMs, scale sets, addresses, scope groups, hosts to avoid;
 - :mod:`~forewarn.domain._enablement`: the first request, the first-call delay, the 24 h rule;
 - :mod:`~forewarn.domain._jobs`: events created in jobs, approvals, start, cancel, removal;
 - :mod:`~forewarn.domain._impacts`: what a Started event does to its VMs, and their pauses;
@@ -28,10 +28,10 @@ from datetime import UTC, datetime, timedelta
 
 from forewarn.domain._campaigns import Campaigns
 from forewarn.domain._enablement import Enablement
+from forewarn.domain._fleet_registry import Registry
 from forewarn.domain._impacts import Impacts
 from forewarn.domain._jobs import Jobs
 from forewarn.domain._lifecycle import Deadlines, Parts
-from forewarn.domain._registry import Registry
 from forewarn.domain._state import Deletion, EventRequest, PlatformState
 from forewarn.domain._views import (
     CampaignView,
@@ -152,7 +152,7 @@ class Platform:
 
     def set_policy(self, kind: str, name: str, policy: ScheduledEventsPolicy) -> None:
         """A new ``scheduledEventsPolicy`` for a VM, a scale set or an availability set
-        (:meth:`forewarn.domain._registry.Registry.set_policy`); events created from now on
+        (:meth:`forewarn.domain._fleet_registry.Registry.set_policy`); events created from now on
         follow it."""
         self._registry.set_policy(kind, name, policy)
 
