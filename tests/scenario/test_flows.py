@@ -26,8 +26,8 @@ from forewarn.domain.events import EventType
 from forewarn.domain.timing import DEV, DOCUMENTED
 from forewarn.scenario import in_process_control, run_scenario
 from forewarn.scenario.flows import FLOWS, FlowError, FlowTarget, find_flow
-from forewarn.scenario.runner import WAIT_POLL
 from forewarn.scenario.schema import Scenario
+from forewarn.scenario.steps import WAIT_POLL
 from forewarn.service import service_for_fleet
 from forewarn.testing import ForewarnPlatform, MakePlatform
 from forewarn.wire.dates import format_not_before

@@ -28,8 +28,8 @@ from e2e_support import ForewarnServer, clean_environment, start_forewarn
 from forewarn.config.fleet import parse_fleet
 from forewarn.scenario.client import ControlClient, connect
 from forewarn.scenario.flows import FLOWS, flow_scenario
-from forewarn.scenario.runner import run_scenario
 from forewarn.scenario.schema import Scenario, Step
+from forewarn.scenario.steps import run_scenario
 from forewarn.testing import MakePlatform
 from forewarn.trace.format import load_trace
 from forewarn.trace.to_scenario import convert

@@ -13,8 +13,8 @@ from forewarn.cli.common import control_api, control_option, emit, examples, out
 
 if TYPE_CHECKING:
     from forewarn.scenario.client import ControlClient
-    from forewarn.scenario.runner import ScenarioResult
     from forewarn.scenario.schema import Scenario, Step
+    from forewarn.scenario.steps import ScenarioResult
 
 
 def _load(path: Path) -> Scenario:
@@ -79,8 +79,8 @@ def scenario_run(
 ) -> None:
     """Run FILE, or the built-in flow NAME, against the control API; exit 1 naming the first
     step that fails."""
-    from forewarn.scenario.runner import run_scenario
     from forewarn.scenario.schema import ScenarioFileError
+    from forewarn.scenario.steps import run_scenario
 
     if (file is None) == (builtin is None):
         raise click.UsageError("give a scenario FILE or --builtin NAME (not both)")

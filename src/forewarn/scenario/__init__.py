@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     )
     from forewarn.scenario.durations import format_duration, parse_duration
     from forewarn.scenario.inprocess import in_process_control, run_in_process, service_for_fleet
-    from forewarn.scenario.runner import ScenarioResult, StepFailure, run_scenario
     from forewarn.scenario.schema import (
         Scenario,
         ScenarioFileError,
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
         load_scenario,
         parse_scenario,
     )
+    from forewarn.scenario.steps import ScenarioResult, StepFailure, run_scenario
 
 #: Where each public name lives. Loaded on first use (PEP 562): the control client is light,
 #: while running in-process needs the whole server; ``forewarn.scenario.client`` alone must not
@@ -43,9 +43,9 @@ _HOMES = {
     "in_process_control": "inprocess",
     "run_in_process": "inprocess",
     "service_for_fleet": "inprocess",
-    "ScenarioResult": "runner",
-    "StepFailure": "runner",
-    "run_scenario": "runner",
+    "ScenarioResult": "steps",
+    "StepFailure": "steps",
+    "run_scenario": "steps",
     "Scenario": "schema",
     "ScenarioFileError": "schema",
     "Step": "schema",

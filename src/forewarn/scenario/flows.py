@@ -47,8 +47,8 @@ from forewarn.scenario._flow import (
     second_impact,
 )
 from forewarn.scenario.client import ControlClient
-from forewarn.scenario.runner import MANUAL_CLOCK
 from forewarn.scenario.schema import Scenario
+from forewarn.scenario.steps import MANUAL_CLOCK
 
 MOCK_SERVER = "github.com/Azure-Samples/scheduled-events-mock-server, main.py"
 OVERVIEW = "learn.microsoft.com/azure/virtual-machines/scheduled-events-overview"

@@ -54,8 +54,8 @@ from forewarn.testing._server import ServerThread
 from forewarn.testing._transport import endpoint_transport
 
 if TYPE_CHECKING:
-    from forewarn.scenario.runner import ScenarioResult
     from forewarn.scenario.schema import Scenario, Step
+    from forewarn.scenario.steps import ScenarioResult
 
 _T = TypeVar("_T")
 
@@ -267,7 +267,7 @@ class ForewarnPlatform:
         through :meth:`control_client`; its ``fleet:`` and ``profile:`` are this platform's.
         The result: a failed step is returned, not raised."""
         from forewarn.scenario.client import ControlClient  # the scenario stack, deferred
-        from forewarn.scenario.runner import run_scenario
+        from forewarn.scenario.steps import run_scenario
 
         with self.control_client() as http:
             return run_scenario(scenario, ControlClient(http), on_step=on_step)
@@ -286,7 +286,7 @@ class ForewarnPlatform:
         :meth:`run_scenario`'s."""
         from forewarn.scenario.client import ControlClient  # the scenario stack, deferred
         from forewarn.scenario.flows import flow_scenario
-        from forewarn.scenario.runner import run_scenario
+        from forewarn.scenario.steps import run_scenario
 
         with self.control_client() as http:
             client = ControlClient(http)

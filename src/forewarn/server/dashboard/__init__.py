@@ -37,8 +37,8 @@ from forewarn.scenario.flows import (
     described,
     find_flow,
 )
-from forewarn.scenario.runner import MANUAL_CLOCK
 from forewarn.scenario.schema import MAX_SCENARIO_BYTES, Scenario, ScenarioFileError, parse_scenario
+from forewarn.scenario.steps import MANUAL_CLOCK
 from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_out
 from forewarn.server._control_models import campaign_out, clock_out, event_out, vm_out

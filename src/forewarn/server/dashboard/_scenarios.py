@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from forewarn.scenario.client import ControlClient
-from forewarn.scenario.runner import ScenarioResult, run_scenario
 from forewarn.scenario.schema import Scenario, Step
+from forewarn.scenario.steps import ScenarioResult, run_scenario
 
 __all__ = ["ScenarioRuns"]
 
