@@ -1,4 +1,4 @@
-"""The suite's one rule for what it needs from the machine (tests/e2e/machine_support.py,
+"""The suite's one rule for what it needs from the machine (tests/support/machine_support.py,
 docs/contributing.md "What a test needs from the machine"): under ``CI`` a missing tool that
 ``.ci/run`` provides fails the run naming it; on a developer's machine it skips with the reason."""
 

@@ -4,7 +4,7 @@ docs/scale-out.md, "A silent PostgreSQL": a server that keeps its connections op
 nothing held Event Grid's delivery loop (and so ``forewarn serve``'s stop on SIGTERM) for as
 long as it stayed silent. Each call now waits :data:`CALL_SECONDS` at most and fails as a store
 failure, which the delivery loop rides out; once the server answers again, so does the store.
-The silence comes from a TCP proxy that holds what either side sends (tests/e2e/tcp_proxy.py).
+The silence comes from a TCP proxy that holds what either side sends (tests/support/tcp_proxy.py).
 """
 
 from __future__ import annotations

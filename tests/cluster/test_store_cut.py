@@ -1,7 +1,7 @@
 """PostgreSQL cut away under a real ``forewarn serve --store`` in the middle of a campaign.
 
 The same rule and the same run as a full disk under SQLite (tests/durability/test_full_disk.py,
-the run and its checks in tests/e2e/fault_tier.py), for the front-ends of a PostgreSQL store:
+the run and its checks in tests/support/fault_tier.py), for the front-ends of a PostgreSQL store:
 docs/scale-out.md, "What a VM sees when PostgreSQL restarts": reads go on from the last state
 applied; "operations through the control API, and a VM's approval, are refused with `503`
 until PostgreSQL is back, and nothing is half applied"; a VM's first request too, as it is a
@@ -9,7 +9,7 @@ change. Issue text: during a PostgreSQL outage a VM's approval got ``500`` where
 503 was promised (SPEC 1: "503 `Internal service unavailable. Retry later`").
 
 PostgreSQL goes away through a TCP proxy between forewarn and the real server
-(tests/e2e/tcp_proxy.py): every connection reset, new ones refused, until it is restored.
+(tests/support/tcp_proxy.py): every connection reset, new ones refused, until it is restored.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ test holds the front-end to:
   ``/livez`` says alive; ``/readyz`` (and ``/healthz``) answer 503 within 3 s (below the
   Kubernetes probes' timeout in deploy/kubernetes/): docs/control.md, "Health".
 
-PostgreSQL goes silent through a TCP proxy (tests/e2e/tcp_proxy.py, :meth:`TcpProxy.silence`)
+PostgreSQL goes silent through a TCP proxy (tests/support/tcp_proxy.py, :meth:`TcpProxy.silence`)
 which holds what either side sends until it resumes, then delivers it: a ``COMMIT`` held
 there would commit then, which is what the second bound rules out.
 """

@@ -3,7 +3,7 @@ link ``forewarn serve`` printed, sees the fleet, restarts a VM from the page, an
 VM's own approval arrive on its timeline (README "Dashboard").
 
 Skipped with the reason where chromium or Playwright is missing, and failed under CI, which
-installs both (tests/e2e/machine_support.py).
+installs both (tests/support/machine_support.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
 
 def _playwright() -> tuple[Any, str]:
     """Playwright's sync API and Debian's chromium (a skip saying what is missing, or a
-    failure under CI: tests/e2e/machine_support.py)."""
+    failure under CI: tests/support/machine_support.py)."""
     chromium = require_chromium()
     from playwright import sync_api
 

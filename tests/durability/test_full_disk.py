@@ -12,7 +12,7 @@ journal holds it; one the journal cannot hold answers 503 (IMDS's own text to a 
 "503 `Internal service unavailable. Retry later`") and changes nothing; reads go on, and
 changes are taken again once the disk has room. Then ``kill -9`` and a restart: nothing
 acknowledged lost, nothing refused shown, no DocumentIncarnation back, no EventId twice
-(the run and its checks: tests/e2e/fault_tier.py).
+(the run and its checks: tests/support/fault_tier.py).
 """
 
 from __future__ import annotations

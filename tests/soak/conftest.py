@@ -3,7 +3,7 @@ Event Grid keeps beside it.
 
 PostgreSQL is the suite's (``FOREWARN_TEST_POSTGRES_URL``, default the local trust-auth
 server's database ``test``): the soak skips with the reason when it cannot be reached, and
-fails under ``CI``, where its absence must not pass quietly (tests/e2e/machine_support.py).
+fails under ``CI``, where its absence must not pass quietly (tests/support/machine_support.py).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A shared fleet under load and faults drawn from a seed, and the rules it must keep.
 
 Three ``forewarn serve --store postgresql://...`` front-ends share one namespace, reaching
-PostgreSQL through a TCP proxy (tests/e2e/tcp_proxy.py) so the database can be cut (every
+PostgreSQL through a TCP proxy (tests/support/tcp_proxy.py) so the database can be cut (every
 connection reset, new ones refused) or silenced (connections kept, nothing forwarded). Each
-front-end is driven as tests/e2e/fault_tier.py drives one (:class:`fault_tier.Front`, its
+front-end is driven as tests/support/fault_tier.py drives one (:class:`fault_tier.Front`, its
 :class:`fault_tier.Witness` checking every document it shows). Meanwhile:
 
 - every VM polls its own front-end at its own address (each VM is on one node, as in

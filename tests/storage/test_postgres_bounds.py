@@ -4,7 +4,7 @@ docs/scale-out.md, "A silent PostgreSQL": every connection carries TCP keepalive
 ``tcp_user_timeout`` (a peer gone without a word), and a write waits at most its bound
 (:meth:`PostgresJournal.bounded`), after which it has not been applied and is not applied
 later, even when its ``COMMIT`` was already on its way. The server goes silent through a
-TCP proxy that holds what either side sends, then delivers it (tests/e2e/tcp_proxy.py).
+TCP proxy that holds what either side sends, then delivers it (tests/support/tcp_proxy.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ self-contained (docs/verify.md, "Reports and exit status"). The last test opens 
 browser (Debian's chromium driven by Playwright), as the issue's "Done means" asks: "the HTML
 page renders in a real browser (a Playwright test looks at it)"; skipped with the reason where
 chromium or Playwright is missing, and failed under CI, which installs both
-(tests/e2e/machine_support.py).
+(tests/support/machine_support.py).
 """
 
 from __future__ import annotations

@@ -67,8 +67,11 @@ class Wire:
         return heads, reply.closed
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def served() -> Iterator[ForewarnPlatform]:
+    """A platform of the test's own: the ETags the tests expect count from its first
+    document, whichever tests ran before on the same worker (a platform shared by the module
+    made them depend on how pytest-xdist shared the module's tests out)."""
     with ForewarnPlatform(rate_limit=1000, seed=7) as platform:
         platform.serve()
         yield platform
