@@ -1,7 +1,7 @@
 """The documented client, run unchanged against the endpoint in-process (SPEC 8).
 
 The sample is learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Python Sample",
-as the documentation prints it (the suite's copy, ``tests/support/samples/``). Its functions
+as the documentation prints it (the one copy, ``examples/handlers/docs_sample.py``). Its functions
 run with ``requests`` and ``sleep`` swapped for stand-ins that call :meth:`ImdsEndpoint.handle` and
 move the manual clock, so the sample's once-a-second loop runs in no time and never touches a
 socket.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: The sample as the documentation prints it; the end-to-end tier checks this copy against
 #: the reference text byte for byte and runs it against a real server.
 DOCUMENTED_SAMPLE = (
-    Path(__file__).resolve().parents[1] / "support" / "samples" / "scheduled_events_windows_2024.py"
+    Path(__file__).resolve().parents[2] / "examples" / "handlers" / "docs_sample.py"
 ).read_text(encoding="utf-8")
 
 #: A poll loop that never sees a change would spin for ever; an hour of polls is plenty.

@@ -39,7 +39,6 @@ from machine_support import require_namespaces, unavailable
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The public documents the behaviour comes from; beside the repository in development.
 REFERENCE_DIR = REPO_ROOT.parent / "shared" / "reference"
-SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 
 START_TIMEOUT = 10.0
 #: How long a started ``forewarn serve`` may take to answer before it is called hung. Only a
