@@ -68,3 +68,40 @@ def test_a_tag_safe_yaml_does_not_build_is_refused_in_one_line() -> None:
 def test_a_list_as_a_key_is_refused_in_one_line() -> None:
     with pytest.raises(YamlInputError, match="not valid YAML: found unhashable key, line 1"):
         load_yaml("[a, b]: 1\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        # libyaml counts lines and columns from 0; a reader counts them from 1.
+        ("a: 1\nb: [2\n", 3, "did not find expected ',' or ']', line 3, column 1"),
+        ("a: 1\n  - b: [\n", 2, "mapping values are not allowed in this context, line 2, column 6"),
+    ],
+)
+def test_text_that_is_not_yaml_is_refused_at_its_line_and_column(
+    text: str, line: int, reason: str
+) -> None:
+    """docs/serve.md, "A mistake in a fleet file is reported with the file, the field and the
+    reason"; docs/design.md: refused "with its line and column". Counted from 1, as an
+    editor shows them; no path, since the document never became values."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml(text)
+    assert refused.value.path == ()
+    assert refused.value.line == line
+    assert refused.value.reason == f"not valid YAML: {reason}"
+    assert str(refused.value) == refused.value.reason
+
+
+def test_a_character_yaml_does_not_allow_is_refused_in_one_line_at_line_one() -> None:
+    """A control character is refused by YAML's reader before any line is parsed: its error
+    carries a position, not a line, so it is reported at line 1, in libyaml's words made one
+    line (docs/serve.md: the reason, in one line)."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("a: \x07")
+    assert refused.value.path == ()
+    assert refused.value.line == 1
+    assert refused.value.reason == (
+        "not valid YAML: unacceptable character #x0007: control characters are not allowed "
+        'in "<unicode string>", position 3'
+    )
+    assert str(refused.value) == refused.value.reason
