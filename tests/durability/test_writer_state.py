@@ -77,6 +77,7 @@ def test_at_start_up_the_journal_is_replayed_onto_the_platform_built_with_the_wr
     assert len(builds.built) == 2
     assert writer.platform is builds.built[1]
     assert adopted == [builds.built[1]]
+    assert writer.diverged is False
 
 
 def test_the_quiet_period_is_measured_on_the_machines_monotonic_clock_by_default() -> None:
