@@ -90,3 +90,30 @@ def test_the_quiet_period_is_measured_on_the_machines_monotonic_clock_by_default
         writer.write(Restart("vm0"), DEFAULT_START)
     assert writer.refusing is True
     assert writer.diverged is False
+
+
+class Stopwatch:
+    """The writer's monotonic clock, moved only by the test."""
+
+    def __init__(self) -> None:
+        self.seconds = 100.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+def test_refusing_lasts_from_a_refusal_until_its_quiet_period_has_passed() -> None:
+    """``JournalWriter.refusing``: "True from a refusal until the quiet period after it has
+    passed" (docs/control.md, "Every mutation is one command": "For a second after such a
+    refusal ... changes are refused at once without trying the store"). Once past, the
+    first look ends it."""
+    stopwatch = Stopwatch()
+    writer = JournalWriter(FullJournal(), ManualClock(DEFAULT_START), Builds(), monotonic=stopwatch)
+    writer.rebuild()
+    with pytest.raises(NotJournaledError):
+        writer.write(Restart("vm0"), DEFAULT_START)
+    assert writer.quiet() is True
+    assert writer.refusing is True
+    stopwatch.seconds += 1.0
+    assert writer.quiet() is False
+    assert writer.refusing is False
