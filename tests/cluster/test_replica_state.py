@@ -376,6 +376,18 @@ def test_readiness_says_refusing_for_exactly_the_quiet_period_after_a_refused_wr
     assert replica.refusing() is True
 
 
+def test_readiness_is_ready_whatever_the_monotonic_clock_reads() -> None:
+    """A monotonic clock's origin is unspecified (Python's ``time.monotonic``): one that
+    reads half a second says nothing of a refusal, before any write or after one the store
+    took."""
+    journal = ListJournal()
+    journal.now = 0.5
+    replica = _replica(journal)
+    assert replica.refusing() is False
+    replica.write_group([Tick()])
+    assert replica.refusing() is False
+
+
 def test_a_copy_replayed_beside_the_loop_is_served_only_while_still_diverged() -> None:
     """``Replica.install``: the follower replays the journal in a worker thread
     (``replayed``) and serves the result only if no write rebuilt the copy meanwhile; it
