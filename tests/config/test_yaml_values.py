@@ -169,6 +169,8 @@ def test_a_place_under_a_key_that_is_not_a_scalar_is_named_by_a_question_mark() 
 
 
 def test_a_scalar_of_a_tag_safe_yaml_does_not_build_is_refused_in_one_line() -> None:
+    """docs/control.md: files and uploads are read as safe YAML; a tag it does not build is
+    the file's mistake, reported in one line (docs/serve.md), never a crash of the reader."""
     with pytest.raises(YamlInputError, match=r"^not valid YAML: could not determine a constructor"):
         load_yaml("a: !!python/name:os.system\n")
 
