@@ -344,3 +344,80 @@ def test_first_requests_are_held_back_for_exactly_the_quiet_period_after_a_store
     with pytest.raises(StoreUnavailableError, match="the server is down"):
         replica.requested("vm0")
     assert tried == [(10.0, Touch("vm0")), (10.0 + QUIET_SECONDS, Touch("vm0"))]
+
+
+# -- readiness and a copy rebuilt beside the event loop ----------------------------------
+
+
+class _DownJournal(ListJournal):
+    """A journal whose server refuses every write."""
+
+    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
+        raise StoreUnavailableError("the server is down")
+
+
+def test_readiness_says_refusing_for_exactly_the_quiet_period_after_a_refused_write() -> None:
+    """docs/control.md, "Health": ``/readyz`` is unready with "the store refused a change a
+    moment ago" while "a change was answered 503 in the last seconds: 5 with PostgreSQL"
+    (QUIET_SECONDS); ready again once they have passed; and unready while the copy is being
+    rebuilt (diverged)."""
+    journal = _DownJournal()
+    replica = _replica(journal)
+    assert replica.refusing() is False
+    journal.now = 10.0
+    with pytest.raises(StoreUnavailableError):
+        replica.write_group([Tick()])
+    for moment in (10.0, 10.0 + QUIET_SECONDS - 0.001):
+        journal.now = moment
+        assert replica.refusing() is True
+    journal.now = 10.0 + QUIET_SECONDS
+    assert replica.refusing() is False
+    replica.diverged = True
+    assert replica.refusing() is True
+
+
+def test_readiness_is_ready_whatever_the_monotonic_clock_reads() -> None:
+    """A monotonic clock's origin is unspecified (Python's ``time.monotonic``): one that
+    reads half a second says nothing of a refusal, before any write or after one the store
+    took."""
+    journal = ListJournal()
+    journal.now = 0.5
+    replica = _replica(journal)
+    assert replica.refusing() is False
+    replica.write_group([Tick()])
+    assert replica.refusing() is False
+
+
+def test_a_copy_replayed_beside_the_loop_is_served_only_while_still_diverged() -> None:
+    """``Replica.install``: the follower replays the journal in a worker thread
+    (``replayed``) and serves the result only if no write rebuilt the copy meanwhile; it
+    says which."""
+    journal = ListJournal(_ticks(2))
+    builds = Builds()
+    replica = _replica(journal, builds)
+    replica.catch_up()
+    served = replica.platform
+    adopted: list[Platform] = []
+    replica.adopt = adopted.append
+    dropped = replica.replayed(journal)  # type: ignore[arg-type]
+    assert replica.install(dropped) is False  # not diverged: dropped
+    assert replica.platform is served
+    assert adopted == []
+    replica.diverged = True
+    applied = replica.replayed(journal)  # type: ignore[arg-type]
+    assert replica.install(applied) is True
+    assert replica.platform is applied.platform is builds.built[-1]
+    assert adopted == [applied.platform]
+    assert replica.diverged is False
+    assert replica.head == 2
+
+
+def test_a_copy_replayed_beside_the_loop_moves_a_manual_clock_too() -> None:
+    """docs/scale-out.md: a manual clock moved through any front-end is a record, and moves
+    every front-end's manual clock, a copy rebuilt by the follower's thread too."""
+    moved = DEFAULT_START + timedelta(hours=3)
+    clock = ManualClock(DEFAULT_START)
+    journal = ListJournal([ClockMoved().to_record(moved)])
+    replica = _replica(journal, clock=clock)
+    replica.replayed(journal)  # type: ignore[arg-type]
+    assert clock.now() == moved

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from forewarn import yaml_files
 from forewarn.yaml_files import YamlInputError, load_yaml
 
 DOCUMENTS = [
@@ -68,3 +69,157 @@ def test_a_tag_safe_yaml_does_not_build_is_refused_in_one_line() -> None:
 def test_a_list_as_a_key_is_refused_in_one_line() -> None:
     with pytest.raises(YamlInputError, match="not valid YAML: found unhashable key, line 1"):
         load_yaml("[a, b]: 1\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        # libyaml counts lines and columns from 0; a reader counts them from 1.
+        ("a: 1\nb: [2\n", 3, "did not find expected ',' or ']', line 3, column 1"),
+        ("a: 1\n  - b: [\n", 2, "mapping values are not allowed in this context, line 2, column 6"),
+    ],
+)
+def test_text_that_is_not_yaml_is_refused_at_its_line_and_column(
+    text: str, line: int, reason: str
+) -> None:
+    """docs/serve.md, "A mistake in a fleet file is reported with the file, the field and the
+    reason"; docs/design.md: refused "with its line and column". Counted from 1, as an
+    editor shows them; no path, since the document never became values."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml(text)
+    assert refused.value.path == ()
+    assert refused.value.line == line
+    assert refused.value.reason == f"not valid YAML: {reason}"
+    assert str(refused.value) == refused.value.reason
+
+
+def test_a_character_yaml_does_not_allow_is_refused_in_one_line_at_line_one() -> None:
+    """A control character is refused by YAML's reader before any line is parsed: its error
+    carries a position, not a line, so it is reported at line 1, in libyaml's words made one
+    line (docs/serve.md: the reason, in one line)."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("a: \x07")
+    assert refused.value.path == ()
+    assert refused.value.line == 1
+    assert refused.value.reason == (
+        "not valid YAML: unacceptable character #x0007: control characters are not allowed "
+        'in "<unicode string>", position 3'
+    )
+    assert str(refused.value) == refused.value.reason
+
+
+def _aliased(extra: int, length: int) -> str:
+    """A list of 100 values and 100 aliases of it, ``extra`` plain values after them, padded
+    with a comment to ``length`` characters: 5 nodes for the two keys, their values and the
+    root, 100 for the list, 101 for each alias (the list and its values), 1 for each extra."""
+    listed = "x: &a [" + ", ".join(["0"] * 100) + "]\n"
+    aliases = "y: [" + ", ".join(["*a"] * 100 + ["0"] * extra) + "]\n"
+    body = listed + aliases
+    return body + "#" + "p" * (length - len(body) - 2) + "\n"
+
+
+def test_aliases_may_stand_for_exactly_four_values_per_character_and_1024_more() -> None:
+    """docs/control.md (scenario files): "aliases standing for at most 4 values per character
+    of the file" [ours: and 1,024 more, so a short file may still use a few]: a document of
+    exactly that many values is read, one value more is refused where it is met."""
+    values = 5 + 100 + 100 * 101 + 3
+    length = (values - 1024) // 4
+    assert 4 * length + 1024 == values
+    at_the_bound = _aliased(3, length)
+    assert len(at_the_bound) == length
+    loaded: Any = load_yaml(at_the_bound)
+    assert len(loaded["y"]) == 103
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml(_aliased(4, length))
+    assert refused.value.path == ("y", 103)
+    assert refused.value.line == 2
+    assert refused.value.reason == (
+        f"aliases make the document stand for more than {values:,} values, line 2"
+    )
+
+
+def test_an_integer_of_exactly_32_characters_is_read_and_33_refused() -> None:
+    """docs/control.md: "integers of at most 32 characters"; the first element of a list is
+    checked as well as the last."""
+    assert load_yaml("n: " + "1" * 32 + "\n") == {"n": int("1" * 32)}
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("l: [" + "1" * 33 + ", 1]\n")
+    assert refused.value.path == ("l", 0)
+    assert refused.value.line == 1
+    assert refused.value.reason == "an integer of 33 characters (at most 32), line 1"
+
+
+def test_keys_after_a_merge_are_checked_too() -> None:
+    """docs/control.md: "a key given twice in one mapping is an error rather than the last
+    one silently winning", whatever comes before it, a ``<<`` merge included."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("<<: {a: 1}\nb: 1\nb: 2\n")
+    assert refused.value.path == ()
+    assert refused.value.reason == "key 'b' is given twice, on lines 2 and 3"
+
+
+def test_a_place_under_a_key_that_is_not_a_scalar_is_named_by_a_question_mark() -> None:
+    """A complex key (YAML's ``? key``) has no name a dotted path can hold: ``?`` stands for
+    it, as YAML writes it."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("? [a]\n: {x: 1, x: 2}\n")
+    assert refused.value.path == ("?",)
+    assert refused.value.line == 2
+    assert str(refused.value) == "?: key 'x' is given twice, on lines 2 and 2"
+
+
+def test_a_scalar_of_a_tag_safe_yaml_does_not_build_is_refused_in_one_line() -> None:
+    """docs/control.md: files and uploads are read as safe YAML; a tag it does not build is
+    the file's mistake, reported in one line (docs/serve.md), never a crash of the reader."""
+    with pytest.raises(YamlInputError, match=r"^not valid YAML: could not determine a constructor"):
+        load_yaml("a: !!python/name:os.system\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "omap: !!omap [{a: 1}, {b: 2}]\n",
+        "pairs: !!pairs [{a: 1}]\n",
+        "set: !!set {a, b}\n",
+        "<<: {a: 1}\nb: 2\n",
+    ],
+)
+def test_what_only_pyyamls_constructor_builds_is_built_by_it_alone(text: str) -> None:
+    """Each kind only PyYAML's constructor builds, in a document of its own: the values are
+    still PyYAML's safe loader's (an ordered map is a list of pairs, a set a set)."""
+    ours = load_yaml(text)
+    assert ours == yaml.safe_load(text)
+    assert pickle.dumps(ours) == pickle.dumps(yaml.safe_load(text))
+
+
+PLAIN = [text for text in DOCUMENTS if "<<" not in text and "!!set" not in text]
+
+
+@pytest.mark.parametrize("text", PLAIN)
+def test_a_plain_document_is_built_without_pyyamls_constructor(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """forewarn.yaml_files: strings, safe YAML's scalars, lists and mappings are built by its
+    own walk, "in a third of its time" (a large fleet file is read at every start); only the
+    rest goes to PyYAML's constructor, which the test takes away here."""
+    expected = yaml.safe_load(text)
+
+    def no_constructor(*_: object) -> None:
+        raise AssertionError("PyYAML's constructor was used")
+
+    monkeypatch.setattr(yaml_files._LOADER, "construct_document", no_constructor)
+    assert load_yaml(text) == expected
+
+
+def test_without_libyaml_a_deep_document_is_the_nesting_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without libyaml, PyYAML's own composer recurses once per level and runs out of stack
+    before the walk can count: that is the same refusal, at the top, never a RecursionError
+    (forewarn.nesting: MAX_NESTING is every reader's bound)."""
+    monkeypatch.setattr(yaml_files, "_LOADER", yaml.SafeLoader)
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("[" * 3000 + "]" * 3000)
+    assert refused.value.path == ()
+    assert refused.value.line == 1
+    assert str(refused.value) == "nested deeper than 32 levels"

@@ -444,3 +444,104 @@ def test_a_repeated_poll_that_would_re_enable_is_refused_and_resets_nothing(
     later(disk)
     assert endpoint.respond(poll).response.status == 200
     assert service.document("vmA").incarnation == 1
+
+
+def test_readiness_says_refusing_exactly_for_the_quiet_period(
+    service: ScheduledEventsService, disk: Disk
+) -> None:
+    """docs/control.md, "Health": ``/readyz`` is unready with "the store refused a change a
+    moment ago" while "a change was answered 503 in the last seconds ... at least 1 with
+    SQLite; changes are refused meanwhile". Readiness reads it without ending the period:
+    ready again at the period's last instant's end, without any change tried."""
+    assert service.write_refused() is None
+    disk.full = True
+    refused_at = disk.stopwatch.seconds
+    with pytest.raises(NotJournaledError):
+        service.execute(Restart("vmB"))
+    disk.full = False
+    for moment in (0.0, QUIET_SECONDS - 0.001):
+        disk.stopwatch.seconds = refused_at + moment
+        assert service.write_refused() == "the store refused a change a moment ago"
+    disk.stopwatch.seconds = refused_at + QUIET_SECONDS
+    assert service.write_refused() is None
+    disk.stopwatch.seconds = refused_at + 10 * QUIET_SECONDS
+    assert service.write_refused() is None
+
+
+def test_readiness_stays_refusing_while_the_journal_cannot_be_read_back(
+    service: ScheduledEventsService, disk: Disk
+) -> None:
+    """docs/control.md, "Every mutation is one command": a journal that cannot even be read
+    back leaves every call answering 503 "until it is": unready past the quiet period too,
+    until a read brings the platform back; that rebuild starts a quiet period of its own
+    (forewarn.writer), after which it is ready."""
+    disk.full = disk.unreadable = True
+    with pytest.raises(NotJournaledError):
+        service.execute(Restart("vmB"))
+    later(disk)
+    assert service.write_refused() == "the store refused a change a moment ago"
+    disk.full = disk.unreadable = False
+    service.events()  # tried again after the quiet period: read back
+    later(disk)
+    assert service.write_refused() is None
+
+
+def test_a_journal_that_cannot_be_read_back_says_why_in_the_answer_and_the_log(
+    service: ScheduledEventsService, disk: Disk, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/control.md, "Health": the store's own error goes to the server's log. The
+    answer names the write's failure; the log line names it and the read's, for the first
+    rebuild and for each one tried again."""
+    disk.full = disk.unreadable = True
+    with caplog.at_level(logging.WARNING, logger="forewarn.store"):
+        with pytest.raises(NotJournaledError):
+            service.execute(Restart("vmB"))
+        later(disk)
+        with pytest.raises(StoreUnavailableError) as no:
+            service.events()
+    assert str(no.value) == (
+        "forewarn cannot read its journal back after a change it could not record "
+        f"({DISK_FULL}); it answers again once it can"
+    )
+    unreadable = (
+        f"the journal cannot be read back after a change it refused ({DISK_FULL}): "
+        "cannot use SQLite journal: disk I/O error"
+    )
+    assert [r.getMessage() for r in caplog.records if r.name == "forewarn.store"] == [
+        f"the journal refused a change, which is undone: {DISK_FULL}",
+        unreadable,
+        unreadable,
+    ]
+
+
+class WordlessError(Exception):
+    """A failure whose text says nothing: its kind is named instead."""
+
+
+def test_a_failure_without_words_is_named_by_its_kind(
+    service: ScheduledEventsService,
+    disk: Disk,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """docs/control.md: a refused change answers 503 "with the store's reason"; a reason
+    that is only blanks would say nothing, so the error's kind is its reason."""
+    assert service.journal is not None
+
+    def refuse(*_: object) -> None:
+        raise WordlessError(" \n ")
+
+    monkeypatch.setattr(service.journal, "append_if", refuse)
+    monkeypatch.setattr(service.journal, "records", refuse)
+    with (
+        caplog.at_level(logging.WARNING, logger="forewarn.store"),
+        pytest.raises(NotJournaledError) as refused,
+    ):
+        service.execute(Restart("vmB"))
+    assert str(refused.value) == (
+        "the change was not made, as the journal could not record it: WordlessError"
+    )
+    assert [r.getMessage() for r in caplog.records if r.name == "forewarn.store"] == [
+        "the journal refused a change, which is undone: WordlessError",
+        "the journal cannot be read back after a change it refused (WordlessError): WordlessError",
+    ]

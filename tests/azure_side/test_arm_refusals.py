@@ -1,0 +1,135 @@
+"""The words of the Maintenance provider's refusals, whole: what ARM answers a request it will
+not serve, in its error envelope (``{"error": {"code", "message", "details"}}``, the
+"ErrorResponse" every management-plane REST specification references).
+
+Sources: the Microsoft REST API guidelines (github.com/microsoft/api-guidelines,
+azure/Guidelines.md, "versioning-api-version-missing": "return HTTP 400 with error code
+\"MissingApiVersionParameter\" and message \"The api-version query parameter (?api-version=)
+is required for all requests\""); ARM's answer to an api-version a resource type does not
+have (code ``InvalidApiVersionParameter``, naming the version given and the supported ones);
+the Maintenance REST specification's ``ScheduledEventsIdList`` body (``{"value":
+[EventIds]}``) for ``acknowledge_list`` (github.com/Azure/azure-rest-api-specs,
+specification/maintenance, ``ScheduledEvents_AcknowledgeList.json``). How much of what a
+client sent is echoed back is ours: bounded, so a refusal is never larger than a line.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from forewarn.domain.events import EventStatus
+from forewarn.testing import ForewarnPlatform, MakePlatform
+
+from .azure_support import FLEET, START, SUBSCRIPTION
+
+ONE = (
+    f"/subscriptions/{SUBSCRIPTION}/resourcegroups/ops-rg/providers/microsoft.compute/"
+    "virtualMachines/db0/providers/microsoft.maintenance/scheduledevents/"
+    "00000000-0000-0000-0000-000000000000/acknowledge"
+)
+LIST = (
+    f"/subscriptions/{SUBSCRIPTION}/resourcegroups/ops-rg/providers/Microsoft.Compute/"
+    "virtualMachineScaleSets/web/providers/Microsoft.Maintenance/scheduledevents"
+    "?api-version=2025-10-01-preview"
+)
+SUPPORTED = "'2023-10-01-preview,2025-10-01-preview,2026-02-01-preview'"
+
+
+@pytest.fixture
+def platform(make_forewarn_platform: MakePlatform) -> ForewarnPlatform:
+    return make_forewarn_platform(fleet=FLEET, start=START, seed=9)
+
+
+def test_a_missing_api_version_is_refused_in_the_guidelines_words(
+    platform: ForewarnPlatform,
+) -> None:
+    with platform.control_client() as http:
+        answer = http.post(ONE)
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": {
+            "code": "MissingApiVersionParameter",
+            "message": "The api-version query parameter (?api-version=) is required for all "
+            "requests.",
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("?api-version=2020-01-01", "2020-01-01"),
+        # Given twice: the last one named, as the one a reader of the query would keep.
+        ("?api-version=2023-10-01-preview&api-version=2025-10-01-preview", "2025-10-01-preview"),
+        # Echoed back cut at 32 characters [ours].
+        ("?api-version=" + "9" * 40, "9" * 32),
+    ],
+)
+def test_an_unsupported_api_version_is_named_with_the_supported_ones(
+    platform: ForewarnPlatform, query: str, named: str
+) -> None:
+    with platform.control_client() as http:
+        answer = http.post(ONE + query)
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": {
+            "code": "InvalidApiVersionParameter",
+            "message": f"The api-version '{named}' is invalid. The supported versions are "
+            f"{SUPPORTED}.",
+        }
+    }
+
+
+def test_the_list_names_only_the_versions_that_have_it(platform: ForewarnPlatform) -> None:
+    """``acknowledge_list`` came with 2025-10-01-preview: the refusal lists the two that have
+    it, sorted, comma-separated."""
+    with platform.control_client() as http:
+        answer = http.post(
+            LIST.replace("2025-10-01-preview", "2023-10-01-preview"), json={"value": ["x"]}
+        )
+    assert answer.json()["error"]["message"] == (
+        "The api-version '2023-10-01-preview' is invalid. The supported versions are "
+        "'2025-10-01-preview,2026-02-01-preview'."
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # No body at all is read as JSON null: not an object, said of the body.
+        (b"", "body: Input should be an object"),
+        (b"[1]", "body: Input should be an object"),
+        (b"{", "body: Invalid JSON: EOF while parsing an object at line 1 column 1"),
+        (b'{"value": []}', "value: List should have at least 1 item after validation, not 0"),
+        # A place inside the body is its dotted path.
+        (b'{"value": ["ok", 1]}', "value.1: Input should be a valid string"),
+    ],
+)
+def test_a_malformed_list_says_where_and_why(
+    platform: ForewarnPlatform, body: bytes, message: str
+) -> None:
+    platform.restart("web_0")
+    with platform.control_client() as http:
+        answer = http.post(LIST, content=body)
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": {
+            "code": "InvalidRequestContent",
+            "message": f"The request content is invalid: {message}",
+        }
+    }
+    assert platform.document("web_0").events[0].status is EventStatus.SCHEDULED
+
+
+def test_a_long_path_is_echoed_cut_at_256_characters(platform: ForewarnPlatform) -> None:
+    """[ours] The path of a request no route serves is named, cut at 256 characters."""
+    path = f"/subscriptions/{SUBSCRIPTION}/" + "a" * 300
+    with platform.control_client() as http:
+        answer = http.post(path + "?api-version=2023-10-01-preview")
+    assert answer.status_code == 404
+    assert answer.json() == {
+        "error": {
+            "code": "InvalidResourceType",
+            "message": f"The resource type could not be found for the request path '{path[:256]}'.",
+        }
+    }
