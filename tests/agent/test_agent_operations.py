@@ -114,7 +114,7 @@ def test_prepare_and_approve_before_the_vm_goes_away(
         world.advance(seconds=seconds)
         assert agent.loop.poll_once() is None
     assert vm not in {known.name for known in world.service.vms()}
-    # Nothing answers a deleted VM (README "Faithfulness", "Deleted VMs"): no HTTP error,
+    # Nothing answers a deleted VM (docs/faithfulness.md, "Deleted VMs"): no HTTP error,
     # each poll meets no answer at all (in process: a timeout at once).
     timeouts = agent.metrics.value("forewarn_agent_poll_errors_total", kind="timeout")
     assert agent.loop.poll_once() is None

@@ -28,7 +28,7 @@ def _wrk() -> str:
 
 
 def test_held_requests_are_measured_and_all_answered_at_the_impacts_end() -> None:
-    """README, "Faithfulness": a request held during an impact is answered once the impact
+    """docs/faithfulness.md: a request held during an impact is answered once the impact
     is over. 100 VMs, each with one held: every one answered 200, dated the impact's end
     (run_held refuses to give figures otherwise), none during it."""
     held = run_held(100)
@@ -75,7 +75,7 @@ def test_a_flood_is_measured_against_the_other_vms(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_connections_held_by_one_vm_and_by_many_are_measured(tmp_path: Path) -> None:
-    """README, "Security": under a descriptor limit of 1,024, one VM holding 1,100 idle
+    """docs/security.md: under a descriptor limit of 1,024, one VM holding 1,100 idle
     connections keeps at most its cap, a crowd of VMs stays within the VMs' share, and the
     other VMs' polls and the control API are answered meanwhile."""
     require_tool("prlimit", "sets the server's descriptor limit", package="util-linux")

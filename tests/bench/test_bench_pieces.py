@@ -29,7 +29,7 @@ Requests/sec:  50000.00
 
 
 def test_generated_fleet_is_a_valid_fleet_file_with_one_address_per_vm() -> None:
-    """README.md, "Several VMs": "Each VM of a fleet file gets its own address; forewarn
+    """docs/serve.md, "Several VMs": "Each VM of a fleet file gets its own address; forewarn
     listens on each one". 600 VMs run past two .255 boundaries, which are skipped."""
     fleet = parse_fleet(fleet_yaml(600), "generated")
     assert len(fleet.vms) == 600

@@ -97,7 +97,7 @@ def test_throughput_beside_nginx(tmp_path: Path) -> None:
 
 
 def test_each_figure_is_the_median_of_its_rounds_and_the_ratio_that_of_each_rounds() -> None:
-    """Three rounds side by side (README "Benchmarks": "3 interleaved rounds ..., the median
+    """Three rounds side by side (docs/benchmarks.md: "3 interleaved rounds ..., the median
     with its spread; only ratios count"): the ratio is taken within each round, then the
     median across rounds, which is not the ratio of the medians."""
     rounds = [(100.0, 200.0, 10.0, 5.0), (300.0, 310.0, 20.0, 6.0), (90.0, 100.0, 8.0, 7.0)]

@@ -1,4 +1,4 @@
-"""What ``--help`` lists is whole sentences (README "Driving the platform": the CLI's verbs).
+"""What ``--help`` lists is whole sentences (docs/platform.md: the CLI's verbs).
 
 Seen by a newcomer: ``forewarn clock --help`` listed ``advance  Move a manual clock forward,
 e.g.``: click cuts a command's one-line help at its first full stop, and "e.g." is one.

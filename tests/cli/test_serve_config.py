@@ -1,4 +1,4 @@
-"""``forewarn serve``'s configuration like the agent's (README "`forewarn serve` options"):
+"""``forewarn serve``'s configuration like the agent's (docs/serve.md, "`forewarn serve` options"):
 every option from a ``--config`` file, the environment (``FOREWARN_SERVE_<OPTION>``) and
 flags, in that order of strength, shown by ``--print-config``; and its log."""
 

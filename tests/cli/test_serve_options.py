@@ -8,7 +8,7 @@ from forewarn.cli import load_command, main
 
 
 def test_serve_options_are_the_documented_ones() -> None:
-    """README.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
+    """docs/serve.md, "`forewarn serve` options": --bind, --control, --fleet, --clock, --scale,
     --start, --profile, --timing, --data-dir, --store, --rate-limit, --seed, --impact, --impact-hook,
     --impact-hook-timeout, --control-tls, --tls-cert, --tls-key, --dead-letter-dir,
     --eventgrid-timeout, --workers, --token, --config, --print-config, --log-level, --log-format, with

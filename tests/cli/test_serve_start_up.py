@@ -1,4 +1,4 @@
-"""``forewarn serve`` explains itself (README "`forewarn serve` options"): where every VM
+"""``forewarn serve`` explains itself (docs/serve.md, "`forewarn serve` options"): where every VM
 answers and a curl line that works for the fleet; a start-up failure is one line and exit
 status 1, never a traceback."""
 

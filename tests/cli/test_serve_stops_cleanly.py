@@ -2,7 +2,7 @@
 journal opened closes the journal (no SQLite write-ahead log, no front-end listed in a shared
 namespace) and is one line with exit status 1; a clean stop (SIGTERM, SIGINT) removes the
 control API's token file while it holds this server's token, and never another server's
-(README "Security": the token is written where the CLI finds it).
+(docs/security.md: the token is written where the CLI finds it).
 
 In process for speed (:func:`forewarn.server.runner.serve` entered and left), then through
 real ``forewarn serve`` processes as users run it.

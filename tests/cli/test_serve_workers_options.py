@@ -1,4 +1,4 @@
-"""``forewarn serve --workers``' refusals, each one line (README "`forewarn serve` options";
+"""``forewarn serve --workers``' refusals, each one line (docs/serve.md, "`forewarn serve` options";
 docs/scale-out.md, "Workers"), and the embedded PostgreSQL's start-up rules: the extra named
 when it is missing, a server left running by a killed serve stopped before a new one
 starts, a ``postmaster.pid`` of another process removed, one serve per data directory."""

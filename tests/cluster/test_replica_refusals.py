@@ -1,7 +1,7 @@
 """What a front-end's copy says when it refuses, and what it does with a first request the
 fleet refuses to journal. In process, on a journal stand-in that cannot be read: no database.
 
-[ours] (README.md "State that survives restarts", "When the store fails ...";
+[ours] (docs/serve.md, "State that survives restarts", "When the store fails ...";
 docs/scale-out.md "What a VM sees when PostgreSQL restarts"): a copy whose write could not be
 confirmed refuses every read and write until it is rebuilt, saying so and, when it tried to
 rebuild and could not, why; a first request the fleet itself refuses is answered as things stand and

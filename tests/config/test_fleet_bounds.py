@@ -1,7 +1,7 @@
 """A hostile fleet file is refused in one line naming the file and the field, before anything
 is built [ours]: the 1,000,000-VM limit counts the whole fleet, numbers are bounded in length,
 a key given twice is an error rather than a silent last-wins, and an empty file is not the
-zero-configuration fleet (README "Several VMs": "A mistake in a fleet file is reported with
+zero-configuration fleet (docs/serve.md, "Several VMs": "A mistake in a fleet file is reported with
 the file, the field and the reason, and nothing starts").
 """
 

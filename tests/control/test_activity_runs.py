@@ -1,4 +1,4 @@
-"""The dashboard's per-VM timeline (README "Dashboard"): what each VM asked and was shown.
+"""The dashboard's per-VM timeline (docs/dashboard.md): what each VM asked and was shown.
 
 A poller asks the same thing every second; each run of one request answered the same way is
 one entry with a count and the time of the last, so a timeline of 100 entries reaches back

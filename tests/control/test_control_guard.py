@@ -1,4 +1,4 @@
-"""The control API only its owner can drive (README "Security"): the token on every call,
+"""The control API only its owner can drive (docs/security.md): the token on every call,
 no cross-origin writes, no unexpected Host. A form POST from any web page open in the
 developer's browser (``Origin: http://evil.example``) used to restart a VM."""
 

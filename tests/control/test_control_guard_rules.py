@@ -328,7 +328,7 @@ def test_anything_but_the_exact_bearer_token_is_refused(authorization: str) -> N
     ],
 )
 def test_no_cookie_is_a_credential(cookie: str) -> None:
-    """README "Security": no cookie carries the token (a browser sends a cookie for
+    """docs/security.md: no cookie carries the token (a browser sends a cookie for
     127.0.0.1 to every port there), so none opens a route, whatever its name."""
     answer = call("GET", headers=[("Host", HOST), ("Cookie", cookie)])
     assert (answer.status, answer.reached) == (401, False)

@@ -182,7 +182,7 @@ def test_non_json_content_types_are_refused(http: httpx.Client, content_type: st
 
 
 def test_the_dashboard_and_its_timeline_are_served(http: httpx.Client) -> None:
-    """README "The dashboard": the page at / and each VM's timeline (empty in-process, where
+    """docs/dashboard.md: the page at / and each VM's timeline (empty in-process, where
     no VM-facing endpoint records anything)."""
     page = http.get("/")
     assert page.status_code == 200

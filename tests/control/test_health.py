@@ -61,7 +61,7 @@ def test_healthz_answers_without_the_token_and_names_nothing_of_the_fleet(
 
 
 def test_healthz_is_still_under_the_host_check(guarded: httpx.Client) -> None:
-    """A page rebound to 127.0.0.1 learns nothing either (README "Security": DNS rebinding)."""
+    """A page rebound to 127.0.0.1 learns nothing either (docs/security.md: DNS rebinding)."""
     refused = guarded.get("/healthz", headers={"Host": "rebound.example:16955"})
     assert refused.status_code == 421
     assert guarded.get("/healthz", headers={"Host": "localhost:16955"}).status_code == 200

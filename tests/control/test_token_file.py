@@ -1,5 +1,5 @@
 """The control token's file is never reached through a symbolic link, and a token the user
-chose is never printed (README "Security") [ours]. ``forewarn serve`` over real processes:
+chose is never printed (docs/security.md) [ours]. ``forewarn serve`` over real processes:
 tests/e2e/test_e2e_control_token.py."""
 
 from __future__ import annotations

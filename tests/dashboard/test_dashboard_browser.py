@@ -1,6 +1,6 @@
 """The dashboard in a real browser (Debian's chromium driven by Playwright): a user opens the
 link ``forewarn serve`` printed, sees the fleet, restarts a VM from the page, and watches the
-VM's own approval arrive on its timeline (README "Dashboard").
+VM's own approval arrive on its timeline (docs/dashboard.md).
 
 Skipped with the reason where chromium or Playwright is missing, and failed under CI, which
 installs both (tests/support/machine_support.py).

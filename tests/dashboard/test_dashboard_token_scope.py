@@ -1,5 +1,5 @@
 """The control token stays with its own server in a real browser (Debian's chromium driven by
-Playwright) [ours; README "Security"].
+Playwright) [ours; docs/security.md].
 
 Cookies ignore ports (RFC 6265, section 8.5: "cookies for a given host are shared across all
 the ports on that host"), so a token kept in a cookie for 127.0.0.1 went to every other server

@@ -1,4 +1,4 @@
-"""What a release is made of, checked without publishing anything (README "Container image",
+"""What a release is made of, checked without publishing anything (docs/container.md,
 docs/contributing.md "Releases"): the version written once, the wheel carrying every file the
 package reads at run time, and the release workflow valid for GitHub Actions.
 

@@ -1,5 +1,5 @@
 """Every shell block of README.md and docs/*.md runs as written, and prints what the page shows
-(README "Development"; docs/contributing.md, "Documentation that runs").
+(docs/contributing.md; docs/contributing.md, "Documentation that runs").
 
 Each block runs in bash with ``set -e -o pipefail``, in a scratch directory that has a copy of the
 repository's ``examples/`` and a ``.venv/bin`` holding this environment's ``forewarn`` (also

@@ -1,4 +1,4 @@
-"""What a VM's requests meet while it cannot be answered (README "Faithfulness", impact).
+"""What a VM's requests meet while it cannot be answered (docs/faithfulness.md, impact).
 
 A paused VM "simply takes longer" (held), the policy per event type can drop or refuse
 instead, a VM warming up after its first call is always held ("You should expect a delayed
@@ -156,7 +156,7 @@ def test_an_eviction_deletes_every_resource_when_its_impact_ends() -> None:
 
 
 def test_the_impacts_list_names_every_paused_vm_with_its_event_and_end() -> None:
-    """What the impact hooks run on (README "Faithfulness", impact hooks): each VM under an
+    """What the impact hooks run on (docs/faithfulness.md, impact hooks): each VM under an
     impact, until when, and the event's type and id; nobody before the start or after the end."""
     platform = platform_with("a", "b", "c")
     assert platform.impacts() == {}

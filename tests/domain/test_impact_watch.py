@@ -1,6 +1,6 @@
 """What impact hooks are told, worked out from looks at the platform (``ImpactWatch``).
 
-README, "Impact hooks": a command runs "when a VM's impact starts, when it ends, and when the
+docs/faithfulness.md, "Impact hooks": a command runs "when a VM's impact starts, when it ends, and when the
 VM is deleted (after its impact's end ...)"; "A VM's hooks run in order". [ours] When the
 watching stops (``forewarn serve`` shutting down), every impact still under way is told as
 ending, so a harness resumes the VMs it paused (``ImpactWatch.ending``).

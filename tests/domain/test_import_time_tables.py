@@ -32,7 +32,7 @@ PREEMPT, TERMINATE = EventType.PREEMPT, EventType.TERMINATE
 
 
 def test_dev_is_the_documented_profile_with_every_minute_read_as_a_second() -> None:
-    """README "Faithfulness", "Dev timing": "The `dev` profile reads the documented minutes as
+    """docs/faithfulness.md, "Dev timing": "The `dev` profile reads the documented minutes as
     seconds, as the mock server's Dev Timing does; the Started period then counts from the end
     of the VM's impact". Impacts stay in seconds (DurationInSeconds is), and so does the 24 h
     idle rule; Terminate's notice is the sets' default notBeforeTimeout (5 minutes) read so."""

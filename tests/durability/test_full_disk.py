@@ -7,7 +7,7 @@ for it) yet started its event; after a restart of forewarn an acknowledged event
 an incarnation went back from 3 to 2, and a VM was shown an EventId another VM had been
 shown for another event.
 
-The rule (README, "State that survives restarts"): a change is shown to nobody until the
+The rule (docs/serve.md, "State that survives restarts"): a change is shown to nobody until the
 journal holds it; one the journal cannot hold answers 503 (IMDS's own text to a VM, SPEC 1:
 "503 `Internal service unavailable. Retry later`") and changes nothing; reads go on, and
 changes are taken again once the disk has room. Then ``kill -9`` and a restart: nothing

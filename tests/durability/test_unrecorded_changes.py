@@ -1,6 +1,6 @@
 """A change the journal cannot record is not made: nobody is shown it, and it answers 503.
 
-The rule (README, "State that survives restarts"; docs/control.md): a command is visible to
+The rule (docs/serve.md, "State that survives restarts"; docs/control.md): a command is visible to
 nobody (VM, control API, dashboard, hooks, logs) until its journal record is durable; a
 failed append changes nothing and answers 503, reads go on, and writes are taken again once
 the store works. The VM-facing answer is IMDS's own 503, SPEC 1: "503 `Internal service

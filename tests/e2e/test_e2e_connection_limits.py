@@ -103,7 +103,7 @@ def _others_answered(server: ForewarnServer, kept: socket.socket | None = None) 
 def test_one_vm_holding_many_idle_connections_keeps_only_its_cap(
     start_server: StartServer,
 ) -> None:
-    """``limits.CONNECTIONS_PER_VM`` (README, "Security"): one VM opens 300 idle connections
+    """``limits.CONNECTIONS_PER_VM`` (docs/security.md): one VM opens 300 idle connections
     under a descriptor limit of 256. Each one past its cap closes its longest-idle one, so it
     holds its newest 64; another VM's polls and the control API are answered throughout."""
     server = _server(start_server, (256, 256))
@@ -123,7 +123,7 @@ def test_one_vm_holding_many_idle_connections_keeps_only_its_cap(
 def test_short_of_descriptors_the_vms_holding_most_lose_their_longest_idle_first(
     start_server: StartServer,
 ) -> None:
-    """``limits.RESERVED_DESCRIPTORS`` (README, "Security"): four VMs open 50 idle
+    """``limits.RESERVED_DESCRIPTORS`` (docs/security.md): four VMs open 50 idle
     connections each (within their cap) under a descriptor limit of 200, more than the VMs'
     share of it. The longest-idle connections of the VMs holding the most are closed, so the
     VM polling on its one kept connection, the oldest of all, keeps it; its polls and the

@@ -1,4 +1,4 @@
-"""``forewarn serve``'s control token as a user meets it (README "Security"): printed at start
+"""``forewarn serve``'s control token as a user meets it (docs/security.md): printed at start
 in a link, written 0600 where the CLI finds it, required on every control call; and a control
 API off loopback refused unless the user chose a token."""
 

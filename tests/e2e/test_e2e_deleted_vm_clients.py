@@ -1,5 +1,5 @@
 """Real client processes on VMs that are deleted under them, and on a fresh VM that reads
-instance metadata first (README "Faithfulness": "Deleted VMs", "First call").
+instance metadata first (docs/faithfulness.md: "Deleted VMs", "First call").
 
 - Deleted: "Preempt: The Spot Virtual Machine is being deleted", "Terminate: The virtual
   machine is scheduled to be deleted"

@@ -2,7 +2,7 @@
 the built-in live migration, Started included.
 
 The mock server's "Dev Timing" scenarios "have all the timing reduced by a factor of 60"
-(github.com/Azure-Samples/scheduled-events-mock-server, README, "Scenarios"): its Live
+(github.com/Azure-Samples/scheduled-events-mock-server, docs/platform.md): its Live
 Migration shows Scheduled for 15 s, Started for 5 s, then the event is gone. The mock pauses
 no VM; forewarn pauses it for the Freeze's 5 s (DurationInSeconds 5: "The Virtual Machine is
 scheduled to pause for a few seconds", learn.microsoft.com/azure/virtual-machines/

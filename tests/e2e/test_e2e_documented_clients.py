@@ -136,7 +136,7 @@ def test_curl_reads_approves_and_sees_the_event_start(pair: ForewarnServer) -> N
     assert approve.stdout == ""  # 200 with an empty body
 
     # Rebooting: the VM is paused, so its own call simply takes longer (the default "hold"
-    # policy, README "Faithfulness"): curl waits, and is answered once the impact is over.
+    # policy, docs/faithfulness.md): curl waits, and is answered once the impact is over.
     during = subprocess.Popen(
         curl_argv(QUERY_2020, address), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

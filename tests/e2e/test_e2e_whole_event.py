@@ -1,6 +1,6 @@
 """Real client processes through whole events on the system clock, impact included.
 
-What must hold (README "Faithfulness"): no client ever sees a reset, an exception or a
+What must hold (docs/faithfulness.md): no client ever sees a reset, an exception or a
 document out of order, from Scheduled through approval, impact and removal. The clients:
 the documentation's Python sample (its functions unchanged but for the address,
 learn.microsoft.com/azure/virtual-machines/windows/scheduled-events "Python Sample"), the

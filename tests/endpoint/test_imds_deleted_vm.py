@@ -1,4 +1,4 @@
-"""A deleted VM's address answers nothing (README "Faithfulness", "Deleted VMs").
+"""A deleted VM's address answers nothing (docs/faithfulness.md, "Deleted VMs").
 
 learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, "Event Properties": Preempt "The
 Spot Virtual Machine is being deleted", Terminate "The virtual machine is scheduled to be deleted".

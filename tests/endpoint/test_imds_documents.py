@@ -226,7 +226,7 @@ def test_event_ids_are_upper_case_guids_and_stable(imds: Imds) -> None:
 
 
 def test_event_ids_follow_the_seed(imds: Imds, make_imds: type[Imds]) -> None:
-    """SPEC 2 [ours] with README "--seed N": seeded EventIds, so a run replays exactly."""
+    """SPEC 2 [ours] with docs/serve.md, "`forewarn serve` options": seeded EventIds, so a run replays exactly."""
     twin, other = make_imds(), make_imds(seed=1)
     for platform in (imds, twin, other):
         platform.add_vm("vm0")

@@ -67,7 +67,7 @@ def rebooting(imds: Imds) -> None:
 
 
 def test_hold_keeps_the_request_until_the_impact_ends(imds: Imds) -> None:
-    """README "Faithfulness", impact: hold (the default) answers once the impact is over."""
+    """docs/faithfulness.md, impact: hold (the default) answers once the impact is over."""
     rebooting(imds)
     held = imds.get("vm")
     assert (held.status, held.reset) == (0, False)
@@ -77,7 +77,7 @@ def test_hold_keeps_the_request_until_the_impact_ends(imds: Imds) -> None:
 
 
 def test_refuse_resets_and_drop_closes(make_imds: type[Imds]) -> None:
-    """README "Faithfulness", impact: refuse resets at once (a VM that is off), drop closes
+    """docs/faithfulness.md, impact: refuse resets at once (a VM that is off), drop closes
     the connection unanswered."""
     for policy, reset in (("refuse", True), ("drop", False)):
         imds = make_imds(impact={"Reboot": policy})

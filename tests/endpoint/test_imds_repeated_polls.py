@@ -29,7 +29,7 @@ def polled_twice(imds: Imds, vm: str) -> bytes:
 
 
 def test_a_second_impact_holds_the_next_poll(imds: Imds) -> None:
-    """README "Faithfulness", impact-again: a second, shorter impact of a Started event,
+    """docs/faithfulness.md, impact-again: a second, shorter impact of a Started event,
     with no new document: only the pause tells the poll."""
     imds.add_vm("vm", host="h")
     (event,) = operations.live_migrate(imds.platform, "h")

@@ -229,7 +229,7 @@ def test_the_instance_and_versions_endpoints_are_read_only(vm0: Imds, path: str)
 
 
 def test_a_request_at_an_address_no_vm_answers_is_400(vm0: Imds) -> None:
-    """README "Several VMs": callers are told apart "by the address a request arrives at"; an
+    """docs/serve.md, "Several VMs": callers are told apart "by the address a request arrives at"; an
     address that belongs to no VM gets a 400 that says so (SPEC 1 [ours])."""
     vm0.add_vm("vm1")
     response = vm0.request("GET", "vm0", address="127.0.0.99")

@@ -1,7 +1,7 @@
 """Requests held during an impact, many VMs at once: each answered when the impact ends, and
 what one VM can have held is bounded.
 
-README, "Faithfulness": a request made during an impact is held "and answered once the impact
+docs/faithfulness.md: a request made during an impact is held "and answered once the impact
 is over (on the manual clock: once the clock is moved past its end)". The rate limit counts
 requests as they come: "Requests are limited to 5 requests per second (on a per VM basis).
 Requests exceeding this threshold will be rejected with 429 responses"

@@ -441,7 +441,7 @@ def test_short_of_descriptors_the_vms_holding_most_lose_their_longest_idle_first
 
 
 def test_held_requests_are_released_in_order_of_their_end_by_one_timer() -> None:
-    """README "Faithfulness", hold: a paused VM's call completes once the VM runs again;
+    """docs/faithfulness.md, hold: a paused VM's call completes once the VM runs again;
     the server looks at all held requests with one timer, releases those whose pause is
     over (several may end at the same instant), and stops looking when none is left."""
     clock = datetime(2022, 4, 11, 22, 11, 58, tzinfo=UTC)

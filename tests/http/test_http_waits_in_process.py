@@ -104,7 +104,7 @@ def _nothing_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 def _start_restart(platform: ForewarnPlatform) -> None:
     """vm0's user restart, approved: its impact
     (learn.microsoft.com/azure/virtual-machines/windows/scheduled-events, "Impact Duration: 7
-    seconds") starts now, and vm0's requests are held until it ends (README, "Faithfulness": a
+    seconds") starts now, and vm0's requests are held until it ends (docs/faithfulness.md: a
     paused VM's call "simply takes longer")."""
     (event,) = platform.restart("vm0")
     reply = exchange("127.0.0.1", platform.port, post(approval(event.event_id), CLOSE))
@@ -377,7 +377,7 @@ def test_a_timeout_without_a_delay_stays_silent(
 def test_what_is_pipelined_behind_a_dropped_or_reset_request_is_never_handled(
     policy: str,
 ) -> None:
-    """The ``drop`` and ``refuse`` impact policies (README "Faithfulness") end the
+    """The ``drop`` and ``refuse`` impact policies (docs/faithfulness.md) end the
     connection at the request that meets the impact: a request pipelined behind it on the
     same connection never reaches the platform (its record shows the first one only)."""
     with ForewarnPlatform(impact={"Reboot": policy}, rate_limit=1000) as platform:

@@ -1,7 +1,7 @@
 """The soak: a shared fleet under load while faults drawn from a seed come and go.
 
 The rules it holds, each from its source: nothing acknowledged lost and nothing refused
-visible (README, "State that survives restarts"; docs/scale-out.md, "What a VM sees when
+visible (docs/serve.md, "State that survives restarts"; docs/scale-out.md, "What a VM sees when
 PostgreSQL restarts": changes "are refused with `503` until PostgreSQL is back, and nothing
 is half applied"); every state an event reaches delivered at least once
 (learn.microsoft.com/azure/event-grid/delivery-and-retry, "Event Grid message delivery and

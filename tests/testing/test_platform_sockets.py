@@ -120,7 +120,7 @@ def test_a_vm_that_is_down_does_not_answer_and_the_silence_is_recorded() -> None
 
 
 def test_a_request_during_an_impact_is_held_until_the_clock_passes_its_end() -> None:
-    """The default ``hold`` policy (README "Faithfulness"): a paused VM's own call "simply takes
+    """The default ``hold`` policy (docs/faithfulness.md): a paused VM's own call "simply takes
     longer" and completes once the VM runs again, here once the manual clock passes the
     impact's end (the documented 7 s,
     learn.microsoft.com/azure/virtual-machines/windows/scheduled-events "Impact Duration: 7
@@ -145,7 +145,7 @@ def test_a_request_during_an_impact_is_held_until_the_clock_passes_its_end() -> 
 
 
 def test_refuse_resets_the_connection_as_for_a_vm_that_is_off() -> None:
-    """The ``refuse`` policy (README "Faithfulness"): the connection is reset at once."""
+    """The ``refuse`` policy (docs/faithfulness.md): the connection is reset at once."""
     with ForewarnPlatform(impact={"Reboot": "refuse"}) as platform, requests.Session() as s:
         (event,) = platform.restart("vm0")
         _approve(s, platform.url, event.event_id)
@@ -261,7 +261,7 @@ def test_the_first_call_is_answered_after_the_first_call_delay() -> None:
 
 
 def test_in_process_a_held_request_fails_at_once_as_a_timeout() -> None:
-    """README "Faithfulness": the in-process transport has no other thread to answer a held
+    """docs/faithfulness.md: the in-process transport has no other thread to answer a held
     request later, so rather than deadlock a single-threaded test it raises
     ``httpx.ReadTimeout`` at once, as a client whose timeout is shorter than the pause."""
     with ForewarnPlatform(fleet=FIRST_CALL_FLEET) as platform:

@@ -2,7 +2,7 @@
 
 SPEC 1.1: Azure serves Scheduled Events at ``http://169.254.169.254/metadata/scheduledevents``;
 "binding to 169.254.169.254:80 inside a network namespace lets unmodified clients run" (the
-mechanism of README, "Serving on 169.254.169.254:80"). Needs root and iproute2: skipped with
+mechanism of README "On Azure's address, 169.254.169.254"). Needs root and iproute2: skipped with
 the reason elsewhere, a failure under CI (tests/support/machine_support.py).
 """
 

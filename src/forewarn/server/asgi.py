@@ -33,7 +33,7 @@ def unanswered_error(response: ImdsResponse, request: httpx.Request | None = Non
 
     Held (an impact or the first-call delay): in-process there is no other thread to answer
     later without deadlocking a single-threaded test, so the request fails at once as one whose
-    timeout is shorter than the pause ([ours], README "Faithfulness"); a deleted VM's, never
+    timeout is shorter than the pause ([ours], docs/faithfulness.md); a deleted VM's, never
     answered, likewise. Reset and dropped: what httpx raises when a real server does that.
     """
     if response.held_until is not None:
