@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from azure_support import FLEET, START, SUBSCRIPTION
 from click.testing import CliRunner
 
 from forewarn.cli import main
@@ -28,8 +29,6 @@ from forewarn.cli.common import CliContext
 from forewarn.domain.events import EventStatus
 from forewarn.server.azure.maintenance import ACKNOWLEDGE_API_VERSIONS, APPROVED
 from forewarn.testing import ForewarnPlatform, MakePlatform
-
-from .azure_support import FLEET, START, SUBSCRIPTION
 
 API = "?api-version=2023-10-01-preview"
 

@@ -16,11 +16,10 @@ client sent is echoed back is ours: bounded, so a refusal is never larger than a
 from __future__ import annotations
 
 import pytest
+from azure_support import FLEET, START, SUBSCRIPTION
 
 from forewarn.domain.events import EventStatus
 from forewarn.testing import ForewarnPlatform, MakePlatform
-
-from .azure_support import FLEET, START, SUBSCRIPTION
 
 ONE = (
     f"/subscriptions/{SUBSCRIPTION}/resourcegroups/ops-rg/providers/microsoft.compute/"

@@ -14,13 +14,13 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from azure_support import FLEET, START
+
 from forewarn.commands import CancelEvent, Restart
 from forewarn.domain.history import EventChange, EventHistory, Phase
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import open_state
 from forewarn.testing import ForewarnPlatform
-
-from .azure_support import FLEET, START
 
 
 def phases(changes: list[EventChange], event_id: str) -> list[str]:

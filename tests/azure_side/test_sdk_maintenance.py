@@ -24,10 +24,8 @@ import pytest
 import trustme
 from azure.core.exceptions import ResourceNotFoundError
 from azure.mgmt.maintenance import MaintenanceManagementClient
+from azure_support import FLEET, SUBSCRIPTION, StaticToken
 from e2e_support import ForewarnServer, free_port, start_forewarn, stopped_at_exit, wait_for
-
-from .azure_support import FLEET, SUBSCRIPTION
-from .test_sdk_resource_graph import StaticToken
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,28 +18,16 @@ from typing import Any
 import httpx
 import pytest
 import trustme
-from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 from azure.mgmt.resourcegraph import ResourceGraphClient
 from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
+from azure_support import FLEET, StaticToken
 from e2e_support import ForewarnServer, free_port, start_forewarn, wait_for
 
-from .azure_support import FLEET
 from .test_resource_graph import FIRST_QUERY, SECOND_QUERY
 from .test_resource_graph_kql import RESOURCE_ID
 
 pytestmark = pytest.mark.e2e
-
-
-class StaticToken:
-    """A ``TokenCredential`` handing out forewarn's control token: what an ARM client needs
-    where it would take ``DefaultAzureCredential()`` on Azure."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken(self.token, int(time.time()) + 3600)
 
 
 @pytest.fixture(scope="module")

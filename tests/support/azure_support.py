@@ -3,7 +3,11 @@ tests of the doors beyond IMDS."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+from typing import Any
+
+from azure.core.credentials import AccessToken
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 SUBSCRIPTION = "11111111-1111-1111-1111-111111111111"
@@ -38,3 +42,14 @@ scaleSets:
     addressStart: 127.0.61.1
 {PUBLISHING}
 """
+
+
+class StaticToken:
+    """A ``TokenCredential`` handing out forewarn's control token: what an ARM client needs
+    where it would take ``DefaultAzureCredential()`` on Azure."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken(self.token, int(time.time()) + 3600)

@@ -18,11 +18,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from e2e_support import ForewarnServer, start_forewarn, wait_for
+from eventgrid_support import receiver, subscribe, subscription
 from postgres_support import require_postgres
 
 from forewarn.storage.urls import postgres_target
-
-from .eventgrid_support import receiver, subscribe, subscription
 
 pytestmark = pytest.mark.e2e
 

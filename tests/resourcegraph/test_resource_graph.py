@@ -15,11 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from azure_support import FLEET, START, SUBSCRIPTION
 
 from forewarn.resourcegraph.kql import MAX_DEPTH, MAX_QUERY_CHARS
 from forewarn.testing import ForewarnPlatform, MakePlatform
-
-from .azure_support import FLEET, START, SUBSCRIPTION
 
 URL = "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01"
 FIRST_QUERY = """maintenanceresources

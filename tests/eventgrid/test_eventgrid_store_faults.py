@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from azure_support import FLEET
 from e2e_support import ForewarnServer, start_forewarn, wait_for
+from eventgrid_support import receiver, subscribe, subscription
 from fault_tier import SmallDisk, small_disk_at
-
-from .azure_support import FLEET
-from .eventgrid_support import receiver, subscribe, subscription
 
 pytestmark = pytest.mark.e2e
 

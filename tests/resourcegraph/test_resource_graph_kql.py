@@ -25,10 +25,9 @@ from typing import Any
 
 import pytest
 from azure.mgmt.resourcegraph.models import QueryResponse
+from azure_support import FLEET, START
 
 from forewarn.testing import ForewarnPlatform
-
-from .azure_support import FLEET, START
 
 URL = "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01"
 GOLDEN = Path(__file__).parent / "golden"

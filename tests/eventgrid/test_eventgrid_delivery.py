@@ -21,14 +21,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from azure_support import FLEET, SUBSCRIPTION
 from e2e_support import ForewarnServer, clean_environment, start_forewarn, wait_for
+from eventgrid_support import Receiver, receiver, subscribe, subscription
 
 from forewarn.eventgrid.delivery import CONCURRENCY
 from forewarn.eventgrid.payloads import event_time as format_event_time
 from forewarn.wire.dates import format_not_before
-
-from .azure_support import FLEET, SUBSCRIPTION
-from .eventgrid_support import Receiver, receiver, subscribe, subscription
 
 pytestmark = pytest.mark.e2e
 

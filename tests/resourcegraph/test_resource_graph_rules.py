@@ -17,11 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
+from azure_support import FLEET, START
 
 from forewarn.resourcegraph import query as query_module
 from forewarn.testing import ForewarnPlatform
-
-from .azure_support import FLEET, START
 
 URL = "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01"
 SOLO_RESTARTS = 7
