@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import psycopg
+from e2e_support import free_port
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -24,11 +24,9 @@ URL = "http://{}:{}/metadata/scheduledevents?api-version=2020-07-01"
 HEADERS = {"Metadata": "true"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def loopback_port() -> int:
+    """A free port on 127.0.0.1 (e2e_support's one rule for free ports)."""
+    return free_port(["127.0.0.1"])
 
 
 @dataclass
@@ -38,8 +36,8 @@ class FrontEnd:
     store: str
     fleet: Path
     extra: tuple[str, ...]
-    port: int = field(default_factory=free_port)
-    control_port: int = field(default_factory=free_port)
+    port: int = field(default_factory=loopback_port)
+    control_port: int = field(default_factory=loopback_port)
     process: subprocess.Popen[bytes] | None = None
     #: How many times it was started, so a failure can say which process answered.
     starts: int = 0

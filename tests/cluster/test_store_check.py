@@ -7,7 +7,6 @@ do, rather than leave the fleet unstartable with no explanation.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
+from e2e_support import free_port
 
 from forewarn.cli import main
 from forewarn.commands import Approve, Restart
@@ -23,14 +23,6 @@ from forewarn.errors import ForewarnError
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import open_service, open_state
 from forewarn.storage import open_journal
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
 
 BAD = Approve("WestNO_0", ("NO-SUCH-EVENT",))
 
@@ -91,7 +83,8 @@ def test_a_front_end_on_a_journal_it_cannot_replay_stops_with_one_line(
     with open_journal(shared_store) as journal:
         journal.append(BAD.to_record(datetime.now(UTC)))
     argv = [sys.executable, "-m", "forewarn", "serve", "--store", shared_store]
-    argv += ["--bind", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{free_port()}"]
+    port, control = free_port(["127.0.0.1"]), free_port(["127.0.0.1"])
+    argv += ["--bind", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"]
     argv += ["--clock", "manual"]
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 1, finished.stderr
