@@ -10,5 +10,13 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
+from suite_order import longest_first, recorded_costs
+
 os.environ["FOREWARN_TOKEN"] = "forewarn-test-suite-token"
 os.environ["FOREWARN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="forewarn-runtime-")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (``suite_order``), so no worker is left with one at the end."""
+    items[:] = longest_first(items, recorded_costs())

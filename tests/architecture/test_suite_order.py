@@ -1,0 +1,56 @@
+"""The order the suite starts its tests in (``tests/e2e/suite_order.py``): the longest first,
+the tests sharing a module-wide fixture kept together."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from suite_order import RECORDED_COSTS, longest_first, recorded_costs
+
+
+def _item(node_id: str, *scopes: str) -> pytest.Item:
+    fixtures = {f"f{i}": [SimpleNamespace(scope=scope)] for i, scope in enumerate(scopes)}
+    info = SimpleNamespace(name2fixturedefs=fixtures)
+    return cast(pytest.Item, SimpleNamespace(nodeid=node_id, _fixtureinfo=info))
+
+
+def _ids(items: list[Any]) -> list[str]:
+    return [item.nodeid for item in items]
+
+
+def test_the_longest_start_first_and_the_others_keep_their_order() -> None:
+    items = [
+        _item("a.py::one"),
+        _item("a.py::two"),
+        _item("b.py::short"),
+        _item("b.py::long"),
+        _item("c.py::three"),
+    ]
+    costs = {"b.py::long": 30.0, "a.py::two": 5.0}
+    assert _ids(longest_first(items, costs)) == [
+        "b.py::long",
+        "b.py::short",
+        "a.py::two",
+        "a.py::one",
+        "c.py::three",
+    ]
+
+
+def test_tests_sharing_a_module_fixture_stay_in_their_order() -> None:
+    items = [
+        _item("a.py::first", "function", "module"),
+        _item("a.py::long", "session"),
+        _item("b.py::other"),
+    ]
+    ordered = longest_first(items, {"a.py::long": 30.0, "b.py::other": 1.0})
+    assert _ids(ordered) == ["a.py::first", "a.py::long", "b.py::other"]
+
+
+def test_the_recorded_costs_name_tests_with_their_seconds() -> None:
+    costs = recorded_costs()
+    assert RECORDED_COSTS.exists()
+    assert len(costs) >= 10
+    assert all(node_id.startswith("tests/") and "::" in node_id for node_id in costs)
+    assert all(seconds > 0 for seconds in costs.values())

@@ -1,0 +1,60 @@
+"""The order the suite's tests start in: the longest first.
+
+The README's test command runs a worker per core, each taking the next test; a test of tens of
+seconds that starts last keeps its worker busy while the others have nothing left. Started
+first, the short tests fill in around it. The costs come from a recorded run
+(``tests/durations.txt``); a test not listed there keeps its place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+#: Seconds each long test took in a recorded run (``seconds node-id`` a line; how to refresh
+#: it: docs/contributing.md, "Suite time").
+RECORDED_COSTS = Path(__file__).resolve().parents[1] / "durations.txt"
+#: Fixtures set up once for a module or class: the tests sharing one stay together.
+_SHARED_SCOPES = {"module", "class", "package"}
+
+
+def recorded_costs() -> dict[str, float]:
+    costs: dict[str, float] = {}
+    if RECORDED_COSTS.exists():
+        for line in RECORDED_COSTS.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.startswith("#"):
+                seconds, node_id = line.split(maxsplit=1)
+                costs[node_id] = float(seconds)
+    return costs
+
+
+def _shares_fixtures(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        definitions[-1].scope in _SHARED_SCOPES
+        for definitions in info.name2fixturedefs.values()
+        if definitions
+    )
+
+
+def longest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[pytest.Item]:
+    """``items`` with the modules holding the longest tests first, and inside a module whose
+    tests share no module- or class-wide fixture the longest tests first; the rest in their
+    order. With a worker per core, a test taking tens of seconds that starts last keeps one
+    worker busy while the others idle: started first, the short tests fill in around it."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def cost(item: pytest.Item) -> float:
+        return costs.get(item.nodeid, 0.0)
+
+    ordered: list[pytest.Item] = []
+    for module in sorted(modules.values(), key=lambda its: -max(map(cost, its))):
+        if not any(map(_shares_fixtures, module)):
+            module = sorted(module, key=lambda item: -cost(item))
+        ordered += module
+    return ordered
