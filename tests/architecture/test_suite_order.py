@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from suite_order import RECORDED_COSTS, longest_first, recorded_costs
+from suite_order import RECORDED_COSTS, longest_first, recorded_costs, workers_for
 
 
 def _item(node_id: str, *scopes: str) -> pytest.Item:
@@ -54,3 +54,7 @@ def test_the_recorded_costs_name_tests_with_their_seconds() -> None:
     assert len(costs) >= 10
     assert all(node_id.startswith("tests/") and "::" in node_id for node_id in costs)
     assert all(seconds > 0 for seconds in costs.values())
+
+
+def test_auto_runs_two_workers_a_core_and_at_most_four_more_than_the_cores() -> None:
+    assert [workers_for(cores) for cores in (1, 2, 4, 8, 64)] == [2, 4, 8, 12, 68]

@@ -58,3 +58,11 @@ def longest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[pyt
             module = sorted(module, key=lambda item: -cost(item))
         ordered += module
     return ordered
+
+
+def workers_for(cores: int) -> int:
+    """Workers for ``-n auto``: two a core, at most four more than the cores. Most of the
+    suite's long tests wait on real clocks (a documented 7 s impact, a 30 s eviction notice,
+    the first-call delay, servers starting) rather than compute; a worker per core leaves the
+    cores idle through those waits, a second one a core fills them."""
+    return min(2 * cores, cores + 4)
