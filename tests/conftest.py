@@ -17,9 +17,11 @@ os.environ["FOREWARN_TOKEN"] = "forewarn-test-suite-token"
 os.environ["FOREWARN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="forewarn-runtime-")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (``suite_order``), so no worker is left with one at the end."""
-    items[:] = longest_first(items, recorded_costs())
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first on every worker (``suite_order``), so none is left with one
+    at the end."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = longest_first(items, recorded_costs(), workers)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:

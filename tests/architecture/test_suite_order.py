@@ -48,6 +48,18 @@ def test_tests_sharing_a_module_fixture_stay_in_their_order() -> None:
     assert _ids(ordered) == ["a.py::first", "a.py::long", "b.py::other"]
 
 
+def test_each_workers_share_begins_with_long_tests() -> None:
+    """worksteal hands worker k the k-th of equal contiguous shares: each starts long."""
+    items = [_item(f"s.py::short{i}") for i in range(6)]
+    items += [_item(f"{name}.py::t") for name in ("l1", "l2", "l3", "l4")]
+    costs = {"l1.py::t": 40.0, "l2.py::t": 30.0, "l3.py::t": 20.0, "l4.py::t": 15.0}
+    ordered = _ids(longest_first(items, costs, workers=2))
+    first, second = ordered[:5], ordered[5:]
+    assert first == ["l1.py::t", "l4.py::t", "s.py::short0", "s.py::short1", "s.py::short2"]
+    assert second == ["l2.py::t", "l3.py::t", "s.py::short3", "s.py::short4", "s.py::short5"]
+    assert sorted(ordered) == sorted(_ids(items))
+
+
 def test_the_recorded_costs_name_tests_with_their_seconds() -> None:
     costs = recorded_costs()
     assert RECORDED_COSTS.exists()

@@ -40,11 +40,18 @@ def _shares_fixtures(item: pytest.Item) -> bool:
     )
 
 
-def longest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[pytest.Item]:
-    """``items`` with the modules holding the longest tests first, and inside a module whose
-    tests share no module- or class-wide fixture the longest tests first; the rest in their
-    order. With a worker per core, a test taking tens of seconds that starts last keeps one
-    worker busy while the others idle: started first, the short tests fill in around it."""
+def longest_first(
+    items: list[pytest.Item], costs: dict[str, float], workers: int = 1
+) -> list[pytest.Item]:
+    """``items`` with the modules holding the longest tests first (inside a module whose
+    tests share no module- or class-wide fixture, the longest tests first), the others in
+    their order after them.
+
+    With ``workers``, pytest-xdist's ``worksteal`` hands each worker a contiguous share of
+    the list, of an equal count, and the idle ones then take from the others' tails. So the
+    list is dealt as that many shares, each beginning with its part of the long modules (the
+    next longest to the share with the fewest seconds so far) and filled up with short tests:
+    every worker starts on long tests, and what is left to share at the end is short."""
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
@@ -52,12 +59,40 @@ def longest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[pyt
     def cost(item: pytest.Item) -> float:
         return costs.get(item.nodeid, 0.0)
 
-    ordered: list[pytest.Item] = []
-    for module in sorted(modules.values(), key=lambda its: -max(map(cost, its))):
+    long_modules: list[list[pytest.Item]] = []
+    short: list[pytest.Item] = []
+    for module in modules.values():
+        if max(map(cost, module)) == 0.0:
+            short += module
+            continue
         if not any(map(_shares_fixtures, module)):
             module = sorted(module, key=lambda item: -cost(item))
-        ordered += module
-    return ordered
+        long_modules.append(module)
+    long_modules.sort(key=lambda module: -max(map(cost, module)))
+
+    sizes: list[int] = []
+    left = len(items)
+    for dealt in range(workers):  # as worksteal's first hand-out counts them
+        sizes.append(left // (workers - dealt))
+        left -= sizes[-1]
+    shares: list[list[pytest.Item]] = [[] for _ in sizes]
+    seconds = [0.0 for _ in sizes]
+    for module in long_modules:
+        room = [
+            index for index, size in enumerate(sizes) if size - len(shares[index]) >= len(module)
+        ]
+        if room:
+            index = min(room, key=lambda i: seconds[i])
+        else:
+            index = max(range(len(sizes)), key=lambda i: sizes[i] - len(shares[i]))
+        shares[index] += module
+        seconds[index] += sum(map(cost, module))
+    ordered: list[pytest.Item] = []
+    for index, share in enumerate(shares):
+        fill = max(0, sizes[index] - len(share))
+        ordered += share + short[:fill]
+        del short[:fill]
+    return ordered + short
 
 
 def workers_for(cores: int) -> int:
