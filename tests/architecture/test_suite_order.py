@@ -31,9 +31,9 @@ def test_the_longest_start_first_and_the_others_keep_their_order() -> None:
     costs = {"b.py::long": 30.0, "a.py::two": 5.0}
     assert _ids(longest_first(items, costs)) == [
         "b.py::long",
-        "b.py::short",
         "a.py::two",
         "a.py::one",
+        "b.py::short",
         "c.py::three",
     ]
 

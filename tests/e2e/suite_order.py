@@ -43,9 +43,9 @@ def _shares_fixtures(item: pytest.Item) -> bool:
 def longest_first(
     items: list[pytest.Item], costs: dict[str, float], workers: int = 1
 ) -> list[pytest.Item]:
-    """``items`` with the modules holding the longest tests first (inside a module whose
-    tests share no module- or class-wide fixture, the longest tests first), the others in
-    their order after them.
+    """``items`` with the longest tests first, the others in their order after them; the
+    tests of a module sharing a module- or class-wide fixture stay together, the module
+    counted as long as its longest test.
 
     With ``workers``, pytest-xdist's ``worksteal`` hands each worker a contiguous share of
     the list, of an equal count, and the idle ones then take from the others' tails. So the
@@ -59,15 +59,17 @@ def longest_first(
     def cost(item: pytest.Item) -> float:
         return costs.get(item.nodeid, 0.0)
 
+    # What is dealt: a module whose tests share a fixture as a whole, else each long test.
     long_modules: list[list[pytest.Item]] = []
     short: list[pytest.Item] = []
     for module in modules.values():
         if max(map(cost, module)) == 0.0:
             short += module
-            continue
-        if not any(map(_shares_fixtures, module)):
-            module = sorted(module, key=lambda item: -cost(item))
-        long_modules.append(module)
+        elif any(map(_shares_fixtures, module)):
+            long_modules.append(module)
+        else:
+            long_modules += [[item] for item in module if cost(item) > 0.0]
+            short += [item for item in module if cost(item) == 0.0]
     long_modules.sort(key=lambda module: -max(map(cost, module)))
 
     sizes: list[int] = []
