@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from suite_order import RECORDED_COSTS, longest_first, recorded_costs, workers_for
+from suite_order import RECORDED_COSTS, longest_first, recorded, recorded_costs, workers_for
 
 
 def _item(node_id: str, *scopes: str) -> pytest.Item:
@@ -70,3 +70,16 @@ def test_the_recorded_costs_name_tests_with_their_seconds() -> None:
 
 def test_auto_runs_two_workers_a_core_and_at_most_four_more_than_the_cores() -> None:
     assert [workers_for(cores) for cores in (1, 2, 4, 8, 64)] == [2, 4, 8, 12, 68]
+
+
+def test_a_durations_listing_becomes_the_recorded_costs() -> None:
+    listing = """
+============================= slowest durations =============================
+20.00s call     tests/a.py::test_long
+2.50s setup    tests/b.py::test_set_up_long[one two]
+1.00s call     tests/b.py::test_set_up_long[one two]
+2.00s call     tests/c.py::test_short
+0.50s teardown tests/b.py::test_set_up_long[one two]
+"""
+    lines = [line for line in recorded(listing).splitlines() if not line.startswith("#")]
+    assert lines == ["20.0 tests/a.py::test_long", "4.0 tests/b.py::test_set_up_long[one two]"]

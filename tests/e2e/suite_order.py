@@ -8,6 +8,8 @@ first, the short tests fill in around it. The costs come from a recorded run
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,33 @@ def workers_for(cores: int) -> int:
     the first-call delay, servers starting) rather than compute; a worker per core leaves the
     cores idle through those waits, a second one a core fills them."""
     return min(2 * cores, cores + 4)
+
+
+#: A line of pytest's ``--durations`` listing: seconds, phase, test.
+_DURATION = re.compile(r"^([0-9.]+)s (?:setup|call|teardown)\s+(\S.*)$")
+#: The tests recorded: those of at least this many seconds.
+RECORDED_FROM = 3.0
+
+
+def recorded(listing: str) -> str:
+    """``tests/durations.txt`` from the output of ``pytest --durations=0``: each test's
+    setup, call and teardown added, the tests of ``RECORDED_FROM`` seconds and more, longest
+    first."""
+    seconds: dict[str, float] = {}
+    for line in listing.splitlines():
+        if found := _DURATION.match(line.rstrip()):
+            node_id = found.group(2)
+            seconds[node_id] = seconds.get(node_id, 0.0) + float(found.group(1))
+    kept = sorted((s, n) for n, s in seconds.items() if s >= RECORDED_FROM)
+    lines = [f"{s:.1f} {n}" for s, n in sorted(kept, key=lambda pair: -pair[0])]
+    return _HEADER + "".join(line + "\n" for line in lines)
+
+
+_HEADER = """\
+# Seconds each test took in a recorded run (setup, call and teardown added), the tests of at
+# least 3 s, longest first: what tests/e2e/suite_order.py starts first. Refresh it as
+# docs/contributing.md, "Suite time", says; a test missing from it keeps its place.
+"""
+
+if __name__ == "__main__":  # python tests/e2e/suite_order.py LISTING > tests/durations.txt
+    sys.stdout.write(recorded(Path(sys.argv[1]).read_text(encoding="utf-8")))
