@@ -10,5 +10,23 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
+from suite_order import longest_first, recorded_costs, workers_for
+
 os.environ["FOREWARN_TOKEN"] = "forewarn-test-suite-token"
 os.environ["FOREWARN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="forewarn-runtime-")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first on every worker (``suite_order``), so none is left with one
+    at the end."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = longest_first(items, recorded_costs(), workers)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: ``workers_for`` the cores this process may use, unless
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says (pytest-xdist's own setting)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist reads it
+    return workers_for(len(os.sched_getaffinity(0)))
