@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from e2e_support import wait_until
 from tcp_proxy import TcpProxy
 
 from forewarn.commands import Tick
@@ -150,6 +151,8 @@ def test_the_followers_wait_and_the_leader_lock_end_when_the_server_falls_silent
         leadership.acquire()
     leadership.release()  # its session severed: nothing to wait on
     proxy.resume()
-    assert leadership.acquire()  # a session of its own again, holding the lock
+    # A session of its own again, holding the lock once the server has ended the severed
+    # one (it learns of it when the proxy passes its close on, a moment after resuming).
+    wait_until(leadership.acquire, what="the leader lock taken again", timeout=30)
     leadership.release()
     assert journal.wait_for_append(0, 0) == 0
