@@ -1,4 +1,4 @@
-"""The order the suite starts its tests in (``tests/e2e/suite_order.py``): the longest first,
+"""The order the suite starts its tests in (``tests/support/suite_order.py``): the longest first,
 the tests sharing a module-wide fixture kept together."""
 
 from __future__ import annotations

@@ -129,9 +129,9 @@ def recorded(listing: str) -> str:
 
 _HEADER = """\
 # Seconds each test took in a recorded run (setup, call and teardown added), the tests of at
-# least 3 s, longest first: what tests/e2e/suite_order.py starts first. Refresh it as
+# least 3 s, longest first: what tests/support/suite_order.py starts first. Refresh it as
 # docs/contributing.md, "Suite time", says; a test missing from it keeps its place.
 """
 
-if __name__ == "__main__":  # python tests/e2e/suite_order.py LISTING > tests/durations.txt
+if __name__ == "__main__":  # python tests/support/suite_order.py LISTING > tests/durations.txt
     sys.stdout.write(recorded(Path(sys.argv[1]).read_text(encoding="utf-8")))
