@@ -178,6 +178,17 @@ class Relay:
     # -- one connection --------------------------------------------------------------------
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One handler connection, relayed; ended by :meth:`_close` without ending cancelled:
+        asyncio's stream server asks a connection's finished task for its exception, which a
+        cancelled task raises, and logs a traceback (seen when a run was interrupted)."""
+        try:
+            await self._relay_connection(reader, writer)
+        except asyncio.CancelledError:
+            return  # the relay is closing: this connection is over, nothing more to do
+
+    async def _relay_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self._next_conn += 1
         conn = self._next_conn
         self._note("open", conn)
