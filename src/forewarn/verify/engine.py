@@ -192,7 +192,7 @@ class Runner:
 
     def address_url(self) -> str:
         host, port = self.attachment.relay.address
-        return f"http://{host}:{port}"
+        return f"http://{host}" + ("" if port == 80 else f":{port}")
 
     # -- one trial -------------------------------------------------------------------------
 

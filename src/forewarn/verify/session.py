@@ -105,11 +105,13 @@ def verify_handler(
         raise VerifyError("give the handler's command after --, or --attach")
     with contextlib.ExitStack() as stack:
         wrapper: tuple[str, ...] = ()
+        where = ""
         if options.namespace:
             name = stack.enter_context(_namespace())
             host, port = _address(options.bind, AZURE_ADDRESS, 80)
             relay = Relay(sock=socket_in_namespace(name, host, port))
             wrapper = ("ip", "netns", "exec", name)
+            where = f" in network namespace {name} (ip netns exec {name} CMD)"
         else:
             host, port = _address(options.bind, "127.0.0.1", 0)
             relay = Relay(host, port)
@@ -119,8 +121,8 @@ def verify_handler(
         url = f"http://{bound_host}" + ("" if bound_port == 80 else f":{bound_port}")
         handler = None
         if options.attach:
-            announce(f"the handler's VM answers at {url} (start the handler against it now)")
-            description = f"a handler attached at {url}"
+            announce(f"the handler's VM answers at {url} (start the handler against it now){where}")
+            description = f"a handler attached at {url}{where}"
         else:
             environ = {**options.environ, options.endpoint_env: url}
             handler = HandlerProcess(options.command, environ, wrapper=wrapper)
