@@ -15,48 +15,22 @@ event "includes the ID of the entire Virtual Machine Scale Set".
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-import trustme
 from azure.core.exceptions import ResourceNotFoundError
 from azure.mgmt.maintenance import MaintenanceManagementClient
-from azure_support import FLEET, SUBSCRIPTION, StaticToken
-from e2e_support import ForewarnServer, free_port, start_forewarn, stopped_at_exit, wait_for
+from azure_support import SUBSCRIPTION, StaticToken, serving_over_tls
+from e2e_support import ForewarnServer
 
 pytestmark = pytest.mark.e2e
-
-VM_HOSTS = ("127.0.60.1", "127.0.60.2", "127.0.60.3", "127.0.60.4", "127.0.61.1", "127.0.61.2")
 
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ForewarnServer, str, Path]]:
-    workdir = tmp_path_factory.mktemp("maintenance-tls")
-    authority = trustme.CA()
-    certificate = authority.issue_cert("127.0.0.1", "localhost")
-    cert = workdir / "server.pem"
-    certificate.private_key_and_cert_chain_pem.write_to_path(str(cert))
-    ca = workdir / "ca.pem"
-    authority.cert_pem.write_to_path(str(ca))
-    port = free_port(["127.0.0.1"])
-    server = start_forewarn(
-        workdir,
-        fleet=FLEET,
-        vm_hosts=VM_HOSTS,
-        extra=("--control-tls", f"127.0.0.1:{port}", "--tls-cert", str(cert)),
-    )
-    base = f"https://127.0.0.1:{port}"
-    context = ssl.create_default_context(cafile=str(ca))
-    with stopped_at_exit(server):
-        wait_for(
-            lambda: httpx.get(base + "/", verify=context).status_code in (200, 401),
-            what="the control API over TLS",
-            server=server.process,
-        )
-        yield server, base, ca
+    with serving_over_tls(tmp_path_factory.mktemp("maintenance-tls")) as served:
+        yield served
 
 
 def client(base: str, ca: Path) -> MaintenanceManagementClient:

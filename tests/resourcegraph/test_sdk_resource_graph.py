@@ -10,19 +10,16 @@ the control token is the bearer credential, as ARM takes an AAD token.
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import trustme
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 from azure.mgmt.resourcegraph import ResourceGraphClient
 from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
-from azure_support import FLEET, StaticToken
-from e2e_support import ForewarnServer, free_port, start_forewarn, wait_for
+from azure_support import StaticToken, serving_over_tls
+from e2e_support import ForewarnServer
 
 from .test_resource_graph import FIRST_QUERY, SECOND_QUERY
 from .test_resource_graph_kql import RESOURCE_ID
@@ -32,42 +29,11 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ForewarnServer, str, Path]]:
-    workdir = tmp_path_factory.mktemp("arg-tls")
-    authority = trustme.CA()
-    certificate = authority.issue_cert("127.0.0.1", "localhost")
-    cert = workdir / "server.pem"
-    certificate.private_key_and_cert_chain_pem.write_to_path(str(cert))
-    ca = workdir / "ca.pem"
-    authority.cert_pem.write_to_path(str(ca))
-    port = free_port(["127.0.0.1"])
-    server = start_forewarn(
-        workdir,
-        fleet=FLEET,
-        vm_hosts=(
-            "127.0.60.1",
-            "127.0.60.2",
-            "127.0.60.3",
-            "127.0.60.4",
-            "127.0.61.1",
-            "127.0.61.2",
-        ),
-        extra=("--control-tls", f"127.0.0.1:{port}", "--tls-cert", str(cert)),
-    )
-    base = f"https://127.0.0.1:{port}"
-    context = ssl.create_default_context(cafile=str(ca))
-    wait_for(
-        lambda: httpx.get(base + "/", verify=context).status_code in (200, 401),
-        what="the control API over TLS",
-        server=server.process,
-    )
-    try:
+    with serving_over_tls(tmp_path_factory.mktemp("arg-tls")) as (server, base, ca):
         for vm in ("solo", "db0", "web_0"):
             assert server.control.post(f"/vms/{vm}/restart").status_code == 200
         server.advance(11 * 60)  # solo's auto-approved reboot is over: Completed
         yield server, base, ca
-    finally:
-        server.stop()
-        server.process.assert_healthy()
 
 
 def client(base: str, ca: Path, token: str) -> ResourceGraphClient:
