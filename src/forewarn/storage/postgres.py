@@ -113,13 +113,22 @@ SERVER_KEEPALIVES = (
 )
 
 
-def with_bounds(conninfo: str, connect_timeout: float) -> str:
-    """``conninfo`` with the client's own bounds (:data:`_TCP_BOUNDS`, a connect timeout)
-    where the URL gives none: for connections beside the journal's (Event Grid's store)."""
+def with_bounds(
+    conninfo: str, connect_timeout: float, *, application_name: str | None = None
+) -> str:
+    """``conninfo`` with the client's own bounds (:data:`_TCP_BOUNDS`, the server's side of
+    them, :data:`SERVER_KEEPALIVES`, a connect timeout) wherever the URL gives none: every
+    PostgreSQL connection forewarn opens, the journal's and Event Grid's store's."""
     given = conninfo_to_dict(conninfo)
     extra: dict[str, str | int] = {k: v for k, v in _TCP_BOUNDS.items() if k not in given}
     if "connect_timeout" not in given:
+        # libpq waits forever by default; a dead server must be reported, not waited on.
         extra["connect_timeout"] = max(1, round(connect_timeout))
+    if "options" not in given:
+        extra["options"] = SERVER_KEEPALIVES
+    if application_name is not None and "application_name" not in given:
+        extra["application_name"] = application_name[:63]
+    # With nothing to add, make_conninfo gives the conninfo back as it is.
     return make_conninfo(conninfo, **extra)
 
 
@@ -227,21 +236,13 @@ class PostgresJournal:
     def _connect(self, timeout: float | None = None) -> Connection:
         """A new connection, waiting ``timeout`` seconds at most (the journal's connect
         timeout by default, or the URL's own)."""
-        given = conninfo_to_dict(self._conninfo)
-        extra: dict[str, str | int] = {
-            key: value for key, value in _TCP_BOUNDS.items() if key not in given
-        }
-        if "connect_timeout" not in given or timeout is not None:
-            # libpq waits forever by default; a dead server must be reported, not waited on.
-            wait = self._connect_timeout if timeout is None else timeout
-            extra["connect_timeout"] = max(1, round(wait))
-        if "options" not in given:
-            extra["options"] = SERVER_KEEPALIVES
-        if "application_name" not in given:
-            # So pg_stat_activity shows which fleet each connection serves.
-            extra["application_name"] = f"forewarn {self.namespace}"[:63]
-        # With nothing to add, make_conninfo gives the conninfo back as it is.
-        conninfo = make_conninfo(self._conninfo, **extra)
+        conninfo = self._conninfo
+        if timeout is not None:  # the time a write has left, whatever the URL says
+            conninfo = make_conninfo(conninfo, connect_timeout=max(1, round(timeout)))
+        # So pg_stat_activity shows which fleet each connection serves.
+        conninfo = with_bounds(
+            conninfo, self._connect_timeout, application_name=f"forewarn {self.namespace}"
+        )
         try:
             return psycopg.connect(conninfo, autocommit=True)
         except psycopg.Error as exc:
