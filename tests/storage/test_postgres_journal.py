@@ -217,9 +217,9 @@ def test_a_dropped_connection_fails_one_call_and_the_next_reconnects(fleet: Stor
     journal = fleet.open()
     journal.append({"n": 1})
     namespace = fleet.url.rsplit("=", 1)[1]
-    run_sql(
+    run_sql(  # the timeout: returns once the session has ended, not when it is asked to
         fleet.url.split("?")[0],
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE application_name = %s",
         f"forewarn {namespace}"[:63],
     )
     with pytest.raises(StoreUnavailableError):
@@ -363,9 +363,11 @@ def test_a_leader_whose_session_dies_hands_over(
     assert leading.acquire()
     assert not waiting.acquire()
     namespace = fleet.url.rpartition("namespace=")[2]
-    run_sql(  # only this fleet's sessions holding an advisory lock: the leader's
+    run_sql(  # only this fleet's sessions holding an advisory lock: the leader's; the timeout
+        # waits until it has ended (without one the server ends it later, and the lock with it)
         postgres_url,
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+        "WHERE application_name = %s "
         "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
         f"forewarn {namespace}"[:63],
     )
