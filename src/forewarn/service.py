@@ -259,6 +259,26 @@ class ScheduledEventsService(VmRequestPath):
         self._log(command, now)
         return result
 
+    async def execute_async(self, command: Command) -> Result:
+        """:meth:`execute` on the event loop's thread (the control API): with a shared
+        journal, the loop does not wait on PostgreSQL while it is recorded
+        (:meth:`~forewarn.cluster.replica.Replica.write_async`); the same otherwise. It
+        returns once no write is waiting for its commit, so what the caller reads next is
+        what the journal holds."""
+        replica = self._replica
+        if replica is None:
+            return self.execute(command)
+        result = await replica.write_async(command)
+        self._log(command, replica.applied.head_at or replica.platform.now)
+        await self._committed()
+        return result
+
+    async def _committed(self) -> None:
+        """Wait (asynchronously) until no write applied to the platform waits for its
+        commit's answer: each such wait is bounded by the write's own bound."""
+        if self._replica is not None:
+            await self._replica.committed()
+
     @staticmethod
     def _log(command: Command, at: datetime) -> None:
         if _OPERATIONS.isEnabledFor(logging.INFO):
@@ -280,9 +300,23 @@ class ScheduledEventsService(VmRequestPath):
         """:meth:`perform`, answered with each created event's live view (the control API)."""
         return self._created(self.perform(operation, target, arguments))
 
+    async def operate_async(
+        self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
+    ) -> tuple[Created, ...]:
+        """:meth:`operate` on the event loop's thread (:meth:`execute_async`)."""
+        if operation.check is not None:
+            operation.check(self._caught_up(), target)
+        command = operation.command(target, **(arguments or {}))
+        return self._created(await self.execute_async(command))
+
     def create_event(self, command: ScheduleEvent) -> Created:
         """Any event, bypassing the operations' rules except the minimum notice."""
         (created,) = self._created(self.execute(command))
+        return created
+
+    async def create_event_async(self, command: ScheduleEvent) -> Created:
+        """:meth:`create_event` on the event loop's thread (:meth:`execute_async`)."""
+        (created,) = self._created(await self.execute_async(command))
         return created
 
     def _created(self, events: Result) -> tuple[Created, ...]:
@@ -328,17 +362,27 @@ class ScheduledEventsService(VmRequestPath):
         """Approve on ``vm_name``'s behalf (the control plane), every event its document shows
         when ``event_ids`` is None; the ids approved. A VM that is down cannot ask, so neither
         can anyone on its behalf."""
+        ids = self._approvable(vm_name, event_ids)
+        self.execute(Approve(vm_name, ids))
+        return ids
+
+    async def approve_for_async(
+        self, vm_name: str, event_ids: Iterable[str] | None
+    ) -> tuple[str, ...]:
+        """:meth:`approve_for` on the event loop's thread (:meth:`execute_async`)."""
+        ids = self._approvable(vm_name, event_ids)
+        await self.execute_async(Approve(vm_name, ids))
+        return ids
+
+    def _approvable(self, vm_name: str, event_ids: Iterable[str] | None) -> tuple[str, ...]:
         platform = self._caught_up()
         if not platform.vm_state(vm_name).reachable:
             raise InvalidOperationError(
                 f"{vm_name} is down (an impact is under way) and cannot ask"
             )
         if event_ids is None:
-            ids = tuple(event.event_id for event in platform.document(vm_name).events)
-        else:
-            ids = tuple(event_ids)
-        self.execute(Approve(vm_name, ids))
-        return ids
+            return tuple(event.event_id for event in platform.document(vm_name).events)
+        return tuple(event_ids)
 
     # -- beyond IMDS: Event Grid and Resource Graph -----------------------------------------
 
@@ -413,6 +457,20 @@ class ScheduledEventsService(VmRequestPath):
         after its first step) and the events of that step."""
         before = {view.campaign_id for view in self.campaigns()}
         created = self._created(self.execute(StartCampaign(vm_names, event_type, kinds)))
+        return self._started(before, created)
+
+    async def start_campaign_async(
+        self,
+        vm_names: tuple[str, ...] | None,
+        event_type: str,
+        kinds: tuple[str, ...] | None = None,
+    ) -> CampaignStarted:
+        """:meth:`start_campaign` on the event loop's thread (:meth:`execute_async`)."""
+        before = {view.campaign_id for view in self.campaigns()}
+        command = StartCampaign(vm_names, event_type, kinds)
+        return self._started(before, self._created(await self.execute_async(command)))
+
+    def _started(self, before: set[int], created: tuple[Created, ...]) -> CampaignStarted:
         started = [view for view in self.campaigns() if view.campaign_id not in before]
         return CampaignStarted(started[0] if started else None, created)
 
@@ -438,23 +496,55 @@ class ScheduledEventsService(VmRequestPath):
         clock = self._manual_clock()
         if self._replica is not None:  # from the fleet's time, not a lagging follower's
             self._replica.catch_up()
+        return self._move_clock(clock, self._advanced(clock, delta))
+
+    async def advance_clock_async(self, delta: timedelta) -> ClockStatus:
+        """:meth:`advance_clock` on the event loop's thread: with a shared journal, its
+        read of the others' records and its record are made off the loop."""
+        clock = self._manual_clock()
+        replica = self._replica
+        if replica is None:
+            return self.advance_clock(delta)
+        await replica.catch_up_async()
+        moment = self._advanced(clock, delta)
+        await replica.write_async(ClockMoved(), at=moment)
+        await self._committed()
+        return self._moved(clock, moment)
+
+    @staticmethod
+    def _advanced(clock: ManualClock, delta: timedelta) -> datetime:
         try:
-            moment = clock.advanced_by(delta)
+            return clock.advanced_by(delta)
         except ValueError as exc:
             raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
-        return self._move_clock(clock, moment)
 
     def set_clock(self, moment: datetime) -> ClockStatus:
         """Set a manual clock to ``moment``, which must not be in its past (nor past
         :data:`~forewarn.domain.clock.LATEST`)."""
         clock = self._manual_clock()
+        return self._move_clock(clock, self._settable(clock, moment))
+
+    async def set_clock_async(self, moment: datetime) -> ClockStatus:
+        """:meth:`set_clock` on the event loop's thread: with a shared journal, its record
+        is made off the loop."""
+        clock = self._manual_clock()
+        replica = self._replica
+        if replica is None:
+            return self.set_clock(moment)
+        moment = self._settable(clock, moment)
+        await replica.write_async(ClockMoved(), at=moment)
+        await self._committed()
+        return self._moved(clock, moment)
+
+    @staticmethod
+    def _settable(clock: ManualClock, moment: datetime) -> datetime:
         try:
             moment = check_time(ensure_utc(moment), "the clock cannot be set to")
             if moment < clock.now():
                 raise ValueError("a clock only moves forward")
         except ValueError as exc:
             raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
-        return self._move_clock(clock, moment)
+        return moment
 
     def _manual_clock(self) -> ManualClock:
         if not isinstance(self._clock, ManualClock):
@@ -469,6 +559,10 @@ class ScheduledEventsService(VmRequestPath):
         elif self._writer is not None:
             self._caught_up()
             self._writer.write(ClockMoved(), moment)
+        return self._moved(clock, moment)
+
+    def _moved(self, clock: ManualClock, moment: datetime) -> ClockStatus:
+        """The clock's move is journaled: make it."""
         if moment > clock.now():  # (another front-end's record may have moved it further)
             clock.set(moment)
         self._log(ClockMoved(), moment)

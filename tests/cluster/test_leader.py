@@ -93,7 +93,7 @@ class Replica:
             self.leading_seen.append(value)
         super().__setattr__(name, value)
 
-    def write(self, command: Command, *, spread: bool = True) -> tuple[()]:
+    async def write_async(self, command: Command, *, spread: bool = True) -> tuple[()]:
         if self._fail is not None:
             raise self._fail
         self.written.append((self.clock.seconds, command, spread))

@@ -184,10 +184,17 @@ def one_turn(replica: Replica, commands: Sequence[Command]) -> list[Result | Exc
 
     async def turn() -> None:
         head = replica.head
+        answered = asyncio.Event()
+
+        def done(outcome: Result | Exception) -> None:
+            answers.append(outcome)
+            if len(answers) == len(commands):
+                answered.set()
+
         for command in commands:
-            replica.write_soon(command, answers.append)
+            replica.write_soon(command, done)
         assert (replica.head, answers) == (head, [])  # queued, nothing applied yet
-        await asyncio.sleep(0)  # the callbacks of this turn run, then this task goes on
+        await answered.wait()  # written off the loop, in one transaction, then answered
 
     asyncio.run(turn())
     return answers
@@ -225,9 +232,15 @@ def test_a_caller_that_fails_to_take_its_answer_is_logged_and_the_others_still_a
         raise ConnectionResetError("the VM hung up")
 
     async def turn() -> None:
+        answered = asyncio.Event()
+
+        def answer(outcome: Result | Exception) -> None:
+            answers.append(outcome)
+            answered.set()
+
         replica.write_soon(freeze("vm0"), gone)
-        replica.write_soon(freeze("vm1"), answers.append)
-        await asyncio.sleep(0)
+        replica.write_soon(freeze("vm1"), answer)
+        await answered.wait()
 
     with caplog.at_level(logging.ERROR, logger="forewarn.cluster"):
         asyncio.run(turn())

@@ -3,7 +3,9 @@
 Served on its own address and port, never through the VM-facing endpoint. FastAPI is used for
 its typed request and response models: ``/openapi.json`` then describes every route, and bad
 input is refused with the field and the reason before any handler runs. Handlers are ``async``
-so they all run one at a time on the event loop's thread; the service is not thread-safe.
+so they all run on the event loop's thread, one at a time between awaits; the service is not
+thread-safe. A change awaits its record (the service's ``*_async`` methods): with a shared
+PostgreSQL journal the loop goes on answering meanwhile.
 
 Every mutation is one :class:`~forewarn.commands.Command` given to the service, so it is
 journaled and replayed like any other. Status codes are assigned here and nowhere else:
@@ -234,7 +236,7 @@ def create_control_app(
     async def approve(name: str, body: ApproveRequest) -> ApprovedOut:
         """Approve as the VM would through the endpoint; real VMs POST StartRequests there."""
         wanted = None if body.event_ids == "all" else tuple(body.event_ids)
-        return ApprovedOut(approved=list(service.approve_for(name, wanted)))
+        return ApprovedOut(approved=list(await service.approve_for_async(name, wanted)))
 
     # -- hosts ----------------------------------------------------------------------------------
 
@@ -265,7 +267,7 @@ def create_control_app(
         """Routine maintenance one fault domain at a time, over the listed VMs or all."""
         vms = tuple(body.vms) if body.vms is not None else None
         kinds = None if body.kinds is None else tuple(kind.value for kind in body.kinds)
-        started = service.start_campaign(vms, body.event_type, kinds)
+        started = await service.start_campaign_async(vms, body.event_type, kinds)
         return CampaignStartedOut(
             campaign=campaign_out(started.campaign) if started.campaign is not None else None,
             events=[created_out(created) for created in started.events],
@@ -280,7 +282,7 @@ def create_control_app(
     @router.post("/events", status_code=201, tags=["events"])
     async def create_event(body: CreateEventRequest) -> EventOut:
         """Any event, bypassing the operations' rules except the minimum notice."""
-        created = service.create_event(
+        created = await service.create_event_async(
             ScheduleEvent(
                 body.type.value,
                 tuple(body.resources),
@@ -302,7 +304,7 @@ def create_control_app(
     @router.delete("/events/{event_id}", status_code=204, tags=["events"])
     async def cancel_event(event_id: str) -> Response:
         """The platform calls off a Scheduled event; it vanishes from every document."""
-        service.execute(CancelEvent(event_id))
+        await service.execute_async(CancelEvent(event_id))
         return Response(status_code=204)
 
     add_clock_routes(router, service)
@@ -336,11 +338,11 @@ def add_clock_routes(router: APIRouter, service: ScheduledEventsService) -> None
     @router.post("/clock/advance", tags=["clock"])
     async def advance_clock(body: AdvanceClockRequest) -> ClockOut:
         """Move a manual clock forward; every deadline passed on the way fires in order."""
-        return clock_out(service.advance_clock(timedelta(seconds=body.seconds)))
+        return clock_out(await service.advance_clock_async(timedelta(seconds=body.seconds)))
 
     @router.post("/clock/set", tags=["clock"])
     async def set_clock(body: SetClockRequest) -> ClockOut:
-        return clock_out(service.set_clock(body.now))
+        return clock_out(await service.set_clock_async(body.now))
 
 
 _TAGS = {
@@ -360,7 +362,7 @@ def _add_operation_route(
     model = request_model(operation)
 
     async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
-        created = service.operate(operation, name, operation_arguments(body))
+        created = await service.operate_async(operation, name, operation_arguments(body))
         return EventsOut(events=[created_out(c) for c in created])
 
     parameters = [

@@ -349,7 +349,9 @@ class ImdsProtocol(_RequestParsing):
 
     def _await_write(self, later: Callable[[Reply], None], reply: Reply) -> None:
         """Wait, unread, for the write the request asked for to be committed with the others
-        of this turn of the event loop (group commit); ``reply`` is then told the answer."""
+        of this turn of the event loop (group commit), or for the write it must not see
+        before its commit (:class:`~forewarn.vm_requests.AnswerLaterError`); ``reply`` is then
+        told the answer."""
         self._held = []
         if self._transport is not None:
             self._transport.pause_reading()
@@ -363,6 +365,10 @@ class ImdsProtocol(_RequestParsing):
             return  # the client left meanwhile: nobody to answer
         if isinstance(outcome, Exception):
             self._internal_error(outcome)
+            return
+        if outcome.status == 0:  # AFRESH: what it waited for is done, it is handled anew
+            self._held = [parsed, *(self._held or ())]
+            self.release()
             return
         self._write(outcome, parsed.keep_alive, self._endpoint.service.now())
         if not parsed.keep_alive:
