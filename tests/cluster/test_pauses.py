@@ -135,7 +135,7 @@ def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_onc
         def apply_fetched(self, records: object) -> int:
             return 0
 
-        def flush_seen(self) -> bool:
+        async def flush_seen_async(self) -> bool:
             return False
 
     async def pause(stop: asyncio.Event, seconds: float) -> None:

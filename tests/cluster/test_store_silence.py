@@ -29,7 +29,7 @@ from tcp_proxy import TcpProxy
 
 from forewarn.cluster.replica import WRITE_SECONDS
 
-from .front_ends import VMS, FrontEnd
+from .front_ends import AUTH, HEADERS, URL, VMS, FrontEnd
 
 #: What a VM's poll may take while a write waits on a silent PostgreSQL: the write's own
 #: bound, as the loop may be waiting on it that long, with a second for a busy machine.
@@ -124,6 +124,80 @@ def test_a_silent_postgresql_bounds_a_write_and_holds_up_no_poll_nor_healthz(
             targets = [event["Resources"] for event in front_end.get("/events")["events"]]
             assert targets == [["WestNO_1"]], targets
             assert ops.count("restart") == 1, ops
+        finally:
+            proxy.resume()
+            front_end.stop()
+
+
+#: Control writes pending at once while PostgreSQL is silent.
+PENDING_WRITES = 5
+#: Polls of the other VMs made while they are pending.
+POLLS = 4
+
+
+@pytest.mark.e2e
+def test_writes_pending_on_a_silent_postgresql_hold_up_no_poll_and_each_is_refused_in_time(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """docs/scale-out.md, "A silent PostgreSQL": the waits of a write happen off the event
+    loop, so several writes pending at once hold up no VM's poll; after the first runs out of
+    time the others are refused at once (the breaker), each within its own bound, and none of
+    them is applied when PostgreSQL answers again."""
+    parts = urlsplit(shared_store)
+    assert parts.hostname is not None
+    with TcpProxy((parts.hostname, parts.port or 5432)) as proxy:
+        user = f"{parts.username}@" if parts.username else ""
+        store = parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}").geturl()
+        front_end = FrontEnd(store, fleet_file, ())
+        front_end.start()
+        try:
+            before = front_end.documents()  # every VM on: its polls change nothing now
+            proxy.silence()
+            # what was answered, in the order it was: ("write", status, error) or
+            # ("poll", vm, status, body)
+            answered: list[tuple[object, ...]] = []
+            lock = threading.Lock()
+
+            def restart() -> None:
+                response = httpx.post(
+                    f"{front_end.control}/vms/WestNO_0/restart", headers=AUTH, json={},
+                    timeout=WRITE_SECONDS + 2.0,  # its bound, with two seconds for the machine
+                )  # fmt: skip
+                with lock:
+                    answered.append(("write", response.status_code, response.json()["error"]))
+
+            writes = [threading.Thread(target=restart) for _ in range(PENDING_WRITES)]
+            for write in writes:
+                write.start()
+            _wait_for(lambda: proxy.held() > 0, "sent a statement into the silence", proxy,
+                      front_end)  # fmt: skip
+            others = [vm for vm in VMS if vm != "WestNO_0"]
+            for index in range(POLLS):
+                vm = others[index % len(others)]
+                poll = httpx.get(URL.format(VMS[vm], front_end.port), headers=HEADERS, timeout=10)
+                with lock:
+                    answered.append(("poll", vm, poll.status_code, poll.content))
+            for write in writes:
+                write.join(30)  # a guard: httpx's timeout above is the bound
+            kinds = [entry[0] for entry in answered]
+            # every poll was answered while every write still waited on PostgreSQL
+            assert kinds == ["poll"] * POLLS + ["write"] * PENDING_WRITES, answered
+            for _, polled, status, body in answered[:POLLS]:
+                assert (status, body) == (200, before[str(polled)]), polled
+            for _, status, error in answered[POLLS:]:
+                assert status == 503, error
+                assert "nothing was applied" in str(error), error
+
+            proxy.resume()
+            _wait_for(lambda: proxy.held() == 0, "delivered what it held", proxy, front_end)
+            _wait_for(
+                lambda: front_end.post("/vms/WestNO_1/restart").status_code == 200,
+                "wrote again after PostgreSQL resumed", proxy, front_end,
+            )  # fmt: skip
+            # none of the refused restarts shows, anywhere: only the one made since
+            targets = [event["Resources"] for event in front_end.get("/events")["events"]]
+            assert targets == [["WestNO_1"]], targets
+            assert _journaled_ops(shared_store).count("restart") == 1
         finally:
             proxy.resume()
             front_end.stop()

@@ -479,15 +479,24 @@ class Replica:
             task.add_done_callback(self._tasks.discard)
 
     async def _write_soon(self, deadline: float) -> None:
-        await asyncio.sleep(0)  # the rest of this turn's callbacks ask for theirs first
-        group, self._soon = self._soon, []
+        # The rest of this turn's callbacks ask for theirs first, and those asked for while
+        # the writes before wait on PostgreSQL join them: the group is taken with the turn.
+        await asyncio.sleep(0)
+        group: list[tuple[Command, Callable[[Result | Exception], None]]] = []
         outcomes: Sequence[Result | Exception]
         try:
-            outcomes = await self._write_off_loop(
-                [command for command, _ in group], spread=True, at=None, deadline=deadline
-            )
-        except Exception as exc:  # the whole group: the same error for each write
+            await self._take_turn(deadline)
+        except ReplicaError as exc:
+            group, self._soon = self._soon, []
             outcomes = [exc for _ in group]
+        else:
+            group, self._soon = self._soon, []
+            try:
+                outcomes = await self._in_turn(
+                    [command for command, _ in group], spread=True, at=None, deadline=deadline
+                )
+            except Exception as exc:  # the whole group: the same error for each write
+                outcomes = [exc for _ in group]
         for index, (_, done) in enumerate(group):  # outcomes: one for each, in order
             try:
                 done(outcomes[index])
@@ -500,8 +509,13 @@ class Replica:
         """One transaction for ``commands``, its waits in the writes' thread: after those
         asked for before it, and refused, nothing applied, when that wait reaches
         ``deadline`` (:func:`time.monotonic`) or the breaker is open."""
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+        await self._take_turn(deadline)
+        return await self._in_turn(commands, spread=spread, at=at, deadline=deadline)
+
+    async def _take_turn(self, deadline: float) -> None:
+        """Wait for the writes' turn, until ``deadline``; refused at once while the breaker
+        is open. The caller then holds it, and :meth:`_in_turn` gives it back."""
+        self._loop = asyncio.get_running_loop()
         self._refuse_if_broken()
         try:
             await asyncio.wait_for(self._queue.acquire(), deadline - self._monotonic())
@@ -510,8 +524,17 @@ class Replica:
                 f"cannot write now, nothing was applied: the writes before it kept it waiting "
                 f"{WRITE_SECONDS:g} s"
             ) from None
+        if self._broken is not None:  # a write before it found PostgreSQL silent
+            self._queue.release()
+            self._refuse_if_broken()
+
+    async def _in_turn(
+        self, commands: Sequence[Command], *, spread: bool, at: datetime | None, deadline: float
+    ) -> list[Result | ForewarnError]:
+        """The transaction of a write holding the turn, in the writes' thread; the turn is
+        given back after it."""
+        loop = asyncio.get_running_loop()
         try:
-            self._refuse_if_broken()  # a write before it may have found PostgreSQL silent
             return await loop.run_in_executor(
                 self._thread, self._write_in_thread, commands, spread, at, deadline, _OnLoop(loop)
             )
@@ -756,9 +779,11 @@ class Replica:
         _LOG.warning("state ahead of the journal (%s): rebuilding from the journal", why)
         owner(self._mark_diverged)
         try:
-            self._recover(owner)
+            applied = self.replayed(self.journal)
         except StorageError as exc:
             _LOG.warning("rebuild postponed: %s", exc)
+            return
+        owner(functools.partial(self.install, applied))
 
     def _mark_diverged(self) -> None:
         self.diverged = True
