@@ -7,8 +7,9 @@ test holds the front-end to:
 
 - a write waits for PostgreSQL at most ``WRITE_SECONDS`` (2 s), then is answered ``503``;
 - a write answered ``503`` that way is not applied later, when PostgreSQL answers again;
-- while it waits, VMs' polls are answered from the state the front-end holds, and
-  ``/livez`` says alive; ``/readyz`` (and ``/healthz``) answer 503 within 3 s (below the
+- while it waits (off the event loop), VMs' polls are answered from the state the
+  front-end holds, and ``/livez`` says alive; after it, further writes are refused at once
+  until PostgreSQL answers again; ``/readyz`` (and ``/healthz``) answer 503 within 3 s (below the
   Kubernetes probes' timeout in deploy/kubernetes/): docs/control.md, "Health".
 
 PostgreSQL goes silent through a TCP proxy (tests/support/tcp_proxy.py, :meth:`TcpProxy.silence`)
@@ -32,7 +33,8 @@ from forewarn.cluster.replica import WRITE_SECONDS
 from .front_ends import AUTH, HEADERS, URL, VMS, FrontEnd
 
 #: What a VM's poll may take while a write waits on a silent PostgreSQL: the write's own
-#: bound, as the loop may be waiting on it that long, with a second for a busy machine.
+#: bound (a poll waits for a write applied here until its commit is answered), with a
+#: second for a busy machine.
 POLL_BOUND = WRITE_SECONDS + 1.0
 #: /healthz's bound (docs/control.md, "Health").
 HEALTH_BOUND = 3.0
