@@ -56,8 +56,12 @@ def held_commit(
     go = threading.Event()
     append_if = Transaction.append_if
 
+    def reach() -> None:
+        if not reached.done():
+            reached.set_result(None)
+
     def held(self: Transaction, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
-        loop.call_soon_threadsafe(lambda: reached.done() or reached.set_result(None))
+        loop.call_soon_threadsafe(reach)
         go.wait(30)  # a guard: the test sets it
         if lost:
             raise StoreUnavailableError("the server went away during the commit")
