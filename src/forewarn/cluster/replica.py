@@ -166,12 +166,14 @@ class _OnLoop:
                 done.set_exception(exc)
 
         self._loop.call_soon_threadsafe(run)
-        try:
-            return done.result(timeout=WRITE_SECONDS)
-        except FutureTimeoutError:
-            if done.cancel():  # the loop never ran it (it is stopping): nothing changed
-                raise _LoopGoneError("the event loop did not run the write's step") from None
-            return done.result()  # running now: a step on the platform, not a wait
+        while True:
+            try:
+                return done.result(timeout=WRITE_SECONDS)
+            except FutureTimeoutError:
+                if self._loop.is_running():
+                    continue  # a busy loop runs it in its turn: a step, not a wait
+                if done.cancel():  # stopped without running it: nothing changed
+                    raise _LoopGoneError("the event loop stopped before the write's step") from None
 
 
 @dataclass(slots=True)
