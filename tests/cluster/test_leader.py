@@ -93,6 +93,9 @@ class Replica:
             self.leading_seen.append(value)
         super().__setattr__(name, value)
 
+    def serve_from_this_loop(self) -> None:
+        pass
+
     async def write_async(self, command: Command, *, spread: bool = True) -> tuple[()]:
         if self._fail is not None:
             raise self._fail

@@ -418,6 +418,12 @@ class Replica:
             raise outcome
         return outcome
 
+    def serve_from_this_loop(self) -> None:
+        """The running event loop serves this replica from now on (``forewarn serve``): a
+        VM's first request made there is journaled off the loop and answered later, and a
+        blocking :meth:`write` there is refused."""
+        self._loop = asyncio.get_running_loop()
+
     def _not_on_the_loop(self) -> None:
         """A blocking write on the loop's thread would hold every VM's poll for as long as
         PostgreSQL takes, and wait for itself once a write of the loop's holds the turn."""

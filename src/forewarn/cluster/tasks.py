@@ -141,6 +141,7 @@ async def run_front_end(replica: Replica, stop: asyncio.Event, *, leads: bool = 
     """Follow and (when elected) lead until ``stop`` is set, on connections of their own;
     ``leads=False``: follow only, never asking for the leader lock (a worker of ``serve
     --workers``, whose supervising process leads)."""
+    replica.serve_from_this_loop()
     reader: PostgresJournal | None = None
     backoff = BACKOFF_SECONDS[0]
     while reader is None and not stop.is_set():
