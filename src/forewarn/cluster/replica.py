@@ -201,7 +201,8 @@ class Replica:
 
     Not thread-safe, like the service it belongs to: every method runs on the event loop's
     thread (``forewarn serve``) or the test's; :meth:`write` alone may be called from several
-    threads at once, and groups their writes.
+    threads at once, and groups their writes. The loop's writes make their waits in the
+    writes' thread, and hand their steps on the platform back to the loop's.
     """
 
     def __init__(
