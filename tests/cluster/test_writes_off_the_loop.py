@@ -115,3 +115,48 @@ def test_a_poll_during_a_commit_waits_for_its_answer_without_holding_the_loop(
         assert outcomes == ["tuple"]
         assert events_shown(endpoint) == ["Freeze"]
         assert journal.ops() == ["schedule"]
+
+
+class SilentJournal(StandInJournal):
+    """A stand-in whose server stops answering: its health probe fails until ``answers``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers = threading.Event()
+        self.pings = 0
+
+    def ping(self) -> None:
+        self.pings += 1
+        if not self.answers.is_set():
+            raise StoreUnavailableError("no answer within 1 s")
+
+
+def test_after_a_write_runs_out_of_time_writes_are_refused_at_once_until_a_probe_answers() -> None:
+    """docs/scale-out.md, "A silent PostgreSQL": "After a write runs out of time, writes are
+    refused at once ... while a probe, in a thread and on a connection of its own, asks
+    PostgreSQL ... until it answers"."""
+    journal = SilentJournal()
+    replica = _replica(journal)
+
+    async def scenario() -> None:
+        journal.dropped, journal.expired = 1, True  # its bound ran out before it began
+        with pytest.raises(ReplicaError, match="nothing was applied"):
+            await replica.write_async(freeze("vm0"))
+        assert (replica.broken, journal.began) == (True, 1)
+        with pytest.raises(ReplicaError, match="refused until PostgreSQL answers again"):
+            await replica.write_async(freeze("vm1"))
+        assert journal.began == 1  # refused without reaching the store
+        assert replica.refusing()  # /readyz says so
+        journal.expired = False
+        journal.answers.set()
+        for _ in range(600):  # a guard: the probe asks every PROBE_SECONDS
+            if not replica.broken:
+                break
+            await asyncio.sleep(0.05)
+        assert not replica.broken
+        await replica.write_async(freeze("vm1"))
+
+    asyncio.run(scenario())
+    assert journal.pings >= 1
+    assert journal.ops() == ["schedule"]
+    assert [view.event.resources[0].name for view in replica.platform.events()] == ["vm1"]
