@@ -5,7 +5,7 @@ docs/scale-out.md, "A silent PostgreSQL": "A VM's request arriving while a write
 this front-end waits for its commit's answer ... waits, without holding the loop, and is
 answered once the commit is confirmed (then showing it) or refused (then from the journal's
 state ...): no VM is shown a change that is then rolled back." In process, on the stand-in
-journal of ``test_replica_writes`` whose append is held until the test lets it go: the event
+journal (``stand_in_journal``) whose append is held until the test lets it go: the event
 loop runs the poll while the write's thread is held there.
 """
 
@@ -25,7 +25,8 @@ from forewarn.server.imds import AFRESH, SCHEDULED_EVENTS_PATH, ImdsEndpoint, Im
 from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 
-from .test_replica_writes import StandInJournal, Transaction, _replica, freeze
+from .stand_in_journal import StandInJournal, Transaction
+from .test_replica_writes import _replica, freeze
 
 
 def poll(vm_address: str) -> ImdsRequest:
