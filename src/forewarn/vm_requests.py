@@ -211,20 +211,27 @@ class VmRequestPath:
         platform time it arrived at when that arrival holds still. None when the platform
         has changed since, or this very request changed it (the VM back after the idle
         period): :meth:`request_from` then says what it finds."""
-        platform = self._vm_platform()
-        return platform.now if self._again(platform, vm_name, changes) else None
+        # Only a kept arrival repeats (never a shared journal's, whose requests must not be
+        # answered during a commit: _vm_platform), so the platform is read as it is.
+        platform = self._caught_up()
+        # _again's rule written out: a kept connection's every poll comes here.
+        turned_on = platform.repeat(vm_name, changes)
+        if turned_on is False:
+            return platform.now
+        if turned_on:
+            self._journal_touch(platform, vm_name)
+        return None
 
     def _again(self, platform: Platform, vm_name: str, changes: int) -> bool:
         """The rule of :meth:`request_again` on a platform caught up already: True when the
         request is counted and what it found holds still."""
-        if platform.changes != changes:
-            return False
         # Not down, so the request counts (Platform.arrive's rule): only a touch that turned
         # Scheduled Events on (a VM back after the idle period) changes anything.
-        if platform.touch(vm_name):
+        turned_on = platform.repeat(vm_name, changes)
+        if turned_on:
             self._journal_touch(platform, vm_name)
             return False
-        return True
+        return turned_on is not None
 
     def _journal_touch(self, platform: Platform, vm_name: str) -> None:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that
