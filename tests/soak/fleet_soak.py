@@ -440,12 +440,11 @@ class Soak:
         asked, may have met its impact (None when it cannot have): the VM is unreachable
         now, or the clock moved meanwhile (ending an impact: a move asked since, or one in
         flight or answered within the second before, which a follower applies within
-        250 ms, docs/scale-out.md), or its front-end is down."""
-        with self.lock:
-            moved = self.advances_asked != asked or self.advancing > 0
-            moved = moved or time.monotonic() - self.advanced < 1.0
-        if moved:
-            return "the clock moved"
+        250 ms, docs/scale-out.md), or its front-end is down.
+
+        The clock is looked at once the front-end has said whether the VM is reachable: a
+        move asked while it was being asked ends the impact before it answers, so looked at
+        first, such a move would go unseen and the reset poll be judged a cut."""
         if index not in self.live_fronts():
             return "its front-end was killed"
         try:
@@ -453,6 +452,13 @@ class Soak:
                 f"{self.fronts[index].control}/vms/{vm}", headers=AUTH, timeout=POLL_BOUND
             )
         except httpx.TransportError:
+            return "its front-end was killed"
+        with self.lock:
+            moved = self.advances_asked != asked or self.advancing > 0
+            moved = moved or time.monotonic() - self.advanced < 1.0
+        if moved:
+            return "the clock moved"
+        if index not in self.live_fronts():
             return "its front-end was killed"
         if answer.status_code != 200 or not answer.json()["reachable"]:
             return "unreachable"
