@@ -297,6 +297,9 @@ class Soak:
     #: EventIds an acknowledged creation made and that may still be Scheduled (to cancel).
     cancellable: list[str] = field(default_factory=list)
     approvals: list[threading.Thread] = field(default_factory=list)
+    #: Each clock move the operator asked: by how much, through which front-end, when it
+    #: was asked and answered, and its outcome (a cut poll's violation quotes the last).
+    moves: list[str] = field(default_factory=list)
 
     # -- the fleet ---------------------------------------------------------------------------
 
@@ -437,7 +440,8 @@ class Soak:
             elif outcome.startswith("reset") and self.in_impact(vm, index, asked) is None:
                 self.violate(
                     f"{vm}'s poll of front-end {index} at {started - self.began:.2f}s was "
-                    f"cut ({outcome}) while {vm} is reachable and the clock did not move"
+                    f"cut ({outcome}) while {vm} is reachable and the clock did not move; "
+                    f"{self.cut_context(vm, index)}"
                 )
             time.sleep(rng.uniform(0.1, 0.4))
 
@@ -471,6 +475,23 @@ class Soak:
         if answer.status_code != 200 or not answer.json()["reachable"]:
             return "unreachable"
         return None
+
+    def cut_context(self, vm: str, index: int) -> str:
+        """What a poll judged cut may be explained by: the clock's last moves as the soak
+        asked them, and the VM's events and the clock as its front-end shows them now."""
+        with self.lock:
+            moves = self.moves[-3:]
+        try:
+            listed = self.read(self.fronts[index], "/events")["events"]
+            clock = self.read(self.fronts[index], "/clock")["now"]
+        except (httpx.TransportError, AssertionError, RebuildingError) as error:
+            return f"clock moves {moves}; front-end {index} unread: {error}"
+        events = [
+            (event["EventId"][:8], event["EventType"], event["EventStatus"])
+            for event in listed
+            if vm in event["Resources"]
+        ]
+        return f"clock moves {moves}; front-end {index} at {clock} shows {vm}'s {events}"
 
     def approve(self, vm: str, index: int, event_id: str) -> None:
         front = self.fronts[index]
@@ -513,12 +534,21 @@ class Soak:
                 self.advances_asked += 1
                 self.advancing += 1
             body = {"seconds": seconds}
+            asked = time.monotonic() - self.began
+            outcome = "raised"
             try:
-                self.control(index, "POST", "/clock/advance", body, "advance", (str(seconds),))
+                move = self.control(
+                    index, "POST", "/clock/advance", body, "advance", (str(seconds),)
+                )
+                outcome = f"{move.outcome} {'' if move.outcome == 'acked' else move.detail[:80]}"
             finally:
                 with self.lock:
                     self.advancing -= 1
                     self.advanced = time.monotonic()
+                    answered = self.advanced - self.began
+                    self.moves.append(
+                        f"+{seconds}s via {index} {asked:.2f}s-{answered:.2f}s {outcome}"
+                    )
         elif action == "cancel" and self.cancellable:
             event_id = self.cancellable.pop(rng.randrange(len(self.cancellable)))
             self.control(index, "DELETE", f"/events/{event_id}", None, "cancel", (event_id,))
@@ -537,7 +567,8 @@ class Soak:
 
     def control(
         self, index: int, method: str, path: str, body: Any, kind: str, key: tuple[str, ...]
-    ) -> None:
+    ) -> Write:
+        """Ask front-end ``index`` for a change; what it was answered, as recorded."""
         try:
             answer = httpx.request(
                 method,
@@ -548,9 +579,10 @@ class Soak:
                 trust_env=False,
             )
         except httpx.TransportError as error:
+            unanswered = Write(kind, key, "unknown", repr(error))
             with self.lock:
-                self.writes.append(Write(kind, key, "unknown", repr(error)))
-            return
+                self.writes.append(unanswered)
+            return unanswered
         made: tuple[str, ...] = ()
         if answer.is_success and kind in ("restart", "redeploy", "create"):
             shown = answer.json()
@@ -567,6 +599,7 @@ class Soak:
         write = Write(kind, key, outcome, f"{answer.status_code} {answer.text[:200]}", made)
         with self.lock:
             self.writes.append(write)
+        return write
 
     @staticmethod
     def resource_graph(front: Front, timeout: float = 10.0) -> list[dict[str, Any]]:
