@@ -300,6 +300,8 @@ class Soak:
     #: Each clock move the operator asked: by how much, through which front-end, when it
     #: was asked and answered, and its outcome (a cut poll's violation quotes the last).
     moves: list[str] = field(default_factory=list)
+    #: (when answered, the platform time it answered) each acknowledged clock move.
+    acknowledged: list[tuple[float, datetime]] = field(default_factory=list)
 
     # -- the fleet ---------------------------------------------------------------------------
 
@@ -437,7 +439,7 @@ class Soak:
                         )
                         self.approvals.append(approval)
                         approval.start()
-            elif outcome.startswith("reset") and self.in_impact(vm, index, asked) is None:
+            elif outcome.startswith("reset") and self.in_impact(vm, index, asked, started) is None:
                 self.violate(
                     f"{vm}'s poll of front-end {index} at {started - self.began:.2f}s was "
                     f"cut ({outcome}) while {vm} is reachable and the clock did not move; "
@@ -447,31 +449,43 @@ class Soak:
 
         return poll
 
-    def in_impact(self, vm: str, index: int, asked: int) -> str | None:
-        """Why ``vm``'s poll of front-end ``index``, begun when ``asked`` clock moves had been
-        asked, may have met its impact (None when it cannot have): the VM is unreachable
-        now, or the clock moved meanwhile (ending an impact: a move asked since, or one in
-        flight or answered within the second before, which a follower applies within
-        250 ms, docs/scale-out.md), or its front-end is down.
+    def in_impact(self, vm: str, index: int, asked: int, started: float) -> str | None:
+        """Why ``vm``'s poll of front-end ``index``, begun at ``started`` when ``asked`` clock
+        moves had been asked, may have met its impact (None when it cannot have): the VM is
+        unreachable now; or the clock moved meanwhile (ending an impact: a move asked since,
+        or one in flight or answered within the second before, which a follower applies
+        within 250 ms, docs/scale-out.md); or the front-end had not yet applied a move
+        acknowledged before the poll (docs/scale-out.md, "How front-ends stay one fleet": a
+        writer waits 250 ms for the others, then answers anyway, and "a front-end that lags
+        it (a stalled process, a machine out of CPU) can show an acknowledged change late,
+        and the log says so"); or its front-end is down.
 
-        The clock is looked at once the front-end has said whether the VM is reachable: a
-        move asked while it was being asked ends the impact before it answers, so looked at
-        first, such a move would go unseen and the reset poll be judged a cut."""
+        The front-end's clock is read before the VM, and the soak's moves looked at after
+        both answered: a move asked while the front-end was being asked ends the impact
+        before it answers, and looked at first, it would go unseen."""
         if index not in self.live_fronts():
             return "its front-end was killed"
+        control = self.fronts[index].control
         try:
-            answer = httpx.get(
-                f"{self.fronts[index].control}/vms/{vm}", headers=AUTH, timeout=POLL_BOUND
-            )
+            clock = httpx.get(f"{control}/clock", headers=AUTH, timeout=POLL_BOUND)
+            answer = httpx.get(f"{control}/vms/{vm}", headers=AUTH, timeout=POLL_BOUND)
         except httpx.TransportError:
             return "its front-end was killed"
         with self.lock:
             moved = self.advances_asked != asked or self.advancing > 0
             moved = moved or time.monotonic() - self.advanced < 1.0
+            acknowledged = max((now for at, now in self.acknowledged if at < started), default=None)
         if moved:
             return "the clock moved"
         if index not in self.live_fronts():
             return "its front-end was killed"
+        shown = datetime.fromisoformat(clock.json()["now"]) if clock.status_code == 200 else None
+        if shown is not None and acknowledged is not None and shown < acknowledged:
+            self.note(
+                f"{vm}'s poll of front-end {index} reset while the front-end showed "
+                f"{shown.time()}, behind the {acknowledged.time()} acknowledged before it"
+            )
+            return "its front-end lagged a clock move acknowledged before"
         if answer.status_code != 200 or not answer.json()["reachable"]:
             return "unreachable"
         return None
@@ -596,6 +610,10 @@ class Soak:
             if kind == "create":
                 self.cancellable.extend(made)
         outcome = write_outcome(answer)
+        if kind == "advance" and outcome == "acked":
+            now = datetime.fromisoformat(answer.json()["now"])
+            with self.lock:
+                self.acknowledged.append((time.monotonic(), now))
         write = Write(kind, key, outcome, f"{answer.status_code} {answer.text[:200]}", made)
         with self.lock:
             self.writes.append(write)
