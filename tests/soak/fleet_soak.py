@@ -453,7 +453,7 @@ class Soak:
         """Why ``vm``'s poll of front-end ``index``, begun at ``started`` when ``asked`` clock
         moves had been asked, may have met its impact (None when it cannot have): the VM is
         unreachable now; or the clock moved meanwhile (ending an impact: a move asked since,
-        or one in flight or answered within the second before, which a follower applies
+        in flight, or answered since the second before the poll, which a follower applies
         within 250 ms, docs/scale-out.md); or the front-end had not yet applied a move
         acknowledged before the poll (docs/scale-out.md, "How front-ends stay one fleet": a
         writer waits 250 ms for the others, then answers anyway, and "a front-end that lags
@@ -462,7 +462,10 @@ class Soak:
 
         The front-end's clock is read before the VM, and the soak's moves looked at after
         both answered: a move asked while the front-end was being asked ends the impact
-        before it answers, and looked at first, it would go unseen."""
+        before it answers, and looked at first, it would go unseen. A move is judged by when
+        it was answered against when the poll began, not against now: on a busy machine
+        this look comes seconds after the reset, and a move in flight as the poll began may
+        have been answered long before it."""
         if index not in self.live_fronts():
             return "its front-end was killed"
         control = self.fronts[index].control
@@ -473,7 +476,7 @@ class Soak:
             return "its front-end was killed"
         with self.lock:
             moved = self.advances_asked != asked or self.advancing > 0
-            moved = moved or time.monotonic() - self.advanced < 1.0
+            moved = moved or self.advanced > started - 1.0
             acknowledged = max((now for at, now in self.acknowledged if at < started), default=None)
         if moved:
             return "the clock moved"

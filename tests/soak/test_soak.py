@@ -33,14 +33,12 @@ SECONDS = float(os.environ.get("FOREWARN_SOAK_SECONDS") or SHORT_SECONDS)
 SEED = int(os.environ.get("FOREWARN_SOAK_SEED") or random.SystemRandom().randrange(10**6))
 
 
-#: Why the default run leaves the soak out: it can still fail for some draws, and a test that
-#: fails on some draws would stop every change from landing. Writes to PostgreSQL wait on the
-#: event loop, up to 2 s each (docs/scale-out.md, "A silent PostgreSQL": reads are "held up
-#: only while a write waits, 2 s at most each"), so several in a row during a long silence
-#: hold a VM's poll past its bound (:data:`fleet_soak.POLL_BOUND`); and a poll was reset
-#: while its VM was reachable and no clock move in flight, on a machine out of CPU
-#: (docs/contributing.md, "The soak", says what is known of it). Once neither is met,
-#: removing the mark puts the short form in every run.
+#: Why the default run leaves the soak out: writes to PostgreSQL wait on the event loop, up
+#: to 2 s each (docs/scale-out.md, "A silent PostgreSQL": reads are "held up only while a
+#: write waits, 2 s at most each"), so several in a row during a long silence hold a VM's
+#: poll past its bound (:data:`fleet_soak.POLL_BOUND`), and a test that fails on some draws
+#: would stop every change from landing. Once writes wait off the event loop, removing the
+#: mark puts the short form in every run (docs/contributing.md, "The soak").
 OPT_IN = (
     "the seeded soak runs when asked (FOREWARN_SOAK_SECONDS=30 pytest tests/soak): it still "
     'finds open defects for some seeds (docs/contributing.md, "The soak")'
