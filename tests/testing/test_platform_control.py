@@ -40,13 +40,13 @@ def test_the_control_client_runs_on_the_server_loop_once_sockets_serve(
     with ForewarnPlatform() as platform:
         server = platform.serve()
         seen: list[str] = []
-        original = platform.service.perform
+        original = platform.service.execute  # where every change is made, by any route
 
-        def perform(*args: Any, **kwargs: Any) -> Any:
+        def execute(*args: Any, **kwargs: Any) -> Any:
             seen.append(threading.current_thread().name)
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(platform.service, "perform", perform)
+        monkeypatch.setattr(platform.service, "execute", execute)
         with platform.control_client() as http:
             assert http.post("/api/v1/vms/vm0/restart").status_code == 200
         assert seen == ["forewarn-imds-server"]
