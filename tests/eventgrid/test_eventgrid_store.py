@@ -66,9 +66,10 @@ def test_a_subscription_reads_back_as_it_was_added_every_field(store: DeliverySt
         Subscription("b", "http://h/b", "cloudevents", "AwaitingManualAction", "k", expires, 7)
     )
     store.add(subscription("a"))
+    store.add_duplicates("b", 2)
     assert store.get("b") == Subscription(
         "b", "http://h/b", "cloudevents", "AwaitingManualAction", "k",
-        datetime(2026, 5, 1, 12, 10, 0, 5, tzinfo=UTC), 7, 0, 0, 0, "", 0, 0,
+        datetime(2026, 5, 1, 12, 10, 0, 5, tzinfo=UTC), 7, 0, 0, 0, "", 2, 0,
     )  # fmt: skip
     assert [s.name for s in store.subscriptions()] == ["a", "b"]  # by name
     assert store.get("c") is None
@@ -346,9 +347,10 @@ def test_a_file_made_before_the_added_columns_gets_them(tmp_path: Path) -> None:
     reopened.close()
 
 
+@pytest.mark.usefixtures("server_zone_east")
 def test_stored_times_are_utc_and_sort_as_text() -> None:
     """Times are stored as fixed-width UTC text, so the database orders due times as text
-    ([ours], the store's module docstring)."""
+    ([ours], the store's module docstring), whatever the server's own zone."""
     zoned = datetime(2026, 5, 1, 14, 0, 0, 5, tzinfo=timezone(timedelta(hours=2)))
     assert stamp(zoned) == "2026-05-01T12:00:00.000005Z"
     assert unstamp("2026-05-01T12:00:00.000005Z") == zoned
