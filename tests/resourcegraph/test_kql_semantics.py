@@ -318,3 +318,24 @@ def test_dcount_min_max_and_arg_max_over_mixed_values() -> None:
         {"list_n": [1, 2, 2], "set_n": [1, 2]}  # make_list keeps each value, make_set once
     ]
     assert q("t | summarize arg_min(n, w)", rows) == [{"n": 1, "w": "b"}]
+
+
+def test_sort_over_values_of_different_types_keeps_one_order() -> None:
+    """A dynamic column may hold values of any type; KQL's "sort operator" page orders each
+    type but gives no order across types, so ours is fixed [ours] (``values.rank``):
+    booleans, then numbers (an integer and a real compared as numbers), then strings, then
+    arrays and property bags by their JSON text, the reverse when descending."""
+    rows: list[dict[str, Any]] = [
+        {"name": "bag", "v": {"k": 1}},
+        {"name": "text", "v": "10"},
+        {"name": "real", "v": 2.5},
+        {"name": "array", "v": [1]},
+        {"name": "true", "v": True},
+        {"name": "int", "v": 3},
+        {"name": "false", "v": False},
+        {"name": "small", "v": -1},
+        {"name": "word", "v": "a"},
+    ]
+    ascending = ["false", "true", "small", "real", "int", "text", "word", "array", "bag"]
+    assert [row["name"] for row in q("t | sort by v asc", rows)] == ascending
+    assert [row["name"] for row in q("t | sort by v desc", rows)] == ascending[::-1]
