@@ -344,10 +344,9 @@ def test_sort_over_values_of_different_types_keeps_one_order() -> None:
 def test_join_keys_named_differently_pair_the_left_column_with_the_right() -> None:
     """``$left.a == $right.b``: "a" is the left table's column, "b" the right's, whichever
     is written first ("join operator", Parameters: "Attributes")."""
-    tables = {
-        "t": lambda: [{"name": "a", "n": 1}, {"name": "b", "n": 2}],
-        "vms": lambda: [{"label": "b", "size": "large"}, {"label": "x", "size": "small"}],
-    }
+    left: list[dict[str, Any]] = [{"name": "a", "n": 1}, {"name": "b", "n": 2}]
+    right: list[dict[str, Any]] = [{"label": "b", "size": "large"}, {"label": "x", "size": "s"}]
+    tables = {"t": lambda: left, "vms": lambda: right}
     for on in ("$left.name == $right.label", "$right.label == $left.name"):
         joined = run(parse_query(f"t | join kind=inner (vms) on {on}"), tables)
         assert joined == [{"name": "b", "n": 2, "label": "b", "size": "large"}]
