@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from azure.mgmt.resourcegraph.models import ColumnDataType
 
-from forewarn.resourcegraph.kql import QueryError, parse_query
+from forewarn.resourcegraph.kql import MAX_ITEMS, QueryError, parse_query
 from forewarn.resourcegraph.query import MAX_COST, MAX_ROWS, column_type, run
 
 ROWS: list[dict[str, Any]] = [
@@ -318,3 +318,83 @@ def test_dcount_min_max_and_arg_max_over_mixed_values() -> None:
         {"list_n": [1, 2, 2], "set_n": [1, 2]}  # make_list keeps each value, make_set once
     ]
     assert q("t | summarize arg_min(n, w)", rows) == [{"n": 1, "w": "b"}]
+
+
+def test_sort_over_values_of_different_types_keeps_one_order() -> None:
+    """A dynamic column may hold values of any type; KQL's "sort operator" page orders each
+    type but gives no order across types, so ours is fixed [ours] (``values.rank``):
+    booleans, then numbers (an integer and a real compared as numbers), then strings, then
+    arrays and property bags by their JSON text, the reverse when descending."""
+    rows: list[dict[str, Any]] = [
+        {"name": "bag", "v": {"k": 1}},
+        {"name": "text", "v": "10"},
+        {"name": "real", "v": 2.5},
+        {"name": "array", "v": [1]},
+        {"name": "true", "v": True},
+        {"name": "int", "v": 3},
+        {"name": "false", "v": False},
+        {"name": "small", "v": -1},
+        {"name": "word", "v": "a"},
+    ]
+    ascending = ["false", "true", "small", "real", "int", "text", "word", "array", "bag"]
+    assert [row["name"] for row in q("t | sort by v asc", rows)] == ascending
+    assert [row["name"] for row in q("t | sort by v desc", rows)] == ascending[::-1]
+
+
+def test_join_keys_named_differently_pair_the_left_column_with_the_right() -> None:
+    """``$left.a == $right.b``: "a" is the left table's column, "b" the right's, whichever
+    is written first ("join operator", Parameters: "Attributes")."""
+    left: list[dict[str, Any]] = [{"name": "a", "n": 1}, {"name": "b", "n": 2}]
+    right: list[dict[str, Any]] = [{"label": "b", "size": "large"}, {"label": "x", "size": "s"}]
+    tables = {"t": lambda: left, "vms": lambda: right}
+    for on in ("$left.name == $right.label", "$right.label == $left.name"):
+        joined = run(parse_query(f"t | join kind=inner (vms) on {on}"), tables)
+        assert joined == [{"name": "b", "n": 2, "label": "b", "size": "large"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "code", "token"),
+    [
+        (
+            "t | join kind = FullOuter (vms) on name",
+            "join kind=fullouter is not supported; supported: inner, innerunique, leftouter",
+            "UnsupportedOperator",
+            "kind = FullOuter",
+        ),
+        (
+            "t | join (vms) on $left.name == $left.size",
+            "join on $left.x == $right.y names each side once",
+            "ParserFailure",
+            "$left",
+        ),
+        ("t | take -1", "take needs a count of 0 or more", "ParserFailure", "-1"),
+        (
+            "t | mv-expand count()",
+            "the aggregation count() belongs in summarize, not mv-expand",
+            "UnsupportedFunction",
+            "count",
+        ),
+        (
+            "t | where n in (" + ", ".join(["1"] * (MAX_ITEMS + 1)) + ")",
+            f"in (...) holds more than {MAX_ITEMS} values",
+            "QueryTooLarge",
+            None,
+        ),
+    ],
+)
+def test_each_refusal_of_the_parser_says_what_it_refuses(
+    text: str, message: str, code: str, token: str | None
+) -> None:
+    """Resource Graph refuses a query it cannot run with an error whose details name the
+    code and the part refused (docs/azure-side.md, "Resource Graph"; the kinds of join KQL
+    has beyond ours, "join operator", are refused by name, as are the bounds [ours])."""
+    with pytest.raises(QueryError) as refused:
+        parse_query(text)
+    assert (str(refused.value), refused.value.code, refused.value.token) == (message, code, token)
+
+
+def test_the_bounds_of_the_parser_at_the_bound() -> None:
+    """[ours] ``in`` takes up to MAX_ITEMS values; ``take 0`` is a count of 0, no row
+    ("take operator": "The number of rows to return")."""
+    assert names("t | where n in (" + ", ".join(["3"] * MAX_ITEMS) + ")") == ["a"]
+    assert names("t | take 0") == []
