@@ -74,25 +74,27 @@ def maintenance_router(service: ScheduledEventsService) -> APIRouter:
         whole = request.url.path
         lowered = whole.lower()
         if lowered.endswith(_ACKNOWLEDGE):
-            return _acknowledge(service, request, whole[: -len(_ACKNOWLEDGE)])
+            return await _acknowledge(service, request, whole[: -len(_ACKNOWLEDGE)])
         if lowered.endswith(_EVENTS):
-            return _acknowledge_list(service, request, whole, await request.body())
+            return await _acknowledge_list(service, request, whole, await request.body())
         return _no_route(whole)
 
     return router
 
 
-def _acknowledge(service: ScheduledEventsService, request: Request, event_id: str) -> Response:
+async def _acknowledge(
+    service: ScheduledEventsService, request: Request, event_id: str
+) -> Response:
     refused = api_version_error(request, ACKNOWLEDGE_API_VERSIONS)
     if refused is not None:
         return refused
     ref = parse_scheduled_event_id(event_id)
     if ref is None:
         return _no_route(request.url.path)
-    return _executed(service, Acknowledge(event_id), ref.resource_group, listed=False)
+    return await _executed(service, Acknowledge(event_id), ref.resource_group, listed=False)
 
 
-def _acknowledge_list(
+async def _acknowledge_list(
     service: ScheduledEventsService, request: Request, events: str, body: bytes
 ) -> Response:
     refused = api_version_error(request, ACKNOWLEDGE_LIST_API_VERSIONS)
@@ -119,16 +121,20 @@ def _acknowledge_list(
             [_detail(given, "InvalidScheduledEventId", "not a GUID") for given in malformed],
         )
     listed_ids = tuple(ids.values())
-    return _executed(service, AcknowledgeList(listed_ids), resource.resource_group, listed=True)
+    return await _executed(
+        service, AcknowledgeList(listed_ids), resource.resource_group, listed=True
+    )
 
 
-def _executed(
+async def _executed(
     service: ScheduledEventsService, command: Command, group: str, *, listed: bool
 ) -> Response:
-    """Run the acknowledgement; an id naming no event of the resource (the resource group
-    ``group``) is ARM's 404, each such id in ``details`` for a list."""
+    """Run the acknowledgement, journaled with the other writes of its turn of the event
+    loop (:meth:`~forewarn.service.ScheduledEventsService.execute_grouped`); an id naming no
+    event of the resource (the resource group ``group``) is ARM's 404, each such id in
+    ``details`` for a list."""
     try:
-        service.execute(command)
+        await service.execute_grouped(command)
     except UnknownEventError as exc:
         unknown = exc.event_ids
         details = [_detail(event_id, "ResourceNotFound", "not found") for event_id in unknown]
