@@ -102,7 +102,7 @@ def test_a_refused_request_of_a_group_is_refused_alone(
 ) -> None:
     a, b = pair
     head = replica(a).head
-    unknown = {"type": "Freeze", "resources": ["nowhere"], "description": "refused"}
+    unknown: dict[str, object] = {"type": "Freeze", "resources": ["nowhere"]}
     answers = create_together(a, [freeze(0), unknown, freeze(2)])
     assert [answer.status_code for answer in answers] == [201, 404, 201]
     written = transactions(shared_store, head)
