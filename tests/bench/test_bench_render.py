@@ -29,7 +29,9 @@ def _results() -> dict[str, Any]:
 def test_each_document_is_what_the_results_file_gives(document: Path) -> None:
     text = document.read_text(encoding="utf-8")
     names = [found["name"] for found in BLOCK.finditer(text)]
-    assert {"run", "targets"} <= set(names)
+    assert "run" in names  # every figure with the run that measured it
+    if document.parent.name == "bench" or document.name == "benchmarks.md":
+        assert "targets" in names
     assert render(text, _results()) == text, (
         f"{document.name} differs from bench/results.json: run `python -m bench.render`"
     )
