@@ -371,8 +371,9 @@ def cluster_campaign_block(results: dict[str, Any]) -> str:
         rows += [
             "",
             "Each step of the campaign, us per VM, shared / in one process (the schedule is one "
-            "control-plane operation a VM, each its own transaction, as serve writes them; the "
-            "approvals are grouped by turn):",
+            "control-plane operation a VM, all asked for at once and committed together as serve "
+            "commits concurrent ones, MAX_GROUP to a transaction; the approvals are grouped by "
+            "turn):",
             "",
             "| step | " + " | ".join(f"{row['vms']:,} VMs" for row in timed) + " |",
             "|---|" + "---:|" * len(timed),

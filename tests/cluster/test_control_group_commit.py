@@ -22,6 +22,8 @@ import pytest
 from forewarn.cluster import replica as replica_module
 from forewarn.server.control import create_control_app
 from forewarn.server.state import OpenedState
+from forewarn.storage.errors import StoreUnavailableError
+from forewarn.storage.postgres import ExclusiveWrite
 
 from .test_front_ends_in_process import front_end, in_step, replica
 from .test_group_commit import VMS, transactions
@@ -110,3 +112,29 @@ def test_a_refused_request_of_a_group_is_refused_alone(
     assert written[0][1] == written[1][1]
     in_step(pair)
     assert {view.event.description for view in b.service.events()} == {"e0", "e2"}
+
+
+def test_once_a_group_fails_on_the_store_the_turns_later_writes_are_refused_untried(
+    pair: list[OpenedState], shared_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of the turn's writes is answered 503 and nothing is journaled; the store is
+    tried once, not once a group (each try would wait out the bound and rebuild the copy)."""
+    a, _ = pair
+    monkeypatch.setattr(replica_module, "MAX_GROUP", 5)
+    before = in_step(pair)
+    head = replica(a).head
+    tries: list[int] = []
+
+    def lost(self: ExclusiveWrite, expected_last: int, records: object) -> int:
+        tries.append(expected_last)
+        raise StoreUnavailableError("the server went away during the commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ExclusiveWrite, "append_if", lost)
+        answers = create_together(a, [freeze(index) for index in range(EVENTS)])
+    assert [answer.status_code for answer in answers] == [503] * EVENTS
+    assert len(tries) == 1
+    assert "could not be confirmed" in answers[0].json()["error"]
+    assert all("nothing was applied" in answer.json()["error"] for answer in answers[5:])
+    assert transactions(shared_store, head) == []
+    assert in_step(pair) == before

@@ -340,16 +340,26 @@ class Replica:
 
     def _write_soon(self) -> None:
         """The writes asked for in the turn, in transactions of at most :data:`MAX_GROUP`,
-        in the order they were asked for; each caller told once its own committed."""
+        in the order they were asked for; each caller told once its own committed. Once one
+        transaction failed on the store, the turn's later writes are refused without
+        trying (nothing of theirs was applied), rather than each wait out the store's bound
+        and rebuild this copy in turn."""
         asked, self._soon = self._soon, []
+        failed: StorageError | None = None
         for first in range(0, len(asked), MAX_GROUP):
             group = asked[first : first + MAX_GROUP]
             outcomes: Sequence[Result | Exception]
-            with self._turn:
-                try:
-                    outcomes = self.write_group([command for command, _ in group])
-                except Exception as exc:  # the whole group: the same error for each write
-                    outcomes = [exc for _ in group]
+            if failed is not None:
+                refused = ReplicaError(f"cannot write now, nothing was applied: {failed}")
+                outcomes = [refused for _ in group]
+            else:
+                with self._turn:
+                    try:
+                        outcomes = self.write_group([command for command, _ in group])
+                    except Exception as exc:  # the whole group: the same error for each
+                        outcomes = [exc for _ in group]
+                        if isinstance(exc, StorageError):
+                            failed = exc
             for index, (_, done) in enumerate(group):  # outcomes: one for each, in order
                 try:
                     done(outcomes[index])
