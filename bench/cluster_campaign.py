@@ -52,7 +52,17 @@ import psycopg
 
 from bench.fleetgen import fleet_vms, write_fleet
 from bench.propagation import forget_namespace
-from bench.scale import CAMPAIGN_PHASES, DESCRIPTION, ScenarioError, ask, request, run_campaign
+from bench.scale import (
+    CAMPAIGN_PHASES,
+    DESCRIPTION,
+    CampaignResult,
+    ScenarioError,
+    ask,
+    collector_restored,
+    request,
+    run_campaign,
+)
+from forewarn.collector import settle_heap
 from forewarn.commands import Result, ScheduleEvent
 from forewarn.domain.events import EventSource, EventType
 from forewarn.domain.vms import Vm
@@ -221,6 +231,13 @@ def run_cluster_campaign(
     if approvals_per_turn < 1:
         raise ValueError("at least one approval a turn")
     single = run_campaign(count)
+    with collector_restored():
+        return _run_shared(count, postgres_url, approvals_per_turn, single)
+
+
+def _run_shared(
+    count: int, postgres_url: str, approvals_per_turn: int, single: CampaignResult
+) -> ClusterCampaignResult:
     namespace = f"bench_cluster_{secrets.token_hex(6)}"
     store = f"{postgres_url}?namespace={namespace}"
     vms = fleet_vms(count)
@@ -233,6 +250,10 @@ def run_cluster_campaign(
         ]
         try:
             front_ends = [_FrontEnd(state) for state in states]
+            # what forewarn serve does once its state is built (each front-end's process
+            # would), so no collection walks the fleets during a write (collector_restored
+            # gives the process its collector back after)
+            settle_heap()
             first = front_ends[0]
             assert first.state.replica is not None
             timing = first.state.replica.platform.timing
