@@ -359,8 +359,10 @@ def test_a_restart_mid_retry_loses_nothing(tmp_path: Path) -> None:
             # killed once the failure is recorded: killed before, the attempt is the store's
             # to make again at once (at least once), which is not this test's case
             wait_for(
-                lambda: len(sink.events()) == 1
-                and subscription(first.control, "survives")["failed"] == 1,
+                lambda: (
+                    len(sink.events()) == 1
+                    and subscription(first.control, "survives")["failed"] == 1
+                ),
                 what="the failed attempt, recorded",
                 server=first.process,
             )

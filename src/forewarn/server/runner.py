@@ -463,14 +463,14 @@ async def listen_for_vms(
     vms: Sequence[Vm],
     stack: contextlib.AsyncExitStack,
     *,
-    reuse_port: bool = False,
+    shared_by: int = 1,
 ) -> list[asyncio.Server]:
     """The VM-facing listeners, each closed when ``stack`` is (open keep-alive connections
-    end with the process)."""
+    end with the process); ``shared_by``: how many processes listen on them (workers)."""
     servers: list[asyncio.Server] = []
     for host, port in listen_addresses(settings, vms):
         try:
-            server = await start_imds_server(endpoint, host, port, reuse_port=reuse_port)
+            server = await start_imds_server(endpoint, host, port, shared_by=shared_by)
         except OSError as exc:
             raise listen_refusal("the VM-facing endpoint", host, port, exc, "--bind") from None
         stack.callback(server.close)

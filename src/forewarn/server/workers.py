@@ -3,11 +3,12 @@
 One ``forewarn serve`` answers on one core. With ``--workers N`` it starts N worker
 processes, each a front-end of the fleet's shared PostgreSQL journal (docs/scale-out.md)
 listening on the same VM-facing addresses with ``SO_REUSEPORT``, so the kernel spreads the
-VMs' connections over them. The process the user started supervises them and is itself a
-front-end without VM-facing listeners: it serves the control API, the dashboard and
-``/healthz`` (the dashboard's stream and scenario runs live in one process, so one process
-serves them all), holds the leader role (the time's records, Event Grid's deliveries),
-runs the impact hooks and logs the events once, and writes the control API's token.
+VMs over them, each VM's connections to one worker (:mod:`forewarn.server.http._reuseport`).
+The process the user started supervises them and is itself a front-end without VM-facing
+listeners: it serves the control API, the dashboard and ``/healthz`` (the dashboard's stream
+and scenario runs live in one process, so one process serves them all), holds the leader
+role (the time's records, Event Grid's deliveries), runs the impact hooks and logs the
+events once, and writes the control API's token.
 
 Start-up order: the store (``--store postgresql://...``, or a PostgreSQL of its own under
 the data directory: :mod:`forewarn.server.embedded_postgres`), the journal opened and
@@ -130,7 +131,13 @@ class Workers:
     def _spawn(self, number: int) -> _Worker:
         """Start worker ``number`` (from 1), its orders on its standard input."""
         process = subprocess.Popen(
-            [sys.executable, "-c", "from forewarn.server.workers import main; main()", str(number)],
+            [
+                sys.executable,
+                "-c",
+                "from forewarn.server.workers import main; main()",
+                str(number),
+                str(self.count),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor, which stops it
@@ -246,12 +253,12 @@ def main() -> NoReturn:
     """A worker process: its orders (the supervisor's settings, pickled: written by the
     ``serve`` that started this process, never by anyone else) on standard input, ``ready``
     or ``error: ...`` on standard output, then serving until SIGTERM (exit status 0)."""
-    number = int(sys.argv[1])
+    number, count = int(sys.argv[1]), int(sys.argv[2])
     settings: ServeSettings = pickle.loads(sys.stdin.buffer.read())
     try:
         import uvloop
 
-        uvloop.run(_serve_worker(settings, number))
+        uvloop.run(_serve_worker(settings, number, count))
     except (ForewarnError, OSError) as exc:
         sys.stdout.buffer.write(_REFUSED + str(exc).encode() + b"\n")
         sys.stdout.flush()
@@ -259,10 +266,11 @@ def main() -> NoReturn:
     sys.exit(0)
 
 
-async def _serve_worker(settings: ServeSettings, number: int) -> None:
+async def _serve_worker(settings: ServeSettings, number: int, count: int) -> None:
     """Follow the shared journal and answer the VMs on every VM-facing address (beside the
-    other workers) until SIGTERM; no control API, no leadership, no Event Grid, no hooks:
-    the supervisor has those."""
+    other ``count - 1`` workers, each VM's connections steered to one of them) until
+    SIGTERM; no control API, no leadership, no Event Grid, no hooks: the supervisor has
+    those."""
     from forewarn.cluster.tasks import run_front_end
     from forewarn.server.runner import leave_unless_started, listen_for_vms
     from forewarn.server.state import open_state
@@ -289,7 +297,7 @@ async def _serve_worker(settings: ServeSettings, number: int) -> None:
             impact=ImpactPolicies.parse(settings.impact),
             group_writes=True,
         )
-        await listen_for_vms(settings, endpoint, state.service.vms(), stack, reuse_port=True)
+        await listen_for_vms(settings, endpoint, state.service.vms(), stack, shared_by=count)
         settle_heap()
         follow = functools.partial(run_front_end, replica, leads=False)
         await stack.enter_async_context(running("the shared journal's follower", follow, stop))

@@ -11,7 +11,8 @@ Its parts, by concern:
 
 - ``limits``: every bound a client meets (connections per VM, descriptors, timeouts, head
   size, waiting requests, cache sizes);
-- ``_listener``: ``start_imds_server``, a listener per address, sharing ``_shared``;
+- ``_listener``: ``start_imds_server``, a listener per address, sharing ``_shared``; with
+  ``_reuseport``, each VM's connections steered to one of several processes' listeners;
 - ``_connection``: ``ImdsProtocol``, one connection: answering in order, repeats, holds,
   injected faults; ``_parsing`` (reading requests within the limits) and ``_writing``
   (answers' bytes, lingering closes, resets) are its two halves;

@@ -8,6 +8,7 @@ import asyncio
 import weakref
 
 from forewarn.server.http._connection import ImdsProtocol
+from forewarn.server.http._reuseport import steer_by_addresses
 from forewarn.server.http._shared import _Shared
 from forewarn.server.imds import ImdsEndpoint
 
@@ -19,20 +20,24 @@ async def start_imds_server(
     host: str,
     port: int,
     *,
-    reuse_port: bool = False,
+    shared_by: int = 1,
 ) -> asyncio.Server:
-    """Listen on ``host:port`` and answer the VM-facing endpoint there; ``reuse_port``: beside
-    the other processes listening there with it (``serve --workers``: the kernel spreads the
-    connections over them)."""
+    """Listen on ``host:port`` and answer the VM-facing endpoint there; ``shared_by`` > 1:
+    beside that many processes in all listening there (``serve --workers``), each VM's
+    connections steered to one of them (:mod:`~forewarn.server.http._reuseport`)."""
     loop = asyncio.get_running_loop()
     shared = _SHARED.get(endpoint)
     if shared is None or shared.loop is not loop:
         shared = _SHARED[endpoint] = _Shared(endpoint, loop)
     connections = shared.connections
-    return await loop.create_server(
+    server = await loop.create_server(
         lambda: ImdsProtocol(endpoint, shared, loop, connections),
         host,
         port,
         backlog=4096,
-        reuse_port=reuse_port or None,
+        reuse_port=shared_by > 1 or None,
     )
+    if shared_by > 1:
+        for listener in server.sockets:
+            steer_by_addresses(listener, shared_by)
+    return server
