@@ -150,12 +150,15 @@ def sizing_block(results: dict[str, Any]) -> str:
     rows = [
         "| measured (bench/results.json) | figure |",
         "|---|---:|",
-        f"| VMs a core answers polling once a second, kept alive "
+        f"| VMs a core (a worker) answers polling once a second, kept alive "
         f"({measured.keep_alive_cpu_us:.1f} us of CPU a poll; {measured.keep_alive_measured_vms:,}"
         f" served on one core) | {measured.vms_per_core:,.0f} |",
         f"| VMs one listener (one worker) answers polling once a second on a new connection "
         f"each (polls answered a second when saturated, {measured.new_connection_cpu_us:.1f} us "
         f"a poll) | {measured.vms_per_listener:,.0f} |",
+        f"| VMs a front-end machine of {measured.cores} cores answers (a worker a core), kept "
+        f"alive / on new connections | {measured.cores * measured.vms_per_core:,.0f} / "
+        f"{measured.cores * measured.vms_per_listener:,.0f} |",
         f"| server memory per polled VM (at {measured.memory_measured_vms:,} VMs) "
         f"| {measured.bytes_per_vm:,.0f} B |",
         f"| PostgreSQL transactions per VM of a campaign ({measured.campaign_vms:,} VMs shared, "

@@ -70,6 +70,10 @@ def test_the_block_names_what_it_is_worked_out_from() -> None:
     text = block("sizing", results())
     assert "| 1,000,000 | 25 | 100 | 25 | 1.9 GiB / 7.6 GiB | 10,000 |" in text
     assert "| transactions a second one namespace commits" in text
+    assert (
+        "of 4 cores answers (a worker a core), kept alive / on new connections | 160,000 / 40,000 |"
+        in text
+    )
     lacking = results()
     del lacking["memory"]
     with pytest.raises(SizingError, match="memory"):
