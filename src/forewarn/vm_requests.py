@@ -11,6 +11,7 @@ public methods are the service's, and it reaches the platform only through the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
@@ -21,11 +22,29 @@ from forewarn.domain.documents import Document
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Deletion, Platform
 from forewarn.domain.vms import Vm
+from forewarn.storage.errors import StoreUnavailableError
 from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
     from forewarn.cluster.replica import Replica
     from forewarn.writer import JournalWriter
+
+
+#: Told when a request that had to wait can be answered: None, or the error refusing it.
+Ready = Callable[[Exception | None], None]
+
+
+class AnswerLaterError(StoreUnavailableError):
+    """A VM's request cannot be answered now without waiting on the store: a write applied
+    to the platform waits for its commit's answer (it must not be shown before), or the
+    request is the VM's first, whose record is being journaled
+    (:mod:`forewarn.cluster.replica`). ``wait(ready)`` calls ``ready`` once it can be
+    answered (then answered afresh) or must be refused; an endpoint that cannot wait
+    refuses it as the store being unavailable (``503``), which it is a kind of."""
+
+    def __init__(self, wait: Callable[[Ready], None]) -> None:
+        super().__init__("the store has not confirmed a change yet; retry in a moment")
+        self.wait = wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +119,28 @@ class VmRequestPath:
         """The platform brought up to the clock: the service's (the catch-up rule)."""
         raise NotImplementedError
 
+    def _vm_platform(self) -> Platform:
+        """The platform as VMs may be shown it: :meth:`_caught_up`'s, unless a write applied
+        to it is waiting for its commit's answer (:class:`AnswerLaterError` then)."""
+        platform = self._caught_up()
+        replica = self._replica
+        if replica is not None and replica.committing:
+            raise AnswerLaterError(lambda ready: replica.when_committed(lambda: ready(None)))
+        return platform
+
     def resolve_vm(self, local_address: str, peer_address: str) -> Vm | None:
         """The calling VM: by the address the request arrived at, then the one it came from.
 
         A fleet of one VM answers on any address, which is the zero-configuration default.
         """
-        return _vm_calling(self._caught_up(), local_address, peer_address)
+        return _vm_calling(self._vm_platform(), local_address, peer_address)
 
     def vm_request(self, vm_name: str) -> Pause | None:
         """A request from ``vm_name`` arrived: it counts as a request (turning Scheduled Events
         on when it is the first), unless the VM is down (reboot, freeze, deleted) when nothing
         inside it could be asking. None when it can be answered now; otherwise why and until
         when not (the first-call delay included)."""
-        return self._requested(self._caught_up(), vm_name)
+        return self._requested(self._vm_platform(), vm_name)
 
     def request_from(
         self,
@@ -139,7 +167,7 @@ class VmRequestPath:
         (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
         same document, and only counts as a request. Most of a fleet's polls are those.
         """
-        platform = self._caught_up()
+        platform = self._vm_platform()
         if not for_events:  # rare beside the polls: looked up afresh, nothing kept
             calling = _vm_calling(platform, local_address, peer_address)
             if calling is None:
@@ -183,20 +211,27 @@ class VmRequestPath:
         platform time it arrived at when that arrival holds still. None when the platform
         has changed since, or this very request changed it (the VM back after the idle
         period): :meth:`request_from` then says what it finds."""
+        # Only a kept arrival repeats (never a shared journal's, whose requests must not be
+        # answered during a commit: _vm_platform), so the platform is read as it is.
         platform = self._caught_up()
-        return platform.now if self._again(platform, vm_name, changes) else None
+        # _again's rule written out: a kept connection's every poll comes here.
+        turned_on = platform.repeat(vm_name, changes)
+        if turned_on is False:
+            return platform.now
+        if turned_on:
+            self._journal_touch(platform, vm_name)
+        return None
 
     def _again(self, platform: Platform, vm_name: str, changes: int) -> bool:
         """The rule of :meth:`request_again` on a platform caught up already: True when the
         request is counted and what it found holds still."""
-        if platform.changes != changes:
-            return False
         # Not down, so the request counts (Platform.arrive's rule): only a touch that turned
         # Scheduled Events on (a VM back after the idle period) changes anything.
-        if platform.touch(vm_name):
+        turned_on = platform.repeat(vm_name, changes)
+        if turned_on:
             self._journal_touch(platform, vm_name)
             return False
-        return True
+        return turned_on is not None
 
     def _journal_touch(self, platform: Platform, vm_name: str) -> None:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that
@@ -318,4 +353,4 @@ def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm
     return vm
 
 
-__all__ = ["Arrival", "EncodedDocument", "VmRequestPath"]
+__all__ = ["AnswerLaterError", "Arrival", "EncodedDocument", "Ready", "VmRequestPath"]

@@ -13,6 +13,7 @@ The nesting bound is the one every untrusted input shares (:mod:`forewarn.nestin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -37,7 +38,46 @@ _VALUES_PER_CHARACTER = 4
 _INT = "tag:yaml.org,2002:int"
 _MERGE = "tag:yaml.org,2002:merge"
 #: libyaml's loader when present: it is fast, and bounds nesting before composing.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _plain_scalar_tags(
+    loader: type[yaml.SafeLoader],
+) -> dict[str, tuple[tuple[str, re.Pattern[str]], ...]]:
+    """The implicit resolvers a plain scalar is tried against, by its first character (the
+    empty string for an empty scalar), the wildcard ones after them: what PyYAML's
+    ``resolve`` gathers anew for every scalar."""
+    implicit = loader.yaml_implicit_resolvers
+    wildcard = implicit.get(None, [])
+    return {
+        first: tuple(resolvers + wildcard) for first, resolvers in implicit.items() if first
+    } | {"": tuple(implicit.get("", []) + wildcard)}
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[valid-type,misc]  # a class chosen at import
+    """The safe loader, resolving a plain scalar's tag as PyYAML's ``resolve`` does, from
+    resolvers gathered once: the composer calls it for every scalar, half a million times
+    for a fleet of 100,000 VMs, and PyYAML's gathered and joined two lists each time (the
+    composition of such a fleet takes about a sixth less). Safe YAML has no path resolvers,
+    so a plain scalar no resolver matches is a string."""
+
+    _by_first = _plain_scalar_tags(_BASE_LOADER)
+    _no_resolvers: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+        _BASE_LOADER.yaml_implicit_resolvers.get(None, [])
+    )
+
+    def resolve(self, kind: type[Node], value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+            for tag, pattern in self._by_first.get(value[:1], self._no_resolvers):
+                if pattern.match(value):
+                    return tag
+            return _STRING_TAG
+        resolved: str = super().resolve(kind, value, implicit)
+        return resolved
+
+
+_LOADER: type[yaml.SafeLoader] = _Loader
+_STRING_TAG: str = _BASE_LOADER.DEFAULT_SCALAR_TAG
 
 Path = tuple[str | int, ...]
 

@@ -4,9 +4,10 @@
 event loop: the approvals it reads in one turn of the loop are journaled in one transaction
 once that turn's callbacks have run, and each VM is answered once it committed. Approvals
 are made to arrive together by holding the namespace's lock from another connection while
-the front-end writes the first: the loop waits on PostgreSQL meanwhile, and reads the next
-two in one turn after it. The grouping is read from PostgreSQL's transaction ids. A request
-pipelined behind an approval is answered after it, in order.
+the front-end writes the first: its transaction waits on PostgreSQL meanwhile (off the event
+loop), and the next two, read while it waits, wait for its turn together and share the next
+transaction. The grouping is read from PostgreSQL's transaction ids. A request pipelined
+behind an approval is answered after it, in order.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def test_approvals_read_in_one_turn_are_committed_in_one_transaction(
             unknown = "00000000-0000-4000-8000-000000000000"
             sockets[first].sendall(approval(unknown) + approval(events[first]))
             deadline = time.monotonic() + 10
-            while not waiting_for_the_lock(shared_store):  # the front-end's loop waits too
+            while not waiting_for_the_lock(shared_store):  # the front-end's write waits too
                 assert time.monotonic() < deadline, "the first approval never reached the lock"
                 time.sleep(0.01)
             for vm in others:

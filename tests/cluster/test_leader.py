@@ -93,7 +93,10 @@ class Replica:
             self.leading_seen.append(value)
         super().__setattr__(name, value)
 
-    def write(self, command: Command, *, spread: bool = True) -> tuple[()]:
+    def serve_from_this_loop(self) -> None:
+        pass
+
+    async def write_async(self, command: Command, *, spread: bool = True) -> tuple[()]:
         if self._fail is not None:
             raise self._fail
         self.written.append((self.clock.seconds, command, spread))

@@ -100,6 +100,9 @@ def test_a_front_end_that_cannot_open_its_follower_retries_with_doubling_waits(
     class Replica:
         journal = Journal()
 
+        def serve_from_this_loop(self) -> None:
+            pass
+
     monkeypatch.setattr(tasks, "_pause", pause)
     with caplog.at_level("WARNING", logger="forewarn.cluster"):
         _run(lambda stop: tasks.run_front_end(Replica(), stop), stopped=False)  # type: ignore[arg-type]
@@ -135,7 +138,7 @@ def test_a_follower_backs_off_doubling_while_the_store_fails_and_starts_over_onc
         def apply_fetched(self, records: object) -> int:
             return 0
 
-        def flush_seen(self) -> bool:
+        async def flush_seen_async(self) -> bool:
             return False
 
     async def pause(stop: asyncio.Event, seconds: float) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +22,7 @@ import pytest
 from forewarn.cluster import replica as replica_module
 from forewarn.cluster.replica import Replica
 from forewarn.cluster.tasks import run_front_end
-from forewarn.commands import Restart
+from forewarn.commands import Approve, Restart
 from forewarn.domain.events import EventStatus
 from forewarn.server.runner import ServeSettings
 from forewarn.server.state import OpenedState, open_state
@@ -69,6 +69,11 @@ class LoopFrontEnd:
         self.loop.call_soon_threadsafe(run)
         return future.result(timeout=10)
 
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """``coroutine`` run to its end on this front-end's loop, as a change's handler
+        runs (the service's ``*_async`` methods)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=10)
+
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)
         self._thread.join(10)
@@ -95,12 +100,12 @@ def test_an_operation_through_one_is_in_the_others_next_read_and_an_approval_too
     open_front_ends.extend(LoopFrontEnd(shared_store, fleet_file) for _ in range(3))
     a, b, c = open_front_ends
     for vm in ("WestNO_0", "WestNO_1", "WestNO_2"):
-        (event,) = a.call(partial(a.state.service.execute, Restart(vm)))
+        (event,) = a.run(a.state.service.execute_async(Restart(vm)))
         for other in (b, c):  # at once: no sleep, no retry
             assert _status(other, event.event_id) is EventStatus.SCHEDULED
             document = other.call(partial(other.state.service.document, vm))
             assert event.event_id in {shown.event_id for shown in document.events}
-    c.call(lambda: c.state.service.approve("WestNO_0", [event.event_id]))
+    c.run(c.state.service.execute_async(Approve("WestNO_0", (event.event_id,))))
     assert _status(a, event.event_id) is EventStatus.STARTED
     assert _status(b, event.event_id) is EventStatus.STARTED
 
@@ -115,12 +120,12 @@ def test_a_silent_front_end_delays_writes_by_the_bound_until_its_heartbeat_expir
     behind = {a: _lagging(a), b: _lagging(b)}
     bound = replica_module.SPREAD_SECONDS
     started = time.monotonic()
-    (event,) = a.call(lambda: a.state.service.execute(Restart("WestNO_0")))
+    (event,) = a.run(a.state.service.execute_async(Restart("WestNO_0")))
     assert time.monotonic() - started >= bound  # waited the whole bound ...
     assert behind[a] == [(silent.replica.front_end,)]  # ... for the silent one, then answered
     assert _status(b, event.event_id) is EventStatus.SCHEDULED  # the live one has it
     silence(shared_store, silent.replica.front_end, replica_module.LIVE_SECONDS + 1)
-    (event,) = b.call(lambda: b.state.service.execute(Restart("WestNO_1")))
+    (event,) = b.run(b.state.service.execute_async(Restart("WestNO_1")))
     assert behind[b] == [()]  # the silent one's registration has expired: nobody waited for
     assert _status(a, event.event_id) is EventStatus.SCHEDULED
 

@@ -1,5 +1,6 @@
 """What a front-end's copy says when it refuses, and what it does with a first request the
-fleet refuses to journal. In process, on a journal stand-in that cannot be read: no database.
+fleet refuses to journal. In process, on the stand-in journal (`stand_in_journal.py`) made
+unreadable: no database.
 
 [ours] (docs/serve.md, "State that survives restarts", "When the store fails ...";
 docs/scale-out.md "What a VM sees when PostgreSQL restarts"): a copy whose write could not be
@@ -11,23 +12,16 @@ logged, and the next one tries again (only the store failing holds first request
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from forewarn.cluster.replica import Replica, ReplicaError
 from forewarn.commands import Command, Seen, Tick, Touch
-from forewarn.config.fleet import parse_fleet
-from forewarn.domain.clock import DEFAULT_START, ManualClock
-from forewarn.domain.ids import EventIdFactory, NewEventId
-from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
+from forewarn.domain.clock import DEFAULT_START
 from forewarn.errors import ForewarnError
-from forewarn.service import platform_for_fleet
 from forewarn.storage.errors import StoreUnavailableError
+
+from .stand_in_journal import Builds, StandInJournal, replica_on
 
 #: A VM that has not asked yet: its first request turns Scheduled Events on (SPEC 7).
 FLEET = "vms:\n  - {name: vm0, address: 127.0.0.2, scheduledEventsEnabled: false}\n"
@@ -37,36 +31,11 @@ REBUILDING = (
 )
 
 
-def _new_platform() -> tuple[Platform, NewEventId]:
-    ids = EventIdFactory(1)
-    fleet = parse_fleet(FLEET, "fleet")
-    return platform_for_fleet(fleet, DEFAULT_START, timing=DOCUMENTED, ids=ids), ids
-
-
-class UnreadableJournal:
-    """A shared journal whose server went away."""
-
-    namespace = "test"
-
-    #: Whether the last bounded block ran out of time (never here).
-    expired = False
-
-    @contextmanager
-    def bounded(self, seconds: float) -> Iterator[None]:
-        """Calls made in the block are bounded (here, none ever waits)."""
-        yield
-
-    def records(self, after: int = 0) -> Any:
-        raise StoreUnavailableError("the server is down")
-
-
 def _replica() -> Replica:
-    return Replica(
-        UnreadableJournal(),  # type: ignore[arg-type]
-        ManualClock(DEFAULT_START),
-        _new_platform,
-        touch_every=timedelta(minutes=10),
-    )
+    """A copy on a journal whose server went away."""
+    journal = StandInJournal(namespace="test")
+    journal.unreadable = StoreUnavailableError("the server is down")
+    return replica_on(journal, Builds(FLEET))
 
 
 def test_a_diverged_copy_refuses_a_request_saying_why() -> None:

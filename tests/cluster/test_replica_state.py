@@ -1,6 +1,6 @@
 """A front-end's copy of the fleet as it starts, as it is rebuilt, as it waits for the other
 front-ends after a write, and as it holds first requests back after the store failed. In
-process, on a journal kept in a list: no database.
+process, on the in-memory stand-in for the shared journal (`stand_in_journal.py`): no database.
 
 [ours] (docs/scale-out.md, "How front-ends stay one fleet" and "What a VM sees when PostgreSQL
 restarts").
@@ -12,8 +12,6 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,100 +19,25 @@ import pytest
 
 from forewarn.cluster.replica import LIVE_SECONDS, QUIET_SECONDS, SPREAD_SECONDS, Replica
 from forewarn.commands import ClockMoved, Command, Tick, Touch
-from forewarn.config.fleet import parse_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock
-from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
-from forewarn.service import platform_for_fleet
 from forewarn.storage.errors import StoreUnavailableError
+
+from .stand_in_journal import Builds, StandInJournal, replica_on
 
 #: A VM that has not asked yet: its first request turns Scheduled Events on (SPEC 7).
 FLEET = "vms:\n  - {name: vm0, address: 127.0.0.2, scheduledEventsEnabled: false}\n"
 
 
-class Builds:
-    """The fleet's platform builder, counting the platforms it built (a large fleet's costs
-    time to build)."""
-
-    def __init__(self) -> None:
-        self.built: list[Platform] = []
-
-    def __call__(self) -> tuple[Platform, NewEventId]:
-        ids = EventIdFactory(1)
-        fleet = parse_fleet(FLEET, "fleet")
-        platform = platform_for_fleet(fleet, DEFAULT_START, timing=DOCUMENTED, ids=ids)
-        self.built.append(platform)
-        return platform, ids
-
-
-class ListJournal:
-    """A shared journal kept in a list, with the other front-ends' reports as a test sets
-    them: ``lagging`` are those that have not applied a write's record when the wait ends,
-    ``waited`` how long the wait takes on :attr:`now` (the front-end's monotonic clock), and
-    ``unreachable`` the server's error when it cannot say."""
-
-    namespace = "test"
-
-    #: Whether the last bounded block ran out of time (never here).
-    expired = False
-
-    @contextmanager
-    def bounded(self, seconds: float) -> Iterator[None]:
-        """Calls made in the block are bounded (here, none ever waits)."""
-        yield
-
-    def __init__(self, records: Sequence[Mapping[str, Any]] = ()) -> None:
-        self.kept: list[Mapping[str, Any]] = list(records)
-        self.now = 100.0
-        self.lagging: tuple[str, ...] = ()
-        self.waited = 0.0
-        self.unreachable: StoreUnavailableError | None = None
-        self.waits: list[tuple[str, int, float, float]] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def records(self, after: int = 0) -> list[tuple[int, Mapping[str, Any]]]:
-        return [(position, record) for position, record in enumerate(self.kept, 1)][after:]
-
-    @contextmanager
-    def exclusive(self) -> Iterator[ListJournal]:
-        yield self
-
-    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
-        assert expected_last == len(self.kept)
-        self.kept.extend(records)
-        return len(self.kept)
-
-    def report_applied(self, front_end: str, position: int) -> None:
-        pass
-
-    def forget_front_end(self, front_end: str, *, silent_for: float | None = None) -> None:
-        pass
-
-    def wait_applied(
-        self, front_end: str, position: int, *, timeout: float, live_within: float
-    ) -> tuple[str, ...]:
-        self.waits.append((front_end, position, timeout, live_within))
-        self.now += self.waited
-        if self.unreachable is not None:
-            raise self.unreachable
-        return self.lagging
-
-
 def _replica(
-    journal: ListJournal | None = None,
+    journal: StandInJournal | None = None,
     builds: Builds | None = None,
     clock: ManualClock | None = None,
 ) -> Replica:
-    journal = ListJournal() if journal is None else journal
-    return Replica(
-        journal,  # type: ignore[arg-type]
-        ManualClock(DEFAULT_START) if clock is None else clock,
-        Builds() if builds is None else builds,
-        touch_every=timedelta(minutes=10),
-        monotonic=journal.monotonic,
+    return replica_on(
+        StandInJournal(namespace="test") if journal is None else journal,
+        Builds(FLEET) if builds is None else builds,
+        clock=clock,
     )
 
 
@@ -139,11 +62,11 @@ def test_a_new_front_end_is_not_registered_not_leading_and_not_diverged() -> Non
 def test_a_write_of_a_front_end_not_yet_registered_waits_for_no_other() -> None:
     """Writers wait for the front-ends in the namespace's list, and those in it for them:
     one not in it (before :meth:`Replica.register`) answers once its record committed."""
-    journal = ListJournal()
+    journal = StandInJournal()
     replica = _replica(journal)
     replica.write(Tick())
     assert journal.waits == []
-    assert len(journal.kept) == 1
+    assert len(journal.kept()) == 1
 
 
 def test_a_front_end_is_named_by_its_host_its_pid_and_six_random_hex_digits() -> None:
@@ -161,10 +84,10 @@ def test_a_copy_nobody_serves_from_is_rebuilt_and_follows_all_the_same() -> None
     """Until a service adopts its platforms and the leader listens for applied records,
     rebuilding and following tell nobody and fail at nothing (a replica used on its own,
     as a tool or a test would)."""
-    journal = ListJournal(_ticks(2))
+    journal = StandInJournal(_ticks(2))
     replica = _replica(journal)
     assert replica.rebuild() == 2
-    journal.kept.extend(_ticks(1))
+    journal.memory.append_many(_ticks(1))
     assert replica.catch_up() == 1
     assert replica.head == 3
 
@@ -176,8 +99,8 @@ def test_at_start_up_the_journal_is_replayed_onto_the_platform_built_with_the_co
     """Start-up replays the journal (head 0, nothing diverged): the platform built with the
     replica is still the fresh one, so it is not built a second time (a large fleet's takes
     time), and it is the one served and adopted."""
-    builds = Builds()
-    replica = _replica(ListJournal(_ticks(2)), builds)
+    builds = Builds(FLEET)
+    replica = _replica(StandInJournal(_ticks(2)), builds)
     adopted: list[Platform] = []
     replica.adopt = adopted.append
     assert replica.rebuild() == 2
@@ -190,11 +113,11 @@ def test_at_start_up_the_journal_is_replayed_onto_the_platform_built_with_the_co
 def test_a_copy_that_has_applied_records_is_rebuilt_on_a_fresh_platform() -> None:
     """A rebuild replays the whole journal: onto a platform built anew, since the one
     served has records applied already."""
-    journal = ListJournal(_ticks(2))
-    builds = Builds()
+    journal = StandInJournal(_ticks(2))
+    builds = Builds(FLEET)
     replica = _replica(journal, builds)
     assert replica.catch_up() == 2
-    journal.kept.extend(_ticks(1))
+    journal.memory.append_many(_ticks(1))
     assert replica.rebuild() == 3
     assert len(builds.built) == 2
     assert replica.platform is builds.built[1]
@@ -206,8 +129,8 @@ def test_a_diverged_copy_is_rebuilt_on_a_fresh_platform_even_before_its_first_re
     """A copy diverged before any record was applied (one it could not apply) may still
     show what the journal lacks: it is replayed onto a platform built anew, and from then on
     is no longer diverged (requests are answered again)."""
-    builds = Builds()
-    replica = _replica(ListJournal(), builds)
+    builds = Builds(FLEET)
+    replica = _replica(StandInJournal(), builds)
     replica.platform.advance_to(DEFAULT_START + timedelta(hours=1))  # never journaled
     replica.diverged = True
     assert replica.rebuild() == 0
@@ -223,7 +146,7 @@ def test_a_rebuild_moves_a_manual_clock_to_the_last_journaled_move() -> None:
     moves every front-end's manual clock with it, a front-end starting later too."""
     moved = DEFAULT_START + timedelta(hours=3)
     clock = ManualClock(DEFAULT_START)
-    replica = _replica(ListJournal([ClockMoved().to_record(moved)]), clock=clock)
+    replica = _replica(StandInJournal([ClockMoved().to_record(moved)]), clock=clock)
     assert replica.rebuild() == 1
     assert clock.now() == moved
 
@@ -232,10 +155,10 @@ def test_a_rebuild_moves_a_manual_clock_to_the_last_journaled_move() -> None:
 
 
 @pytest.fixture
-def registered() -> tuple[Replica, ListJournal]:
+def registered() -> tuple[Replica, StandInJournal]:
     """A front-end in the namespace's list, six records into the journal: its next write is
     record 7."""
-    journal = ListJournal(_ticks(6))
+    journal = StandInJournal(_ticks(6))
     replica = _replica(journal)
     replica.register()
     assert replica.head == 6
@@ -251,7 +174,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_a_write_answered_without_a_lagging_front_end_logs_which_and_after_how_long(
-    registered: tuple[Replica, ListJournal], caplog: pytest.LogCaptureFixture
+    registered: tuple[Replica, StandInJournal], caplog: pytest.LogCaptureFixture
 ) -> None:
     """docs/scale-out.md: past the bound the writer "answers anyway and logs which
     front-end lagged"; [ours] with how long the answer waited (measured by the front-end's
@@ -268,7 +191,7 @@ def test_a_write_answered_without_a_lagging_front_end_logs_which_and_after_how_l
 
 
 def test_a_write_every_front_end_applied_in_time_logs_nothing(
-    registered: tuple[Replica, ListJournal], caplog: pytest.LogCaptureFixture
+    registered: tuple[Replica, StandInJournal], caplog: pytest.LogCaptureFixture
 ) -> None:
     replica, journal = registered
     journal.waited = 0.01
@@ -279,7 +202,7 @@ def test_a_write_every_front_end_applied_in_time_logs_nothing(
 
 
 def test_a_write_whose_wait_fails_is_answered_and_logged_as_unknown_elsewhere(
-    registered: tuple[Replica, ListJournal], caplog: pytest.LogCaptureFixture
+    registered: tuple[Replica, StandInJournal], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The record committed: the write is acknowledged (the others follow from the journal),
     and the log says which record may not be everywhere yet, and why."""
@@ -287,7 +210,7 @@ def test_a_write_whose_wait_fails_is_answered_and_logged_as_unknown_elsewhere(
     journal.unreachable = StoreUnavailableError("the server went away")
     with caplog.at_level(logging.WARNING, logger="forewarn.cluster"):
         assert replica.write(Tick()) == ()
-    assert len(journal.kept) == 7
+    assert len(journal.kept()) == 7
     assert _warnings(caplog) == [
         "record 7 committed; whether others applied it is unknown: the server went away"
     ]
@@ -297,7 +220,7 @@ def test_a_write_whose_wait_fails_is_answered_and_logged_as_unknown_elsewhere(
 
 
 def _failing_first_writes(
-    replica: Replica, journal: ListJournal, monkeypatch: pytest.MonkeyPatch
+    replica: Replica, journal: StandInJournal, monkeypatch: pytest.MonkeyPatch
 ) -> list[tuple[float, Command]]:
     """Every write ``replica`` tries, with the monotonic time then; each fails as the store
     does."""
@@ -316,7 +239,7 @@ def test_the_first_first_request_is_tried_whatever_the_monotonic_clock_reads(
 ) -> None:
     """A monotonic clock's origin is unspecified (Python's ``time.monotonic``): one that
     reads half a second is no reason to hold a first request back, as no store failed yet."""
-    journal = ListJournal()
+    journal = StandInJournal()
     journal.now = 0.5
     replica = _replica(journal)
     tried = _failing_first_writes(replica, journal, monkeypatch)
@@ -331,7 +254,7 @@ def test_first_requests_are_held_back_for_exactly_the_quiet_period_after_a_store
     """docs/scale-out.md ("What a VM sees when PostgreSQL restarts"): after a refused first
     request, "the next are refused without trying for 5 s, as each try holds up the other
     requests" (QUIET_SECONDS); [ours] once that long has passed, the next is tried."""
-    journal = ListJournal()
+    journal = StandInJournal()
     replica = _replica(journal)
     tried = _failing_first_writes(replica, journal, monkeypatch)
     journal.now = 10.0
@@ -349,19 +272,13 @@ def test_first_requests_are_held_back_for_exactly_the_quiet_period_after_a_store
 # -- readiness and a copy rebuilt beside the event loop ----------------------------------
 
 
-class _DownJournal(ListJournal):
-    """A journal whose server refuses every write."""
-
-    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
-        raise StoreUnavailableError("the server is down")
-
-
 def test_readiness_says_refusing_for_exactly_the_quiet_period_after_a_refused_write() -> None:
     """docs/control.md, "Health": ``/readyz`` is unready with "the store refused a change a
     moment ago" while "a change was answered 503 in the last seconds: 5 with PostgreSQL"
     (QUIET_SECONDS); ready again once they have passed; and unready while the copy is being
     rebuilt (diverged)."""
-    journal = _DownJournal()
+    journal = StandInJournal()
+    journal.down = StoreUnavailableError("the server is down")
     replica = _replica(journal)
     assert replica.refusing() is False
     journal.now = 10.0
@@ -380,7 +297,7 @@ def test_readiness_is_ready_whatever_the_monotonic_clock_reads() -> None:
     """A monotonic clock's origin is unspecified (Python's ``time.monotonic``): one that
     reads half a second says nothing of a refusal, before any write or after one the store
     took."""
-    journal = ListJournal()
+    journal = StandInJournal()
     journal.now = 0.5
     replica = _replica(journal)
     assert replica.refusing() is False
@@ -392,8 +309,8 @@ def test_a_copy_replayed_beside_the_loop_is_served_only_while_still_diverged() -
     """``Replica.install``: the follower replays the journal in a worker thread
     (``replayed``) and serves the result only if no write rebuilt the copy meanwhile; it
     says which."""
-    journal = ListJournal(_ticks(2))
-    builds = Builds()
+    journal = StandInJournal(_ticks(2))
+    builds = Builds(FLEET)
     replica = _replica(journal, builds)
     replica.catch_up()
     served = replica.platform
@@ -417,7 +334,7 @@ def test_a_copy_replayed_beside_the_loop_moves_a_manual_clock_too() -> None:
     every front-end's manual clock, a copy rebuilt by the follower's thread too."""
     moved = DEFAULT_START + timedelta(hours=3)
     clock = ManualClock(DEFAULT_START)
-    journal = ListJournal([ClockMoved().to_record(moved)])
+    journal = StandInJournal([ClockMoved().to_record(moved)])
     replica = _replica(journal, clock=clock)
     replica.replayed(journal)  # type: ignore[arg-type]
     assert clock.now() == moved

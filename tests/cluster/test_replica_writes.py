@@ -19,32 +19,27 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from forewarn.cluster.replica import MAX_ATTEMPTS, Replica, ReplicaError
 from forewarn.commands import CancelEvent, Command, Result, ScheduleEvent, Seen, Tick
-from forewarn.config.fleet import parse_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.events import Event, EventType
-from forewarn.domain.ids import EventIdFactory, NewEventId
 from forewarn.domain.platform import Platform
-from forewarn.domain.timing import DOCUMENTED
 from forewarn.errors import ForewarnError
 from forewarn.journal_replay import Applied, replay_journal
-from forewarn.service import platform_for_fleet
 from forewarn.storage.errors import (
     NotSerializableError,
     StoreUnavailableError,
     ValueTooLargeError,
 )
 from forewarn.storage.journal import MAX_RECORD_BYTES, encode_record
-from forewarn.storage.memory import MemoryJournal
+
+from .stand_in_journal import Builds, StandInJournal, replica_on
 
 FLEET = """
 vms:
@@ -54,109 +49,10 @@ vms:
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
 
-def _new_platform() -> tuple[Platform, NewEventId]:
-    ids = EventIdFactory(1)
-    fleet = parse_fleet(FLEET, "fleet")
-    return platform_for_fleet(fleet, DEFAULT_START, timing=DOCUMENTED, ids=ids), ids
-
-
-class Transaction:
-    """One transaction of :class:`StandInJournal` (``PostgresJournal.exclusive``'s surface)."""
-
-    def __init__(self, journal: StandInJournal) -> None:
-        self._journal = journal
-
-    def records(self, after: int) -> list[tuple[int, dict[str, Any]]]:
-        return list(self._journal.memory.records(after))
-
-    def append_if(self, expected_last: int, records: Sequence[Mapping[str, Any]]) -> int:
-        journal = self._journal
-        if journal.lost_commits:
-            journal.lost_commits -= 1
-            raise StoreUnavailableError("the server went away during the commit")
-        for record in journal.others.pop(0) if journal.others else ():
-            journal.memory.append(record)  # another writer, not taking the lock, was first
-        last = journal.memory.append_if(expected_last, records)
-        journal.appends.append([record["op"] for record in records])
-        return last
-
-    def report_applied(self, front_end: str, position: int) -> None:
-        self._journal.report_applied(front_end, position)
-
-
-class StandInJournal:
-    """What a replica uses of a shared journal, in memory, showing what each write did:
-    the ops each transaction appended, the heads it waited for the others to apply; and
-    failing on demand (a dropped connection, a lost commit, another writer first)."""
-
-    namespace = "fleet_a"
-
-    #: Whether the last bounded block ran out of time (never here).
-    expired = False
-
-    @contextmanager
-    def bounded(self, seconds: float) -> Iterator[None]:
-        """Calls made in the block are bounded (here, none ever waits)."""
-        yield
-
-    def __init__(self) -> None:
-        self.memory = MemoryJournal()
-        #: The ops of each transaction's append, in commit order.
-        self.appends: list[list[str]] = []
-        #: The heads a writer waited for every other front-end to apply.
-        self.waits: list[int] = []
-        #: The positions front-ends reported they applied, and who did.
-        self.reports: list[int] = []
-        self.reporters: set[str] = set()
-        #: How many transactions to come fail to start (a connection the server dropped).
-        self.dropped = 0
-        #: How many appends to come are lost with the server.
-        self.lost_commits = 0
-        #: For each append to come: records another writer appends just before it.
-        self.others: list[list[dict[str, Any]]] = []
-        #: Run as each transaction begins, with how many began before.
-        self.on_begin: Callable[[int], None] = lambda began: None
-        self.began = 0
-
-    def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-        return self.memory.records(after)
-
-    @contextmanager
-    def exclusive(self) -> Iterator[Transaction]:
-        began, self.began = self.began, self.began + 1
-        if self.dropped:
-            self.dropped -= 1
-            raise StoreUnavailableError("the server closed the connection")
-        self.on_begin(began)
-        yield Transaction(self)
-
-    def report_applied(self, front_end: str, position: int) -> None:
-        self.reports.append(position)
-        self.reporters.add(front_end)
-
-    def forget_front_end(self, front_end: str, *, silent_for: float | None = None) -> None:
-        pass
-
-    def wait_applied(
-        self, front_end: str, position: int, *, timeout: float, live_within: float
-    ) -> tuple[str, ...]:
-        self.waits.append(position)
-        return ()
-
-    def ops(self) -> list[str]:
-        return [record["op"] for _, record in self.memory.records()]
-
-
 def _replica(journal: StandInJournal, *, registered: bool = False) -> Replica:
-    replica = Replica(
-        journal,  # type: ignore[arg-type]
-        ManualClock(DEFAULT_START),
-        _new_platform,
-        touch_every=timedelta(minutes=5),
+    return replica_on(
+        journal, Builds(FLEET), touch_every=timedelta(minutes=5), registered=registered
     )
-    if registered:
-        replica.register()
-    return replica
 
 
 def freeze(vm: str, label: str = "") -> ScheduleEvent:
@@ -169,7 +65,7 @@ def event_ids(platform: Platform) -> list[str]:
 
 def replayed(journal: StandInJournal) -> Platform:
     """The platform the journal gives any front-end replaying it."""
-    applied = Applied.fresh(_new_platform)
+    applied = Applied.fresh(Builds(FLEET))
     replay_journal(applied, journal.records())
     return applied.platform
 
@@ -184,10 +80,17 @@ def one_turn(replica: Replica, commands: Sequence[Command]) -> list[Result | Exc
 
     async def turn() -> None:
         head = replica.head
+        answered = asyncio.Event()
+
+        def done(outcome: Result | Exception) -> None:
+            answers.append(outcome)
+            if len(answers) == len(commands):
+                answered.set()
+
         for command in commands:
-            replica.write_soon(command, answers.append)
+            replica.write_soon(command, done)
         assert (replica.head, answers) == (head, [])  # queued, nothing applied yet
-        await asyncio.sleep(0)  # the callbacks of this turn run, then this task goes on
+        await answered.wait()  # written off the loop, in one transaction, then answered
 
     asyncio.run(turn())
     return answers
@@ -225,9 +128,15 @@ def test_a_caller_that_fails_to_take_its_answer_is_logged_and_the_others_still_a
         raise ConnectionResetError("the VM hung up")
 
     async def turn() -> None:
+        answered = asyncio.Event()
+
+        def answer(outcome: Result | Exception) -> None:
+            answers.append(outcome)
+            answered.set()
+
         replica.write_soon(freeze("vm0"), gone)
-        replica.write_soon(freeze("vm1"), answers.append)
-        await asyncio.sleep(0)
+        replica.write_soon(freeze("vm1"), answer)
+        await answered.wait()
 
     with caplog.at_level(logging.ERROR, logger="forewarn.cluster"):
         asyncio.run(turn())
@@ -271,11 +180,11 @@ def test_the_writes_of_a_turn_wait_for_the_other_front_ends_and_a_group_does_by_
     journal = StandInJournal()
     replica = _replica(journal, registered=True)
     one_turn(replica, [freeze("vm0"), freeze("vm1")])
-    assert journal.waits == [2]
+    assert journal.waited_for() == [2]
     replica.write_group([freeze("vm0", "again")])
-    assert journal.waits == [2, 3]
+    assert journal.waited_for() == [2, 3]
     replica.write_group([freeze("vm1", "again")], spread=False)
-    assert journal.waits == [2, 3]
+    assert journal.waited_for() == [2, 3]
     assert journal.reports == [0, 2, 3, 4]  # joining, then in each write's transaction
     assert journal.reporters == {replica.front_end}
 
@@ -286,7 +195,7 @@ def test_a_write_from_a_thread_waits_for_the_other_front_ends_unless_nobody_wait
     replica.write(freeze("vm0"))
     replica.write(Seen(("vm0",)), spread=False)
     replica.write(freeze("vm1"), spread=True)
-    assert journal.waits == [1, 3]
+    assert journal.waited_for() == [1, 3]
 
 
 # -- writes from several threads (write) ----------------------------------------------------
@@ -536,7 +445,7 @@ def test_a_group_whose_every_command_is_refused_tells_nobody_and_waits_for_nobod
     replica.on_change = lambda: told.append(replica.head)
     outcomes = replica.write_group([CancelEvent(UNKNOWN), CancelEvent(UNKNOWN)])
     assert all(isinstance(outcome, UnknownEventError) for outcome in outcomes)
-    assert (told, journal.waits, journal.appends) == ([], [], [])
+    assert (told, journal.waited_for(), journal.appends) == ([], [], [])
     outcomes = replica.write_group([CancelEvent(UNKNOWN), freeze("vm0")])
     assert isinstance(outcomes[0], ForewarnError)
-    assert (told, journal.waits, journal.appends) == ([1], [1], [["schedule"]])
+    assert (told, journal.waited_for(), journal.appends) == ([1], [1], [["schedule"]])

@@ -7,8 +7,9 @@ test holds the front-end to:
 
 - a write waits for PostgreSQL at most ``WRITE_SECONDS`` (2 s), then is answered ``503``;
 - a write answered ``503`` that way is not applied later, when PostgreSQL answers again;
-- while it waits, VMs' polls are answered from the state the front-end holds, and
-  ``/livez`` says alive; ``/readyz`` (and ``/healthz``) answer 503 within 3 s (below the
+- while it waits (off the event loop), VMs' polls are answered from the state the
+  front-end holds, and ``/livez`` says alive; after it, further writes are refused at once
+  until PostgreSQL answers again; ``/readyz`` (and ``/healthz``) answer 503 within 3 s (below the
   Kubernetes probes' timeout in deploy/kubernetes/): docs/control.md, "Health".
 
 PostgreSQL goes silent through a TCP proxy (tests/support/tcp_proxy.py, :meth:`TcpProxy.silence`)
@@ -29,10 +30,11 @@ from tcp_proxy import TcpProxy
 
 from forewarn.cluster.replica import WRITE_SECONDS
 
-from .front_ends import VMS, FrontEnd
+from .front_ends import AUTH, HEADERS, URL, VMS, FrontEnd
 
 #: What a VM's poll may take while a write waits on a silent PostgreSQL: the write's own
-#: bound, as the loop may be waiting on it that long, with a second for a busy machine.
+#: bound (a poll waits for a write applied here until its commit is answered), with a
+#: second for a busy machine.
 POLL_BOUND = WRITE_SECONDS + 1.0
 #: /healthz's bound (docs/control.md, "Health").
 HEALTH_BOUND = 3.0
@@ -124,6 +126,80 @@ def test_a_silent_postgresql_bounds_a_write_and_holds_up_no_poll_nor_healthz(
             targets = [event["Resources"] for event in front_end.get("/events")["events"]]
             assert targets == [["WestNO_1"]], targets
             assert ops.count("restart") == 1, ops
+        finally:
+            proxy.resume()
+            front_end.stop()
+
+
+#: Control writes pending at once while PostgreSQL is silent.
+PENDING_WRITES = 5
+#: Polls of the other VMs made while they are pending.
+POLLS = 4
+
+
+@pytest.mark.e2e
+def test_writes_pending_on_a_silent_postgresql_hold_up_no_poll_and_each_is_refused_in_time(
+    shared_store: str, fleet_file: Path
+) -> None:
+    """docs/scale-out.md, "A silent PostgreSQL": the waits of a write happen off the event
+    loop, so several writes pending at once hold up no VM's poll; after the first runs out of
+    time the others are refused at once (the breaker), each within its own bound, and none of
+    them is applied when PostgreSQL answers again."""
+    parts = urlsplit(shared_store)
+    assert parts.hostname is not None
+    with TcpProxy((parts.hostname, parts.port or 5432)) as proxy:
+        user = f"{parts.username}@" if parts.username else ""
+        store = parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}").geturl()
+        front_end = FrontEnd(store, fleet_file, ())
+        front_end.start()
+        try:
+            before = front_end.documents()  # every VM on: its polls change nothing now
+            proxy.silence()
+            # what was answered, in the order it was: ("write", status, error) or
+            # ("poll", vm, status, body)
+            answered: list[tuple[object, ...]] = []
+            lock = threading.Lock()
+
+            def restart() -> None:
+                response = httpx.post(
+                    f"{front_end.control}/vms/WestNO_0/restart", headers=AUTH, json={},
+                    timeout=WRITE_SECONDS + 2.0,  # its bound, with two seconds for the machine
+                )  # fmt: skip
+                with lock:
+                    answered.append(("write", response.status_code, response.json()["error"]))
+
+            writes = [threading.Thread(target=restart) for _ in range(PENDING_WRITES)]
+            for write in writes:
+                write.start()
+            _wait_for(lambda: proxy.held() > 0, "sent a statement into the silence", proxy,
+                      front_end)  # fmt: skip
+            others = [vm for vm in VMS if vm != "WestNO_0"]
+            for index in range(POLLS):
+                vm = others[index % len(others)]
+                poll = httpx.get(URL.format(VMS[vm], front_end.port), headers=HEADERS, timeout=10)
+                with lock:
+                    answered.append(("poll", vm, poll.status_code, poll.content))
+            for write in writes:
+                write.join(30)  # a guard: httpx's timeout above is the bound
+            kinds = [entry[0] for entry in answered]
+            # every poll was answered while every write still waited on PostgreSQL
+            assert kinds == ["poll"] * POLLS + ["write"] * PENDING_WRITES, answered
+            for _, polled, status, body in answered[:POLLS]:
+                assert (status, body) == (200, before[str(polled)]), polled
+            for _, status, error in answered[POLLS:]:
+                assert status == 503, error
+                assert "nothing was applied" in str(error), error
+
+            proxy.resume()
+            _wait_for(lambda: proxy.held() == 0, "delivered what it held", proxy, front_end)
+            _wait_for(
+                lambda: front_end.post("/vms/WestNO_1/restart").status_code == 200,
+                "wrote again after PostgreSQL resumed", proxy, front_end,
+            )  # fmt: skip
+            # none of the refused restarts shows, anywhere: only the one made since
+            targets = [event["Resources"] for event in front_end.get("/events")["events"]]
+            assert targets == [["WestNO_1"]], targets
+            assert _journaled_ops(shared_store).count("restart") == 1
         finally:
             proxy.resume()
             front_end.stop()

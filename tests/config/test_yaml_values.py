@@ -26,6 +26,9 @@ DOCUMENTS = [
     "- 1\n- two\n- [3]\n",
     "just a string\n",
     "42\n",
+    # A plain scalar's tag by its first character, every resolver's (yaml_files._Loader):
+    "a: n\nb: No\nc: NULL\nd: 190:20:30\ne: 1.2.3\nf: -.5\ng: +1\nh: 0b101\ni: .NaN\n"
+    "j: 2024-04-11 22:00:00\nk: 127.1.0.1\nl: vm000001\nm: On\nn: ''\no:\n",
 ]
 
 

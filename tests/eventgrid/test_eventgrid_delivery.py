@@ -425,6 +425,7 @@ def test_acknowledged_outside_the_vm_every_door_shows_it_started(
             + "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01",
             json={"query": f"maintenanceresources | where name == '{event_id}'"},
             headers=server.control.headers,
+            timeout=60,  # the first query starts the query process: seconds under load
         )
         (row,) = answer.json()["data"]
         delivered = next(

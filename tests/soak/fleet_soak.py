@@ -40,6 +40,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler
@@ -58,6 +59,8 @@ from e2e_support import (
 )
 from fault_tier import AUTH, HEADERS, URL, Front, Witness
 from tcp_proxy import TcpProxy
+
+from forewarn.storage import open_journal
 
 #: Every VM's events reach Event Grid and Resource Graph (docs/azure-side.md, "The policy and
 #: ARM identity"); two fault domains, a host each.
@@ -80,6 +83,11 @@ POLL_BOUND = 5.0
 WRITE_TIMEOUT = 20.0
 #: How long a receiver the soak makes hang hangs at most, and forewarn's wait for it.
 EVENTGRID_TIMEOUT = 1.0
+#: How long a front-end may take to start (its import, replay and registering): a bound on a
+#: hang, not on speed. A start takes seconds on a quiet machine; a restart during a run
+#: competes with the run's own load and with other tests, and took over 30 s on two cores
+#: shared with a dozen busy processes.
+START_SECONDS = 120.0
 #: The wall time the deliveries have to settle after the faults, and the front-ends to agree.
 SETTLE_SECONDS = 180.0
 RESOURCE_GRAPH = "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01"
@@ -96,10 +104,49 @@ def fleet_text() -> str:
     return FLEET + "\n".join(lines) + "\n"
 
 
+#: What a front-end's ``503`` says when a write's commit was sent and its answer lost
+#: (docs/scale-out.md, "A silent PostgreSQL": "One case cannot be known: a `COMMIT` that
+#: reached the server and whose answer was lost. That `503` says so (`the change could not be
+#: confirmed ...: it may or may not have been applied`), and the front-end rebuilds its state
+#: from the journal, which says which").
+MAY_HAVE_BEEN_APPLIED = "it may or may not have been applied"
+#: What a front-end's ``503`` says to every call while it rebuilds its copy from a journal it
+#: cannot read (docs/scale-out.md, "How front-ends stay one fleet": it "refuses its VMs'
+#: requests and the control API's reads with `503` ... until its follower has rebuilt it";
+#: docs/control.md: "every call but the dashboard page answers `503` until it is").
+REBUILDING = "is rebuilding its state from the journal"
+
+
+def write_outcome(answer: httpx.Response) -> str:
+    """What a control call's answer says of its change: ``acked`` (2xx), ``unknown`` (a
+    ``503`` whose commit could not be confirmed) or ``refused`` (any other status)."""
+    if answer.is_success:
+        return "acked"
+    if answer.status_code == 503 and MAY_HAVE_BEEN_APPLIED in answer.text:
+        return "unknown"
+    return "refused"
+
+
+def approval_outcome(answer: httpx.Response) -> str:
+    """What a VM's approval's answer says of it. IMDS answers every write it could not
+    confirm with its own text (docs/scale-out.md, "A silent PostgreSQL": "answered `503`
+    (a VM's approval or first request, with IMDS's own text)"), the one whose commit was
+    sent and went unanswered too, so a VM cannot tell that one from a refusal: a ``503`` is
+    ``unknown``, and the journal says which (:meth:`Soak.journaled_approvals`)."""
+    if answer.is_success:
+        return "acked"
+    return "unknown" if answer.status_code == 503 else "refused"
+
+
+class RebuildingError(Exception):
+    """A front-end answered ``503`` as it rebuilds its copy from the journal (:data:`REBUILDING`)."""
+
+
 @dataclass
 class Write:
     """A change asked of the fleet, and what it was answered: ``acked`` (2xx), ``refused``
-    (any other status) or ``unknown`` (no answer: applied or not, either may show)."""
+    (refused: it must not show) or ``unknown`` (no answer, or a ``503`` that cannot say:
+    applied or not, either may show, and the journal says which)."""
 
     kind: str
     key: tuple[str, ...]
@@ -236,6 +283,8 @@ class Soak:
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     began: float = field(default_factory=time.monotonic)
+    #: How long the fleet took to come up (before :attr:`began` counts the run's own time).
+    up_seconds: float = 0.0
     #: Clock moves asked (answered or not) so far: a reset poll is an impact when one began
     #: since the poll did (the impact may have ended in between).
     advances_asked: int = 0
@@ -248,6 +297,11 @@ class Soak:
     #: EventIds an acknowledged creation made and that may still be Scheduled (to cancel).
     cancellable: list[str] = field(default_factory=list)
     approvals: list[threading.Thread] = field(default_factory=list)
+    #: Each clock move the operator asked: by how much, through which front-end, when it
+    #: was asked and answered, and its outcome (a cut poll's violation quotes the last).
+    moves: list[str] = field(default_factory=list)
+    #: (when answered, the platform time it answered) each acknowledged clock move.
+    acknowledged: list[tuple[float, datetime]] = field(default_factory=list)
 
     # -- the fleet ---------------------------------------------------------------------------
 
@@ -267,15 +321,15 @@ class Soak:
         logs = self.workdir / f"front-end-{index}"
         logs.mkdir(exist_ok=True)
         stack = contextlib.ExitStack()
-        process = stack.enter_context(self.fronts[index].serving(logs, self.options))
+        front = self.fronts[index]
+        process = stack.enter_context(front.serving(logs, self.options, START_SECONDS))
         self.processes[index] = stack
         self.running[index] = process
-        front = self.fronts[index]
         wait_for(
             lambda: listening(ADDRESSES["soak0"], front.port),
             what=f"front-end {index}'s VM-facing endpoint",
             server=process,
-            timeout=30,
+            timeout=START_SECONDS,
         )
         return process
 
@@ -287,7 +341,11 @@ class Soak:
             )
             self.processes.append(contextlib.ExitStack())
             self.down[index] = []
-            self.start(index)
+        # the first makes the namespace; the others start together (most of a start is
+        # importing and building the app, seconds of CPU each, the test's own cost)
+        self.start(0)
+        with ThreadPoolExecutor(FRONT_ENDS - 1) as starting:
+            list(starting.map(self.start, range(1, FRONT_ENDS)))
         for n, vm in enumerate(ADDRESSES):  # each VM's first request, before any fault
             answer = self.fronts[n % FRONT_ENDS].poll(vm)
             assert answer.status_code == 200, answer.text
@@ -303,6 +361,7 @@ class Soak:
         )
         assert subscribed.returncode == 0, subscribed.stderr
         assert json.loads(subscribed.stdout)["provisioningState"] == "Succeeded"
+        self.up_seconds = time.monotonic() - self.began
 
     def stop(self) -> None:
         for stack in self.processes:
@@ -380,37 +439,76 @@ class Soak:
                         )
                         self.approvals.append(approval)
                         approval.start()
-            elif outcome.startswith("reset") and self.in_impact(vm, index, asked) is None:
+            elif outcome.startswith("reset") and self.in_impact(vm, index, asked, started) is None:
                 self.violate(
                     f"{vm}'s poll of front-end {index} at {started - self.began:.2f}s was "
-                    f"cut ({outcome}) while {vm} is reachable and the clock did not move"
+                    f"cut ({outcome}) while {vm} is reachable and the clock did not move; "
+                    f"{self.cut_context(vm, index)}"
                 )
             time.sleep(rng.uniform(0.1, 0.4))
 
         return poll
 
-    def in_impact(self, vm: str, index: int, asked: int) -> str | None:
-        """Why ``vm``'s poll of front-end ``index``, begun when ``asked`` clock moves had been
-        asked, may have met its impact (None when it cannot have): the VM is unreachable
-        now, or the clock moved meanwhile (ending an impact: a move asked since, or one in
-        flight or answered within the second before, which a follower applies within
-        250 ms, docs/scale-out.md), or its front-end is down."""
+    def in_impact(self, vm: str, index: int, asked: int, started: float) -> str | None:
+        """Why ``vm``'s poll of front-end ``index``, begun at ``started`` when ``asked`` clock
+        moves had been asked, may have met its impact (None when it cannot have): the VM is
+        unreachable now; or the clock moved meanwhile (ending an impact: a move asked since,
+        in flight, or answered since the second before the poll, which a follower applies
+        within 250 ms, docs/scale-out.md); or the front-end had not yet applied a move
+        acknowledged before the poll (docs/scale-out.md, "How front-ends stay one fleet": a
+        writer waits 250 ms for the others, then answers anyway, and "a front-end that lags
+        it (a stalled process, a machine out of CPU) can show an acknowledged change late,
+        and the log says so"); or its front-end is down.
+
+        The front-end's clock is read before the VM, and the soak's moves looked at after
+        both answered: a move asked while the front-end was being asked ends the impact
+        before it answers, and looked at first, it would go unseen. A move is judged by when
+        it was answered against when the poll began, not against now: on a busy machine
+        this look comes seconds after the reset, and a move in flight as the poll began may
+        have been answered long before it."""
+        if index not in self.live_fronts():
+            return "its front-end was killed"
+        control = self.fronts[index].control
+        try:
+            clock = httpx.get(f"{control}/clock", headers=AUTH, timeout=POLL_BOUND)
+            answer = httpx.get(f"{control}/vms/{vm}", headers=AUTH, timeout=POLL_BOUND)
+        except httpx.TransportError:
+            return "its front-end was killed"
         with self.lock:
             moved = self.advances_asked != asked or self.advancing > 0
-            moved = moved or time.monotonic() - self.advanced < 1.0
+            moved = moved or self.advanced > started - 1.0
+            acknowledged = max((now for at, now in self.acknowledged if at < started), default=None)
         if moved:
             return "the clock moved"
         if index not in self.live_fronts():
             return "its front-end was killed"
-        try:
-            answer = httpx.get(
-                f"{self.fronts[index].control}/vms/{vm}", headers=AUTH, timeout=POLL_BOUND
+        shown = datetime.fromisoformat(clock.json()["now"]) if clock.status_code == 200 else None
+        if shown is not None and acknowledged is not None and shown < acknowledged:
+            self.note(
+                f"{vm}'s poll of front-end {index} reset while the front-end showed "
+                f"{shown.time()}, behind the {acknowledged.time()} acknowledged before it"
             )
-        except httpx.TransportError:
-            return "its front-end was killed"
+            return "its front-end lagged a clock move acknowledged before"
         if answer.status_code != 200 or not answer.json()["reachable"]:
             return "unreachable"
         return None
+
+    def cut_context(self, vm: str, index: int) -> str:
+        """What a poll judged cut may be explained by: the clock's last moves as the soak
+        asked them, and the VM's events and the clock as its front-end shows them now."""
+        with self.lock:
+            moves = self.moves[-3:]
+        try:
+            listed = self.read(self.fronts[index], "/events")["events"]
+            clock = self.read(self.fronts[index], "/clock")["now"]
+        except (httpx.TransportError, AssertionError, RebuildingError) as error:
+            return f"clock moves {moves}; front-end {index} unread: {error}"
+        events = [
+            (event["EventId"][:8], event["EventType"], event["EventStatus"])
+            for event in listed
+            if vm in event["Resources"]
+        ]
+        return f"clock moves {moves}; front-end {index} at {clock} shows {vm}'s {events}"
 
     def approve(self, vm: str, index: int, event_id: str) -> None:
         front = self.fronts[index]
@@ -422,7 +520,7 @@ class Soak:
                 timeout=WRITE_TIMEOUT,
                 trust_env=False,
             )
-            outcome = "acked" if answer.is_success else "refused"
+            outcome = approval_outcome(answer)
             detail = f"{answer.status_code} {answer.text[:200]}"
         except httpx.TransportError as error:
             outcome, detail = "unknown", repr(error)
@@ -453,12 +551,21 @@ class Soak:
                 self.advances_asked += 1
                 self.advancing += 1
             body = {"seconds": seconds}
+            asked = time.monotonic() - self.began
+            outcome = "raised"
             try:
-                self.control(index, "POST", "/clock/advance", body, "advance", (str(seconds),))
+                move = self.control(
+                    index, "POST", "/clock/advance", body, "advance", (str(seconds),)
+                )
+                outcome = f"{move.outcome} {'' if move.outcome == 'acked' else move.detail[:80]}"
             finally:
                 with self.lock:
                     self.advancing -= 1
                     self.advanced = time.monotonic()
+                    answered = self.advanced - self.began
+                    self.moves.append(
+                        f"+{seconds}s via {index} {asked:.2f}s-{answered:.2f}s {outcome}"
+                    )
         elif action == "cancel" and self.cancellable:
             event_id = self.cancellable.pop(rng.randrange(len(self.cancellable)))
             self.control(index, "DELETE", f"/events/{event_id}", None, "cancel", (event_id,))
@@ -469,7 +576,7 @@ class Soak:
                     self.everywhere.event(
                         properties["EventId"], properties["EventType"], properties["Resources"]
                     )
-            except httpx.TransportError:
+            except (httpx.TransportError, RebuildingError):
                 pass  # a read: its answer, not its absence, is what is checked
             except AssertionError as error:
                 self.violate(f"Resource Graph on front-end {index}: {error}")
@@ -477,7 +584,8 @@ class Soak:
 
     def control(
         self, index: int, method: str, path: str, body: Any, kind: str, key: tuple[str, ...]
-    ) -> None:
+    ) -> Write:
+        """Ask front-end ``index`` for a change; what it was answered, as recorded."""
         try:
             answer = httpx.request(
                 method,
@@ -488,9 +596,10 @@ class Soak:
                 trust_env=False,
             )
         except httpx.TransportError as error:
+            unanswered = Write(kind, key, "unknown", repr(error))
             with self.lock:
-                self.writes.append(Write(kind, key, "unknown", repr(error)))
-            return
+                self.writes.append(unanswered)
+            return unanswered
         made: tuple[str, ...] = ()
         if answer.is_success and kind in ("restart", "redeploy", "create"):
             shown = answer.json()
@@ -503,10 +612,15 @@ class Soak:
                 self.violate(f"front-end {index} answered {kind}: {error}")
             if kind == "create":
                 self.cancellable.extend(made)
-        outcome = "acked" if answer.is_success else "refused"
+        outcome = write_outcome(answer)
+        if kind == "advance" and outcome == "acked":
+            now = datetime.fromisoformat(answer.json()["now"])
+            with self.lock:
+                self.acknowledged.append((time.monotonic(), now))
         write = Write(kind, key, outcome, f"{answer.status_code} {answer.text[:200]}", made)
         with self.lock:
             self.writes.append(write)
+        return write
 
     @staticmethod
     def resource_graph(front: Front, timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -523,6 +637,8 @@ class Soak:
                 timeout=timeout,
                 trust_env=False,
             )
+            if answer.status_code == 503 and REBUILDING in answer.text:
+                raise RebuildingError(answer.text)
             assert answer.status_code == 200, answer.text
             body = answer.json()
             rows += body["data"]
@@ -613,9 +729,9 @@ class Soak:
         moves on (retries are due on the platform's clock) whenever the deliveries stop."""
         deadline = time.monotonic() + SETTLE_SECONDS
         while True:
-            rows = self.resource_graph(self.fronts[0])
+            rows = list(self.state(self.fronts[0])["rows"].values())
             expected = self.shown_pairs() | {
-                (row["properties"]["EventId"], row["properties"]["EventStatus"]) for row in rows
+                (properties["EventId"], properties["EventStatus"]) for properties in rows
             }
 
             def delivered(wanted: set[tuple[str, str]] = expected) -> bool:
@@ -660,19 +776,40 @@ class Soak:
             time.sleep(0.1)
 
     def state(self, front: Front) -> dict[str, Any]:
-        rows = {row["name"]: row["properties"] for row in self.resource_graph(front)}
-        listed = httpx.get(f"{front.control}/events", headers=AUTH, timeout=10).json()["events"]
-        clock = httpx.get(f"{front.control}/clock", headers=AUTH, timeout=10).json()["now"]
-        live = {event["EventId"]: event for event in listed}
-        return {"rows": rows, "live": live, "clock": clock}
+        """``front``'s events (Resource Graph's rows and the live ones) and clock, once it
+        is not rebuilding its copy (which a fault may have left it doing)."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            try:
+                rows = {row["name"]: row["properties"] for row in self.resource_graph(front)}
+                listed = self.read(front, "/events")["events"]
+                clock = self.read(front, "/clock")["now"]
+            except RebuildingError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            live = {event["EventId"]: event for event in listed}
+            return {"rows": rows, "live": live, "clock": clock}
+
+    @staticmethod
+    def read(front: Front, path: str) -> Any:
+        """A control API read's answer; :class:`RebuildingError` while ``front`` rebuilds."""
+        answer = httpx.get(f"{front.control}{path}", headers=AUTH, timeout=10, trust_env=False)
+        if answer.status_code == 503 and REBUILDING in answer.text:
+            raise RebuildingError(answer.text)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
 
     # -- the rules ---------------------------------------------------------------------------
 
     def check(self) -> None:
         self.settle()
         states = self.final_states()
+        journaled = self.journaled_approvals()
+        self.check_approvals(journaled)
         for index, state in enumerate(states):
-            self.check_state(index, state)
+            self.check_state(index, state, journaled)
         with self.receiver.lock:
             delivered = list(self.receiver.delivered)
         known = set(states[0]["rows"])
@@ -685,7 +822,9 @@ class Soak:
                 self.violate(f"the receiver was delivered {error}")
         self.check_polls()
 
-    def check_state(self, index: int, state: dict[str, Any]) -> None:
+    def check_state(
+        self, index: int, state: dict[str, Any], journaled: set[tuple[str, ...]]
+    ) -> None:
         rows: dict[str, dict[str, Any]] = state["rows"]
         live: dict[str, dict[str, Any]] = state["live"]
         where = f"front-end {index}'s final state"
@@ -715,16 +854,45 @@ class Soak:
                 refused = write.outcome == "refused" and ("cancel", write.key) not in asked
                 if refused and status == "Canceled":
                     self.violate(f"{where}: refused cancel of {event_id} was applied")
-            if write.kind == "approve":
+            if write.kind == "approve":  # as the journal says (check_approvals)
                 vm, event_id = write.key
                 status = rows.get(event_id, {}).get("EventStatus")
                 approvers = live.get(event_id, {}).get("approvedByVms", [])
-                if write.outcome == "acked" and status == "Scheduled" and vm not in approvers:
-                    self.violate(f"{where}: {vm}'s acknowledged approval of {event_id} is lost")
-                refused = write.outcome == "refused" and ("approve", write.key) not in asked
-                if refused and vm in approvers:
-                    self.violate(f"{where}: {vm}'s refused approval of {event_id} shows")
+                held = write.key in journaled
+                if held and status == "Scheduled" and vm not in approvers:
+                    self.violate(f"{where}: {vm}'s journaled approval of {event_id} is lost")
+                if not held and vm in approvers:
+                    self.violate(f"{where}: {vm}'s approval of {event_id} shows, not journaled")
         self.check_clock(where, state["clock"])
+
+    def check_approvals(self, journaled: set[tuple[str, ...]]) -> None:
+        """The journal holds every acknowledged approval and no refused one; an unknown one
+        (no answer, or IMDS's ``503``) may be either, and what the journal says of it is what
+        every front-end must show (:meth:`check_state`)."""
+        for write in self.writes:
+            if write.kind != "approve":
+                continue
+            vm, event_id = write.key
+            held = write.key in journaled
+            if write.outcome == "acked" and not held:
+                self.violate(f"{vm}'s acknowledged approval of {event_id} is not journaled")
+            if write.outcome == "refused" and held:
+                self.violate(f"{vm}'s refused approval of {event_id} ({write.detail}) is journaled")
+
+    def journaled_approvals(self) -> set[tuple[str, ...]]:
+        """(VM, EventId) of every approval the shared journal holds: the verdict on those
+        whose answer could not say (docs/scale-out.md, "A silent PostgreSQL": "the front-end
+        rebuilds its state from the journal, which says which")."""
+        journal = open_journal(self.store)
+        try:
+            return {
+                (record["vm"], event_id)
+                for _, record in journal.records()
+                if record["op"] == "approve"
+                for event_id in record["event_ids"]
+            }
+        finally:
+            journal.close()
 
     def check_clock(self, where: str, now: str) -> None:
         moved = datetime.fromisoformat(now) - datetime.fromisoformat(self.start_clock)
@@ -768,6 +936,7 @@ class Soak:
             f"soak seed {self.seed}, {self.seconds:g} s: replay with "
             f"FOREWARN_SOAK_SEED={self.seed} FOREWARN_SOAK_SECONDS={self.seconds:g} "
             "pytest tests/soak",
+            f"up in {self.up_seconds:.1f} s; run and checks in {time.monotonic() - self.began:.1f} s",
             f"polls: {dict(outcomes)}",
             f"writes: {dict(sorted(writes.items()))}",
             f"deliveries: {len(self.receiver.delivered)} received, {self.receiver.hung} held",

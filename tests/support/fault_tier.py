@@ -164,9 +164,12 @@ class Front:
         return answer.split(b"\r\n", 1)[0]
 
     @contextlib.contextmanager
-    def serving(self, logs: Path, options: Sequence[str]) -> Iterator[ServerProcess]:
+    def serving(
+        self, logs: Path, options: Sequence[str], start_seconds: float = START_SECONDS
+    ) -> Iterator[ServerProcess]:
         """``forewarn serve`` with ``options`` at this front's ports, its output in ``logs``
-        (one file per start), until the block ends; no traceback may show in it."""
+        (one file per start), until the block ends; no traceback may show in it. It must
+        answer within ``start_seconds``."""
         argv = serve_argv(
             bind=f"127.0.0.1:{self.port}",
             control=f"127.0.0.1:{self.control_port}",
@@ -180,7 +183,7 @@ class Front:
                 lambda: httpx.get(f"{self.control}/clock", headers=AUTH, timeout=1).is_success,
                 what="the control API",
                 server=process,
-                timeout=START_SECONDS,
+                timeout=start_seconds,
             )
             yield process
         finally:

@@ -1,8 +1,9 @@
 """The background work of a front-end sharing its journal: following, and leading.
 
 Both run on the event loop as asyncio tasks; every blocking database call goes to a worker
-thread, and records are applied back on the loop's thread, so VM polls and control reads are
-answered from the last applied state and never wait on the database.
+thread (their writes too: :meth:`~forewarn.cluster.replica.Replica.write_async`), and records
+are applied back on the loop's thread, so VM polls and control reads are answered from the
+last applied state and never wait on the database.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ async def follow(replica: Replica, reader: PostgresJournal, stop: asyncio.Event)
                 replica.install(await asyncio.to_thread(replica.replayed, reader))
             if replica.registered:  # what it applied, and that it is alive: once a batch
                 await asyncio.to_thread(_report, reader, replica.front_end, replica.head)
-            replica.flush_seen()
+            await replica.flush_seen_async()
             backoff = BACKOFF_SECONDS[0]
         except StorageError as exc:
             _LOG.warning("following the journal: %s; again in %.1f s", exc, backoff)
@@ -106,7 +107,7 @@ async def lead(replica: Replica, leadership: Leadership, stop: asyncio.Event) ->
                     leading = replica.leading = now_leading
             wait = POLL_SECONDS
             if leading:
-                wait = _tick_if_due(replica)
+                wait = await _tick_if_due(replica)
             changed.clear()
             waiter = asyncio.create_task(changed.wait())
             stopper = asyncio.create_task(stop.wait())
@@ -120,7 +121,7 @@ async def lead(replica: Replica, leadership: Leadership, stop: asyncio.Event) ->
         await asyncio.to_thread(leadership.release)
 
 
-def _tick_if_due(replica: Replica) -> float:
+async def _tick_if_due(replica: Replica) -> float:
     """Write a Tick when the next deadline has come; how long to wait before looking again."""
     due = replica.platform.next_deadline()
     if due is None:
@@ -129,7 +130,7 @@ def _tick_if_due(replica: Replica) -> float:
     if remaining > 0:
         return min(POLL_SECONDS, remaining)
     try:
-        replica.write(Tick(), spread=False)
+        await replica.write_async(Tick(), spread=False)
     except StorageError as exc:
         _LOG.warning("cannot journal the time: %s", exc)
         return POLL_SECONDS
@@ -140,6 +141,7 @@ async def run_front_end(replica: Replica, stop: asyncio.Event, *, leads: bool = 
     """Follow and (when elected) lead until ``stop`` is set, on connections of their own;
     ``leads=False``: follow only, never asking for the leader lock (a worker of ``serve
     --workers``, whose supervising process leads)."""
+    replica.serve_from_this_loop()
     reader: PostgresJournal | None = None
     backoff = BACKOFF_SECONDS[0]
     while reader is None and not stop.is_set():

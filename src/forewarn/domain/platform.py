@@ -216,6 +216,17 @@ class Platform:
         """
         return self._enablement.touch(vm_name, self._state.record(vm_name))
 
+    def repeat(self, vm_name: str, changes: int) -> bool | None:
+        """A request from ``vm_name`` repeating one that found the platform at ``changes``
+        (:attr:`changes`): None when the platform changed since, and what it found may
+        differ; otherwise the request counted (:meth:`touch`) and whether it turned
+        Scheduled Events on. One call for a fleet's every repeated poll, where comparing
+        and touching were three."""
+        state = self._state
+        if state.changes != changes:
+            return None
+        return self._enablement.touch(vm_name, state.records[vm_name])
+
     def arrive(self, vm_name: str, *, for_events: bool = True) -> tuple[Pause | None, bool]:
         """A request from ``vm_name`` arrived: a request for events (``for_events``) counts
         as a request (:meth:`touch`) unless the VM is down (an impact under way, or gone),

@@ -70,6 +70,10 @@ CONCURRENCY = 16
 IN_FLIGHT = 256
 #: How often, in real seconds, the dashboard's view of the subscriptions is refreshed.
 VIEWS_EVERY = 0.5
+#: How long, in real seconds, a loop with nothing to deliver and nothing pending waits for a
+#: change before it looks at the store again; a change wakes it at once, and without one
+#: nothing can fall due. A front-end that does not deliver (not the leader) looks as often.
+IDLE_POLL = 1.0
 #: Changes turned into deliveries per round (one store transaction), and while the loop is
 #: busy with VMs' requests.
 BATCH = 1000
@@ -155,6 +159,10 @@ class EventGrid:
         #: the page's behalf).
         self.views: list[SubscriptionView] = []
         self._views_due = 0.0
+        # When the views were last read (before their queries) and when this loop last
+        # changed the store's deliveries: views read after show what is pending.
+        self._views_at = 0.0
+        self._changed_at = time.monotonic()
 
     # -- the platform's side ------------------------------------------------------------
 
@@ -294,23 +302,26 @@ class EventGrid:
                     if self._active is not None and not self._active():
                         await self._follow()
                         busy = True  # nothing to hurry for
+                        wait = IDLE_POLL
+                        self._changed_at = time.monotonic()  # when it leads: look first
                     else:
                         busy = await self._loop_busy()
                         await self.step(busy)
+                        wait = IDLE_POLL if self._idle() else self._poll
                     self._store_works()
                 except StoreUnavailableError as exc:
                     # Deliveries wait in the store (at least once): tried again next poll.
                     self._store_fails(str(exc))
-                    busy = True
+                    busy, wait = True, self._poll
                 except Exception as exc:  # never the end of delivery: said, tried again
                     self._store_fails(f"{type(exc).__name__}: {exc}", unexpected=True)
-                    busy = True
+                    busy, wait = True, self._poll
                 # a busy loop is given back for a whole poll; a quiet one is left at once for
                 # whatever comes next (a change queued, a delivery finished)
                 waited: set[asyncio.Task[Any]] = {stopping}
                 if not busy:
                     waited.add(asyncio.create_task(self._kick.wait()))
-                await asyncio.wait(waited, timeout=self._poll, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waited, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 for task in waited - {stopping}:
                     task.cancel()
                 self._kick.clear()
@@ -353,8 +364,24 @@ class EventGrid:
 
     async def _refresh_views(self) -> None:
         if time.monotonic() >= self._views_due:
-            self._views_due = time.monotonic() + VIEWS_EVERY
+            read_at = time.monotonic()
+            self._views_due = read_at + VIEWS_EVERY
             self.views = await self.list()
+            self._views_at = read_at
+
+    def _idle(self) -> bool:
+        """Nothing to deliver and nothing pending: no change waiting to be queued, no
+        delivery in flight or unrecorded, and views read after this loop last changed the
+        store showing no delivery pending. Then only a change (which wakes the loop) makes
+        work, and the store is not asked every poll for what is due."""
+        return (
+            not self._incoming
+            and not self._busy
+            and not self._succeeded
+            and not self._failures
+            and self._views_at > self._changed_at
+            and not any(view.pending for view in self.views)
+        )
 
     async def _loop_busy(self) -> bool:
         """Whether the event loop has other work waiting (the VMs' requests): how long it
@@ -444,6 +471,8 @@ class EventGrid:
         one transaction, then each failure. Until recorded, a delivery stays out of the due
         ones here (it is never sent again meanwhile) and a crash sends it again (at least
         once); a store that refuses leaves them all to be recorded at the next round."""
+        if self._succeeded or self._failures:
+            self._changed_at = time.monotonic()
         if self._succeeded:
             done = list(self._succeeded)
             await asyncio.to_thread(self.store.delivered_all, done)
@@ -467,6 +496,7 @@ class EventGrid:
             # bounded batch
             rows = _rows(batch, schemas)
             cursor = batch[-1][0].sequence
+            self._changed_at = time.monotonic()
             await asyncio.to_thread(self.store.enqueue, rows, cursor)
         except BaseException:
             self._incoming.extendleft(reversed(batch))  # not lost: queued again, in order

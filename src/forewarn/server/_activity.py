@@ -102,14 +102,15 @@ class Activity:
         record = self._vms.get(vm)
         if record is None:
             record = self._vms[vm] = _VmRecord()
-        run = record.run
-        # The endpoint answers an unchanged document with the same response object.
-        if (
-            run is not None
-            and record.run_response is response
+        # The endpoint answers an unchanged document with the same response object; a run's
+        # response is None until its first entry is made.
+        elif (
+            record.run_response is response
             and record.run_method == request.method
             and record.run_path == request.path
         ):
+            run = record.run
+            assert run is not None  # made with its response
             run.count += 1
             run.until = at
             record.requests += 1
@@ -152,6 +153,8 @@ class ActivityEndpoint(ImdsEndpoint):
     def __init__(self, service: ScheduledEventsService, activity: Activity, **options: Any) -> None:
         super().__init__(service, **options)
         self.activity = activity
+        # Bound once: every answered request of the fleet is recorded.
+        self._record = activity.record
 
     def answered(
         self, request: ImdsRequest, response: ImdsResponse, vm: Vm | None, at: datetime
@@ -160,7 +163,7 @@ class ActivityEndpoint(ImdsEndpoint):
             if vm is None:  # refused before the VM was looked up (a 404, a 405, a 503)
                 vm = self._caller(request)
             if vm is not None:
-                self.activity.record(vm.name, request, response, at)
+                self._record(vm.name, request, response, at)
             if REQUESTS.isEnabledFor(logging.DEBUG):
                 log(
                     REQUESTS,

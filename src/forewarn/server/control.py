@@ -3,7 +3,9 @@
 Served on its own address and port, never through the VM-facing endpoint. FastAPI is used for
 its typed request and response models: ``/openapi.json`` then describes every route, and bad
 input is refused with the field and the reason before any handler runs. Handlers are ``async``
-so they all run one at a time on the event loop's thread; the service is not thread-safe.
+so they all run on the event loop's thread, one at a time between awaits; the service is not
+thread-safe. A change awaits its record (the service's ``execute_grouped`` and ``*_async``
+methods): with a shared PostgreSQL journal the loop goes on answering meanwhile.
 
 Every mutation is one :class:`~forewarn.commands.Command` given to the service, so it is
 journaled and replayed like any other; with a shared journal, the mutations of handlers
@@ -272,7 +274,7 @@ def create_control_app(
         kinds = None if body.kinds is None else tuple(kind.value for kind in body.kinds)
         # One write for the whole campaign, not grouped with others: the campaign it started
         # is told apart as the one that was not there before.
-        started = service.start_campaign(vms, body.event_type, kinds)
+        started = await service.start_campaign_async(vms, body.event_type, kinds)
         return CampaignStartedOut(
             campaign=campaign_out(started.campaign) if started.campaign is not None else None,
             events=[created_out(created) for created in started.events],
@@ -345,11 +347,11 @@ def add_clock_routes(router: APIRouter, service: ScheduledEventsService) -> None
     @router.post("/clock/advance", tags=["clock"])
     async def advance_clock(body: AdvanceClockRequest) -> ClockOut:
         """Move a manual clock forward; every deadline passed on the way fires in order."""
-        return clock_out(service.advance_clock(timedelta(seconds=body.seconds)))
+        return clock_out(await service.advance_clock_async(timedelta(seconds=body.seconds)))
 
     @router.post("/clock/set", tags=["clock"])
     async def set_clock(body: SetClockRequest) -> ClockOut:
-        return clock_out(service.set_clock(body.now))
+        return clock_out(await service.set_clock_async(body.now))
 
 
 _TAGS = {

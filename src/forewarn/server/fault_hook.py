@@ -1,10 +1,12 @@
 """Where the VM-facing transports meet the fault plan (:mod:`forewarn.faults`).
 
-Each transport asks :func:`fault_for` once per request, before the endpoint answers; it is one
-test of an empty list when no fault is set. The error faults are answered here with what
-Azure's IMDS sends for them; the others (a delay, no answer, a cut body, a reset) are carried
-out by the transport, as only it can: :mod:`forewarn.server.http` on sockets, the in-process
-transport of :mod:`forewarn.testing` with the errors httpx raises for them.
+Each transport asks :func:`fault_for` once per request, before the endpoint answers (the socket
+server asks the service's own ``fault_for``, which this calls, bound once: a Python call less on
+every poll); it is one test of an empty list when no fault is set. The error faults are
+answered here with what Azure's IMDS sends for them; the others (a delay, no answer, a cut body,
+a reset) are carried out by the transport, as only it can: :mod:`forewarn.server.http` on
+sockets, the in-process transport of :mod:`forewarn.testing` with the errors httpx raises for
+them.
 """
 
 from __future__ import annotations

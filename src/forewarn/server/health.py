@@ -47,10 +47,9 @@ from forewarn.storage.errors import StorageError, StoreFullError, StoreUnavailab
 
 __all__ = ["FRESH_FOR", "STORE_TIMEOUT", "Health", "Readiness", "health_router"]
 
-#: Seconds a store check may take before the store counts as not answering: with a write
-#: holding the event loop up to its bound (forewarn.cluster.replica.WRITE_SECONDS, 2 s),
-#: readiness is answered within 3 s, below the Kubernetes probes' timeout in
-#: deploy/kubernetes/.
+#: Seconds a store check may take before the store counts as not answering: readiness is
+#: answered within 3 s, below the Kubernetes probes' timeout in deploy/kubernetes/, with
+#: room to spare (writes wait on the store off the event loop: forewarn.cluster.replica).
 STORE_TIMEOUT = 1.0
 #: Seconds a store check's result is reused.
 FRESH_FOR = 1.0

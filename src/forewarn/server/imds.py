@@ -25,6 +25,7 @@ from forewarn.domain.ratelimit import RateLimiter
 from forewarn.domain.vms import Vm
 from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StorageError, StoreUnavailableError, UnstorableValueError
+from forewarn.vm_requests import AnswerLaterError, Ready
 from forewarn.wire import errors as messages
 from forewarn.wire import instance as instance_wire
 from forewarn.wire.approvals import MalformedApprovalError, parse_start_requests
@@ -96,8 +97,9 @@ class ImdsResponse:
     ``reset``, or, when ``held_until`` is set, the request waits until that platform time and
     is then handled again (:mod:`forewarn.domain.impact`); when ``unanswered``, it is never
     answered, the connection kept open until the client gives up (a VM that is gone); with
-    ``later``, the answer waits for a write committed with others (group commit):
-    ``later(reply)`` has ``reply`` called with it, or with the error no status answers."""
+    ``later``, the answer waits for a write committed with others (group commit), or for
+    the store to confirm what the platform may show: ``later(reply)`` has ``reply`` called
+    with it, with the error no status answers, or with :data:`AFRESH`."""
 
     status: int
     body: bytes = b""
@@ -108,6 +110,10 @@ class ImdsResponse:
     unanswered: bool = False
     later: Callable[[Reply], None] | None = None
 
+
+#: What a request answered later (:attr:`ImdsResponse.later`) is answered when it is to be
+#: handled afresh, as if it arrived now: what it waited for is done.
+AFRESH = ImdsResponse(0)
 
 #: Told the answer of a request answered later (:attr:`ImdsResponse.later`).
 Reply = Callable[["ImdsResponse | Exception"], None]
@@ -332,6 +338,11 @@ class ImdsEndpoint:
                 polled,
                 for_events=path == SCHEDULED_EVENTS_PATH,
             )
+        except AnswerLaterError as later:
+            # Answered once the store has confirmed what the platform must not show before
+            # (a write's commit, or this VM's first request's record), off the event loop.
+            wait = functools.partial(self._answer_later, later.wait)
+            return Answer(ImdsResponse(0, later=wait), None, self.service.now())
         except StoreUnavailableError:
             # The request would change state (a first request turns Scheduled Events on)
             # and the store cannot record it, or the platform cannot be read back: refused
@@ -437,6 +448,17 @@ class ImdsEndpoint:
             reply(response)
 
         self.service.approve_soon(vm.name, event_ids, done)
+
+    @staticmethod
+    def _answer_later(wait: Callable[[Ready], None], reply: Reply) -> None:
+        """Have the request handled afresh once what it waits for is done
+        (:class:`AnswerLaterError`), or refuse it as the store being unavailable when that
+        failed."""
+
+        def ready(error: Exception | None) -> None:
+            reply(AFRESH if error is None else _UNAVAILABLE)
+
+        wait(ready)
 
     def approve(self, vm: Vm, event_ids: tuple[str, ...]) -> None:
         """``vm`` approves ``event_ids`` (a well-formed POST's): the platform's step, which

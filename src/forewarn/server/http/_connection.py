@@ -10,13 +10,14 @@ import asyncio
 import dataclasses
 import functools
 import socket
+import time
 from collections.abc import Callable
 from datetime import datetime
 
 import httptools
 
 from forewarn.faults import FaultKind, FaultRule
-from forewarn.server.fault_hook import error_response, fault_for
+from forewarn.server.fault_hook import error_response
 from forewarn.server.http import limits
 from forewarn.server.http._held_requests import _Caller
 from forewarn.server.http._idle_connections import _Connections
@@ -270,15 +271,16 @@ class ImdsProtocol(_RequestParsing):
             return
         last, request = self._request
         if parsed is not last or request is None:
+            # Positional: a new connection's every poll makes one (keywords cost a tenth more).
             request = ImdsRequest(
-                method=parsed.method,
-                path=parsed.path,
-                query=parsed.query,
-                headers=parsed.headers,
-                body=parsed.body,
-                local_address=self._local,
-                peer_address=self._peer,
-                checked=parsed.checked,
+                parsed.method,
+                parsed.path,
+                parsed.query,
+                parsed.headers,
+                parsed.body,
+                self._local,
+                self._peer,
+                parsed.checked,
             )
             self._request = (parsed, request)
             # Not this connection's last request (a new connection's first, above all): how
@@ -287,7 +289,7 @@ class ImdsProtocol(_RequestParsing):
             again = self._shared.again_at.get(self._local)
             self._again = again if again is not None and again[0] is parsed.shared else None
         if parsed is not self._fault_passed:
-            fault = fault_for(self._endpoint, self._local, self._peer)
+            fault = self._shared.fault_for(self._local, self._peer, time.monotonic)
             if fault is not None:
                 self._endpoint.faulted(request, fault.kind.value)
                 self._inject(fault, parsed, request)
@@ -349,7 +351,9 @@ class ImdsProtocol(_RequestParsing):
 
     def _await_write(self, later: Callable[[Reply], None], reply: Reply) -> None:
         """Wait, unread, for the write the request asked for to be committed with the others
-        of this turn of the event loop (group commit); ``reply`` is then told the answer."""
+        of this turn of the event loop (group commit), or for the write it must not see
+        before its commit (:class:`~forewarn.vm_requests.AnswerLaterError`); ``reply`` is then
+        told the answer."""
         self._held = []
         if self._transport is not None:
             self._transport.pause_reading()
@@ -363,6 +367,10 @@ class ImdsProtocol(_RequestParsing):
             return  # the client left meanwhile: nobody to answer
         if isinstance(outcome, Exception):
             self._internal_error(outcome)
+            return
+        if outcome.status == 0:  # AFRESH: what it waited for is done, it is handled anew
+            self._held = [parsed, *(self._held or ())]
+            self.release()
             return
         self._write(outcome, parsed.keep_alive, self._endpoint.service.now())
         if not parsed.keep_alive:

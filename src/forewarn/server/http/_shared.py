@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 
 from forewarn.domain.vms import Vm
+from forewarn.faults import FaultRule
 from forewarn.server.http import limits
 from forewarn.server.http._held_requests import _HeldRequests
 from forewarn.server.http._idle_connections import _Connections
@@ -33,6 +35,7 @@ class _Shared:
         "again_at",
         "connections",
         "date",
+        "fault_for",
         "heads",
         "held",
         "loop",
@@ -48,6 +51,11 @@ class _Shared:
         self.date = _DateHeader(clock())
         self.parsed = _ParsedRequests()
         self.request_ids = RequestIds()
+        # The fault a request meets (fault_hook.fault_for), the service's own bound once:
+        # asked on every request, nearly always of an empty plan.
+        self.fault_for: Callable[[str, str, Callable[[], float]], FaultRule | None] = (
+            endpoint.service.fault_for
+        )
         self.connections = _Connections(loop)
         self.held = _HeldRequests(loop, clock)
         self.refused = _RefusedTurns(loop)
