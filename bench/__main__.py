@@ -116,8 +116,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--cluster-sizes",
         type=_sizes,
-        help="fleet sizes of the three-front-end campaign (default 1000,10000; 100000 "
-        "takes about four minutes)",
+        help="fleet sizes of the three-front-end campaign (default 1000,5000; add 100000 "
+        "for the target's largest fleet, a few minutes more)",
     )
     parser.add_argument(
         "--approvals-per-turn",
@@ -175,7 +175,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     default_sizes = [1000, 10_000, 100_000, 300_000] if scale else [1000, 10_000, 100_000]
     args.sizes = args.sizes or ([500, 1000] if smoke else default_sizes)
     args.propagation_samples = args.propagation_samples or (10 if smoke else 200)
-    args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 10_000])
+    args.cluster_sizes = args.cluster_sizes or ([100] if smoke else [1000, 5000])
     args.held_vms = args.held_vms or (200 if smoke else 10_000)
     args.memory_vms = args.memory_vms or (2000 if smoke else 100_000)
     if args.approvals_per_turn < 1:

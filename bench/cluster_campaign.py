@@ -11,9 +11,12 @@ it, so the two are a ratio measured in one run, phase by phase too (:data:`CAMPA
 
 How the phases reach the journal, as they reach it in serve:
 
-- **schedule**: one operation of the control plane per VM, each its own transaction (serve
-  does not group the control API's writes), through the first front-end; the other two
-  apply the records (what their followers do meanwhile in serve).
+- **schedule**: one operation of the control plane per VM, all asked for at once (as Azure's
+  platform schedules a campaign), through the first front-end, which journals them as it
+  journals the control API's concurrent operations: together, at most
+  :data:`~forewarn.cluster.replica.MAX_GROUP` to a transaction
+  (``ScheduledEventsService.execute_soon``); the other two apply the records (what their
+  followers do meanwhile in serve).
 - **read and approve**: VMs arrive :data:`APPROVALS_PER_TURN` to a front-end and a turn. Each
   reads its document (its own event, Scheduled); then their approvals are handed to the
   endpoint as serve's connection layer hands the requests read in one turn of its event loop
@@ -35,6 +38,7 @@ Run: ``python -m bench --only cluster-campaign`` (``--cluster-sizes`` picks the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import tempfile
 import time
@@ -48,8 +52,18 @@ import psycopg
 
 from bench.fleetgen import fleet_vms, write_fleet
 from bench.propagation import forget_namespace
-from bench.scale import CAMPAIGN_PHASES, DESCRIPTION, ScenarioError, ask, request, run_campaign
-from forewarn.commands import ScheduleEvent
+from bench.scale import (
+    CAMPAIGN_PHASES,
+    DESCRIPTION,
+    CampaignResult,
+    ScenarioError,
+    ask,
+    collector_restored,
+    request,
+    run_campaign,
+)
+from forewarn.collector import settle_heap
+from forewarn.commands import Result, ScheduleEvent
 from forewarn.domain.events import EventSource, EventType
 from forewarn.domain.vms import Vm
 from forewarn.server.imds import ImdsEndpoint, ImdsResponse
@@ -83,8 +97,8 @@ class ClusterCampaignResult:
     ratio_to_single_process: float
     #: The approvals each front-end read in one turn of its event loop (APPROVALS_PER_TURN).
     approvals_per_turn: int
-    #: The transactions that wrote the campaign's records (one per scheduled event, one per
-    #: front-end and turn of approvals, one per clock move).
+    #: The transactions that wrote the campaign's records (one per MAX_GROUP scheduled
+    #: events, one per front-end and turn of approvals, one per clock move).
     journal_transactions: int
     #: The campaign's steps (bench.scale.CAMPAIGN_PHASES): seconds each, shared and in one
     #: process.
@@ -105,8 +119,12 @@ class _FrontEnd:
         )
 
     def follow(self) -> None:
-        assert self.state.replica is not None
-        self.state.replica.catch_up()
+        """Apply what the others appended, a page read at a time as serve's follower reads
+        them, not in one read bounded as a write (``Replica.catch_up``): 100,000 records
+        take longer than a write's bound to decode on a loaded core."""
+        replica = self.state.replica
+        assert replica is not None
+        replica.apply_fetched(replica.journal.records(after=replica.head))
 
     def request(self, address: str, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
         return ask(self.endpoint, address, method, body)
@@ -166,6 +184,37 @@ async def _approve_in_turns(
                 raise ScenarioError(f"{vm.name}: answered {status} while rebooting")
 
 
+async def _schedule(front_end: _FrontEnd, vms: Sequence[Vm]) -> dict[str, str]:
+    """Every VM's Reboot, asked of the control plane at once, as the platform schedules a
+    campaign: handed to the service as the control API's handlers hand concurrent
+    operations (``execute_soon``), so they are journaled together, ``MAX_GROUP`` to a
+    transaction. The EventId each VM was answered."""
+    service = front_end.state.service
+    answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    event_of: dict[str, str] = {}
+
+    def done(vm: Vm, outcome: Result | Exception) -> None:
+        if isinstance(outcome, Exception):
+            if not answered.done():
+                answered.set_exception(ScenarioError(f"{vm.name}: not scheduled: {outcome!r}"))
+            return
+        (event,) = outcome
+        event_of[vm.name] = event.event_id
+        if len(event_of) == len(vms) and not answered.done():
+            answered.set_result(None)
+
+    for vm in vms:
+        command = ScheduleEvent(
+            EventType.REBOOT.value,
+            (vm.name,),
+            source=EventSource.PLATFORM.value,
+            description=DESCRIPTION,
+        )
+        service.execute_soon(command, functools.partial(done, vm))
+    await answered
+    return event_of
+
+
 def _transactions(postgres_url: str, namespace: str) -> int:
     """The transactions that wrote the namespace's records."""
     with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -186,6 +235,13 @@ def run_cluster_campaign(
     if approvals_per_turn < 1:
         raise ValueError("at least one approval a turn")
     single = run_campaign(count)
+    with collector_restored():
+        return _run_shared(count, postgres_url, approvals_per_turn, single)
+
+
+def _run_shared(
+    count: int, postgres_url: str, approvals_per_turn: int, single: CampaignResult
+) -> ClusterCampaignResult:
     namespace = f"bench_cluster_{secrets.token_hex(6)}"
     store = f"{postgres_url}?namespace={namespace}"
     vms = fleet_vms(count)
@@ -198,21 +254,16 @@ def run_cluster_campaign(
         ]
         try:
             front_ends = [_FrontEnd(state) for state in states]
+            # what forewarn serve does once its state is built (each front-end's process
+            # would), so no collection walks the fleets during a write (collector_restored
+            # gives the process its collector back after)
+            settle_heap()
             first = front_ends[0]
             assert first.state.replica is not None
             timing = first.state.replica.platform.timing
             marks: list[float] = []
             began = time.perf_counter()
-            event_of: dict[str, str] = {}
-            for vm in vms:
-                command = ScheduleEvent(
-                    EventType.REBOOT.value,
-                    (vm.name,),
-                    source=EventSource.PLATFORM.value,
-                    description=DESCRIPTION,
-                )
-                (event,) = first.state.service.execute(command)
-                event_of[vm.name] = event.event_id
+            event_of = asyncio.run(_schedule(first, vms))
             for front_end in front_ends:  # as their followers apply the records meanwhile
                 front_end.follow()
             marks.append(time.perf_counter())

@@ -1,4 +1,5 @@
-"""The benchmark figures of ``docs/benchmarks.md`` and ``bench/RESULTS.md``, from one results file.
+"""The benchmark figures of ``docs/benchmarks.md``, ``bench/RESULTS.md`` and the sizing of
+``docs/scale-out.md``, from one results file.
 
 Each figure the two documents quote from a run lies between ``<!-- bench:begin NAME -->`` and
 ``<!-- bench:end -->``; ``python -m bench.render`` writes every such block again from
@@ -32,11 +33,16 @@ from bench.report import (
     startup_summary,
     targets,
 )
+from bench.sizing import sizing_block
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
 #: The documents whose blocks are rendered.
-DOCUMENTS = (ROOT / "docs" / "benchmarks.md", ROOT / "bench" / "RESULTS.md")
+DOCUMENTS = (
+    ROOT / "docs" / "benchmarks.md",
+    ROOT / "bench" / "RESULTS.md",
+    ROOT / "docs" / "scale-out.md",
+)
 BLOCK = re.compile(
     r"(?P<begin><!-- bench:begin (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)"
     r"(?P<end><!-- bench:end -->)",
@@ -365,8 +371,9 @@ def cluster_campaign_block(results: dict[str, Any]) -> str:
         rows += [
             "",
             "Each step of the campaign, us per VM, shared / in one process (the schedule is one "
-            "control-plane operation a VM, each its own transaction, as serve writes them; the "
-            "approvals are grouped by turn):",
+            "control-plane operation a VM, all asked for at once and committed together as serve "
+            "commits concurrent ones, MAX_GROUP to a transaction; the approvals are grouped by "
+            "turn):",
             "",
             "| step | " + " | ".join(f"{row['vms']:,} VMs" for row in timed) + " |",
             "|---|" + "---:|" * len(timed),
@@ -424,6 +431,8 @@ BLOCKS: dict[str, tuple[str | None, Callable[[dict[str, Any]], str]]] = {
     "propagation": ("propagation", propagation_block),
     "cluster-campaign": ("cluster_campaign", cluster_campaign_block),
     "startup": ("startup", startup_block),
+    # worked out from the real workload, memory, propagation and shared campaign figures
+    "sizing": ("cluster_campaign", sizing_block),
 }
 
 

@@ -132,6 +132,12 @@ def answered_cpu_ratio(rows: list[dict[str, Any]], mode: str) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
+#: The shared fleet's campaign: within this many times one process's, at every fleet size
+#: from SHARED_CAMPAIGN_TARGET_VMS VMs on.
+SHARED_CAMPAIGN_RATIO = 3.0
+SHARED_CAMPAIGN_TARGET_VMS = 5000
+
+
 def targets(results: dict[str, Any]) -> list[Target]:
     """The goals of the issue, for whichever scenarios ran."""
     found: list[Target] = []
@@ -297,17 +303,20 @@ def targets(results: dict[str, Any]) -> list[Target]:
         )
     shared = results.get("cluster_campaign")
     if shared:
-        largest = shared[-1]
-        found.append(
-            Target(
-                f"campaign of {largest['vms']:,} VMs shared by {largest['front_ends']} "
-                "front-ends / the same campaign in one process",
-                largest["ratio_to_single_process"],
-                3.0,
-                "x",
-                False,
+        # every size from SHARED_CAMPAIGN_TARGET_VMS on (the largest alone when none reaches
+        # it): a ratio met at one size and missed at another is not met
+        timed = [row for row in shared if row["vms"] >= SHARED_CAMPAIGN_TARGET_VMS]
+        for row in timed or shared[-1:]:
+            found.append(
+                Target(
+                    f"campaign of {row['vms']:,} VMs shared by {row['front_ends']} "
+                    "front-ends / the same campaign in one process",
+                    row["ratio_to_single_process"],
+                    SHARED_CAMPAIGN_RATIO,
+                    "x",
+                    False,
+                )
             )
-        )
     from bench.cheap_paths import cheap_path_targets  # it uses Target: imported late
 
     found += cheap_path_targets(results.get("cheap_paths"))

@@ -191,7 +191,7 @@ def _collector_timed() -> Iterator[_CollectorTime]:
 
 
 @contextlib.contextmanager
-def _collector_restored() -> Iterator[None]:
+def collector_restored() -> Iterator[None]:
     """The garbage collector as it was before a scenario settled the heap as serve does, so
     the process running the scenario (a test run, the next scenario) is left as it was."""
     thresholds = gc.get_threshold()
@@ -204,7 +204,7 @@ def _collector_restored() -> Iterator[None]:
 
 def run_campaign(count: int) -> CampaignResult:
     """Every VM of a ``count``-VM fleet gets, approves and finishes one Reboot event."""
-    with _collector_restored():
+    with collector_restored():
         started = time.perf_counter()
         fleet = _Fleet(fleet_vms(count))
         setup = time.perf_counter() - started
@@ -325,7 +325,7 @@ def measure_idle_memory(count: int) -> MemoryResult:
     Each VM makes one request first, so what a polling VM costs (its rate-limit bucket, its
     cached encoded document) is counted along with the VM itself.
     """
-    with _collector_restored():
+    with collector_restored():
         return _idle_memory(count)
 
 
@@ -357,7 +357,7 @@ def grouped_schedule_cost(count: int, events: int = 200) -> float:
     in an availability set"), so a campaign over a grouped fleet schedules events there; their cost
     must not grow with the size of the fleet.
     """
-    with _collector_restored():
+    with collector_restored():
         return _grouped_schedule_cost(count, events)
 
 

@@ -25,6 +25,7 @@ only when its events changed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from forewarn.commands import (
     StartCampaign,
 )
 from forewarn.domain.clock import Clock, ManualClock, check_time, ensure_utc
-from forewarn.domain.errors import InvalidOperationError
+from forewarn.domain.errors import InvalidOperationError, UnknownEventError
 from forewarn.domain.events import Event
 from forewarn.domain.history import EventHistory, Listener
 from forewarn.domain.ids import EventIdFactory, NewEventId
@@ -286,42 +287,75 @@ class ScheduledEventsService(VmRequestPath):
             fields = {k: v for k, v in record.items() if k not in ("op", "at")}
             _OPERATIONS.info(str(record["op"]), extra={"fields": fields})
 
+    def execute_soon(self, command: Command, done: Callable[[Result | Exception], None]) -> None:
+        """:meth:`execute`, then ``done`` with its result or what refused it. With a shared
+        journal (on the event loop's thread), the writes asked for in one turn of the loop
+        (VMs' approvals, the control API's operations, whoever asked) are journaled together
+        (group commit), each told once its transaction committed, so a burst of writes
+        costs a transaction, not one each; otherwise now."""
+        replica = self._replica
+        if replica is None:
+            try:
+                result = self.execute(command)
+            except Exception as exc:
+                done(exc)
+                return
+            done(result)
+            return
+
+        def written(outcome: Result | Exception) -> None:
+            if not isinstance(outcome, Exception):
+                self._log(command, replica.applied.head_at or replica.platform.now)
+            done(outcome)
+
+        replica.write_soon(command, written)
+
+    async def execute_grouped(self, command: Command) -> Result:
+        """:meth:`execute` from a coroutine on the event loop (the control API's handlers):
+        grouped with the other writes asked for in the same turn (:meth:`execute_soon`), so
+        concurrent operations share one transaction, which waits on PostgreSQL off the loop
+        (:meth:`~forewarn.cluster.replica.Replica.write_soon`). Raises what refused it. It
+        returns once no write is waiting for its commit (the turn's next group may be applied
+        by then), so what the caller reads next is what the journal holds."""
+        answered: asyncio.Future[Result | Exception] = asyncio.get_running_loop().create_future()
+
+        def done(outcome: Result | Exception) -> None:
+            if not answered.done():  # its caller may have gone (a client that hung up)
+                answered.set_result(outcome)
+
+        self.execute_soon(command, done)
+        outcome = await answered
+        await self._committed()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
     def perform(
         self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
     ) -> Result:
         """Run a :mod:`forewarn.registry` operation on the VM, scale set or host ``target``."""
+        return self.execute(self.operation_command(operation, target, arguments))
+
+    def operation_command(
+        self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
+    ) -> Command:
+        """The command that runs ``operation`` on ``target``, once the operation's own check
+        of the platform as it stands has passed (refused as :meth:`perform` refuses)."""
         if operation.check is not None:
             operation.check(self._caught_up(), target)
-        return self.execute(operation.command(target, **(arguments or {})))
-
-    def operate(
-        self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
-    ) -> tuple[Created, ...]:
-        """:meth:`perform`, answered with each created event's live view (the control API)."""
-        return self._created(self.perform(operation, target, arguments))
-
-    async def operate_async(
-        self, operation: Operation, target: str, arguments: Mapping[str, Any] | None = None
-    ) -> tuple[Created, ...]:
-        """:meth:`operate` on the event loop's thread (:meth:`execute_async`)."""
-        if operation.check is not None:
-            operation.check(self._caught_up(), target)
-        command = operation.command(target, **(arguments or {}))
-        return self._created(await self.execute_async(command))
+        return operation.command(target, **(arguments or {}))
 
     def create_event(self, command: ScheduleEvent) -> Created:
         """Any event, bypassing the operations' rules except the minimum notice."""
-        (created,) = self._created(self.execute(command))
+        (created,) = self.created(self.execute(command))
         return created
 
-    async def create_event_async(self, command: ScheduleEvent) -> Created:
-        """:meth:`create_event` on the event loop's thread (:meth:`execute_async`)."""
-        (created,) = self._created(await self.execute_async(command))
-        return created
-
-    def _created(self, events: Result) -> tuple[Created, ...]:
-        live = {view.event.event_id: view for view in self._caught_up().events()}
-        return tuple(Created(event, live.get(event.event_id)) for event in events)
+    def created(self, events: Result) -> tuple[Created, ...]:
+        """Each of ``events`` (what a command created) with its live view now (the control
+        API's answers): looked up one by one, not by listing every live event, so an answer
+        costs the same in a fleet with a hundred thousand events."""
+        platform = self._caught_up()
+        return tuple(Created(event, _live_view(platform, event.event_id)) for event in events)
 
     # -- approvals -------------------------------------------------------------------------
 
@@ -334,55 +368,28 @@ class ScheduledEventsService(VmRequestPath):
         event_ids: Iterable[str],
         done: Callable[[Exception | None], None],
     ) -> None:
-        """:meth:`approve`, then ``done`` with None or what refused it. With a shared journal
-        (on the event loop's thread), the approvals asked for in one turn of the loop are
-        journaled in one transaction (group commit), each told once it committed; otherwise
-        now."""
-        command = Approve(vm_name, tuple(event_ids))
-        replica = self._replica
-        if replica is None:
-            try:
-                self.execute(command)
-            except Exception as exc:
-                done(exc)
-                return
-            done(None)
-            return
+        """:meth:`approve`, then ``done`` with None or what refused it, grouped with the
+        other writes of the turn as :meth:`execute_soon` groups them."""
 
         def written(outcome: Result | Exception) -> None:
-            if isinstance(outcome, Exception):
-                done(outcome)
-                return
-            self._log(command, replica.applied.head_at or replica.platform.now)
-            done(None)
+            done(outcome if isinstance(outcome, Exception) else None)
 
-        replica.write_soon(command, written)
+        self.execute_soon(Approve(vm_name, tuple(event_ids)), written)
 
-    def approve_for(self, vm_name: str, event_ids: Iterable[str] | None) -> tuple[str, ...]:
-        """Approve on ``vm_name``'s behalf (the control plane), every event its document shows
-        when ``event_ids`` is None; the ids approved. A VM that is down cannot ask, so neither
+    def approval_for(self, vm_name: str, event_ids: Iterable[str] | None) -> Approve:
+        """The approval made on ``vm_name``'s behalf (the control plane), of every event its
+        document shows when ``event_ids`` is None. A VM that is down cannot ask, so neither
         can anyone on its behalf."""
-        ids = self._approvable(vm_name, event_ids)
-        self.execute(Approve(vm_name, ids))
-        return ids
-
-    async def approve_for_async(
-        self, vm_name: str, event_ids: Iterable[str] | None
-    ) -> tuple[str, ...]:
-        """:meth:`approve_for` on the event loop's thread (:meth:`execute_async`)."""
-        ids = self._approvable(vm_name, event_ids)
-        await self.execute_async(Approve(vm_name, ids))
-        return ids
-
-    def _approvable(self, vm_name: str, event_ids: Iterable[str] | None) -> tuple[str, ...]:
         platform = self._caught_up()
         if not platform.vm_state(vm_name).reachable:
             raise InvalidOperationError(
                 f"{vm_name} is down (an impact is under way) and cannot ask"
             )
         if event_ids is None:
-            return tuple(event.event_id for event in platform.document(vm_name).events)
-        return tuple(event_ids)
+            ids = tuple(event.event_id for event in platform.document(vm_name).events)
+        else:
+            ids = tuple(event_ids)
+        return Approve(vm_name, ids)
 
     # -- beyond IMDS: Event Grid and Resource Graph -----------------------------------------
 
@@ -456,7 +463,7 @@ class ScheduledEventsService(VmRequestPath):
         """Start a maintenance campaign; the campaign (None when it had nothing left to do
         after its first step) and the events of that step."""
         before = {view.campaign_id for view in self.campaigns()}
-        created = self._created(self.execute(StartCampaign(vm_names, event_type, kinds)))
+        created = self.created(self.execute(StartCampaign(vm_names, event_type, kinds)))
         return self._started(before, created)
 
     async def start_campaign_async(
@@ -465,10 +472,12 @@ class ScheduledEventsService(VmRequestPath):
         event_type: str,
         kinds: tuple[str, ...] | None = None,
     ) -> CampaignStarted:
-        """:meth:`start_campaign` on the event loop's thread (:meth:`execute_async`)."""
+        """:meth:`start_campaign` on the event loop's thread (:meth:`execute_async`): a write
+        of its own, not grouped with others, as the campaign it started is told apart as the
+        one that was not there before."""
         before = {view.campaign_id for view in self.campaigns()}
         command = StartCampaign(vm_names, event_type, kinds)
-        return self._started(before, self._created(await self.execute_async(command)))
+        return self._started(before, self.created(await self.execute_async(command)))
 
     def _started(self, before: set[int], created: tuple[Created, ...]) -> CampaignStarted:
         started = [view for view in self.campaigns() if view.campaign_id not in before]
@@ -599,6 +608,14 @@ class ScheduledEventsService(VmRequestPath):
         if vm is None:
             return None
         return self._faults.pick(vm.name, monotonic())
+
+
+def _live_view(platform: Platform, event_id: str) -> EventView | None:
+    """The event's live view, or None once it is over."""
+    try:
+        return platform.event(event_id)
+    except UnknownEventError:
+        return None
 
 
 def platform_for_fleet(

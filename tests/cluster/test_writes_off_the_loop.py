@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
+from forewarn.cluster import replica as replica_module
 from forewarn.cluster.replica import ReplicaError
 from forewarn.domain.api_versions import CURRENT_VERSION
 from forewarn.server.imds import AFRESH, SCHEDULED_EVENTS_PATH, ImdsEndpoint, ImdsRequest
@@ -161,3 +162,34 @@ def test_after_a_write_runs_out_of_time_writes_are_refused_at_once_until_a_probe
     assert journal.pings >= 1
     assert journal.ops() == ["schedule"]
     assert [view.event.resources[0].name for view in replica.platform.events()] == ["vm1"]
+
+
+def test_a_turns_grouped_writes_wait_off_the_loop_a_group_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/scale-out.md, "How front-ends stay one fleet": the control API's writes of one
+    turn go "in one transaction (100 at most, `MAX_GROUP` ...; more go in transactions of
+    100, one after another)"; "A silent PostgreSQL": "No write waits on the event loop." The
+    turn's first group is applied and its commit held in the writes' thread while the loop
+    runs on; the next group is tried only after it, in a transaction of its own."""
+    monkeypatch.setattr(replica_module, "MAX_GROUP", 2)
+    journal = StandInJournal()
+    replica = _replica(journal)
+    service = ScheduledEventsService(replica.platform, replica.clock, replica=replica)
+    asked = [freeze("vm0", "a"), freeze("vm1", "b"), freeze("vm0", "c")]
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        reached, go = held_commit(monkeypatch, loop, lost=False)
+        writes = [loop.create_task(service.execute_grouped(command)) for command in asked]
+        await reached  # the loop runs while the first group's commit is held
+        assert replica.committing
+        assert sorted(v.event.description for v in replica.platform.events()) == ["a", "b"]
+        assert journal.appends == []  # the second group waits for the first's answer
+        go.set()
+        created = await asyncio.gather(*writes)
+        assert not replica.committing
+        return [events[0].description for events in created]
+
+    assert asyncio.run(scenario()) == ["a", "b", "c"]
+    assert journal.appends == [["schedule", "schedule"], ["schedule"]]

@@ -4,11 +4,14 @@ Served on its own address and port, never through the VM-facing endpoint. FastAP
 its typed request and response models: ``/openapi.json`` then describes every route, and bad
 input is refused with the field and the reason before any handler runs. Handlers are ``async``
 so they all run on the event loop's thread, one at a time between awaits; the service is not
-thread-safe. A change awaits its record (the service's ``*_async`` methods): with a shared
-PostgreSQL journal the loop goes on answering meanwhile.
+thread-safe. A change awaits its record (the service's ``execute_grouped`` and ``*_async``
+methods): with a shared PostgreSQL journal the loop goes on answering meanwhile.
 
 Every mutation is one :class:`~forewarn.commands.Command` given to the service, so it is
-journaled and replayed like any other. Status codes are assigned here and nowhere else:
+journaled and replayed like any other; with a shared journal, the mutations of handlers
+running in one turn of the event loop are journaled in one transaction (group commit,
+:meth:`~forewarn.service.ScheduledEventsService.execute_grouped`), as VMs' approvals are.
+Status codes are assigned here and nowhere else:
 
     404  unknown VM, event, host or scale set, or unknown route
     409  not possible in the current state (a Started event cannot be cancelled...)
@@ -236,7 +239,9 @@ def create_control_app(
     async def approve(name: str, body: ApproveRequest) -> ApprovedOut:
         """Approve as the VM would through the endpoint; real VMs POST StartRequests there."""
         wanted = None if body.event_ids == "all" else tuple(body.event_ids)
-        return ApprovedOut(approved=list(await service.approve_for_async(name, wanted)))
+        approval = service.approval_for(name, wanted)
+        await service.execute_grouped(approval)
+        return ApprovedOut(approved=list(approval.event_ids))
 
     # -- hosts ----------------------------------------------------------------------------------
 
@@ -267,6 +272,8 @@ def create_control_app(
         """Routine maintenance one fault domain at a time, over the listed VMs or all."""
         vms = tuple(body.vms) if body.vms is not None else None
         kinds = None if body.kinds is None else tuple(kind.value for kind in body.kinds)
+        # One write for the whole campaign, not grouped with others: the campaign it started
+        # is told apart as the one that was not there before.
         started = await service.start_campaign_async(vms, body.event_type, kinds)
         return CampaignStartedOut(
             campaign=campaign_out(started.campaign) if started.campaign is not None else None,
@@ -282,16 +289,18 @@ def create_control_app(
     @router.post("/events", status_code=201, tags=["events"])
     async def create_event(body: CreateEventRequest) -> EventOut:
         """Any event, bypassing the operations' rules except the minimum notice."""
-        created = await service.create_event_async(
-            ScheduleEvent(
-                body.type.value,
-                tuple(body.resources),
-                source=body.source.value,
-                description=body.description,
-                duration_seconds=body.duration_in_seconds,
-                notice_seconds=body.notice_seconds,
-                started=body.started,
-                started_seconds=body.started_seconds,
+        (created,) = service.created(
+            await service.execute_grouped(
+                ScheduleEvent(
+                    body.type.value,
+                    tuple(body.resources),
+                    source=body.source.value,
+                    description=body.description,
+                    duration_seconds=body.duration_in_seconds,
+                    notice_seconds=body.notice_seconds,
+                    started=body.started,
+                    started_seconds=body.started_seconds,
+                )
             )
         )
         return created_out(created)
@@ -304,7 +313,7 @@ def create_control_app(
     @router.delete("/events/{event_id}", status_code=204, tags=["events"])
     async def cancel_event(event_id: str) -> Response:
         """The platform calls off a Scheduled event; it vanishes from every document."""
-        await service.execute_async(CancelEvent(event_id))
+        await service.execute_grouped(CancelEvent(event_id))
         return Response(status_code=204)
 
     add_clock_routes(router, service)
@@ -362,7 +371,8 @@ def _add_operation_route(
     model = request_model(operation)
 
     async def perform(name: str, body: BaseModel | None = None) -> EventsOut:
-        created = await service.operate_async(operation, name, operation_arguments(body))
+        command = service.operation_command(operation, name, operation_arguments(body))
+        created = service.created(await service.execute_grouped(command))
         return EventsOut(events=[created_out(c) for c in created])
 
     parameters = [

@@ -129,10 +129,13 @@ async def _acknowledge_list(
 async def _executed(
     service: ScheduledEventsService, command: Command, group: str, *, listed: bool
 ) -> Response:
-    """Run the acknowledgement; an id naming no event of the resource (the resource group
-    ``group``) is ARM's 404, each such id in ``details`` for a list."""
+    """Run the acknowledgement, journaled with the other writes of its turn of the event
+    loop, its waits on PostgreSQL off the loop
+    (:meth:`~forewarn.service.ScheduledEventsService.execute_grouped`); an id naming no event
+    of the resource (the resource group ``group``) is ARM's 404, each such id in ``details``
+    for a list."""
     try:
-        await service.execute_async(command)
+        await service.execute_grouped(command)
     except UnknownEventError as exc:
         unknown = exc.event_ids
         details = [_detail(event_id, "ResourceNotFound", "not found") for event_id in unknown]
