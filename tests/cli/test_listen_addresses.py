@@ -3,6 +3,8 @@ one wildcard listener for all of them."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from forewarn.domain.vms import Vm
@@ -37,3 +39,24 @@ def test_a_vm_on_the_bind_address_is_not_listened_for_twice() -> None:
 def test_a_wildcard_bind_is_the_one_listener_for_every_vm(wildcard: str) -> None:
     """Connections to any local address reach it; the VM is the address each arrived at."""
     assert listen_addresses(ServeSettings(host=wildcard, port=80), VMS) == [(wildcard, 80)]
+
+
+def test_an_address_taken_between_bind_and_listen_is_the_same_one_line() -> None:
+    """The control address is bound early and listened on later; ``SO_REUSEADDR`` lets
+    another socket bind it meanwhile and listen first (another program picking a free port):
+    then serve refuses in the one line a bind gives, naming the address and the option."""
+    from forewarn.server import runner
+
+    ours = runner._bound("127.0.0.1", 0, "the control API", "--control")
+    port = ours.getsockname()[1]
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("127.0.0.1", port))
+        other.listen()
+        with pytest.raises(OSError, match="cannot listen") as refused:
+            runner._listen(ours, "the control API", "--control")
+    assert str(refused.value) == (
+        f"the control API cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "pass --control HOST:PORT"
+    )
+    assert ours.fileno() == -1  # closed

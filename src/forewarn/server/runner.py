@@ -231,8 +231,16 @@ def _bound(host: str, port: int, what: str, option: str) -> socket.socket:
     return sock
 
 
-def _listen(sock: socket.socket) -> socket.socket:
-    sock.listen(2048)
+def _listen(sock: socket.socket, what: str, option: str) -> socket.socket:
+    """``sock`` (bound by :func:`_bound`) listening. Another socket may have bound the same
+    address meanwhile (``SO_REUSEADDR`` lets it while neither listens) and listened first:
+    then this one refuses in the same one line as a bind would."""
+    try:
+        sock.listen(2048)
+    except OSError as exc:
+        host, port = sock.getsockname()[:2]
+        sock.close()
+        raise listen_refusal(what, host, port, exc, option) from None
     sock.setblocking(False)
     return sock
 
@@ -486,7 +494,8 @@ async def _serve_tls(
     stack: contextlib.AsyncExitStack,
 ) -> None:
     tls_server = _tls_control_server(settings, where, app, token)
-    tls_socket = _listen(_bound(*where, "the control API over TLS", "--control-tls"))
+    what, option = "the control API over TLS", "--control-tls"
+    tls_socket = _listen(_bound(*where, what, option), what, option)
     task = asyncio.create_task(tls_server.serve(sockets=[tls_socket]))
 
     async def stop_tls() -> None:
@@ -552,7 +561,8 @@ async def start_control(
     listeners before it): a serve that cannot start never replaces the token of the one
     running at this control address, which holds the port, and the CLI is never locked out
     of it."""
-    control_socket = _listen(bound or _bound(host, port, "the control API", "--control"))
+    what, option = "the control API", "--control"
+    control_socket = _listen(bound or _bound(host, port, what, option), what, option)
     try:
         token_path = write_token(host, port, token)
     except BaseException:
