@@ -130,15 +130,20 @@ def silence(store: str, front_end: str, seconds: float) -> None:
         assert updated.rowcount == 1, f"not one front-end {front_end} in {namespace}"
 
 
-def front_end_rows(store: str) -> dict[str, int]:
-    """The namespace's list of front-ends: each one's name and the record it applied last."""
+def namespace_rows(store: str, query: str, *values: object) -> list[tuple[Any, ...]]:
+    """The rows ``query`` gives, read from PostgreSQL directly, its first parameter the
+    namespace of ``store`` (a shared store's URL) and ``values`` the others."""
     url = urlsplit(store)
     (namespace,) = parse_qs(url.query)["namespace"]
     with psycopg.connect(url._replace(query="").geturl(), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT front_end, applied FROM public.forewarn_front_ends WHERE namespace = %s",
-            [namespace],
-        ).fetchall()
+        return conn.execute(query, [namespace, *values]).fetchall()
+
+
+def front_end_rows(store: str) -> dict[str, int]:
+    """The namespace's list of front-ends: each one's name and the record it applied last."""
+    rows = namespace_rows(
+        store, "SELECT front_end, applied FROM public.forewarn_front_ends WHERE namespace = %s"
+    )
     return {str(name): int(applied) for name, applied in rows}
 
 

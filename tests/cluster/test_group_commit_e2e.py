@@ -23,7 +23,7 @@ import pytest
 
 from forewarn.storage.postgres import PostgresJournal
 
-from .front_ends import VMS, FrontEnd
+from .front_ends import VMS, FrontEnd, namespace_rows
 
 PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 
@@ -83,14 +83,11 @@ def waiting_for_the_lock(store: str) -> bool:
 
 def approvals(store: str) -> list[str]:
     """The transaction id of each approval in the journal, in journal order."""
-    url = urlsplit(store)
-    (namespace,) = parse_qs(url.query)["namespace"]
-    with psycopg.connect(url._replace(query="").geturl(), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT xmin::text FROM public.forewarn_records WHERE namespace = %s "
-            "AND body->>'op' = 'approve' ORDER BY sequence",
-            [namespace],
-        ).fetchall()
+    rows = namespace_rows(
+        store,
+        "SELECT xmin::text FROM public.forewarn_records WHERE namespace = %s "
+        "AND body->>'op' = 'approve' ORDER BY sequence",
+    )
     return [str(xid) for (xid,) in rows]
 
 

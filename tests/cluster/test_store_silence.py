@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
-import psycopg
 import pytest
 from tcp_proxy import TcpProxy
 
 from forewarn.cluster.replica import WRITE_SECONDS
 
-from .front_ends import AUTH, HEADERS, URL, VMS, FrontEnd
+from .front_ends import AUTH, HEADERS, URL, VMS, FrontEnd, namespace_rows
 
 #: What a VM's poll may take while a write waits on a silent PostgreSQL: the write's own
 #: bound (a poll waits for a write applied here until its commit is answered), with a
@@ -42,14 +41,10 @@ HEALTH_BOUND = 3.0
 
 def _journaled_ops(store: str) -> list[str]:
     """Every record's operation in the namespace, read from PostgreSQL directly."""
-    url = urlsplit(store)
-    (namespace,) = parse_qs(url.query)["namespace"]
-    with psycopg.connect(url._replace(query="").geturl(), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT body->>'op' FROM public.forewarn_records WHERE namespace = %s "
-            "ORDER BY sequence",
-            [namespace],
-        ).fetchall()
+    rows = namespace_rows(
+        store,
+        "SELECT body->>'op' FROM public.forewarn_records WHERE namespace = %s ORDER BY sequence",
+    )
     return [str(op) for (op,) in rows]
 
 
