@@ -8,6 +8,7 @@ the index the program answers."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import select
 import socket
@@ -21,6 +22,7 @@ DESTINATION = "127.0.0.1"
 SOURCES = [f"127.0.0.{n}" for n in range(2, 10)]
 
 
+@contextlib.contextmanager
 def _listeners(count: int) -> Iterator[list[socket.socket]]:
     listeners: list[socket.socket] = []
     try:
@@ -57,7 +59,7 @@ def _expected(source: str, count: int) -> int:
 
 @pytest.mark.parametrize("count", [2, 3])
 def test_each_pair_of_addresses_reaches_the_same_listener_every_time(count: int) -> None:
-    for listeners in _listeners(count):
+    with _listeners(count) as listeners:
         steer_by_addresses(listeners[0], count)
         for source in SOURCES:
             picked = {_accepted_by(listeners, source) for _ in range(4)}
@@ -65,14 +67,14 @@ def test_each_pair_of_addresses_reaches_the_same_listener_every_time(count: int)
 
 
 def test_the_addresses_spread_over_every_listener() -> None:
-    for listeners in _listeners(3):
+    with _listeners(3) as listeners:
         steer_by_addresses(listeners[-1], 3)  # any listener of the group attaches it
         assert {_accepted_by(listeners, source) for source in SOURCES} == {0, 1, 2}
 
 
 def test_attaching_again_replaces_the_program() -> None:
     """A worker started again attaches the same program: the group keeps one."""
-    for listeners in _listeners(2):
+    with _listeners(2) as listeners:
         steer_by_addresses(listeners[0], 3)  # index 2 is past the listeners: the kernel's hash
         steer_by_addresses(listeners[1], 2)
         for source in SOURCES:
