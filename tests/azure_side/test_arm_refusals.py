@@ -18,7 +18,9 @@ from __future__ import annotations
 import pytest
 from azure_support import FLEET, START, SUBSCRIPTION
 
+from forewarn.cluster.replica import ReplicaError
 from forewarn.domain.events import EventStatus
+from forewarn.server.control import MAX_CONTROL_BODY
 from forewarn.testing import ForewarnPlatform, MakePlatform
 
 ONE = (
@@ -132,3 +134,47 @@ def test_a_long_path_is_echoed_cut_at_256_characters(platform: ForewarnPlatform)
             "message": f"The resource type could not be found for the request path '{path[:256]}'.",
         }
     }
+
+
+QUERY = "/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01"
+
+
+def test_a_store_being_rebuilt_is_refused_in_arms_envelope_on_its_routes(
+    platform: ForewarnPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A front-end rebuilding its state refuses with 503 (docs/scale-out.md); on an ARM route
+    it says so in ARM's envelope, code ``ServiceUnavailable`` (the ErrorResponse the
+    management SDKs parse into ``HttpResponseError.error``), on the control API in its own."""
+
+    def rebuilding(*args: object) -> object:
+        raise ReplicaError("this front-end is rebuilding its state from the journal; retry")
+
+    monkeypatch.setattr(platform.service, "published", rebuilding)
+    monkeypatch.setattr(platform.service, "events", rebuilding)
+    with platform.control_client() as http:
+        graph = http.post(QUERY, json={"query": "maintenanceresources"})
+        control = http.get("/api/v1/events")
+    message = "this front-end is rebuilding its state from the journal; retry"
+    assert (graph.status_code, graph.json()) == (
+        503,
+        {"error": {"code": "ServiceUnavailable", "message": message}},
+    )
+    assert (control.status_code, control.json()) == (503, {"error": message})
+
+
+def test_a_body_past_the_bound_and_a_wrong_method_are_refused_in_arms_envelope(
+    platform: ForewarnPlatform,
+) -> None:
+    with platform.control_client() as http:
+        large = http.post(QUERY, content=b"x" * (MAX_CONTROL_BODY + 1))
+        wrong = http.get(QUERY)
+        listing = http.post(LIST, content=b"x" * (MAX_CONTROL_BODY + 1))
+    bound = f"the body is larger than {MAX_CONTROL_BODY} bytes"
+    assert (large.status_code, large.json()) == (
+        413,
+        {"error": {"code": "RequestEntityTooLarge", "message": bound}},
+    )
+    assert listing.json() == large.json()
+    assert wrong.status_code == 405
+    assert wrong.json()["error"]["code"] == "MethodNotAllowed"
+    assert wrong.headers["allow"] == "POST"

@@ -27,7 +27,7 @@ and every error body is ``{"error": "..."}``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -83,7 +83,7 @@ from forewarn.server._control_models import (
     request_model,
     vm_out,
 )
-from forewarn.server.azure._arm import ArmPaths
+from forewarn.server.azure._arm import ArmPaths, arm_code, arm_error, is_arm_path
 from forewarn.server.azure.eventgrid import eventgrid_router
 from forewarn.server.azure.maintenance import PREFIX as MAINTENANCE_PREFIX
 from forewarn.server.azure.maintenance import maintenance_router
@@ -114,6 +114,25 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
     UnstorableValueError: 422,
     DomainError: 409,
 }
+
+
+#: The routes that answer as Azure Resource Manager does, errors in its envelope included.
+ARM_PREFIXES = (MAINTENANCE_PREFIX, RESOURCE_GRAPH_PATH)
+
+
+def error_response(
+    path: str, status: int, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """An error as the route at ``path`` answers one: ``{"error": message}`` on the control
+    API; ARM's envelope (``{"error": {"code", "message"}}``) on an ARM route, whatever went
+    wrong there (a store being rebuilt, a body past the bound), so a management SDK reads
+    its code there as it would Azure's."""
+    if is_arm_path(path, ARM_PREFIXES):
+        response = arm_error(status, arm_code(status), message)
+        if headers:
+            response.headers.update(headers)
+        return response
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def status_of(error: BaseException) -> int | None:
@@ -170,8 +189,8 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         if too_large:
-            response = JSONResponse(
-                {"error": f"the body is larger than {self.max_bytes} bytes"}, status_code=413
+            response = error_response(
+                scope["path"], 413, f"the body is larger than {self.max_bytes} bytes"
             )
             await response(scope, receive, send)
             return
@@ -333,7 +352,7 @@ def create_control_app(
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
-    app.add_middleware(ArmPaths, prefixes=(MAINTENANCE_PREFIX, RESOURCE_GRAPH_PATH))
+    app.add_middleware(ArmPaths, prefixes=ARM_PREFIXES)
     return app
 
 
@@ -400,18 +419,19 @@ def _add_operation_route(
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Every error as ``{"error": ...}`` with its status (:data:`STATUS_BY_ERROR`)."""
+    """Every error with its status (:data:`STATUS_BY_ERROR`), as :func:`error_response`
+    words it for the route."""
 
     async def on_known_error(request: Request, exc: Exception) -> Response:
         status = status_of(exc)
         if status is None:  # unreachable: registered only for the table's classes
             raise exc
-        return JSONResponse({"error": str(exc)}, status_code=status)
+        return error_response(request.url.path, status, str(exc))
 
     async def on_invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         status, message = _validation_message(exc)
-        return JSONResponse({"error": message}, status_code=status)
+        return error_response(request.url.path, status, message)
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -421,10 +441,10 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"{request.method} is not allowed on {request.url.path}"
         else:
             message = str(exc.detail)
-        return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+        return error_response(request.url.path, exc.status_code, message, exc.headers)
 
     async def on_bug(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": f"internal error: {type(exc).__name__}"}, status_code=500)
+        return error_response(request.url.path, 500, f"internal error: {type(exc).__name__}")
 
     # Starlette finds the handler along the error's MRO too; anything else (a store failure, a
     # bug) reaches the 500 handler, which also lets the server log it.
@@ -437,12 +457,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
 __all__ = [
     "API",
+    "ARM_PREFIXES",
     "MAX_CONTROL_BODY",
     "STATUS_BY_ERROR",
     "BodyLimit",
     "InvalidInputError",
     "add_clock_routes",
     "create_control_app",
+    "error_response",
     "install_error_handlers",
     "status_of",
 ]

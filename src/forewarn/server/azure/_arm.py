@@ -10,6 +10,7 @@ this package answer so, whatever went wrong.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request
@@ -50,6 +51,23 @@ class ArmPaths:
         await self.app(scope, receive, send)
 
 
+def is_arm_path(path: str, prefixes: Sequence[str]) -> bool:
+    """Whether ``path`` is one of the ARM routes that begin with ``prefixes`` (in any case)."""
+    lowered = path.lower()
+    return any(lowered.startswith(prefix.lower()) for prefix in prefixes)
+
+
+def arm_code(status: int) -> str:
+    """The code of an ARM error no route named itself: the status's phrase run together,
+    as ARM's generic codes are (``ServiceUnavailable``, ``InternalServerError``,
+    ``NotFound``)."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+    return "".join(word[:1].upper() + word[1:] for word in phrase.replace("-", " ").split())
+
+
 def arm_error(
     status: int, code: str, message: str, details: Sequence[dict[str, Any]] = ()
 ) -> JSONResponse:
@@ -78,4 +96,4 @@ def api_version_error(request: Request, supported: Collection[str]) -> JSONRespo
     return None
 
 
-__all__ = ["ArmPaths", "api_version_error", "arm_error"]
+__all__ = ["ArmPaths", "api_version_error", "arm_code", "arm_error", "is_arm_path"]
