@@ -321,6 +321,41 @@ def test_a_port_in_use_is_exit_2() -> None:
     assert line.startswith(f"forewarn verify: cannot listen on 127.0.0.1:{port}: ")
 
 
+def test_a_report_with_no_folder_to_go_to_is_exit_2_before_the_handler_starts(
+    tmp_path: Path,
+) -> None:
+    """Issue text, "Reports people use": exit 2 "when the run itself could not happen"; a
+    report it could not write is found before minutes of trials, not as a traceback after
+    them (whose exit status 1 would read as a failed trial)."""
+    started = tmp_path / "started"
+    missing = tmp_path / "no-such-folder" / "report.xml"
+    code, line = _cannot("--junit", str(missing), "--", "touch", str(started))
+    assert (code, line) == (
+        2,
+        f"forewarn verify: --junit {missing}: no folder {missing.parent} to write it in",
+    )
+    assert not started.exists()
+
+
+def test_a_report_that_cannot_be_written_after_the_run_is_one_line_and_exit_2() -> None:
+    """/dev/full takes the open and refuses the write (ENOSPC), as a disk that filled during
+    the run does: the table is printed, then one line, exit 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "forewarn", "verify", *SHORT, "--trial", "headers"]
+        + ["--json", "/dev/full", *handler("good.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "headers  PASS" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "forewarn verify: could not write the report: [Errno 28] No space left on device"
+    )
+
+
 def test_list_names_every_trial_with_its_source() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "forewarn", "verify", "--list"],

@@ -34,6 +34,21 @@ def _timing(values: Sequence[str]) -> dict[str, float]:
     return parsed
 
 
+def _writable(reports: Sequence[tuple[str, Path | None]]) -> None:
+    """Refuse, before any trial runs, a report that could not be written at the end: a run of
+    minutes must not end in a traceback (and an exit status that reads as a failed trial)."""
+    from forewarn.verify.model import VerifyError
+
+    for option, path in reports:
+        if path is None:
+            continue
+        folder = path.parent
+        if not folder.is_dir():
+            raise VerifyError(f"{option} {path}: no folder {folder} to write it in")
+        if not os.access(path if path.exists() else folder, os.W_OK):
+            raise VerifyError(f"{option} {path}: cannot write there")
+
+
 class _Signalled(BaseException):
     """SIGTERM or SIGHUP arrived: unwind the run as Ctrl-C does, so the handler's process
     group is stopped, the relay closed and the namespace deleted on the way out."""
@@ -181,7 +196,9 @@ def verify(
     if list_only:
         click.echo(listing([trial.info for trial in TRIALS]))
         return
+    reports = (("--json", json_path), ("--junit", junit_path), ("--html", html_path))
     try:
+        _writable(reports)
         chosen = select(suite, trials)
         options = Options(
             command=command,
@@ -219,14 +236,18 @@ def verify(
         click.echo(f"forewarn verify: stopped by {name}; the handler was stopped", err=True)
         sys.exit(128 + stopped.signum)
     click.echo(table(report))
-    if json_path is not None:
-        json_path.write_text(report.to_json() + "\n", encoding="utf-8")
-    if junit_path is not None:
-        write_junit(report, junit_path)
-    if html_path is not None:
-        from forewarn.verify.html import render_html
+    try:
+        if json_path is not None:
+            json_path.write_text(report.to_json() + "\n", encoding="utf-8")
+        if junit_path is not None:
+            write_junit(report, junit_path)
+        if html_path is not None:
+            from forewarn.verify.html import render_html
 
-        html_path.write_text(render_html(report), encoding="utf-8")
+            html_path.write_text(render_html(report), encoding="utf-8")
+    except OSError as error:  # checked before the run; the disk may still fill meanwhile
+        click.echo(f"forewarn verify: could not write the report: {error}", err=True)
+        sys.exit(2)
     sys.exit(report.exit_code)
 
 
