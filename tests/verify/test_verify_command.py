@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from forewarn.verify.model import RunReport, Verdict
+from forewarn.verify.timing import TIMING_KEYS
 
 HANDLERS = Path(__file__).parent / "handlers"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "handlers"
@@ -354,6 +355,21 @@ def test_a_report_that_cannot_be_written_after_the_run_is_one_line_and_exit_2() 
     assert done.stderr.strip().splitlines()[-1] == (
         "forewarn verify: could not write the report: [Errno 28] No space left on device"
     )
+
+
+def test_help_names_every_duration_timing_sets() -> None:
+    """docs/verify.md, "Suites, timing and duration": ``--timing KEY=SECONDS`` sets any
+    duration; ``--help`` is where a user looks for the keys, so it names each one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "forewarn", "verify", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    words = set(done.stdout.replace(",", " ").replace("(", " ").replace(")", " ").split())
+    assert set(TIMING_KEYS) <= words
+    assert "notice.TYPE" in words
 
 
 def test_list_names_every_trial_with_its_source() -> None:

@@ -129,7 +129,8 @@ def _progress(done: int, total: int, name: str, result: object) -> None:
     "--timing",
     multiple=True,
     metavar="KEY=SECONDS",
-    help="Set one duration (notice.Reboot, impact, started_period, first_call_delay).",
+    help="Set one duration: notice.TYPE (notice.Reboot...), impact, started_period, "
+    "first_call_delay, held (how soon a held request must be given up).",
 )
 @click.option(
     "--endpoint-env",

@@ -37,6 +37,10 @@ HELD = 20.0
 START_TIMEOUT = 30.0
 
 
+#: The durations ``--timing KEY=SECONDS`` sets besides ``notice.TYPE`` (one per event type).
+TIMING_KEYS = ("impact", "started_period", "first_call_delay", "held")
+
+
 @dataclass(frozen=True)
 class RunTiming:
     """Every duration of the run. ``interval`` is the handler's measured polling interval
@@ -88,10 +92,7 @@ class RunTiming:
             overrides=dict(overrides or {}),
         )
         if given:
-            known = ", ".join(
-                ["impact", "started_period", "first_call_delay", "held"]
-                + [f"notice.{t.value}" for t in EventType]
-            )
+            known = ", ".join([*TIMING_KEYS, *(f"notice.{t.value}" for t in EventType)])
             raise VerifyError(f"unknown timing {', '.join(given)}; known: {known}")
         return timing
 
@@ -148,5 +149,6 @@ __all__ = [
     "STARTED_PERIOD",
     "START_TIMEOUT",
     "TICK",
+    "TIMING_KEYS",
     "RunTiming",
 ]
