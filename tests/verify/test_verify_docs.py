@@ -87,3 +87,13 @@ def test_the_github_actions_job_is_a_valid_workflow(tmp_path: Path) -> None:
         [*CHECK_WORKFLOWS, str(path)], capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_container_page_says_the_image_runs_verify() -> None:
+    """Issue text, "In tests and CI": "the container image runs it too". docs/container.md is
+    where a user of the image looks; it points to docs/verify.md's container block, which
+    .ci/container runs against the image it built (``verify_in_image``)."""
+    container = (ROOT / "docs" / "container.md").read_text(encoding="utf-8")
+    assert "(verify.md#in-the-container-image)" in container
+    assert "forewarn verify" in container
+    assert re.search(r"^## In the container image$", DOC.read_text(encoding="utf-8"), re.M)
