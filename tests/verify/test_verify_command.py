@@ -135,6 +135,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             *("--drained-check", "test -e not-drained-yet", "--recovered-check", "true"),
             *handler("good.py"),
         ),
+        # a handler reading its address from a variable of its own
+        "endpoint-env": start(
+            tmp,
+            "endpoint-env",
+            *("--endpoint-env", "IMDS_URL", "--trial", "headers"),
+            "--",
+            "sh",
+            "-c",
+            f'FOREWARN_IMDS_ENDPOINT="$IMDS_URL" exec "{sys.executable}" "{HANDLERS / "good.py"}"',
+        ),
         "spawner": start(
             tmp,
             "spawner",
@@ -253,6 +263,14 @@ def test_restart_per_trial_starts_the_handler_for_each_trial(runs: Runs) -> None
         assert [s.state for s in result.evidence.states][:1] == ["HandlerStarted"], result.name
 
 
+def test_endpoint_env_names_the_variable_the_handler_reads(runs: Runs) -> None:
+    """Issue text, "Any handler, any language": "a ``--endpoint-env NAME`` for handlers that
+    read another variable". The handler here finds its VM only through ``IMDS_URL``."""
+    run = runs.done["endpoint-env"]
+    assert run.code == 0, (run.out, run.err)
+    assert run.verdicts() == {"headers": Verdict.PASS}
+
+
 def test_the_handlers_whole_process_group_is_stopped(runs: Runs) -> None:
     run = runs.done["spawner"]
     assert run.verdicts() == {"headers": Verdict.PASS, "reboot-notice": Verdict.PASS}
@@ -341,9 +359,9 @@ def test_a_report_with_no_folder_to_go_to_is_exit_2_before_the_handler_starts(
 def test_a_report_that_cannot_be_written_after_the_run_is_one_line_and_exit_2() -> None:
     """/dev/full takes the open and refuses the write (ENOSPC), as a disk that filled during
     the run does: the table is printed, then one line, exit 2."""
+    argv = ["--trial", "headers", "--json", "/dev/full", *handler("good.py")]
     done = subprocess.run(
-        [sys.executable, "-m", "forewarn", "verify", *SHORT, "--trial", "headers"]
-        + ["--json", "/dev/full", *handler("good.py")],
+        [sys.executable, "-m", "forewarn", "verify", *SHORT, *argv],
         capture_output=True,
         text=True,
         timeout=120,
