@@ -3,7 +3,8 @@
 The IMDS overview tells clients to retry some answers
 (learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Errors and debugging": "410
 Gone | Retry after some time for a max of 70 seconds", "429 Too Many Requests", "500 Service Error |
-Retry after some time"); real networks add slow answers, no answer at all, bodies cut short and
+Retry after some time"; 503 "Internal service unavailable. Retry later" in the IMDS family's
+error codes); real networks add slow answers, no answer at all, bodies cut short and
 resets. A :class:`FaultPlan` holds rules saying which of these a VM's requests meet (one VM or all;
 the next N requests, for a duration, with a probability) and decides, request by request, which
 fault applies. The decision is all it does: the transports carry the fault out
@@ -49,6 +50,9 @@ class FaultKind(StrEnum):
     ERROR = "error"
     #: 429 Too Many Requests, as over the rate limit of 5 requests per second.
     THROTTLE = "throttle"
+    #: 503: "Internal service unavailable. Retry later" (IMDS error codes: "the API is
+    #: temporarily unavailable. Try your request later").
+    UNAVAILABLE = "unavailable"
     #: The real answer, ``delay`` seconds late.
     LATENCY = "latency"
     #: No answer at all: the connection stays open until the client gives up.
@@ -60,7 +64,12 @@ class FaultKind(StrEnum):
 
 
 #: The status each error fault answers with.
-STATUS = {FaultKind.GONE: 410, FaultKind.ERROR: 500, FaultKind.THROTTLE: 429}
+STATUS = {
+    FaultKind.GONE: 410,
+    FaultKind.ERROR: 500,
+    FaultKind.THROTTLE: 429,
+    FaultKind.UNAVAILABLE: 503,
+}
 
 
 @dataclass(frozen=True, slots=True)

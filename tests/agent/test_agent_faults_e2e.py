@@ -30,6 +30,7 @@ FAULTS: list[tuple[dict[str, object], str]] = [
     ({"kind": "gone"}, "http-410"),
     ({"kind": "error"}, "http-500"),
     ({"kind": "throttle"}, "http-429"),
+    ({"kind": "unavailable"}, "http-503"),
     ({"kind": "reset"}, "connection"),
     ({"kind": "truncate"}, "connection"),
     ({"kind": "timeout"}, "timeout"),

@@ -102,6 +102,8 @@ def raw_get(server: ForewarnServer, host: str | None = None) -> Exchange:
         ("gone", 410, "Resource Gone", GoneError),
         ("error", 500, "Internal Server Error", ServerError),
         ("throttle", 429, "Too many requests", TooManyRequestsError),
+        # IMDS error codes, "Error codes": 503 "Internal service unavailable. Retry later"
+        ("unavailable", 503, "Internal service unavailable. Retry later", ServerError),
     ],
 )
 def test_error_faults_answer_as_imds_and_the_client_retries_through(

@@ -152,7 +152,8 @@ def faulty(pair: InProcessServer) -> Iterator[InProcessServer]:
 @pytest.mark.parametrize(
     ("kind", "status", "message"),
     [("gone", 410, "Resource Gone"), ("error", 500, "Internal Server Error"),
-     ("throttle", 429, "Too many requests")],
+     ("throttle", 429, "Too many requests"),
+     ("unavailable", 503, "Internal service unavailable. Retry later")],
 )  # fmt: skip
 def test_an_error_fault_is_an_imds_answer_and_keeps_the_connection(
     faulty: InProcessServer, kind: str, status: int, message: str

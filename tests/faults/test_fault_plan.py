@@ -23,6 +23,7 @@ def test_the_statuses_are_the_documented_ones() -> None:
     assert FaultRule(FaultKind.GONE).status == 410
     assert FaultRule(FaultKind.ERROR).status == 500
     assert FaultRule(FaultKind.THROTTLE).status == 429
+    assert FaultRule(FaultKind.UNAVAILABLE).status == 503
     assert FaultRule(FaultKind.RESET).status is None
 
 

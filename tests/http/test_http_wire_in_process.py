@@ -138,6 +138,7 @@ def test_an_approval_is_an_empty_200_and_a_304_can_end_the_connection(wire: Wire
         ("gone", b"HTTP/1.1 410 Gone\r\n"),
         ("error", b"HTTP/1.1 500 Internal Server Error\r\n"),
         ("throttle", b"HTTP/1.1 429 Too Many Requests\r\n"),
+        ("unavailable", b"HTTP/1.1 503 Service Unavailable\r\n"),
     ],
 )
 def test_an_error_fault_has_the_real_head_and_ends_the_connection_only_when_asked(

@@ -30,7 +30,8 @@ def get(platform: ForewarnPlatform, vm: str | None = None) -> httpx.Response:
 @pytest.mark.parametrize(
     ("kind", "status", "message"),
     [("gone", 410, "Resource Gone"), ("error", 500, "Internal Server Error"),
-     ("throttle", 429, "Too many requests")],
+     ("throttle", 429, "Too many requests"),
+     ("unavailable", 503, "Internal service unavailable. Retry later")],
 )  # fmt: skip
 def test_error_faults_in_process(kind: str, status: int, message: str) -> None:
     with ForewarnPlatform() as platform:

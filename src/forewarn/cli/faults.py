@@ -49,7 +49,7 @@ def _seconds(text: str | None) -> float | None:
 
 @click.group()
 def fault() -> None:
-    """Faults clients must survive: 410, 500, 429, latency, timeouts, cut bodies, resets."""
+    """Faults clients must survive: 410, 500, 429, 503, latency, timeouts, cut bodies, resets."""
 
 
 @fault.command("set")
@@ -79,7 +79,8 @@ def fault_set(
     control: str,
     output: str,
 ) -> None:
-    """Inject KIND: gone (410), error (500), throttle (429), latency, timeout, truncate, reset.
+    """Inject KIND: gone (410), error (500), throttle (429), unavailable (503), latency,
+    timeout, truncate, reset.
 
     Without --count or --for the fault stays until cleared, e.g.
     `forewarn fault set gone --for 70s` or `forewarn fault set throttle --count 5 --vm vm1`.

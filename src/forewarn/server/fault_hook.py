@@ -14,25 +14,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from forewarn.faults import FaultKind, FaultRule
+from forewarn.faults import STATUS, FaultKind, FaultRule
 from forewarn.server.imds import ImdsEndpoint, ImdsResponse
-from forewarn.wire.errors import TOO_MANY_REQUESTS, error_body
+from forewarn.wire.errors import SERVICE_UNAVAILABLE, TOO_MANY_REQUESTS, error_body
 
 __all__ = ["ERROR_MESSAGES", "error_response", "fault_for"]
 
 #: The message of each error fault.
 #: learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Frequently asked
 #: questions": "Why am I getting the error `500 Internal Server Error` or `410 Resource Gone`?"; 429
-#: is the rate limit's own text (SPEC 1). The bodies are the IMDS family's ``{"error": "..."}``
-#: (SPEC 1).
+#: is the rate limit's own text and 503 the IMDS error codes' (SPEC 1.2). The bodies are the
+#: IMDS family's ``{"error": "..."}`` (SPEC 1).
 ERROR_MESSAGES = {
     FaultKind.GONE: "Resource Gone",
     FaultKind.ERROR: "Internal Server Error",
     FaultKind.THROTTLE: TOO_MANY_REQUESTS,
+    FaultKind.UNAVAILABLE: SERVICE_UNAVAILABLE,
 }
 _ERRORS = {
-    kind: ImdsResponse(status, error_body(ERROR_MESSAGES[kind]))
-    for kind, status in ((FaultKind.GONE, 410), (FaultKind.ERROR, 500), (FaultKind.THROTTLE, 429))
+    kind: ImdsResponse(status, error_body(ERROR_MESSAGES[kind])) for kind, status in STATUS.items()
 }
 
 
@@ -48,5 +48,5 @@ def fault_for(
 
 
 def error_response(rule: FaultRule) -> ImdsResponse | None:
-    """The answer of a 410, 500 or 429 fault; None for the faults a transport carries out."""
+    """The answer of a 410, 500, 429 or 503 fault; None for the faults a transport carries out."""
     return _ERRORS.get(rule.kind)

@@ -448,7 +448,8 @@ class ForewarnPlatform:
         seed: int | None = None,
     ) -> ActiveFault:
         """Inject a fault in front of the endpoint: ``"gone"`` (410), ``"error"`` (500),
-        ``"throttle"`` (429), ``"latency"``, ``"timeout"``, ``"truncate"`` or ``"reset"``, for
+        ``"throttle"`` (429), ``"unavailable"`` (503), ``"latency"``, ``"timeout"``,
+        ``"truncate"`` or ``"reset"``, for
         ``vm`` or every VM, for the next ``count`` requests and/or ``seconds`` of real time.
         The platform is not touched; requests a fault answers are not among
         :meth:`requests`: over sockets they are in :meth:`faulted_requests`."""
