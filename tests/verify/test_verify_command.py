@@ -98,6 +98,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             *("--trial", "survives-500", "--trial", "held-request"),
             *handler("good.py"),
         ),
+        "good-503": start(tmp, "good-503", "--trial", "survives-503", *handler("good.py")),
         "good-400": start(tmp, "good-400", "--trial", "survives-400", *handler("good.py")),
         # Started period no longer than the impact (3 s each; SHORT's held=5 is no matter)
         "impact-again": start(
@@ -187,6 +188,18 @@ def test_the_requests_a_fault_answered_are_in_the_evidence_with_the_fault(runs: 
     fault_t = next(s.t for s in states if s.state == "Fault")
     cleared_t = next(s.t for s in states if s.state == "FaultCleared")
     assert all(fault_t <= r.t <= cleared_t for r in met)
+
+
+def test_a_handler_that_retries_a_503_passes_survives_503(runs: Runs) -> None:
+    """Issue text, "Trials": "it keeps working through faults: 429, 500, 503, ...". 503 is
+    the IMDS family's "Internal service unavailable. Retry later" (learn.microsoft.com/azure/
+    load-balancer/troubleshoot-load-balancer-imds, "Error codes"; docs/spec.md SPEC 1.2),
+    injected as the ``unavailable`` fault (docs/faults.md)."""
+    run = runs.done["good-503"]
+    assert run.verdicts() == {"survives-503": Verdict.PASS}, run.out + run.err
+    assert run.report is not None
+    met = [r for r in run.report.result("survives-503").evidence.requests if r.fault]
+    assert [(r.status, r.fault) for r in met] == [(503, "unavailable")] * 3
 
 
 def test_a_handler_that_waits_out_a_spell_of_400s_passes_survives_400(runs: Runs) -> None:

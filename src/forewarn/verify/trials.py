@@ -65,6 +65,8 @@ from forewarn.verify.stage import Stage, Trial
 
 WINDOWS = "learn.microsoft.com/azure/virtual-machines/windows/scheduled-events"
 IMDS = "learn.microsoft.com/azure/virtual-machines/instance-metadata-service"
+#: The IMDS family's error codes, where 503 "Internal service unavailable. Retry later" is.
+IMDS_CODES = "learn.microsoft.com/azure/load-balancer/troubleshoot-load-balancer-imds"
 SPOT = "learn.microsoft.com/azure/virtual-machines/spot-vms"
 TERMINATE = (
     "learn.microsoft.com/azure/virtual-machine-scale-sets/"
@@ -123,12 +125,13 @@ def _fault(
     requires: str = "",
     *,
     event_first: bool = False,
+    source: str = _cite(IMDS, "Errors and debugging", "SPEC 1.2"),
     **options: object,
 ) -> Trial:
     return _trial(
         name,
         f"Keeps working through {label}",
-        _cite(IMDS, "Errors and debugging", "SPEC 1.2"),
+        source,
         requires
         or f"still running after requests met {label}, and the next event seen before its "
         "NotBefore",
@@ -201,6 +204,14 @@ TRIALS: tuple[Trial, ...] = (
     ),
     _fault("survives-500", "error", "a 500", QUICK, count=3),
     _fault("survives-410", "gone", "a 410", FULL, count=3),
+    _fault(
+        "survives-503",
+        "unavailable",
+        "a 503",
+        FULL,
+        source=_cite(IMDS_CODES, "Error codes", "SPEC 1.2"),
+        count=3,
+    ),
     _trial(
         "survives-400",
         "Keeps working through a 400",
