@@ -10,6 +10,7 @@ report states.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -341,6 +342,59 @@ def test_a_command_not_found_is_exit_2() -> None:
 def test_a_handler_that_exits_at_once_is_exit_2() -> None:
     code, line = _cannot("--", sys.executable, "-c", "print('bye'); raise SystemExit(4)")
     assert (code, line) == (2, "forewarn verify: the handler exited at once (status 4): bye")
+
+
+def _sleeping(seconds: str) -> list[int]:
+    """The processes running ``sleep SECONDS`` (a value no other test uses)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if argv[:2] == [b"sleep", seconds.encode()] and _running(int(cmdline.parent.name)):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_a_handler_that_never_polls_is_exit_2_and_is_stopped() -> None:
+    """docs/verify.md, "Reports and exit status": a handler that "never polls" is a run that
+    could not happen: one line, exit 2, nothing left running."""
+    seconds = f"300.{os.getpid()}{secrets.randbelow(10**6)}"
+    code, line = _cannot("--start-timeout", "2", "--", "sleep", seconds)
+    assert (code, line) == (2, "forewarn verify: the handler sent no request for events within 2 s")
+    assert _sleeping(seconds) == []
+
+
+def test_a_handler_that_exits_at_once_leaves_no_child_running() -> None:
+    """Issue text, "Done means": "a handler that exits at once: one clear line, exit 2,
+    nothing left running", a child it started in the background included."""
+    seconds = f"300.{os.getpid()}{secrets.randbelow(10**6)}"
+    code, line = _cannot("--", "sh", "-c", f"sleep {seconds} & exit 0")
+    assert (code, line) == (2, "forewarn verify: the handler exited at once (status 0)")
+    assert _sleeping(seconds) == []
+
+
+#: Polls without ``Metadata: true``: each is refused with 400 (SPEC 1.1, "Headers").
+NO_HEADER = """
+import os, time, urllib.request
+url = os.environ["FOREWARN_IMDS_ENDPOINT"] + "/metadata/scheduledevents?api-version=2020-07-01"
+while True:
+    try:
+        urllib.request.urlopen(url, timeout=2)
+    except OSError:
+        pass
+    time.sleep(0.5)
+"""
+
+
+def test_a_handler_whose_polls_are_all_refused_is_told_their_status() -> None:
+    """A handler that polls without the Metadata header never gets a document: the one line
+    says it did send requests, and what they were answered, not that it sent none."""
+    code, line = _cannot("--start-timeout", "2", "--", sys.executable, "-c", NO_HEADER)
+    assert code == 2
+    assert line.startswith("forewarn verify: the handler sent ")
+    assert line.endswith(" request(s) for events within 2 s, none answered 200 (status 400)")
 
 
 def test_a_port_in_use_is_exit_2() -> None:

@@ -160,9 +160,8 @@ class Runner:
                 if not self.attachment.alive():
                     raise VerifyError(self._exit_message(len(polls)))
                 if time.monotonic() >= deadline:
-                    what = "answered no request for events" if not got else "polled only once"
                     raise VerifyError(
-                        f"the handler {what} within {self.start_timeout:g} s"
+                        _silence(polls, got, self.start_timeout)
                         + (
                             f"; it was pointed at {self.address_url()}"
                             if self.attachment.handler is None
@@ -324,6 +323,21 @@ class Runner:
             end_t=stage.now_t(),
             patience=timing.held,
         )
+
+
+def _silence(
+    polls: Sequence[RecordedRequest], answered: Sequence[RecordedRequest], seconds: float
+) -> str:
+    """What the handler did in its first ``seconds``, when too little to calibrate on."""
+    if answered:
+        return f"the handler polled only once within {seconds:g} s"
+    if polls:
+        statuses = ", ".join(str(status) for status in sorted({r.status for r in polls}))
+        return (
+            f"the handler sent {len(polls)} request(s) for events within {seconds:g} s, "
+            f"none answered 200 (status {statuses})"
+        )
+    return f"the handler sent no request for events within {seconds:g} s"
 
 
 def _refused(stage: Stage, traffic: Sequence[Traffic]) -> list[RecordedRequest]:
