@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
+import xmlschema
 from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from forewarn.verify.model import (
@@ -57,6 +59,10 @@ REPORT = RunReport(
     ),
 )
 
+_info = _result("connection-reuse", Verdict.INFO)
+#: The JUnit format as CI servers read it (see the file's own comment).
+SCHEMA = xmlschema.XMLSchema(str(Path(__file__).parent / "junit.xsd"))
+
 
 def test_junit_has_one_testcase_per_trial_and_the_evidence_in_a_failure() -> None:
     root = ET.fromstring(junit(REPORT))
@@ -89,6 +95,37 @@ def test_the_table_lists_each_verdict_and_shows_evidence_of_failures_and_warning
     assert "WARN rate-limit: rate-limit title" in text
     assert "PASS headers" not in text  # a pass needs no evidence
     assert "4 trial(s): 1 pass, 1 fail, 1 warn, 1 n/a" in text
+
+
+def test_junit_validates_against_the_junit_schema_ci_servers_read() -> None:
+    """Issue "forewarn verify", Done means: "JUnit XML validates". Validated with xmlschema
+    against tests/verify/junit.xsd, the Ant JUnit format as Jenkins, GitLab and GitHub's JUnit
+    readers take it, with every verdict in one report; and the counts a CI's summary shows
+    (``tests``, ``failures``, ``skipped``) are those of the testcases under them."""
+    report = replace(REPORT, results=(*REPORT.results, _info))
+    document = junit(report)
+    SCHEMA.validate(document.decode())
+    root = ET.fromstring(document)
+    for suite in root.iter("testsuite"):
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests", "")) == len(cases) == 5
+        assert int(suite.get("failures", "")) == sum(c.find("failure") is not None for c in cases)
+        assert int(suite.get("skipped", "")) == sum(c.find("skipped") is not None for c in cases)
+
+
+def test_the_junit_schema_refuses_what_readers_refuse() -> None:
+    """The schema is no rubber stamp: a testcase without a name, a time that is no number, a
+    testsuite without its count and a result after the output are each refused."""
+    valid = junit(REPORT).decode()
+    SCHEMA.validate(valid)
+    for broken in (
+        valid.replace('name="headers" ', "", 1),
+        valid.replace('time="1.500"', 'time="1.5 s"', 1),
+        valid.replace('tests="4" ', "", 1),
+        valid.replace("</system-out>", "</system-out><skipped />", 1),
+    ):
+        assert broken != valid
+        assert not SCHEMA.is_valid(broken), broken
 
 
 def test_a_junit_reader_finds_every_trial_with_its_verdict(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 from forewarn.verify.model import RunReport, Verdict
 from forewarn.verify.timing import TIMING_KEYS
@@ -219,6 +220,11 @@ def test_a_handler_that_waits_out_a_spell_of_400s_passes_survives_400(runs: Runs
 
 
 def test_the_junit_file_has_a_passing_testcase_per_trial(runs: Runs) -> None:
+    """The file ``--junit`` wrote, valid against the JUnit schema CI servers read
+    (tests/verify/junit.xsd)."""
+    xmlschema.XMLSchema(str(Path(__file__).parent / "junit.xsd")).validate(
+        str(runs.tmp / "good.xml")
+    )
     root = ET.parse(runs.tmp / "good.xml").getroot()
     cases = root.findall("testsuite/testcase")
     assert [case.get("name") for case in cases] == ["headers", "own-vm-only"]
