@@ -10,6 +10,7 @@ report states.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import socket
@@ -217,6 +218,18 @@ def test_a_handler_that_waits_out_a_spell_of_400s_passes_survives_400(runs: Runs
     assert len(met) >= 3
     assert all(r.status == 400 and r.path == "/metadata/scheduledevents" for r in met)
     assert any(r.method == "POST" and r.status == 200 for r in requests)  # the event, caught
+
+
+def test_a_progress_line_per_trial_goes_to_standard_error(runs: Runs) -> None:
+    """Issue text, "Reports people use": "a table in the terminal with a progress line while
+    trials run"; docs/verify.md: "a progress line per trial on standard error"."""
+    good = runs.done["good"]
+    progress = [line for line in good.err.splitlines() if line.startswith("[")]
+    assert [re.sub(r"\(\d+\.\d s\)", "(N s)", line) for line in progress] == [
+        "[1/2] headers: PASS (N s)",
+        "[2/2] own-vm-only: PASS (N s)",
+    ]
+    assert "[1/2]" not in good.out
 
 
 def test_the_junit_file_has_a_passing_testcase_per_trial(runs: Runs) -> None:
