@@ -118,7 +118,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             *("--", sys.executable, str(EXAMPLES / "good_stdlib.py")),
         ),
         "deleted-none": start(
-            tmp, "deleted-none", "--trial", "deleted-vm", *handler("no_timeout.py")
+            tmp,
+            "deleted-none",
+            *("--trial", "deleted-vm", "--trial", "deleted-by-terminate"),
+            *handler("no_timeout.py"),
         ),
         "approves-others": start(
             tmp, "approves-others", "--trial", "own-vm-only", *handler("approves_others.py")
@@ -647,3 +650,17 @@ def test_deleted_vm_waits_out_a_timeout_within_the_patience_and_warns_without_on
     result = waits.result("deleted-vm")
     assert result.verdict is Verdict.WARN, result.reason
     assert "no timeout or one longer than 5 s" in result.reason
+
+
+def test_a_scale_in_deletes_the_vm_as_an_eviction_does(runs: Runs) -> None:
+    """Issue text, "Trials": "after its own VM is deleted (Preempt/Terminate) its requests are
+    never answered". A scale set's Terminate deletes the VM when its impact ends (docs/spec.md
+    SPEC 4.3; learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-
+    terminate-notification): a handler with no timeout gets the same warning there."""
+    waits = runs.done["deleted-none"].report
+    assert waits is not None, runs.done["deleted-none"].err
+    result = waits.result("deleted-by-terminate")
+    assert result.verdict is Verdict.WARN, result.reason
+    assert "after its VM was deleted" in result.reason
+    assert "no timeout or one longer than 5 s" in result.reason
+    assert any(s.state == "Deleted" for s in result.evidence.states)

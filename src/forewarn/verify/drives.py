@@ -202,8 +202,22 @@ def drive_two_events(stage: Stage) -> None:
 
 
 def drive_deleted(stage: Stage) -> None:
+    """A Spot eviction (Preempt) deletes the VM; then :func:`_after_deletion`."""
     (event,) = stage.platform.evict(stage.vm)
     stage.track("own", event)
+    _after_deletion(stage)
+
+
+def drive_deleted_by_terminate(stage: Stage) -> None:
+    """A scale-in (Terminate) deletes the VM; then :func:`_after_deletion`."""
+    events = stage.platform.delete_instances("web", "0")
+    stage.track("own", events[0], "scale-in of instance 0")
+    _after_deletion(stage)
+
+
+def _after_deletion(stage: Stage) -> None:
+    """Once the impact has deleted the VM (SPEC 4.3: its address answers nothing), watch the
+    handler until it gave up on two unanswered requests, or the window ends."""
     _until_mark(stage, "Deleted", timeout=stage.not_before["own"] + stage.timing.impact + 10.0)
     deleted = stage.now_t()
     # A request in flight at the deletion is given up within the run's patience (``held``,
@@ -261,6 +275,7 @@ __all__ = [
     "drive_bad_request",
     "drive_cancelled",
     "drive_deleted",
+    "drive_deleted_by_terminate",
     "drive_drained",
     "drive_first_call",
     "drive_freeze_instead",

@@ -19,6 +19,7 @@ from forewarn.verify.drives import (
     drive_bad_request,
     drive_cancelled,
     drive_deleted,
+    drive_deleted_by_terminate,
     drive_drained,
     drive_first_call,
     drive_freeze_instead,
@@ -310,6 +311,16 @@ TRIALS: tuple[Trial, ...] = (
         drive_deleted,
         grade_deleted,
         fleet="spot",
+    ),
+    _trial(
+        "deleted-by-terminate",
+        "After a scale-in deletes its VM, its requests are never answered",
+        _cite(TERMINATE, "Get Terminate notifications", "SPEC 4.3"),
+        "after the Terminate's impact deletes the VM: it exits or gives up on each unanswered "
+        "request (warn when it waits for ever: on Azure its process dies with the VM)",
+        drive_deleted_by_terminate,
+        grade_deleted,
+        fleet="vmss",
     ),
     _trial(
         "etag",
