@@ -120,9 +120,10 @@ def hostile() -> Iterator[Endpoints]:
 
 
 class Recording:
-    """A real ``forewarn record`` process."""
+    """A real ``forewarn record`` process, killed when ``stack`` closes if it is still
+    running (a test that failed before its interrupt)."""
 
-    def __init__(self, endpoint: str, out: Path) -> None:
+    def __init__(self, endpoint: str, out: Path, stack: contextlib.ExitStack) -> None:
         self.out = out
         self.log = out.with_suffix(".log")
         argv = [sys.executable, "-m", "forewarn", "record", "--out", str(out)]
@@ -131,6 +132,12 @@ class Recording:
             self.process = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, env=clean_environment()
             )
+        stack.callback(self._kill)
+
+    def _kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(WAIT)
 
     def wait_until(self, check: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + WAIT
@@ -181,7 +188,7 @@ def test_a_hostile_body_is_cut_off_said_in_the_trace_and_recording_goes_on(
     hostile: Endpoints, tmp_path: Path, mode: str, said: str
 ) -> None:
     polls = hostile.polls
-    recording = Recording(hostile.start(mode), tmp_path / "vm.trace")
+    recording = Recording(hostile.start(mode), tmp_path / "vm.trace", hostile.stack)
     recording.wait_until(lambda: said in recording.text(), "the error line")
     # Polling goes on past it (the same error is not written again), memory stays bounded.
     seen = len(polls)
@@ -206,7 +213,7 @@ def test_ctrl_c_stops_at_once_while_an_answer_is_coming(hostile: Endpoints, tmp_
     endpoint that sends a few bytes and stalls holds it there, and Ctrl-C does not wait for
     the endpoint."""
     polls = hostile.polls
-    recording = Recording(hostile.start("stalled"), tmp_path / "vm.trace")
+    recording = Recording(hostile.start("stalled"), tmp_path / "vm.trace", hostile.stack)
     recording.wait_until(lambda: len(polls) >= 1, "the first poll")
     time.sleep(0.5)  # inside the read of the body
     status, took = recording.interrupt()
