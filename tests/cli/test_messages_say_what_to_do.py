@@ -4,8 +4,8 @@ failure is one clear line and a non-zero exit, never a traceback").
 Each message below was met by a newcomer in its earlier form, which said what failed but
 not what to do: "Event Grid's state in PostgreSQL: connection failed" and libpq's two lines;
 ``('127.0.0.1', 16954): address already in use``, a Python tuple; ``--port`` answered with
-"did you mean --start, --store?"; "Connection refused"; a stale ``FOREWARN_TOKEN`` given the
-same 401 as no token; "use another data directory" for a PostgreSQL namespace; a profile
+"did you mean --start, --store?"; "Connection refused" (``[Errno 111] Connection refused``
+from ``forewarn health``); a stale ``FOREWARN_TOKEN`` given the same 401 as no token; "use another data directory" for a PostgreSQL namespace; a profile
 mismatch with no remedy; ``FOREWARN_SERVE_PROFILE=slow`` reported as ``--profile``; a
 fleet's typo in pydantic's words; a missing ``--tls-key`` reported as the certificate.
 Messages produced at start-up are read from real ``forewarn serve`` processes.
@@ -172,6 +172,19 @@ def test_nothing_at_the_control_address_asks_whether_serve_runs_there() -> None:
         f"Error: cannot reach the control API at http://127.0.0.1:{port}/api/v1: Connection "
         f"refused; is forewarn serve running at 127.0.0.1:{port}? see --control (or "
         "FOREWARN_CONTROL)\n"
+    )
+
+
+def test_a_health_check_with_nothing_there_says_what_to_check() -> None:
+    """``until forewarn health; do sleep 1; done`` (README, "Container or CI") prints this
+    line at each try until the server listens: the same words as any command's, not
+    ``[Errno 111]``."""
+    port = free_port(LOOPBACK)
+    result = CliRunner().invoke(main, ["health", "--control", f"127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: no answer from 127.0.0.1:{port}: Connection refused; is forewarn serve "
+        f"running at 127.0.0.1:{port}? see --control (or FOREWARN_CONTROL)\n"
     )
 
 
