@@ -122,7 +122,7 @@ def _lower(values: list[object]) -> list[str]:
     return [str(value).lower() for value in values]
 
 
-def test_addresses_are_written_host_port() -> None:
+def test_addresses_are_written_host_port_and_urls_url() -> None:
     addresses = {
         f"{path} {'/'.join(param.opts)}": param.metavar
         for path, param in OPTIONS
@@ -139,6 +139,14 @@ def test_addresses_are_written_host_port() -> None:
     ]
     assert endpoints
     assert all("HOST:PORT" in (p.metavar or "") for p in endpoints)
+    # Every other endpoint or store is a URL, and says so.
+    urls = {
+        f"{path} {'/'.join(param.opts)}": param.metavar
+        for path, param in OPTIONS
+        if param.name in ("endpoint", "store") and not path.startswith("forewarn events")
+    }
+    assert {"forewarn eventgrid subscribe --endpoint", "forewarn serve --store"} <= set(urls)
+    assert {key: metavar for key, metavar in urls.items() if metavar != "URL"} == {}
 
 
 def test_every_control_option_says_how_the_token_is_found() -> None:
