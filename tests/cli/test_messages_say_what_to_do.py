@@ -190,6 +190,20 @@ def test_a_health_check_with_nothing_there_says_what_to_check() -> None:
     )
 
 
+def test_a_vm_facing_endpoint_with_nothing_there_is_said_without_the_errno() -> None:
+    """The SDK's words (docs/client.md: ``ImdsConnectionError``), which ``events get`` and
+    the agent's log show: the system's reason, not Python's ``[Errno 111]`` before it."""
+    port = free_port(LOOPBACK)
+    result = CliRunner().invoke(
+        main, ["events", "get", "--endpoint", f"127.0.0.1:{port}", "--retries", "0"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: http://127.0.0.1:{port}: no answer from http://127.0.0.1:{port}"
+        "/metadata/scheduledevents: Connection refused\n"
+    )
+
+
 def test_a_namespace_of_another_fleet_says_namespace(
     tmp_path: Path, runtime: dict[str, str]
 ) -> None:

@@ -7,13 +7,12 @@ answers 200, 1 with the reason otherwise.
 
 from __future__ import annotations
 
-import re
-
 import click
 import httpx
 
 from forewarn.cli.common import CliContext, control_option, parse_address, where_to_look
 from forewarn.defaults import DEFAULT_CONTROL_PORT, HEALTH_PATH
+from forewarn.errors import reason
 from forewarn.nesting import load_json
 
 __all__ = ["health"]
@@ -29,16 +28,14 @@ def health(control: str) -> None:
         try:
             response = http.get(HEALTH_PATH, timeout=5.0)
         except httpx.HTTPError as exc:
-            # "[Errno 111] Connection refused": the number says nothing the words do not
-            reason = re.sub(r"^\[Errno -?\d+\] ", "", str(exc)) or type(exc).__name__
             raise click.ClickException(
-                f"no answer from {control}: {reason}; {where_to_look(host, port)}"
+                f"no answer from {control}: {reason(exc)}; {where_to_look(host, port)}"
             ) from None
     if response.status_code == 200:
         click.echo("ready")
         return
     try:
-        reason = load_json(response.content)["reason"]
+        why = load_json(response.content)["reason"]
     except (ValueError, KeyError, TypeError):
-        reason = f"{response.status_code} {response.reason_phrase}"
-    raise click.ClickException(f"not ready: {reason}")
+        why = f"{response.status_code} {response.reason_phrase}"
+    raise click.ClickException(f"not ready: {why}")
