@@ -42,6 +42,11 @@ is: the control API assigns statuses at its edge by walking an error's MRO
 
 from __future__ import annotations
 
+import re
+
+#: The number Python puts before a system error's words: "[Errno 111] Connection refused".
+_ERRNO = re.compile(r"^\[Errno -?\d+\] ")
+
 
 class ForewarnError(Exception):
     """Root of every error forewarn raises on purpose."""
@@ -52,4 +57,11 @@ class InvalidInputError(ForewarnError):
     api-version, a moment past the year 9000...)."""
 
 
-__all__ = ["ForewarnError", "InvalidInputError"]
+def reason(exc: BaseException) -> str:
+    """Why ``exc`` failed, in the system's words ("Connection refused") without the number
+    Python puts before them, which says nothing the words do not; its type's name when it
+    says nothing."""
+    return _ERRNO.sub("", str(exc)) or type(exc).__name__
+
+
+__all__ = ["ForewarnError", "InvalidInputError", "reason"]

@@ -4,8 +4,11 @@ pydantic words a key it does not know "Extra inputs are not permitted": true, an
 someone who typed ``adress``. :func:`first_problem` says ``unknown field 'adress' (did you
 mean 'address'?)`` instead, at the mapping that holds it, the suggestion drawn from the
 fields the model declares there (as the file spells them: their aliases); every other
-refusal keeps pydantic's words, without its ``Value error,`` prefix. Fleet files and
-scenario files both report through it, so a typo reads the same in either.
+refusal keeps pydantic's words, without its ``Value error,`` prefix. A required field
+misspelt is refused twice by pydantic, missing under its name and unknown under the typo:
+only the typo is said, since its suggestion says the other. Fleet files, scenario files and
+the agent's configuration all report through it (:func:`problems` lists every refusal), so a
+typo reads the same in each.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Annotated, Any, TypeGuard, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["Location", "first_problem", "known_fields"]
+__all__ = ["Location", "first_problem", "known_fields", "problems"]
 
 Location = tuple[int | str, ...]
 
@@ -24,15 +27,30 @@ Location = tuple[int | str, ...]
 def first_problem(error: ValidationError, model: Any) -> tuple[Location, str]:
     """Where the first refusal of ``error`` is, and what to say: ``model`` is the type the
     value was validated as (a model class, or any annotation a ``TypeAdapter`` takes)."""
-    first = error.errors()[0]
-    location: Location = tuple(first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden" and location:
-        name = str(location[-1])
-        location = location[:-1]
-        close = get_close_matches(name, known_fields(model, location), n=1)
-        message = f"unknown field {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-    return location, message
+    return problems(error, model)[0]
+
+
+def problems(error: ValidationError, model: Any) -> list[tuple[Location, str]]:
+    """Every refusal of ``error``, in pydantic's order, each where it is and what to say."""
+    said: list[tuple[Location, str, bool]] = []  # where, what, whether a field is missing
+    suggested: set[Location] = set()  # the fields a typo was taken for, each where it goes
+    for refusal in error.errors():
+        location: Location = tuple(refusal["loc"])
+        message = refusal["msg"].removeprefix("Value error, ")
+        if refusal["type"] == "extra_forbidden" and location:
+            name = str(location[-1])
+            location = location[:-1]
+            close = get_close_matches(name, known_fields(model, location), n=1)
+            message = f"unknown field {name!r}"
+            if close:
+                message += f" (did you mean {close[0]!r}?)"
+                suggested.add((*location, close[0]))
+        said.append((location, message, refusal["type"] == "missing"))
+    return [
+        (location, message)
+        for location, message, missing in said
+        if not (missing and location in suggested)
+    ]
 
 
 def known_fields(model: Any, location: Location) -> list[str]:

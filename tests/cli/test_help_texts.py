@@ -77,12 +77,32 @@ WITH_EXAMPLES = (
     "forewarn scenario run",
     "forewarn record",
     "forewarn eventgrid subscribe",
+    "forewarn verify",
 )
 
 
 def test_every_option_says_what_it_is_for() -> None:
     bare = [f"{path} {'/'.join(param.opts)}" for path, param in OPTIONS if not param.help]
     assert bare == []
+
+
+def test_every_option_with_a_default_shows_it() -> None:
+    """An option that takes a value and has one when not given says which, in click's
+    ``[default: ...]`` or its help's own words (``--log-level``: "default: info")."""
+    silent = []
+    for path, param in OPTIONS:
+        if param.is_flag or param.count or param.multiple or not _has_default(param):
+            continue
+        record = param.get_help_record(click.Context(COMMANDS[path], info_name=path))
+        assert record is not None, path
+        if "default" not in record[1]:
+            silent.append(f"{path} {'/'.join(param.opts)} (default {param.default!r})")
+    assert silent == []
+
+
+def _has_default(param: click.Option) -> bool:
+    default = param.default
+    return default is not None and default != "" and "UNSET" not in repr(default)
 
 
 def test_choices_are_listed_in_one_case() -> None:
@@ -102,7 +122,7 @@ def _lower(values: list[object]) -> list[str]:
     return [str(value).lower() for value in values]
 
 
-def test_addresses_are_written_host_port() -> None:
+def test_addresses_are_written_host_port_and_urls_url() -> None:
     addresses = {
         f"{path} {'/'.join(param.opts)}": param.metavar
         for path, param in OPTIONS
@@ -119,6 +139,14 @@ def test_addresses_are_written_host_port() -> None:
     ]
     assert endpoints
     assert all("HOST:PORT" in (p.metavar or "") for p in endpoints)
+    # Every other endpoint or store is a URL, and says so.
+    urls = {
+        f"{path} {'/'.join(param.opts)}": param.metavar
+        for path, param in OPTIONS
+        if param.name in ("endpoint", "store") and not path.startswith("forewarn events")
+    }
+    assert {"forewarn eventgrid subscribe --endpoint", "forewarn serve --store"} <= set(urls)
+    assert {key: metavar for key, metavar in urls.items() if metavar != "URL"} == {}
 
 
 def test_every_control_option_says_how_the_token_is_found() -> None:

@@ -1,13 +1,15 @@
 """A failure tells the user what to do, in one line (the project's standards: "A start-up
 failure is one clear line and a non-zero exit, never a traceback").
 
-Each message below was met by a newcomer in its earlier form, which said what failed but
-not what to do: "Event Grid's state in PostgreSQL: connection failed" and libpq's two lines;
-``('127.0.0.1', 16954): address already in use``, a Python tuple; ``--port`` answered with
-"did you mean --start, --store?"; "Connection refused"; a stale ``FOREWARN_TOKEN`` given the
-same 401 as no token; "use another data directory" for a PostgreSQL namespace; a profile
-mismatch with no remedy; ``FOREWARN_SERVE_PROFILE=slow`` reported as ``--profile``; a
-fleet's typo in pydantic's words; a missing ``--tls-key`` reported as the certificate.
+Each message below was met by a newcomer in its earlier form, which said what failed but not
+what to do: "Event Grid's state in PostgreSQL: connection failed" and libpq's two lines;
+``('127.0.0.1', 16954): address already in use``, a Python tuple; ``--port`` answered with "did
+you mean --start, --store?"; "Connection refused" (``[Errno 111] Connection refused`` from
+``forewarn health``); a stale ``FOREWARN_TOKEN`` given the same 401 as no token; "use another
+data directory" for a PostgreSQL namespace; a profile mismatch with no remedy;
+``FOREWARN_SERVE_PROFILE=slow`` reported as ``--profile``; a fleet's typo in pydantic's words
+(an agent configuration's too, and a misspelt required field said twice); a missing
+``--tls-key`` reported as the certificate.
 Messages produced at start-up are read from real ``forewarn serve`` processes.
 """
 
@@ -175,6 +177,33 @@ def test_nothing_at_the_control_address_asks_whether_serve_runs_there() -> None:
     )
 
 
+def test_a_health_check_with_nothing_there_says_what_to_check() -> None:
+    """``until forewarn health; do sleep 1; done`` (README, "Container or CI") prints this
+    line at each try until the server listens: the same words as any command's, not
+    ``[Errno 111]``."""
+    port = free_port(LOOPBACK)
+    result = CliRunner().invoke(main, ["health", "--control", f"127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: no answer from 127.0.0.1:{port}: Connection refused; is forewarn serve "
+        f"running at 127.0.0.1:{port}? see --control (or FOREWARN_CONTROL)\n"
+    )
+
+
+def test_a_vm_facing_endpoint_with_nothing_there_is_said_without_the_errno() -> None:
+    """The SDK's words (docs/client.md: ``ImdsConnectionError``), which ``events get`` and
+    the agent's log show: the system's reason, not Python's ``[Errno 111]`` before it."""
+    port = free_port(LOOPBACK)
+    result = CliRunner().invoke(
+        main, ["events", "get", "--endpoint", f"127.0.0.1:{port}", "--retries", "0"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: http://127.0.0.1:{port}: no answer from http://127.0.0.1:{port}"
+        "/metadata/scheduledevents: Connection refused\n"
+    )
+
+
 def test_a_namespace_of_another_fleet_says_namespace(
     tmp_path: Path, runtime: dict[str, str]
 ) -> None:
@@ -262,6 +291,29 @@ def test_a_fleet_typo_is_an_unknown_field_with_the_nearest_one(
     assert _error_line(ran) == (
         f"Error: {fleet}: vms.0: unknown field 'adress' (did you mean 'address'?)"
     )
+
+
+def test_a_misspelt_required_field_is_said_once_as_the_typo(tmp_path: Path) -> None:
+    """pydantic refuses ``step:`` for ``steps:`` twice, "steps: Field required" first: the
+    typo's line says both."""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("name: x\nstep:\n  - advance: 1s\n")
+    ran = _forewarn("scenario", "run", "--in-process", str(scenario))
+    assert _error_line(ran) == f"Error: {scenario}: unknown field 'step' (did you mean 'steps'?)"
+
+
+def test_an_agent_configuration_typo_reads_as_a_fleets_does(tmp_path: Path) -> None:
+    """The agent's configuration file (docs/agent.md) in the fleet's words, not pydantic's
+    "Extra inputs are not permitted"; every other refusal still listed, one a line."""
+    config = tmp_path / "agent.yaml"
+    config.write_text("pol_interval: 1\npolicies:\n  - {name: x, action: reboot-now}\n")
+    ran = _forewarn("agent", "--config", str(config), "--dry-run")
+    assert (ran.returncode, "Traceback" in ran.stderr) == (1, False), ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"Error: {config}: invalid agent configuration",
+        "  policies.0.action: Input should be 'approve', 'prepare-then-approve' or 'observe'",
+        "  unknown field 'pol_interval' (did you mean 'poll_interval'?)",
+    ]
 
 
 def test_a_missing_tls_key_is_named_as_the_key(tmp_path: Path, runtime: dict[str, str]) -> None:

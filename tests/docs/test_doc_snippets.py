@@ -415,13 +415,3 @@ def test_a_page_showing_fewer_start_up_lines_than_printed_fails(tmp_path: Path) 
     shortened = "\n".join(readme.text.rstrip("\n").splitlines()[:-1]) + "\n"
     with pytest.raises(AssertionError, match=r"\+  control: http"):
         run_snippet(_block(shortened, ("output", "forewarn serve")), tmp_path)
-
-
-def test_ci_runs_the_readmes_test_command() -> None:
-    """README "Quick start": the second command is the whole test run, and `.ci/run` runs it."""
-    quick_start = [s for s in SNIPPETS if s.marker == ("skip", "this is the test run itself")]
-    (command,) = [s.text.strip() for s in quick_start]
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    # the README's shell is activated; .ci/run names the environment's own pytest
-    assert f".venv/bin/{command}" in ci
-    assert "-n auto" in command

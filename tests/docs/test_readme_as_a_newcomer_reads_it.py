@@ -91,6 +91,44 @@ def test_which_way_in_names_every_way_in_near_the_top() -> None:
     assert len(rows) - 1 >= 5
 
 
+def test_the_contents_list_every_section_in_order() -> None:
+    """The table of contents links every section of the README, in the order they come."""
+    contents = _section("Contents")
+    listed = [target for _, target in LINK.findall(contents)]
+    titles = [title for title in re.findall(r"^## (.+)$", README, re.M) if title != "Contents"]
+    assert listed == [f"#{_anchor(title)}" for title in titles]
+
+
+def test_the_two_set_up_commands_are_one_line_each_and_ci_runs_the_second() -> None:
+    """The two set-up commands stay together near the top, each one line on a fresh machine:
+    one installs and runs ``forewarn serve`` (trying it needs no ``[dev]`` extra), one
+    installs what the tests need and runs the suite, as ``.ci/run`` does. Seen by a
+    newcomer: trying it installed the test tools, and ``pytest -n auto`` alone assumed them."""
+    quick_start = _section("Quick start")
+    assert README[: README.index("\n## Quick start\n")].count("\n") < 40  # near the top
+    try_it, test_it = (block.strip() for block in SHELL.findall(quick_start))
+    assert try_it.split(" && ") == [
+        "python3 -m venv .venv",
+        ". .venv/bin/activate",
+        "pip install -e .",
+        "forewarn serve",
+    ]
+    steps = test_it.split(" && ")
+    assert steps == [
+        "python3 -m venv .venv",
+        ". .venv/bin/activate",
+        "pip install -e '.[dev]'",
+        "pytest -n auto",
+    ]
+    # .ci/run writes the environment's tools by path and installs quietly: the same steps.
+    ci = [
+        re.sub(r"\.venv/bin/(python -m )?|--quiet ", "", line.strip())
+        for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    ]
+    ran = [ci.index(step) for step in steps if step != ". .venv/bin/activate"]
+    assert ran == sorted(ran)
+
+
 def _anchor(title: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
     return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from forewarn.errors import ForewarnError
+from forewarn.validation import problems
 
 ENVIRONMENT_PREFIX = "FOREWARN_AGENT_"
 MAX_CONFIG_FILE_BYTES = 1024 * 1024
@@ -144,10 +145,11 @@ def environment_name(key: str) -> str:
 
 
 def _describe(error: ValidationError, where: str) -> str:
+    """Every refusal, one line each, a typo as ``unknown field 'x' (did you mean 'y'?)``."""
     lines = [f"{where}: invalid agent configuration"]
-    for problem in error.errors():
-        field = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-        lines.append(f"  {field}: {problem['msg']}")
+    for location, message in problems(error, AgentConfig):
+        field = ".".join(str(part) for part in location)
+        lines.append(f"  {field}: {message}" if field else f"  {message}")
     return "\n".join(lines)
 
 

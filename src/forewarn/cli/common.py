@@ -86,14 +86,16 @@ def control_api(address: str) -> Iterator[ControlClient]:
         try:
             yield ControlClient(http)
         except ControlUnreachableError as exc:
-            raise click.ClickException(
-                f"{exc}; is forewarn serve running at {_shown(host, port)}? "
-                "see --control (or FOREWARN_CONTROL)"
-            ) from None
+            raise click.ClickException(f"{exc}; {where_to_look(host, port)}") from None
         except ControlError as exc:
             if exc.status == 401:
                 raise click.ClickException(refused_token(host, port, str(exc))) from None
             raise click.ClickException(str(exc)) from None
+
+
+def where_to_look(host: str, port: int) -> str:
+    """What to check when nothing answers at the control address ``host:port``."""
+    return f"is forewarn serve running at {_shown(host, port)}? see --control (or FOREWARN_CONTROL)"
 
 
 def refused_token(host: str, port: int, refusal: str) -> str:
@@ -284,4 +286,5 @@ __all__ = [
     "parse_json_object",
     "parse_moment",
     "refused_token",
+    "where_to_look",
 ]

@@ -48,7 +48,7 @@ def _row(subscription: dict[str, object]) -> tuple[object, ...]:
         "forewarn eventgrid subscribe --endpoint http://127.0.0.1:8000/ --schema cloudevents",
     ),
 )
-@click.option("--endpoint", required=True, help="The webhook's http(s) URL.")
+@click.option("--endpoint", required=True, metavar="URL", help="The webhook's http(s) URL.")
 @click.option(
     "--schema",
     type=click.Choice(["eventgrid", "cloudevents"]),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import click
 import httpx
 
-from forewarn.cli.common import CliContext, control_option, parse_address
+from forewarn.cli.common import CliContext, control_option, parse_address, where_to_look
 from forewarn.defaults import DEFAULT_CONTROL_PORT, HEALTH_PATH
+from forewarn.errors import reason
 from forewarn.nesting import load_json
 
 __all__ = ["health"]
@@ -27,12 +28,14 @@ def health(control: str) -> None:
         try:
             response = http.get(HEALTH_PATH, timeout=5.0)
         except httpx.HTTPError as exc:
-            raise click.ClickException(f"no answer from {control}: {exc}") from None
+            raise click.ClickException(
+                f"no answer from {control}: {reason(exc)}; {where_to_look(host, port)}"
+            ) from None
     if response.status_code == 200:
         click.echo("ready")
         return
     try:
-        reason = load_json(response.content)["reason"]
+        why = load_json(response.content)["reason"]
     except (ValueError, KeyError, TypeError):
-        reason = f"{response.status_code} {response.reason_phrase}"
-    raise click.ClickException(f"not ready: {reason}")
+        why = f"{response.status_code} {response.reason_phrase}"
+    raise click.ClickException(f"not ready: {why}")

@@ -43,6 +43,7 @@ from forewarn.client._models import (
     parse_document,
 )
 from forewarn.client._retry import RetryPolicy
+from forewarn.errors import reason
 from forewarn.nesting import load_json
 
 #: The current Scheduled Events version
@@ -170,8 +171,7 @@ def error_for_answer(status: int, body: bytes, headers: Mapping[str, str]) -> Im
 def transport_error(exc: httpx.TransportError, url: str) -> ImdsTransportError:
     if isinstance(exc, httpx.TimeoutException):
         return ImdsTimeoutError(f"no answer from {url} in time ({type(exc).__name__})")
-    detail = str(exc) or type(exc).__name__
-    return ImdsConnectionError(f"no answer from {url}: {detail}")
+    return ImdsConnectionError(f"no answer from {url}: {reason(exc)}")
 
 
 def _looks_like_imds(status: int, body: bytes) -> bool:

@@ -8,7 +8,6 @@ manual clock and nothing listens on a port.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -17,7 +16,7 @@ import httpx
 
 from forewarn.control_token import find_token
 from forewarn.defaults import CONTROL_API as API
-from forewarn.errors import ForewarnError
+from forewarn.errors import ForewarnError, reason
 from forewarn.nesting import load_json
 
 
@@ -33,11 +32,10 @@ class ControlUnreachableError(ControlError):
     """Nothing answered at the control API's address (refused, reset, timed out)."""
 
     def __init__(self, base: str, exc: httpx.HTTPError) -> None:
-        # "[Errno 111] Connection refused": the number says nothing the words do not
-        reason = re.sub(r"^\[Errno -?\d+\] ", "", str(exc)) or type(exc).__name__
-        super().__init__(f"cannot reach the control API at {base}: {reason}")
+        why = reason(exc)
+        super().__init__(f"cannot reach the control API at {base}: {why}")
         self.base = base
-        self.reason = reason
+        self.reason = why
 
 
 def segment(name: str) -> str:
