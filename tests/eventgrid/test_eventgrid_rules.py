@@ -230,6 +230,36 @@ def test_a_dead_letter_record_is_as_event_grid_writes_it(tmp_path: Path) -> None
     assert SEVEN_DIGITS.match(record["publishTime"])
 
 
+def test_a_cloudevents_dead_letter_record_names_its_fields_in_lower_case(
+    tmp_path: Path,
+) -> None:
+    """learn.microsoft.com/azure/event-grid/delivery-and-retry, "Delivery event formats",
+    "CloudEvents 1.0 schema" (dead-letter event): ``"deadletterreason":
+    "MaxDeliveryAttemptsExceeded"``, ``"deliveryattempts": 1``, ``"lastdeliveryoutcome":
+    "NotFound"``, ``"publishtime": "2020-08-13T21:21:36.4018726Z"``, beside the CloudEvent's
+    own attributes; the two fields that sample does not show are lower-cased alike [ours]."""
+    last = datetime(2026, 5, 2, 9, 3, 4, 46578, tzinfo=UTC)
+    event = {"specversion": "1.0", "id": "grid-8", "source": "/subscriptions/x", "type": "t"}
+    delivery = Delivery(8, "ops-cloud", "grid-8", json.dumps(event), T0, last, 0, None, "",
+                        None)  # fmt: skip
+    cloud = Subscription("ops-cloud", "http://127.0.0.1:9/", "cloudevents", "Succeeded",
+                         "code", T0, 0)  # fmt: skip
+    path = dead_letter(
+        tmp_path, cloud, delivery, at=last, status=404, outcome="NotFound",
+        reason="MaxDeliveryAttemptsExceeded", attempts=1,
+    )  # fmt: skip
+    (record,) = json.loads(path.read_text())
+    assert record == {
+        **event,
+        "deadletterreason": "MaxDeliveryAttemptsExceeded",
+        "deliveryattempts": 1,
+        "lastdeliveryoutcome": "NotFound",
+        "lasthttpstatuscode": 404,
+        "publishtime": "2026-05-01T12:00:00.0000000Z",
+        "lastdeliveryattempttime": "2026-05-02T09:03:04.0465780Z",
+    }
+
+
 def test_the_last_delivery_outcome_is_named_as_event_grid_names_it() -> None:
     """delivery-and-retry, "Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``
     (names of the answer's status, never "404 Not Found" or an exception's text); a receiver
