@@ -272,7 +272,6 @@ def test_the_last_delivery_outcome_is_named_as_event_grid_names_it() -> None:
     assert delivery_outcome(503) == "ServiceUnavailable"
     assert delivery_outcome(500) == "InternalServerError"
     assert delivery_outcome(None, "TimedOut") == "TimedOut"
-    assert delivery_outcome(None, "ConnectionRefusedError: [Errno 111]") == "NetworkError"
 
 
 def test_event_time_has_the_samples_seven_fractional_digits() -> None:
@@ -356,12 +355,20 @@ def test_nothing_is_sent_a_moment_before_its_retry() -> None:
 
 
 def test_outcomes_of_statuses_beyond_the_common_ones_are_named_too() -> None:
-    """Every answer's outcome is a name in the same form ("Delivery event formats"), a
-    status with no name of its own its number."""
-    assert delivery_outcome(418) == "ImATeapot"
+    """Every failure's status has the name .NET's ``HttpStatusCode`` gives it, whatever the
+    Python version ("Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``); an
+    answer with no such name, and a receiver that cannot be reached at all, is Event Grid's
+    ``GenericError`` ("The possible values of Outcome are NotFound, Aborted, TimedOut,
+    GenericError, and Busy": learn.microsoft.com/azure/event-grid/monitor-push-reference,
+    "Resource logs"), never a name of forewarn's own nor an exception's text."""
+    assert delivery_outcome(422) == "UnprocessableEntity"
+    assert delivery_outcome(416) == "RequestedRangeNotSatisfiable"
     assert delivery_outcome(507) == "InsufficientStorage"
-    assert delivery_outcome(599) == "Http599"
-    assert delivery_outcome(None) == "NetworkError"
+    assert delivery_outcome(418) == "GenericError"
+    assert delivery_outcome(599) == "GenericError"
+    assert delivery_outcome(302) == "GenericError"
+    assert delivery_outcome(None) == "GenericError"
+    assert delivery_outcome(None, "ConnectionRefusedError: [Errno 111]") == "GenericError"
 
 
 def test_a_retry_falling_exactly_at_the_time_to_live_is_still_made() -> None:
