@@ -142,6 +142,31 @@ def test_the_fast_profile_has_one_started_period() -> None:
     assert FAST.started_period_for(EventType.FREEZE, descriptions.LIVE_MIGRATION) == 2 * SECOND
 
 
+@pytest.mark.parametrize(
+    ("operation", "expected"),
+    [
+        # the live migration's Freeze: DurationInSeconds 5, then the 2 s period
+        (operations.live_migrate, 5 * SECOND + 2 * SECOND),
+        # a host's Reboot: the profile's 1 s impact, then the 2 s period
+        (operations.maintain_host, 1 * SECOND + 2 * SECOND),
+    ],
+)
+def test_the_fast_profile_counts_the_started_period_after_the_impact(
+    operation: Any, expected: timedelta
+) -> None:
+    """As the dev profile does (docs/flows.md, "Dev timing"): a period of seconds beside an
+    impact of seconds. Counted from Started, the fast profile's 2 s ended with a live
+    migration's 5 s Freeze ("The Virtual Machine is scheduled to pause for a few seconds",
+    learn.microsoft.com/azure/virtual-machines/scheduled-events-overview, "Scheduled Event
+    properties"), so a VM paused by it never read Started, where every captured flow of the
+    mock server shows Started."""
+    assert FAST.started_after_impact
+    platform = platform_with(FAST, "vm0")
+    (event,) = operation(platform, "host-vm0")
+    platform.approve("vm0", [event.event_id])
+    assert started_for(platform, "vm0") == expected
+
+
 # -- overrides -------------------------------------------------------------------------------
 
 

@@ -137,9 +137,9 @@ def test_each_vm_sees_its_scope_in_order(fleet_server: tuple[int, str]) -> None:
         forewarn(control, "vmss", "delete-instances", "--name", "web", "--instance-ids", "0")
         settle(pollers, control)
         # 4. time passes: every event starts, impacts and is removed
-        # fast profile: 3 s notice, then a 5 s Freeze (the removal waits for the impact)
+        # fast profile: 3 s notice, a 5 s Freeze, then 2 s Started after it
         forewarn_plain(control, "clock", "advance", "1s")
-        for _ in range(8):  # the same second by second, through the API the CLI calls
+        for _ in range(10):  # the same second by second, through the API the CLI calls
             advanced = httpx.post(
                 f"http://{control}/api/v1/clock/advance", json={"seconds": 1}, headers=AUTH
             )

@@ -230,6 +230,36 @@ def test_a_dead_letter_record_is_as_event_grid_writes_it(tmp_path: Path) -> None
     assert SEVEN_DIGITS.match(record["publishTime"])
 
 
+def test_a_cloudevents_dead_letter_record_names_its_fields_in_lower_case(
+    tmp_path: Path,
+) -> None:
+    """learn.microsoft.com/azure/event-grid/delivery-and-retry, "Delivery event formats",
+    "CloudEvents 1.0 schema" (dead-letter event): ``"deadletterreason":
+    "MaxDeliveryAttemptsExceeded"``, ``"deliveryattempts": 1``, ``"lastdeliveryoutcome":
+    "NotFound"``, ``"publishtime": "2020-08-13T21:21:36.4018726Z"``, beside the CloudEvent's
+    own attributes; the two fields that sample does not show are lower-cased alike [ours]."""
+    last = datetime(2026, 5, 2, 9, 3, 4, 46578, tzinfo=UTC)
+    event = {"specversion": "1.0", "id": "grid-8", "source": "/subscriptions/x", "type": "t"}
+    delivery = Delivery(8, "ops-cloud", "grid-8", json.dumps(event), T0, last, 0, None, "",
+                        None)  # fmt: skip
+    cloud = Subscription("ops-cloud", "http://127.0.0.1:9/", "cloudevents", "Succeeded",
+                         "code", T0, 0)  # fmt: skip
+    path = dead_letter(
+        tmp_path, cloud, delivery, at=last, status=404, outcome="NotFound",
+        reason="MaxDeliveryAttemptsExceeded", attempts=1,
+    )  # fmt: skip
+    (record,) = json.loads(path.read_text())
+    assert record == {
+        **event,
+        "deadletterreason": "MaxDeliveryAttemptsExceeded",
+        "deliveryattempts": 1,
+        "lastdeliveryoutcome": "NotFound",
+        "lasthttpstatuscode": 404,
+        "publishtime": "2026-05-01T12:00:00.0000000Z",
+        "lastdeliveryattempttime": "2026-05-02T09:03:04.0465780Z",
+    }
+
+
 def test_the_last_delivery_outcome_is_named_as_event_grid_names_it() -> None:
     """delivery-and-retry, "Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``
     (names of the answer's status, never "404 Not Found" or an exception's text); a receiver
@@ -242,7 +272,6 @@ def test_the_last_delivery_outcome_is_named_as_event_grid_names_it() -> None:
     assert delivery_outcome(503) == "ServiceUnavailable"
     assert delivery_outcome(500) == "InternalServerError"
     assert delivery_outcome(None, "TimedOut") == "TimedOut"
-    assert delivery_outcome(None, "ConnectionRefusedError: [Errno 111]") == "NetworkError"
 
 
 def test_event_time_has_the_samples_seven_fractional_digits() -> None:
@@ -326,12 +355,20 @@ def test_nothing_is_sent_a_moment_before_its_retry() -> None:
 
 
 def test_outcomes_of_statuses_beyond_the_common_ones_are_named_too() -> None:
-    """Every answer's outcome is a name in the same form ("Delivery event formats"), a
-    status with no name of its own its number."""
-    assert delivery_outcome(418) == "ImATeapot"
+    """Every failure's status has the name .NET's ``HttpStatusCode`` gives it, whatever the
+    Python version ("Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``); an
+    answer with no such name, and a receiver that cannot be reached at all, is Event Grid's
+    ``GenericError`` ("The possible values of Outcome are NotFound, Aborted, TimedOut,
+    GenericError, and Busy": learn.microsoft.com/azure/event-grid/monitor-push-reference,
+    "Resource logs"), never a name of forewarn's own nor an exception's text."""
+    assert delivery_outcome(422) == "UnprocessableEntity"
+    assert delivery_outcome(416) == "RequestedRangeNotSatisfiable"
     assert delivery_outcome(507) == "InsufficientStorage"
-    assert delivery_outcome(599) == "Http599"
-    assert delivery_outcome(None) == "NetworkError"
+    assert delivery_outcome(418) == "GenericError"
+    assert delivery_outcome(599) == "GenericError"
+    assert delivery_outcome(302) == "GenericError"
+    assert delivery_outcome(None) == "GenericError"
+    assert delivery_outcome(None, "ConnectionRefusedError: [Errno 111]") == "GenericError"
 
 
 def test_a_retry_falling_exactly_at_the_time_to_live_is_still_made() -> None:

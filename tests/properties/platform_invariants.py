@@ -206,7 +206,8 @@ class Invariants:
         than the profile's Started period ("EventStatus:"Started" to Completed (event removed from
         Events array): 10 minutes",
         learn.microsoft.com/azure/virtual-machines/windows/scheduled-events), or than its impact
-        where that is longer (SPEC 4: "Started --impact, then done--> (removed)")."""
+        where that is longer (SPEC 4: "Started --impact, then done--> (removed)"); in a profile
+        of seconds, no longer than its impact and the period after it."""
         for event_id, view in current.events.items():
             event = view.event
             if event.status is EventStatus.SCHEDULED:
@@ -216,10 +217,12 @@ class Invariants:
                     minimum = self.timing.notice_for(event.event_type)
                     assert event.not_before >= previous.now + minimum
             else:
-                longest = max(
-                    self.timing.started_period,
-                    self.timing.impact,
-                    seconds(event.duration_seconds),
+                impact = max(self.timing.impact, seconds(event.duration_seconds))
+                period = self.timing.started_period
+                # a profile in seconds counts the period from the end of the impact
+                # (docs/flows.md, "Dev timing")
+                longest = (
+                    impact + period if self.timing.started_after_impact else max(period, impact)
                 )
                 assert current.now < self.started_by[event_id] + longest, (
                     f"{event_id} Started for longer than {longest}"

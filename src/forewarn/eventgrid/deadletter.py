@@ -8,7 +8,12 @@ the events with ``deadLetterReason``, ``deliveryAttempts``, ``lastDeliveryOutcom
 location the event is dropped: "If dead-letter isn't configured ... events will be dropped".
 The values are as "Event Grid message delivery and retry" ("Delivery event formats",
 dead-letter event) shows them: ``lastDeliveryOutcome`` a name (``NotFound``), the times with
-seven fractional digits (``2020-08-13T17:18:14.0265758Z``).
+seven fractional digits (``2020-08-13T17:18:14.0265758Z``). A CloudEvents subscription's record
+names them in lower case, as that section's CloudEvents 1.0 dead-letter event does
+(``deadletterreason``, ``deliveryattempts``, ``lastdeliveryoutcome``, ``publishtime``: a
+CloudEvents attribute name is lower-case letters and digits only); the sample shows those four,
+its last line ending on a comma, and ``lasthttpstatuscode`` and ``lastdeliveryattempttime``
+follow the same rule [ours].
 """
 
 from __future__ import annotations
@@ -37,16 +42,17 @@ def dead_letter(
     """Write ``delivery``'s event under ``directory``, written whole or not at all; its path.
     ``attempts`` were made, the last at ``at``, answered ``status`` (``outcome``)."""
     record: dict[str, Any] = json.loads(delivery.payload)
-    record.update(
-        {
-            "deadLetterReason": reason,
-            "deliveryAttempts": attempts,
-            "lastDeliveryOutcome": outcome,
-            "lastHttpStatusCode": status,
-            "publishTime": event_time(delivery.published),
-            "lastDeliveryAttemptTime": event_time(at),
-        }
-    )
+    fields: dict[str, Any] = {
+        "deadLetterReason": reason,
+        "deliveryAttempts": attempts,
+        "lastDeliveryOutcome": outcome,
+        "lastHttpStatusCode": status,
+        "publishTime": event_time(delivery.published),
+        "lastDeliveryAttemptTime": event_time(at),
+    }
+    if subscription.schema == "cloudevents":
+        fields = {name.lower(): value for name, value in fields.items()}
+    record.update(fields)
     folder = directory / subscription.name.upper() / f"{at.year}/{at.month}/{at.day}/{at.hour}"
     target = folder / f"{delivery.grid_id}.json"
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,7 @@ from forewarn.eventgrid.payloads import (
 )
 from forewarn.eventgrid.schedule import (
     EVENT_TIME_TO_LIVE,
+    GENERIC_ERROR,
     LETTER_RETRY,
     RESPONSE_TIMEOUT,
     SUCCESS,
@@ -558,7 +559,7 @@ class EventGrid:
             self._record(
                 delivery,
                 functools.partial(
-                    self.store.failed, delivery, at=at, status=None, outcome="NetworkError",
+                    self.store.failed, delivery, at=at, status=None, outcome=GENERIC_ERROR,
                     again=at + retry_delay(delivery.attempts + 1),
                     error=f"{type(exc).__name__}: {exc}"[:300],
                 ),

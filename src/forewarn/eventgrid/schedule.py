@@ -13,7 +13,6 @@ all retry steps": left out here [ours], so a test on a manual clock can name eac
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from http import HTTPStatus
 
 #: The wait after each failed attempt: the n-th failure waits RETRY_DELAYS[n - 1], the last
 #: one repeating ("Every 12 hours up to 24 hours").
@@ -40,40 +39,66 @@ SUCCESS = frozenset({200, 201, 202, 203, 204})
 #: again, on the platform's clock [ours]: never at once, so a failing folder makes no storm.
 LETTER_RETRY = timedelta(minutes=1)
 
-#: ``lastDeliveryOutcome`` for a receiver's answer: the names of .NET's ``HttpStatusCode`` that
-#: Event Grid shows ("Delivery event formats": ``"lastDeliveryOutcome": "NotFound"``).
+#: ``lastDeliveryOutcome`` for a receiver's answer: the names .NET's ``HttpStatusCode`` gives
+#: the failures' statuses, as Event Grid shows them ("Delivery event formats":
+#: ``"lastDeliveryOutcome": "NotFound"``). Written out rather than derived from Python's
+#: ``HTTPStatus``, whose names differ from .NET's and change between Python versions (3.13
+#: names 422 ``UNPROCESSABLE_CONTENT``).
 OUTCOMES = {
     400: "BadRequest",
     401: "Unauthorized",
+    402: "PaymentRequired",
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    407: "ProxyAuthenticationRequired",
     408: "RequestTimeout",
     409: "Conflict",
     410: "Gone",
+    411: "LengthRequired",
+    412: "PreconditionFailed",
     413: "RequestEntityTooLarge",
+    414: "RequestUriTooLong",
     415: "UnsupportedMediaType",
+    416: "RequestedRangeNotSatisfiable",
+    417: "ExpectationFailed",
+    421: "MisdirectedRequest",
+    422: "UnprocessableEntity",
+    423: "Locked",
+    424: "FailedDependency",
+    426: "UpgradeRequired",
+    428: "PreconditionRequired",
     429: "TooManyRequests",
+    431: "RequestHeaderFieldsTooLarge",
+    451: "UnavailableForLegalReasons",
     500: "InternalServerError",
     501: "NotImplemented",
     502: "BadGateway",
     503: "ServiceUnavailable",
     504: "GatewayTimeout",
+    505: "HttpVersionNotSupported",
+    506: "VariantAlsoNegotiates",
+    507: "InsufficientStorage",
+    508: "LoopDetected",
+    510: "NotExtended",
+    511: "NetworkAuthenticationRequired",
 }
+#: The outcome Event Grid names for a failure of no other kind: of the outcomes its delivery
+#: failure logs name ("The possible values of Outcome are NotFound, Aborted, TimedOut,
+#: GenericError, and Busy", learn.microsoft.com/azure/event-grid/monitor-push-reference,
+#: "Resource logs"), the one that stands for any other error.
+GENERIC_ERROR = "GenericError"
 
 
 def delivery_outcome(status: int | None, error: str = "") -> str:
     """Event Grid's ``lastDeliveryOutcome`` for an attempt answered ``status``, or unanswered
     for ``error``: ``TimedOut`` when the receiver did not answer in time (Event Grid's name),
-    ``NetworkError`` when it could not be reached at all [ours]."""
+    ``GenericError`` for a receiver that could not be reached at all and for an answer whose
+    status .NET has no failure's name for (a 1xx, 3xx, 205 to 299, or an unassigned one)."""
     if status is not None:
-        if status in OUTCOMES:
-            return OUTCOMES[status]
-        try:
-            return HTTPStatus(status).name.title().replace("_", "")
-        except ValueError:
-            return f"Http{status}"
-    return "TimedOut" if error == "TimedOut" else "NetworkError"
+        return OUTCOMES.get(status, GENERIC_ERROR)
+    return "TimedOut" if error == "TimedOut" else GENERIC_ERROR
 
 
 def retry_delay(failed_attempts: int) -> timedelta:
@@ -105,6 +130,7 @@ def after_failure(
 
 __all__ = [
     "EVENT_TIME_TO_LIVE",
+    "GENERIC_ERROR",
     "LETTER_RETRY",
     "MAX_DELIVERY_ATTEMPTS",
     "NOT_RETRIED",
