@@ -15,8 +15,12 @@ client sent is echoed back is ours: bounded, so a refusal is never larger than a
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 from azure_support import FLEET, START, SUBSCRIPTION
+from e2e_support import start_forewarn
 
 from forewarn.cluster.replica import ReplicaError
 from forewarn.domain.events import EventStatus
@@ -178,3 +182,27 @@ def test_a_body_past_the_bound_and_a_wrong_method_are_refused_in_arms_envelope(
     assert wrong.status_code == 405
     assert wrong.json()["error"]["code"] == "MethodNotAllowed"
     assert wrong.headers["allow"] == "POST"
+
+
+@pytest.mark.e2e
+def test_a_call_without_the_token_is_refused_in_arms_envelope_by_a_real_serve(
+    tmp_path: Path,
+) -> None:
+    """ARM refuses a call without a valid bearer token with 401, code ``AuthenticationFailed``
+    (the ErrorResponse the management SDKs read); ``forewarn serve`` takes its control token
+    as the ARM routes' bearer credential (README "Security"), and its guard refuses there in
+    ARM's envelope, on the control API's own routes in its own shape."""
+    server = start_forewarn(tmp_path)
+    try:
+        control = f"http://{server.control_address}"
+        graph = httpx.post(f"{control}{QUERY}", json={"query": "maintenanceresources"})
+        acknowledge = httpx.post(f"{control}{ONE}?api-version=2023-10-01-preview")
+        own = httpx.get(f"{control}/api/v1/events")
+    finally:
+        server.stop()
+    for refused in (graph, acknowledge):
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "AuthenticationFailed"
+        assert "needs its token" in refused.json()["error"]["message"]
+    assert own.status_code == 401
+    assert "needs its token" in own.json()["detail"]

@@ -72,9 +72,10 @@ def call(
     query: str | None = "",
     hosts: Iterable[str] | None = (HOST, "localhost:16955"),
     kind: str = "http",
+    arm_paths: Iterable[str] = (),
 ) -> Answer:
     behind = Behind()
-    guard = ControlGuard(behind, token=TOKEN, hosts=hosts)
+    guard = ControlGuard(behind, token=TOKEN, hosts=hosts, arm_paths=tuple(arm_paths))
     scope: dict[str, Any] = {
         "type": kind,
         "method": method,
@@ -400,3 +401,38 @@ def test_what_is_not_an_http_request_passes_through_untouched() -> None:
     answer = call("GET", headers=[("Host", "rebound.example")], kind="lifespan")
     assert answer.reached
     assert answer.status == 0
+
+
+# -- ARM's routes -----------------------------------------------------------------------------
+
+ARM = ("/providers/Microsoft.ResourceGraph/resources",)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [
+        ([("Host", HOST)], 401, "AuthenticationFailed"),
+        ([("Host", HOST), ("Authorization", "Bearer wrong")], 401, "AuthenticationFailed"),
+        ([("Host", "evil.example"), ("Authorization", BEARER)], 421, "MisdirectedRequest"),
+        (
+            [("Host", HOST), ("Authorization", BEARER), ("Origin", "http://evil.example")],
+            403,
+            "Forbidden",
+        ),
+    ],
+)
+def test_an_arm_route_is_refused_in_arms_envelope_in_any_case(
+    headers: list[tuple[str, str]], status: int, code: str
+) -> None:
+    """ARM answers a refusal as ``{"error": {"code", "message"}}`` (the ErrorResponse of every
+    management-plane REST specification), ``AuthenticationFailed`` for a missing or wrong
+    bearer token; its paths are read without regard to case (docs/azure-side.md)."""
+    for path in (ARM[0], ARM[0].upper()):
+        answer = call("POST", path, headers, arm_paths=ARM)
+        assert (answer.status, answer.reached) == (status, False)
+        error = json.loads(answer.body)["error"]
+        assert error["code"] == code
+        assert error["message"]
+    elsewhere = call("POST", "/api/v1/vms/vm0/restart", headers, arm_paths=ARM)
+    assert elsewhere.status == status
+    assert elsewhere.detail

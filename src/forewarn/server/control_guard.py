@@ -14,7 +14,8 @@ covered. It refuses, in order:
   still needs the Host, and the GET of an Event Grid subscription's validation URL, which
   carries a secret of its own. The Azure Resource Manager routes (Resource Graph, the
   Maintenance provider) take the token as their bearer credential, where Azure takes a
-  Microsoft Entra token.
+  Microsoft Entra token, and are refused in ARM's error envelope (code ``AuthenticationFailed``
+  for a missing or wrong token, as ARM names it), so a management SDK reads the refusal's code.
 
 No cookie carries the token: a browser sends a cookie for ``127.0.0.1`` to every server on
 ``127.0.0.1``, whatever its port (cookies ignore ports), so the token would reach any other
@@ -28,10 +29,11 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from typing import Any
 
 from forewarn.defaults import HEALTH_PATHS
+from forewarn.server.azure._arm import arm_code, is_arm_path
 
 __all__ = ["VALIDATION_PATH", "ControlGuard"]
 
@@ -51,12 +53,21 @@ _PAGE_PATHS = ("/", "/dashboard/")
 
 
 class ControlGuard:
-    """Wraps the control ``app``; ``hosts`` are the ``Host`` values accepted (None: any)."""
+    """Wraps the control ``app``; ``hosts`` are the ``Host`` values accepted (None: any);
+    paths beginning with one of ``arm_paths`` (in any case) are refused in ARM's envelope."""
 
-    def __init__(self, app: App, *, token: str, hosts: Iterable[str] | None) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        token: str,
+        hosts: Iterable[str] | None,
+        arm_paths: Sequence[str] = (),
+    ) -> None:
         self.app = app
         self._token = token.encode()
         self._hosts = None if hosts is None else frozenset(h.lower() for h in hosts)
+        self._arm_paths = tuple(arm_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -65,13 +76,15 @@ class ControlGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "").lower()
         if self._hosts is not None and host not in self._hosts:
-            await _json(send, 421, f"unexpected Host {host!r}: use the address serve printed")
+            await self._refuse(
+                scope, send, 421, f"unexpected Host {host!r}: use the address serve printed"
+            )
             return
         method = scope["method"]
         if method not in _SAFE_METHODS:
             refusal = _cross_site_refusal(headers, host)
             if refusal is not None:
-                await _json(send, 403, refusal)
+                await self._refuse(scope, send, 403, refusal)
                 return
         if method == "GET" and scope["path"] in HEALTH_PATHS:
             await self.app(scope, receive, send)
@@ -85,7 +98,8 @@ class ControlGuard:
             await self.app(scope, receive, send)
             return
         if not self._authorised(headers):
-            await _json(
+            await self._refuse(
+                scope,
                 send,
                 401,
                 "the control API needs its token: Authorization: Bearer <token>, "
@@ -93,6 +107,14 @@ class ControlGuard:
             )
             return
         await self.app(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, send: Send, status: int, detail: str) -> None:
+        if is_arm_path(scope["path"], self._arm_paths):
+            code = "AuthenticationFailed" if status == 401 else arm_code(status)
+            body: dict[str, object] = {"error": {"code": code, "message": detail}}
+        else:
+            body = {"detail": detail}
+        await _respond(send, status, json.dumps(body).encode(), b"application/json")
 
     def _matches(self, offered: str) -> bool:
         return hmac.compare_digest(offered.encode(), self._token)
@@ -118,10 +140,6 @@ def _cross_site_refusal(headers: dict[str, str], host: str) -> str | None:
     if content_type and content_type != "application/json" and not empty:
         return f"the control API takes JSON bodies, not {content_type}"
     return None
-
-
-async def _json(send: Send, status: int, detail: str) -> None:
-    await _respond(send, status, json.dumps({"detail": detail}).encode(), b"application/json")
 
 
 async def _respond(send: Send, status: int, body: bytes, content_type: bytes) -> None:

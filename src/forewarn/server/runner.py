@@ -37,7 +37,7 @@ from forewarn.server._serve_logging import configure_logging, log, watch_events
 from forewarn.server.azure.resourcegraph import QueryProcess
 from forewarn.server.background import BackgroundPart, running
 from forewarn.server.banner import control_line, start_up_lines
-from forewarn.server.control import create_control_app
+from forewarn.server.control import ARM_PREFIXES, create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.embedded_postgres import EmbeddedPostgres, holds_embedded_store
@@ -195,7 +195,9 @@ def _tls_control_server(
     host, port = where
     return _ControlServer(
         uvicorn.Config(
-            ControlGuard(app, token=token, hosts=accepted_hosts(host, port)),
+            ControlGuard(
+                app, token=token, hosts=accepted_hosts(host, port), arm_paths=ARM_PREFIXES
+            ),
             host=host,
             port=port,
             log_level="warning",
@@ -568,7 +570,9 @@ async def start_control(
     except BaseException:
         control_socket.close()
         raise
-    guarded = ControlGuard(app, token=token, hosts=accepted_hosts(host, port))
+    guarded = ControlGuard(
+        app, token=token, hosts=accepted_hosts(host, port), arm_paths=ARM_PREFIXES
+    )
     control = _ControlServer(
         uvicorn.Config(guarded, host=host, port=port, log_level="warning", lifespan="off")
     )
