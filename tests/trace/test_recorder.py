@@ -10,7 +10,9 @@ instance-metadata-service ("Rate limiting": 5 requests per second).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from forewarn.cli.record import stopping
 from forewarn.testing import ForewarnPlatform, MakePlatform
 from forewarn.trace.format import DocumentRecord, Note, Resume, TraceError, load_trace
 from forewarn.trace.recorder import (
@@ -362,3 +365,45 @@ class _Trickle(httpx.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         while True:
             yield b" "
+
+
+def test_an_interrupt_something_swallowed_still_ends_the_recording(
+    platform: ForewarnPlatform, tmp_path: Path
+) -> None:
+    """docs/record-replay.md: "Ctrl-C or SIGTERM stops it at once ...: it writes a `stop`
+    line". The signals' handler tells the recorder before it raises ``KeyboardInterrupt``, so
+    an interrupt that library code swallows (one raised in a finalizer the collector runs is
+    only printed) still ends the recording, at its next turn, with ``interrupted``."""
+    inner = platform.transport()
+    polls: list[str] = []
+    holder: list[Recorder] = []
+
+    def swallowing(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/scheduledevents"):
+            polls.append(request.url.path)
+            if len(polls) == 2:
+                # dropped, as a finalizer's exception is (only printed)
+                with contextlib.suppress(KeyboardInterrupt):
+                    stopping(holder[0])(signal.SIGINT, None)
+        return inner.handle_request(request)
+
+    stop = threading.Event()
+
+    def progress(line: str) -> None:
+        if len(polls) >= 6:  # the interrupt was lost: end the test's recording anyway
+            stop.set()
+
+    out = tmp_path / "vm.trace"
+    recorder = Recorder(
+        RecordSettings(out, endpoint="http://169.254.169.254", interval=0.2),
+        http=httpx.Client(transport=httpx.MockTransport(swallowing)),
+        wall=lambda: platform.now,
+        progress=progress,
+        stop=stop,
+    )
+    holder.append(recorder)
+    assert recorder.run() == "interrupted"
+    assert len(polls) == 2
+    last = load_trace(out).records[-1]
+    assert isinstance(last, Note)
+    assert (last.kind, last.text) == ("stop", "interrupted")

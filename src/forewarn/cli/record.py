@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -19,9 +20,17 @@ from forewarn.trace.format import TraceError
 from forewarn.trace.recorder import DEFAULT_MAX_BYTES, Recorder, RecordSettings
 
 
-def _terminated(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM ends a recording as Ctrl-C does: with a stop line, not mid-write."""
-    raise KeyboardInterrupt
+def stopping(recorder: Recorder) -> Callable[[int, FrameType | None], None]:
+    """The handler of SIGINT and SIGTERM: either ends the recording with a stop line, not
+    mid-write. The recorder is told first (:meth:`Recorder.interrupt`), then
+    ``KeyboardInterrupt`` cuts short whatever it waits on; if something swallows that, the
+    recording still ends at its next turn."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        recorder.interrupt()
+        raise KeyboardInterrupt
+
+    return handler
 
 
 class _ProgressLine:
@@ -130,7 +139,10 @@ def record(
         raise click.UsageError(str(exc)) from None
     progress = _ProgressLine()
     recorder = Recorder(settings, progress=progress)
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    handler = stopping(recorder)
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started with Ctrl-C ignored
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
     try:
         reason = recorder.run()
     except TraceError as exc:
@@ -138,7 +150,8 @@ def record(
     except OSError as exc:
         raise click.ClickException(f"{out}: {exc.strerror or exc}") from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, before in previous.items():
+            signal.signal(number, before)
         progress.end()
     state = recorder.state
     click.echo(

@@ -172,6 +172,7 @@ class Recorder:
         self._monotonic = monotonic
         self._progress = progress
         self.stop = stop or threading.Event()
+        self._interrupted = False
         self.state = Progress()
         self._sent: collections.deque[float] = collections.deque()
         self._last_at: datetime | None = None
@@ -202,7 +203,7 @@ class Recorder:
                 self._approve_due()
                 self._progress(self.state.line(self.settings))
                 self.stop.wait(max(0.0, self.settings.interval - (self._monotonic() - began)))
-            reason = "stopped"
+            reason = "interrupted" if self._interrupted else "stopped"
         except _TraceFullError as stopped:
             reason = stopped.reason
         except KeyboardInterrupt:
@@ -211,6 +212,14 @@ class Recorder:
             if self._file is not None:
                 self._close(reason)
         return reason
+
+    def interrupt(self) -> None:
+        """Ctrl-C or SIGTERM: end the recording as interrupted at its next turn at the latest.
+        The signal's handler calls this before it raises ``KeyboardInterrupt``, which a
+        library may swallow (one raised in a finalizer the collector runs is only printed):
+        the recording ends then all the same, instead of polling on."""
+        self._interrupted = True
+        self.stop.set()
 
     def _close(self, reason: str) -> None:
         assert self._file is not None
