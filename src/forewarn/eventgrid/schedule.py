@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from forewarn.wire.status_names import STATUS_NAMES
+
 #: The wait after each failed attempt: the n-th failure waits RETRY_DELAYS[n - 1], the last
 #: one repeating ("Every 12 hours up to 24 hours").
 RETRY_DELAYS = (
@@ -41,49 +43,8 @@ LETTER_RETRY = timedelta(minutes=1)
 
 #: ``lastDeliveryOutcome`` for a receiver's answer: the names .NET's ``HttpStatusCode`` gives
 #: the failures' statuses, as Event Grid shows them ("Delivery event formats":
-#: ``"lastDeliveryOutcome": "NotFound"``). Written out rather than derived from Python's
-#: ``HTTPStatus``, whose names differ from .NET's and change between Python versions (3.13
-#: names 422 ``UNPROCESSABLE_CONTENT``).
-OUTCOMES = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    402: "PaymentRequired",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    406: "NotAcceptable",
-    407: "ProxyAuthenticationRequired",
-    408: "RequestTimeout",
-    409: "Conflict",
-    410: "Gone",
-    411: "LengthRequired",
-    412: "PreconditionFailed",
-    413: "RequestEntityTooLarge",
-    414: "RequestUriTooLong",
-    415: "UnsupportedMediaType",
-    416: "RequestedRangeNotSatisfiable",
-    417: "ExpectationFailed",
-    421: "MisdirectedRequest",
-    422: "UnprocessableEntity",
-    423: "Locked",
-    424: "FailedDependency",
-    426: "UpgradeRequired",
-    428: "PreconditionRequired",
-    429: "TooManyRequests",
-    431: "RequestHeaderFieldsTooLarge",
-    451: "UnavailableForLegalReasons",
-    500: "InternalServerError",
-    501: "NotImplemented",
-    502: "BadGateway",
-    503: "ServiceUnavailable",
-    504: "GatewayTimeout",
-    505: "HttpVersionNotSupported",
-    506: "VariantAlsoNegotiates",
-    507: "InsufficientStorage",
-    508: "LoopDetected",
-    510: "NotExtended",
-    511: "NetworkAuthenticationRequired",
-}
+#: ``"lastDeliveryOutcome": "NotFound"``).
+OUTCOMES = STATUS_NAMES
 #: The outcome Event Grid names for a failure of no other kind: of the outcomes its delivery
 #: failure logs name ("The possible values of Outcome are NotFound, Aborted, TimedOut,
 #: GenericError, and Busy", learn.microsoft.com/azure/event-grid/monitor-push-reference,

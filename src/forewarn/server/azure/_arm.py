@@ -10,11 +10,12 @@ this package answer so, whatever went wrong.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
-from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+
+from forewarn.wire.status_names import STATUS_NAMES
 
 _Scope = MutableMapping[str, Any]
 _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -58,14 +59,9 @@ def is_arm_path(path: str, prefixes: Sequence[str]) -> bool:
 
 
 def arm_code(status: int) -> str:
-    """The code of an ARM error no route named itself: the status's phrase run together,
-    as ARM's generic codes are (``ServiceUnavailable``, ``InternalServerError``,
-    ``NotFound``)."""
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
-    return "".join(word[:1].upper() + word[1:] for word in phrase.replace("-", " ").split())
+    """The code of an ARM error no route named itself: the status's .NET name, as ARM's
+    generic codes are (``ServiceUnavailable``, ``InternalServerError``, ``NotFound``)."""
+    return STATUS_NAMES.get(status, "Error")
 
 
 def arm_error(
