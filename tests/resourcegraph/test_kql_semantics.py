@@ -398,3 +398,129 @@ def test_the_bounds_of_the_parser_at_the_bound() -> None:
     ("take operator": "The number of rows to return")."""
     assert names("t | where n in (" + ", ".join(["3"] * MAX_ITEMS) + ")") == ["a"]
     assert names("t | take 0") == []
+
+
+_AGGREGATIONS_ONLY = (
+    "summarize takes aggregations (count(), countif(), dcount(), min(), max(), sum(), avg(), "
+    "make_set(), make_list(), arg_max(), arg_min()) before by"
+)
+_NOT_SUPPORTED = (
+    "is not supported; supported: where, sort by, order by, top, project, project-away, "
+    "extend, distinct, summarize, mv-expand, join, take, limit, count"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "code", "token"),
+    [
+        ("t | summarize", "summarize needs an aggregation or a by clause", "ParserFailure",
+         "summarize"),
+        ("t | summarize name", _AGGREGATIONS_ONLY, "UnsupportedOperator", "summarize"),
+        ("t | summarize count(), low = tolower(name)", _AGGREGATIONS_ONLY,
+         "UnsupportedOperator", "low"),
+        ("t | summarize count() by count()",
+         "the aggregation count() belongs in summarize, not summarize by", "UnsupportedFunction",
+         "count"),
+        ("t | distinct name, max(n)", "the aggregation max() belongs in summarize, not distinct",
+         "UnsupportedFunction", "max"),
+        ("t | extend x = 1, y = count()", "the aggregation count() belongs in summarize, not extend",
+         "UnsupportedFunction", "count"),
+        ("t | project tolower(*)", "* is not a value in tolower()", "ParserFailure", "*"),
+    ],
+)  # fmt: skip
+def test_each_operator_refuses_an_aggregation_outside_summarize(
+    text: str, message: str, code: str, token: str | None
+) -> None:
+    """ "summarize operator": ``summarize [Column =] Aggregation [, ...] [by [Column =]
+    GroupExpression [, ...]]``, "Aggregation: A call to an aggregation function", and at
+    least one of the two; ``extend``/``distinct``/``by`` take scalar expressions ("extend
+    operator", "distinct operator"); a refusal names its code and part (docs/azure-side.md,
+    "Resource Graph")."""
+    with pytest.raises(QueryError) as refused:
+        parse_query(text)
+    assert (str(refused.value), refused.value.code, refused.value.token) == (message, code, token)
+
+
+@pytest.mark.parametrize(
+    ("operator", "where"),
+    [
+        ("t | project {}", "project"),
+        ("t | extend {}", "extend"),
+        ("t | distinct {}", "distinct"),
+        ("t | summarize count() by {}", "summarize by"),
+        ("t | summarize {}", "summarize"),
+    ],
+)
+def test_the_columns_an_operator_names_are_bounded_at_the_bound(operator: str, where: str) -> None:
+    """[ours] (docs/azure-side.md, "Resource Graph"): an operator names at most MAX_ITEMS
+    columns; one more is refused naming the operator and the bound."""
+    column = "count()" if where == "summarize" else "n"
+    parse_query(operator.format(", ".join([column] * MAX_ITEMS)))
+    with pytest.raises(QueryError) as refused:
+        parse_query(operator.format(", ".join([column] * (MAX_ITEMS + 1))))
+    assert (str(refused.value), refused.value.code, refused.value.token) == (
+        f"{where} names more than {MAX_ITEMS} columns",
+        "QueryTooLarge",
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "word", "where"),
+    [
+        ("make-series count() on x", "make-series", (1, 5)),  # the first word of the text
+        ("t | project-rename", "project-rename", (1, 12)),  # the last word of the text
+        ("t | top 2 by n | project-reorder n", "project-reorder", (1, 25)),
+        ("t | where n == 1 | sort-by n", "sort-by", (1, 24)),
+    ],
+)
+def test_a_known_hyphenated_operator_is_named_whole(
+    text: str, word: str, where: tuple[int, int]
+) -> None:
+    """KQL's ``make-series``, ``project-rename``, ``project-reorder`` ("Tabular operators")
+    are refused as operators not supported, named whole, though the lexer stops at the
+    ``-`` (docs/azure-side.md, "Resource Graph": "Anything else (union, parse,
+    make-series...) is a 400 ... naming the part")."""
+    with pytest.raises(QueryError) as refused:
+        parse_query(text)
+    error = refused.value
+    assert (str(error), error.code, error.token, error.where) == (
+        f"unexpected {word!r} at line 1: the operator {word!r} {_NOT_SUPPORTED}",
+        "UnsupportedOperator",
+        word,
+        where,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "code", "token", "where"),
+    [
+        ("t | where n == 1 union", f"unexpected 'union' at line 1, column 18: the operator "
+         f"'union' {_NOT_SUPPORTED}", "UnsupportedOperator", "union", (1, 18)),
+        ("t | where n == 1 make-series", "unexpected 'make-series' at line 1, column 18: the "
+         f"operator 'make-series' {_NOT_SUPPORTED}", "UnsupportedOperator", "make-series",
+         (1, 18)),
+        ("t | where n == 1 mystery", "unexpected 'mystery' at line 1, column 18: not part of "
+         "the supported query language", "ParserFailure", "mystery", (1, 18)),
+        ("t |", "unexpected the end of the query at line 1, column 3: not part of the "
+         "supported query language", "ParserFailure", "", (1, 3)),
+        ("@ | take 1", "unexpected '@' at line 1, column 1: not part of the supported query "
+         "language", "ParserFailure", "@", (1, 1)),
+        ("t | where n\n  @@ 1", "unexpected '@@' at line 2, column 3: not part of the "
+         "supported query language", "ParserFailure", "@@", (2, 3)),
+        ("t | where n " + "@" * 20, "unexpected '" + "@" * 16 + "' at line 1, column 13: not "
+         "part of the supported query language", "ParserFailure", "@" * 16, (1, 13)),
+        ("t | where n == 1" + "\x0b" * 17, "unexpected '\\x0b' at line 1, column 17: not part "
+         "of the supported query language", "ParserFailure", "\x0b", (1, 17)),  # blank to Python
+    ],
+)  # fmt: skip
+def test_a_refusal_of_the_grammar_names_the_part_and_where(
+    text: str, message: str, code: str, token: str, where: tuple[int, int]
+) -> None:
+    """What the grammar does not name is refused naming the part (at most 16 characters of
+    it, the first word), its line and column; a KQL operator not supported here says so
+    (docs/azure-side.md, "Resource Graph")."""
+    with pytest.raises(QueryError) as refused:
+        parse_query(text)
+    error = refused.value
+    assert (str(error), error.code, error.token, error.where) == (message, code, token, where)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, v_args
-from lark.exceptions import UnexpectedEOF, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedToken, VisitError
 
 from forewarn.errors import ForewarnError
 
@@ -435,7 +435,7 @@ class _ToQuery(Transformer[Token, Query]):
         aggregates: tuple[Column, ...] = ()
         by: tuple[Column, ...] = ()
         for part in parts:
-            if part and part[0] == "by":
+            if part[0] == "by":  # aggregates: Columns, never empty
                 by = part[1]
             else:
                 aggregates = part
@@ -619,8 +619,6 @@ def parse_query(text: str) -> Query:
             where=(exc.line, exc.column),
             token=found,
         ) from None
-    except UnexpectedEOF:
-        raise QueryError("the query ends too early") from None
     except UnexpectedToken as exc:
         token = str(exc.token)
         start = getattr(exc.token, "start_pos", None)
@@ -634,7 +632,7 @@ def parse_query(text: str) -> Query:
             where=(exc.line, exc.column),
             token=token,
         ) from None
-    except UnexpectedInput as exc:  # pragma: no cover - the three above are all lark raises
+    except UnexpectedInput as exc:  # pragma: no cover - LALR raises only the two above
         raise QueryError(f"cannot parse the query: {exc}") from None
     try:
         return _ToQuery().transform(tree)
