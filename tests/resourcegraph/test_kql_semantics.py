@@ -524,3 +524,85 @@ def test_a_refusal_of_the_grammar_names_the_part_and_where(
         parse_query(text)
     error = refused.value
     assert (str(error), error.code, error.token, error.where) == (message, code, token, where)
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_mv_expand_makes_at_most_max_rows(extra: int) -> None:
+    """[ours] (docs/azure-side.md, "Resource Graph": "200,000 rows made by one mv-expand or
+    join; past either it is a 400 naming the limit"): exactly MAX_ROWS rows are made, one
+    more is refused naming the operator."""
+    rows = [{"name": "a", "tags": list(range(MAX_ROWS + extra))}]
+    if not extra:
+        assert q("t | mv-expand tags | count", rows) == [{"Count": MAX_ROWS}]
+        return
+    with pytest.raises(QueryError) as refused:
+        q("t | mv-expand tags", rows)
+    assert (str(refused.value), refused.value.code, refused.value.token) == (
+        f"mv-expand makes more than {MAX_ROWS:,} rows, the limit of one operator",
+        "QueryTooLarge",
+        "mv-expand",
+    )
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_join_makes_at_most_max_rows(extra: int) -> None:
+    """[ours] (docs/azure-side.md, "Resource Graph"): a join making exactly MAX_ROWS rows
+    runs, one making a row more is refused naming the operator."""
+    left = [{"k": 1, "i": i} for i in range(MAX_ROWS // 1000)] + [{"k": 2, "i": -1}] * extra
+    right = [{"k": 1, "j": j} for j in range(1000)] + [{"k": 2, "j": -1}]
+    tables = {"t": lambda: left, "vms": lambda: right}
+    query = parse_query("t | join kind=inner (vms) on k | count")
+    if not extra:
+        assert run(query, tables) == [{"Count": MAX_ROWS}]
+        return
+    with pytest.raises(QueryError) as refused:
+        run(query, tables)
+    assert (str(refused.value), refused.value.code, refused.value.token) == (
+        f"join makes more than {MAX_ROWS:,} rows, the limit of one operator",
+        "QueryTooLarge",
+        "join",
+    )
+
+
+def test_join_a_null_key_matches_nothing() -> None:
+    """A key is matched with ``==`` ("join operator": "the values of the key columns ...
+    are equal"), and "Applying the equality operator to two null values yields
+    bool(null)" ("Null values", "Equality and inequality of null values"): a row whose key
+    is null or missing matches no row, not even another null one; ``leftouter`` keeps it
+    with the right's columns null."""
+    left: list[dict[str, Any]] = [{"k": None, "a": 1}, {"k": 1, "a": 2}, {"a": 3}]
+    right: list[dict[str, Any]] = [{"k": None, "b": 1}, {"k": 1, "b": 2}, {"b": 3}]
+    tables = {"t": lambda: left, "vms": lambda: right}
+    matched = [{"k": 1, "a": 2, "k1": 1, "b": 2}]
+    for kind in ("inner", "innerunique"):
+        assert run(parse_query(f"t | join kind={kind} (vms) on k"), tables) == matched
+    assert run(parse_query("t | join kind=leftouter (vms) on k"), tables) == [
+        {"k": None, "a": 1, "k1": None, "b": None},
+        *matched,
+        {"a": 3, "k1": None, "b": None},
+    ]
+    two = {"t": lambda: [{"k": 1, "l": None, "a": 1}], "vms": lambda: [{"k": 1, "l": None}]}
+    assert run(parse_query("t | join kind=inner (vms) on k, l"), two) == []  # one null of two
+
+
+def test_join_renames_a_right_column_the_left_has_with_the_next_free_number() -> None:
+    """docs/azure-side.md, "Resource Graph": "a right column the left already has is renamed
+    name1"; when the left has ``name1`` as well the next number is taken (``name2``), and a
+    name made so is not made twice (the right's own ``k1`` after its ``k`` became ``k1``)."""
+    left: list[dict[str, Any]] = [{"k": 1, "x": 1, "x1": 2}]
+    right: list[dict[str, Any]] = [{"k": 1, "x": 3, "x1": 4, "k1": 5, "y": 6}]
+    tables = {"t": lambda: left, "vms": lambda: right}
+    assert run(parse_query("t | join kind=inner (vms) on k"), tables) == [
+        {"k": 1, "x": 1, "x1": 2, "k1": 1, "x2": 3, "x11": 4, "k11": 5, "y": 6}
+    ]
+
+
+def test_extend_names_its_columns_and_keeps_the_row() -> None:
+    """ "extend operator": "Create calculated columns and append them to the result set";
+    ``ColumnName``: "Name of the column to add or update", an unnamed expression named
+    ``Column1``... ("project operator"); the row's own columns kept, in their order."""
+    rows: list[dict[str, Any]] = [{"name": "a", "n": 2}, {"name": "b", "n": 3}]
+    assert q("t | extend m = n, 1 == 1, n = strlen(name), Column2 = m", rows) == [
+        {"name": "a", "n": 1, "m": 2, "Column1": True, "Column2": 2},
+        {"name": "b", "n": 1, "m": 3, "Column1": True, "Column2": 3},
+    ]
