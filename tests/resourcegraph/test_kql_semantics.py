@@ -606,3 +606,23 @@ def test_extend_names_its_columns_and_keeps_the_row() -> None:
         {"name": "a", "n": 1, "m": 2, "Column1": True, "Column2": 2},
         {"name": "b", "n": 1, "m": 3, "Column1": True, "Column2": 3},
     ]
+
+
+def test_string_literals_read_their_escapes() -> None:
+    """ "The string data type", string literals: "Use the backslash character to escape the
+    enclosing quote characters, tab characters (\\t), newline characters (\\n), and the
+    backslash itself (\\\\)"; either quote may enclose a string, the other kept as it is;
+    ``\\r`` [ours] a carriage return, another escaped character itself."""
+    rows: list[dict[str, Any]] = [{"name": "x"}]
+    shown = q(
+        r"""t | project a = 'it\'s', b = "say \"hi\"", c = 'a\tb\nc\rd', d = '\\n', """
+        r"""e = '"', f = "'", g = 'w\q', h = "\\", i = '', k = 'x\\\'y'""",
+        rows,
+    )
+    assert shown == [
+        {"a": "it's", "b": 'say "hi"', "c": "a\tb\nc\rd", "d": "\\n", "e": '"', "f": "'",
+         "g": "wq", "h": "\\", "i": "", "k": "x\\'y"}
+    ]  # fmt: skip
+    assert q(r"t | where name == 'x' | project v = properties['a\'b']", [
+        {"name": "x", "properties": {"a'b": 1}}
+    ]) == [{"v": 1}]  # fmt: skip
