@@ -426,6 +426,16 @@ _NOT_SUPPORTED = (
         ("t | extend x = 1, y = count()", "the aggregation count() belongs in summarize, not extend",
          "UnsupportedFunction", "count"),
         ("t | project tolower(*)", "* is not a value in tolower()", "ParserFailure", "*"),
+        ("t | project n, c = count()", "the aggregation count() belongs in summarize, not "
+         "project", "UnsupportedFunction", "count"),
+        ("t | where max(n) > 1", "the aggregation max() belongs in summarize, not where",
+         "UnsupportedFunction", "max"),
+        ("t | sort by n, min(n)", "the aggregation min() belongs in summarize, not sort by",
+         "UnsupportedFunction", "min"),
+        ("t | where not(count())", "the aggregation count() belongs in summarize, not not()",
+         "UnsupportedFunction", "count"),
+        ("t | summarize max(count())", "the aggregation count() belongs in summarize, not max()",
+         "UnsupportedFunction", "count"),
     ],
 )  # fmt: skip
 def test_each_operator_refuses_an_aggregation_outside_summarize(
