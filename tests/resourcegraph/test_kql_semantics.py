@@ -512,6 +512,10 @@ def test_a_known_hyphenated_operator_is_named_whole(
          (1, 18)),
         ("t | where n == 1 mystery", "unexpected 'mystery' at line 1, column 18: not part of "
          "the supported query language", "ParserFailure", "mystery", (1, 18)),
+        ("t | project-rename_x", "unexpected '-rename_x' at line 1, column 12: not part of "
+         "the supported query language", "ParserFailure", "-rename_x", (1, 12)),  # no operator
+        ("t | make-series2", "unexpected 'make' at line 1, column 5: not part of the "
+         "supported query language", "ParserFailure", "make", (1, 5)),
         ("t |", "unexpected the end of the query at line 1, column 3: not part of the "
          "supported query language", "ParserFailure", "", (1, 3)),
         ("@ | take 1", "unexpected '@' at line 1, column 1: not part of the supported query "

@@ -652,14 +652,17 @@ _KNOWN_KQL = frozenset(
 
 def _word_at(text: str, at: int) -> str:
     """The hyphenated word around ``at`` (``project-rename`` when the lexer stopped at its
-    ``-``), bounded to 32 characters either side."""
+    ``-``): letters, digits, ``_`` and ``-``, as ``str.isalnum`` reads letters and digits."""
     start = at
-    while start > max(0, at - 32) and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+    while start > 0 and _WORD_CHAR.match(text, start - 1):
         start -= 1
     end = at
-    while end < min(len(text), at + 32) and (text[end].isalnum() or text[end] in "_-"):
+    while _WORD_CHAR.match(text, end):  # no match at the end of the text
         end += 1
     return text[start:end]
+
+
+_WORD_CHAR = re.compile(r"[\w-]")
 
 
 def _unsupported_hint(token: str) -> str:
