@@ -640,3 +640,12 @@ def test_string_literals_read_their_escapes() -> None:
     assert q(r"t | where name == 'x' | project v = properties['a\'b']", [
         {"name": "x", "properties": {"a'b": 1}}
     ]) == [{"v": 1}]  # fmt: skip
+
+
+def test_summarize_by_alone_gives_each_group_once() -> None:
+    """ "summarize operator": ``T | summarize [[Column =] Aggregation [, ...]] [by [Column =]
+    GroupExpression [, ...]]``; GroupExpression: "The output will have as many records as
+    there are distinct values of all the group expressions" -- with no aggregation, only the
+    ``by`` columns (learn.microsoft.com training, "Use the summarize operator": ``summarize by
+    Activity`` "returns one column that is a unique list of Activity column values")."""
+    assert q("vms | summarize by name") == [{"name": "a"}, {"name": "c"}]
