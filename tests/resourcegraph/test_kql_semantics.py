@@ -649,3 +649,42 @@ def test_summarize_by_alone_gives_each_group_once() -> None:
     ``by`` columns (learn.microsoft.com training, "Use the summarize operator": ``summarize by
     Activity`` "returns one column that is a unique list of Activity column values")."""
     assert q("vms | summarize by name") == [{"name": "a"}, {"name": "c"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "refused", "cost"),
+    [
+        ("t | where n == 1", "where", 3 * 3),  # a comparison and its two sides
+        ("t | where n in (1, 2)", "where", 3 * 4),  # the value and each of the list's
+        ("t | where not(isnull(n)) and name == 'a' or true", "where", 3 * 9),
+        ("t | where n !in~ ('a')", "where", 3 * 3),
+        ("t | sort by n, name", "sort", 3 * 2 * 2),  # each key, ceil(log2(3 + 1)) comparisons a row
+        ("t | top 2 by strlen(name)", "top", 3 * 2 * 2),
+        ("t | take 1 | sort by n", "sort", 3 + 1),  # one row: one comparison
+        ("t | take 0 | sort by n", "take", 3),
+        ("t | project name, l = tolower(name)", "project", 3 * 4),  # one, and each column's terms
+        ("t | extend l = tolower(name)", "extend", 3 * 3),
+        ("t | distinct name", "distinct", 3 * 2),
+        ("t | summarize count(), max(n) by name", "summarize", 3 * 5),
+        ("t | mv-expand tags", "mv-expand", 3 * 2),
+        ("t | take 2 | count", "count", 3 + 2),
+        ("t | project-away n", "project-away", 3),
+        ("t | join kind=inner (vms | where size != 'x') on name", "join", 3 + 3 * 3 + 3 + 3),
+    ],
+)
+def test_a_query_costs_its_rows_times_its_terms(text: str, refused: str, cost: int) -> None:
+    """[ours] docs/azure-side.md, "Resource Graph": a query's work is "evaluations (rows
+    times the terms of each operator, a sort's comparisons counted)", counted before each
+    operator runs: a query costing exactly the limit runs, one costing one more is refused
+    naming the operator. ``join`` costs a row of each side, after the right side's own
+    operators."""
+    tables = {"t": lambda: ROWS, "vms": lambda: VMS}
+    run(parse_query(text), tables, limit=cost)
+    with pytest.raises(QueryError) as error:
+        run(parse_query(text), tables, limit=cost - 1)
+    assert (error.value.code, error.value.token) == ("QueryTooExpensive", refused)
+    assert str(error.value) == (
+        f"the query is too costly to run: its {refused} would take it past the "
+        f"limit of {cost - 1:,} evaluations (rows times terms); filter with where first or ask "
+        "for less"
+    )

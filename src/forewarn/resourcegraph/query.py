@@ -175,7 +175,7 @@ def _weight(operator: object, rows: int) -> int:
     if isinstance(operator, Where):
         return _terms(operator.condition)
     if isinstance(operator, Sort | Top):
-        comparisons = max(1, math.ceil(math.log2(rows + 1)))
+        comparisons = math.ceil(math.log2(rows + 1))  # 0 rows: 0; 1 row: 1
         return sum(_terms(key.expr) for key in operator.keys) * comparisons
     if isinstance(operator, Project | Extend | Distinct):
         return 1 + sum(_terms(column.expr) for column in operator.columns)
