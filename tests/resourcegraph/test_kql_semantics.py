@@ -198,6 +198,9 @@ def test_an_operator_making_too_many_rows_is_refused() -> None:
         ("restarted", "restart", False),
         ("unrestart", "restart", False),
         ("abc-def", "-def", True),  # a term beginning with a separator
+        ("abc-def", "abc-", True),  # a term ending with one
+        ("xabc-def", "abc-", False),
+        ("restarts restart", "restart", True),  # the first occurrence joined after
         ("abc-def", "c-d", False),  # inside two terms
         ("abc", "", True),
     ],
