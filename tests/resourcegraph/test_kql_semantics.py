@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 from azure.mgmt.resourcegraph.models import ColumnDataType
 
-from forewarn.resourcegraph.kql import MAX_ITEMS, QueryError, parse_query
+from forewarn.resourcegraph.kql import (
+    MAX_DEPTH,
+    MAX_ITEMS,
+    MAX_QUERY_CHARS,
+    QueryError,
+    parse_query,
+)
 from forewarn.resourcegraph.query import MAX_COST, MAX_ROWS, column_type, run
 
 ROWS: list[dict[str, Any]] = [
@@ -691,3 +697,141 @@ def test_a_query_costs_its_rows_times_its_terms(text: str, refused: str, cost: i
         f"limit of {cost - 1:,} evaluations (rows times terms); filter with where first or ask "
         "for less"
     )
+
+
+_FUNCTIONS_SUPPORTED = (
+    "supported: not, array_length, coalesce, isempty, isnotempty, isnotnull, isnull, split, "
+    "strcat, strlen, tolower, tostring, toupper; in summarize: arg_max, arg_min, avg, count, "
+    "countif, dcount, make_list, make_set, max, min, sum"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "code", "token", "where"),
+    [
+        ("t | where strlen(name, 1) > 1", "strlen() takes 1 argument(s), not 2",
+         "InvalidArguments", "strlen", (1, 11)),
+        ("t | where StrCat() == 'x'", "StrCat() takes 1 to 16 argument(s), not 0",
+         "InvalidArguments", "StrCat", (1, 11)),
+        ("t | where coalesce(" + ", ".join(["n"] * 17) + ") == 1",
+         "coalesce() takes 1 to 16 argument(s), not 17", "InvalidArguments", "coalesce", (1, 11)),
+        ("t |\n summarize arg_max(n)", "arg_max() takes 2 to 256 argument(s), not 1",
+         "InvalidArguments", "arg_max", (2, 12)),
+        ("t | summarize count()[0]", "count() cannot be indexed", "ParserFailure", "count",
+         (1, 15)),
+        ("t | summarize c = max(n).x", "max() cannot be indexed", "ParserFailure", "max",
+         (1, 19)),
+        ("t | where eval(1)", f"the function eval() is not supported; {_FUNCTIONS_SUPPORTED}",
+         "UnsupportedFunction", "eval", (1, 11)),
+    ],
+)  # fmt: skip
+def test_a_function_is_refused_naming_it_and_what_it_takes(
+    text: str, message: str, code: str, token: str, where: tuple[int, int]
+) -> None:
+    """Each function takes the arguments its page names (``strlen(source)``,
+    ``strcat(argument1, argument2 [, argument3 ...])`` "Between 1 and 64 arguments" -- 16
+    here [ours] --, ``arg_max(ExprToMaximize, * | ExprToReturn [, ...])``); an aggregation's
+    value is not indexed; a function KQL has and this subset does not is refused naming it
+    and the ones it has (docs/azure-side.md, "Resource Graph": "a 400 ... naming the part")."""
+    with pytest.raises(QueryError) as refused:
+        parse_query(text)
+    error = refused.value
+    assert (str(error), error.code, error.token, error.where) == (message, code, token, where)
+
+
+def test_the_text_and_its_nesting_are_bounded_at_the_bound() -> None:
+    """[ours] docs/azure-side.md, "Resource Graph": a query longer than 8,192 characters or
+    nesting parentheses deeper than 16 is refused; at the bound it runs. Parentheses inside
+    a string, its quotes escaped or not, are not nesting."""
+    longest = "t | where n == 3" + " " * (MAX_QUERY_CHARS - 16)
+    assert len(longest) == MAX_QUERY_CHARS
+    assert names(longest) == ["a"]
+    with pytest.raises(QueryError) as refused:
+        parse_query(longest + " ")
+    assert (str(refused.value), refused.value.code) == (
+        f"the query is longer than {MAX_QUERY_CHARS} characters",
+        "QueryTooLarge",
+    )
+    deepest = "t | where " + "(" * MAX_DEPTH + "n == 3" + ")" * MAX_DEPTH
+    assert names(deepest) == ["a"]
+    with pytest.raises(QueryError) as refused:
+        parse_query("t | where " + "(" * (MAX_DEPTH + 1) + "n == 3" + ")" * (MAX_DEPTH + 1))
+    assert (str(refused.value), refused.value.code) == (
+        f"the query nests parentheses deeper than {MAX_DEPTH}",
+        "QueryTooLarge",
+    )
+    quoted = "((((((((((((((((((((("
+    for text in (f"t | where name == '{quoted}'", f't | where name == "\\"{quoted}"',
+                 f"t | where name == 'it\\'s{quoted}'", f"t | where name == '\\\\' or name == '{quoted}'",
+                 f"t | where (name == ')') and name == '{quoted}'"):  # fmt: skip
+        assert names(text) == []
+    assert names("t | where (((n == 3)) and (name == 'a'))") == ["a"]  # depth falls back
+    assert names("t | where " + "(n == 3) and " * MAX_DEPTH * 2 + "(n == 3)") == ["a"]
+
+
+def test_function_values() -> None:
+    """The functions' pages (Kusto "Scalar functions"): ``strcat`` "Concatenates between 1 and
+    64 arguments" (a null read as empty); ``coalesce`` returns "The value of the first arg
+    whose value isn't null (or not-empty for string expressions)"; ``isempty`` is true for an
+    empty string or a null, ``isnotempty`` its negation; ``isnull``/``isnotnull``; ``strlen``
+    the length in characters; ``array_length`` the elements of an array, null for anything
+    else; ``split`` the substrings between the delimiter, indexable (an empty delimiter: null
+    [ours])."""
+    rows: list[dict[str, Any]] = [
+        {"s": "a/b", "e": "", "z": None, "l": [1, 2, 3], "m": {"k": 1}},
+    ]
+    (row,) = q(
+        "t | project c = strcat(s, z, '-', 1, true), f = coalesce(z, e, s), g = coalesce(z, e),"
+        " i = isempty(e), j = isempty(z), k = isempty(s), ne = isnotempty(e), nz = isnotempty(s),"
+        " nn = isnull(z), nm = isnull(e), xn = isnotnull(z), xm = isnotnull(e),"
+        " sl = strlen(s), sz = strlen(z), al = array_length(l), am = array_length(m),"
+        " sp = split(s, '/'), s1 = split(s, '/')[1], se = split(s, ''), lo = tolower(z)",
+        rows,
+    )
+    assert row == {
+        "c": "a/b-1true", "f": "a/b", "g": None, "i": True, "j": True, "k": False, "ne": False,
+        "nz": True, "nn": True, "nm": False, "xn": False, "xm": True, "sl": 3, "sz": 0,
+        "al": 3, "am": None, "sp": ["a", "b"], "s1": "b", "se": None, "lo": None,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        ("n < 3", ["c"]),
+        ("n <= 3", ["a", "c"]),
+        ("n > 1", ["a"]),
+        ("n >= 1", ["a", "c"]),
+        ("name < 'b'", ["B", "a"]),  # strings compared by code point: "B" < "a"
+        ("name >= 'a'", ["a", "c"]),
+        ("name < 3", []),  # a string and a number are not ordered
+        ("n != 3", ["c"]),  # a null is neither equal nor unequal
+        ("n == 3.0", ["a"]),  # an int and a real compared as numbers
+        ("n =~ 3", []),  # =~ compares strings only
+        ("name !~ 'A'", ["B", "c"]),
+        ("n !~ 'x'", ["a", "c"]),
+        ("tags == 'x'", []),
+        ("name == true", []),
+        ("n < null", []),
+    ],
+)
+def test_comparisons_by_type_and_with_nulls(condition: str, expected: list[str]) -> None:
+    """ "Numerical operators" and "String operators": ``<``, ``<=``, ``>``, ``>=`` order
+    numbers with numbers and strings with strings; ``=~``/``!~`` compare strings without
+    regard to case; "Null values": a comparison with a null is not true (``!=`` included);
+    values of different types are neither equal nor ordered [ours: KQL would not compile]."""
+    assert sorted(names(f"t | where {condition}")) == sorted(expected)
+
+
+def test_paths_into_values() -> None:
+    """Property paths (KQL "dynamic" data type, "Dynamic object accessors"): ``a.b`` and
+    ``a['b']`` read a bag's key, ``a[i]`` an array's element, ``a[-1]`` from the end; a key or
+    index that is not there, or a key of a value that is not a bag, is null."""
+    rows: list[dict[str, Any]] = [{"a": {"b": [10, 20, {"c": "x"}]}, "s": "text"}]
+    (row,) = q(
+        "t | project p = a.b[0], q = a['b'][-1].c, r = a.b[3], u = a.b[-4], v = s.x,"
+        " w = a.b[0].c, x = a.z.y, y = s[0], z = a.b[-3], e = a.b[2]",
+        rows,
+    )
+    assert row == {"p": 10, "q": "x", "r": None, "u": None, "v": None, "w": None, "x": None,
+                   "y": None, "z": 10, "e": {"c": "x"}}  # fmt: skip
