@@ -835,3 +835,11 @@ def test_paths_into_values() -> None:
     )
     assert row == {"p": 10, "q": "x", "r": None, "u": None, "v": None, "w": None, "x": None,
                    "y": None, "z": 10, "e": {"c": "x"}}  # fmt: skip
+
+
+def test_a_table_is_named_without_regard_to_case() -> None:
+    """docs/azure-side.md, "Resource Graph": "Tables: maintenanceresources, resources (names
+    read without regard to case)", as learn.microsoft.com's second query of "Scheduled
+    Events in Azure Resource Graph" writes ``Maintenanceresources``."""
+    assert q("T | count") == [{"Count": 3}]
+    assert q("VMs | count") == [{"Count": 3}]
