@@ -843,3 +843,4 @@ def test_a_table_is_named_without_regard_to_case() -> None:
     Events in Azure Resource Graph" writes ``Maintenanceresources``."""
     assert q("T | count") == [{"Count": 3}]
     assert q("VMs | count") == [{"Count": 3}]
+    assert run(parse_query("vms | count"), {"VMs": lambda: VMS}) == [{"Count": 3}]
