@@ -207,6 +207,8 @@ def test_an_operator_making_too_many_rows_is_refused() -> None:
         ("abc-def", "abc-", True),  # a term ending with one
         ("xabc-def", "abc-", False),
         ("restarts restart", "restart", True),  # the first occurrence joined after
+        ("restart restarts", "restart", True),  # the last one joined after
+        ("restarts restart restarts", "restart", True),  # the middle one alone whole
         ("abc-def", "c-d", False),  # inside two terms
         ("abc", "", True),
     ],

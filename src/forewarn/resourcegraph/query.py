@@ -272,7 +272,7 @@ def _compare(left: Any, operator: str, right: Any) -> bool:
         return left is not None and right is not None and _equal(left, right)
     if operator == "!=":
         return left is not None and right is not None and not _equal(left, right)
-    if operator.lstrip("!").split("_")[0] in _STRING_OPERATORS:
+    if operator.removeprefix("!").split("_")[0] in _STRING_OPERATORS:
         return _string_operator(left, operator, right)
     if left is None or right is None:
         return False
@@ -317,7 +317,7 @@ def _string_operator(left: Any, operator: str, right: Any) -> bool:
     """``contains``, ``has``, ``startswith``, ``endswith``, each negated with ``!`` and
     case-sensitive with ``_cs``; both sides read as strings (a missing value as ``""``)."""
     negated = operator.startswith("!")
-    name, _, cased = operator.lstrip("!").partition("_")
+    name, _, cased = operator.removeprefix("!").partition("_")
     text, term = to_string(left), to_string(right)
     if not cased:
         text, term = text.lower(), term.lower()
