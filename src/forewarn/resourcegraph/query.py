@@ -427,7 +427,7 @@ def _joined(left: list[Row], right: list[Row], join: Join) -> list[Row]:
         values = [row.get(name) for name in names]
         return None if any(value is None for value in values) else key_of(values)
 
-    by_key: dict[str, list[Row]] = {}
+    by_key: dict[str | None, list[Row]] = {}
     right_columns: dict[str, None] = {}
     for row in right:
         right_columns.update(dict.fromkeys(row))
@@ -447,14 +447,14 @@ def _joined(left: list[Row], right: list[Row], join: Join) -> list[Row]:
         renamed[name] = new
         taken.add(new)
     joined: list[Row] = []
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     for row in left:
-        found = key(row, left_keys)
-        if join.kind == "innerunique" and found is not None:
+        found = key(row, left_keys)  # None matches nothing: by_key holds no None
+        if join.kind == "innerunique":
             if found in seen:
                 continue
             seen.add(found)
-        matches = by_key.get(found, []) if found is not None else []
+        matches = by_key.get(found, [])
         for match in matches:
             joined.append({**row, **{renamed[k]: v for k, v in match.items()}})
             if len(joined) > MAX_ROWS:
