@@ -86,6 +86,8 @@ def test_sort_places_nulls_by_direction_unless_told() -> None:
     assert names("t | sort by n") == ["a", "c", "B"]
     assert names("t | sort by n asc") == ["B", "c", "a"]
     assert names("t | sort by n asc nulls last") == ["c", "a", "B"]
+    assert names("t | sort by n desc nulls first") == ["B", "a", "c"]
+    assert names("t | sort by n DESC  NULLS  FIRST") == ["B", "a", "c"]
     assert names("t | top 2 by n") == ["a", "c"]
     assert names("t | top 1 by n asc") == ["B"]
 
@@ -123,6 +125,9 @@ def test_arg_max_returns_the_row_of_the_greatest_value() -> None:
     assert q("t | summarize arg_max(n, name)") == [{"n": 3, "name": "a"}]
     assert q("t | summarize arg_min(n, *)") == [
         {"n": 1, "name": "c", "text": "FabriKam", "tags": None}
+    ]
+    assert q("t | summarize arg_max(n, *)") == [
+        {"n": 3, "name": "a", "text": ROWS[0]["text"], "tags": ["x", "y"]}
     ]
 
 
@@ -846,3 +851,12 @@ def test_a_table_is_named_without_regard_to_case() -> None:
     assert q("T | count") == [{"Count": 3}]
     assert q("VMs | count") == [{"Count": 3}]
     assert run(parse_query("vms | count"), {"VMs": lambda: VMS}) == [{"Count": 3}]
+
+
+def test_unnamed_columns_are_numbered_in_order() -> None:
+    """Kusto's "project operator" generates the name of an expression not named; ours
+    (docs/azure-side.md, "Resource Graph", and ``forewarn.resourcegraph.query``): a path with
+    underscores, anything else ``Column1``, ``Column2``... in order."""
+    assert q("t | take 1 | project 1 == 1, name, strlen('ab'), text has 'x', tags[0]") == [
+        {"Column1": True, "name": "a", "Column2": 2, "Column3": False, "tags_0": "x"}
+    ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, v_args
 from lark.exceptions import UnexpectedToken, VisitError
@@ -355,6 +355,11 @@ def _scalar(expr: Expr, where: str) -> Expr:
     return expr
 
 
+def _place(token: Token) -> tuple[int, int]:
+    """Where ``token`` is: lark's lexer gives every token its line and column (from 1)."""
+    return cast(int, token.line), cast(int, token.column)
+
+
 def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
     least, most = table[name.lower()]
     if not least <= given <= most:
@@ -362,7 +367,7 @@ def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
         raise QueryError(
             f"{name!s}() takes {wanted} argument(s), not {given}",
             code="InvalidArguments",
-            where=(name.line or 1, name.column or 1),
+            where=_place(name),
             token=str(name),
         )
 
@@ -392,7 +397,7 @@ class _ToQuery(Transformer[Token, Query]):
             if option.type == "DIRECTION":
                 descending = option.lower() == "desc"
             else:
-                nulls_first = option.lower().split()[-1] == "first"
+                nulls_first = option.lower().endswith("first")  # nulls first|last
         if nulls_first is None:
             nulls_first = not descending  # KQL: nulls first ascending, last descending
         return SortKey(_scalar(expr, "sort by"), descending, nulls_first)
@@ -520,7 +525,7 @@ class _ToQuery(Transformer[Token, Query]):
         if rest and isinstance(rest[0], tuple):
             arguments, rest = rest[0], rest[1:]
         function = name.lower()
-        where = (name.line or 1, name.column or 1)
+        where = _place(name)
         if function in AGGREGATES:
             _arity(name, len(arguments), AGGREGATES)
             if rest:
