@@ -78,7 +78,7 @@ def execute(job: QueryJob) -> tuple[int, bytes]:
     try:
         query = parse_query(job.query)
     except QueryError as exc:
-        return _refused(exc, placed=True)
+        return _refused(exc, exc.where or (1, 0))  # a bound passed: line 1, column 0
     wanted = {s.lower() for s in job.subscriptions} if job.subscriptions else None
 
     def table(blob: bytes) -> Callable[[], list[dict[str, Any]]]:
@@ -93,7 +93,7 @@ def execute(job: QueryJob) -> tuple[int, bytes]:
     try:
         selected = run(query, {TABLE: table(job.events), RESOURCES: table(job.resources)})
     except QueryError as exc:
-        return _refused(exc, placed=False)
+        return _refused(exc)
     digest = _digest(job.query, job.subscriptions)
     offset = job.skip
     if job.skip_token is not None:
@@ -118,13 +118,11 @@ def execute(job: QueryJob) -> tuple[int, bytes]:
     return 200, encoded(answer)
 
 
-def _refused(exc: QueryError, *, placed: bool) -> tuple[int, bytes]:
-    """The 400 of a query refused: parsing places it (line 1, column 0 for a bound passed),
-    running does not."""
+def _refused(exc: QueryError, place: tuple[int, int] | None = None) -> tuple[int, bytes]:
+    """The 400 of a query refused: parsing places it, running does not."""
     detail: dict[str, Any] = {"code": exc.code, "message": str(exc)}
-    if placed:
-        line, column = exc.where or (1, 0)
-        detail.update(line=line, characterPositionInLine=column)
+    if place is not None:
+        detail.update(line=place[0], characterPositionInLine=place[1])
     detail["token"] = exc.token or ""
     return 400, encoded(bad_request(f"{_INVALID} {exc}", detail))
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, v_args
 from lark.exceptions import UnexpectedToken, VisitError
@@ -357,7 +357,7 @@ def _scalar(expr: Expr, where: str) -> Expr:
 
 def _place(token: Token) -> tuple[int, int]:
     """Where ``token`` is: lark's lexer gives every token its line and column (from 1)."""
-    return cast(int, token.line), cast(int, token.column)
+    return token.line, token.column  # type: ignore[return-value]  # never None from the lexer
 
 
 def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
