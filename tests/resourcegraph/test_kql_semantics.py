@@ -820,6 +820,11 @@ def test_function_values() -> None:
         ("tags == 'x'", []),
         ("name == true", []),
         ("n < null", []),
+        ("n == true", []),  # 1 is not true: a number and a bool are not equal
+        ("n in (true, '3')", []),
+        ("n in~ (1, 'x')", ["c"]),  # in~ folds the strings of its list only
+        ("name == tolower(name)", ["a", "c"]),  # a column compared with a column
+        ("tolower(name) != name", ["B"]),
     ],
 )
 def test_comparisons_by_type_and_with_nulls(condition: str, expected: list[str]) -> None:

@@ -194,7 +194,7 @@ def evaluate(expr: Expr, row: Mapping[str, Any]) -> Any:
         return expr.value
     if isinstance(expr, Call):
         value = _call(expr.function, [evaluate(argument, row) for argument in expr.arguments])
-        return _lookup(value, expr.index) if expr.index else value
+        return _lookup(value, expr.index)  # no index: the value itself
     if isinstance(expr, Compare):
         return _compare(evaluate(expr.left, row), expr.operator, evaluate(expr.right, row))
     if isinstance(expr, InList):
