@@ -680,6 +680,8 @@ def test_summarize_by_alone_gives_each_group_once() -> None:
         ("t | take 0 | sort by n", "take", 3),
         ("t | project name, l = tolower(name)", "project", 3 * 4),  # one, and each column's terms
         ("t | extend l = tolower(name)", "extend", 3 * 3),
+        ("t | extend l = tolower(tostring(name))", "extend", 3 * 4),  # a call's call counted
+        ("t | where strlen(name) == 1", "where", 3 * 4),
         ("t | distinct name", "distinct", 3 * 2),
         ("t | summarize count(), max(n) by name", "summarize", 3 * 5),
         ("t | mv-expand tags", "mv-expand", 3 * 2),
@@ -825,6 +827,7 @@ def test_function_values() -> None:
         ("n in~ (1, 'x')", ["c"]),  # in~ folds the strings of its list only
         ("name == tolower(name)", ["a", "c"]),  # a column compared with a column
         ("tolower(name) != name", ["B"]),
+        ("not(name == 'a')", ["B", "c"]),
     ],
 )
 def test_comparisons_by_type_and_with_nulls(condition: str, expected: list[str]) -> None:

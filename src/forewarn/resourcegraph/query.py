@@ -209,9 +209,8 @@ def evaluate(expr: Expr, row: Mapping[str, Any]) -> Any:
     if isinstance(expr, Logical):
         values = (evaluate(operand, row) is True for operand in expr.operands)
         return all(values) if expr.operator == "and" else any(values)
-    if isinstance(expr, Not):
-        return evaluate(expr.operand, row) is not True
-    raise AssertionError(f"not a scalar expression: {expr!r}")
+    assert isinstance(expr, Not), expr  # the parser lets no Aggregate nor Star get here
+    return evaluate(expr.operand, row) is not True
 
 
 def _lookup(row: Any, parts: tuple[str | int, ...]) -> Any:
