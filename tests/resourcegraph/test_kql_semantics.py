@@ -682,6 +682,8 @@ def test_summarize_by_alone_gives_each_group_once() -> None:
         ("t | extend l = tolower(name)", "extend", 3 * 3),
         ("t | extend l = tolower(tostring(name))", "extend", 3 * 4),  # a call's call counted
         ("t | where strlen(name) == 1", "where", 3 * 4),
+        ("t | where 1 == strlen(name)", "where", 3 * 4),
+        ("t | where tolower(name) in ('a')", "where", 3 * 4),
         ("t | distinct name", "distinct", 3 * 2),
         ("t | summarize count(), max(n) by name", "summarize", 3 * 5),
         ("t | mv-expand tags", "mv-expand", 3 * 2),
@@ -828,6 +830,9 @@ def test_function_values() -> None:
         ("name == tolower(name)", ["a", "c"]),  # a column compared with a column
         ("tolower(name) != name", ["B"]),
         ("not(name == 'a')", ["B", "c"]),
+        ("name == 'a' and n == 1", []),  # and: every operand true
+        ("name == 'a' or n == 1", ["a", "c"]),  # or: one of them
+        ("n == 1 and name == 'c' and isnotnull(text)", ["c"]),
     ],
 )
 def test_comparisons_by_type_and_with_nulls(condition: str, expected: list[str]) -> None:

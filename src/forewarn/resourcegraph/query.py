@@ -208,9 +208,12 @@ def evaluate(expr: Expr, row: Mapping[str, Any]) -> Any:
         return found != expr.negated
     if isinstance(expr, Logical):
         values = (evaluate(operand, row) is True for operand in expr.operands)
-        return all(values) if expr.operator == "and" else any(values)
+        return _COMBINED[expr.operator](values)
     assert isinstance(expr, Not), expr  # the parser lets no Aggregate nor Star get here
     return evaluate(expr.operand, row) is not True
+
+
+_COMBINED: dict[str, Callable[[Iterable[bool]], bool]] = {"and": all, "or": any}
 
 
 def _lookup(row: Any, parts: tuple[str | int, ...]) -> Any:
