@@ -684,6 +684,7 @@ def test_summarize_by_alone_gives_each_group_once() -> None:
         ("t | where strlen(name) == 1", "where", 3 * 4),
         ("t | where 1 == strlen(name)", "where", 3 * 4),
         ("t | where tolower(name) in ('a')", "where", 3 * 4),
+        ("t | mv-expand p = split(name, 'x')", "mv-expand", 3 * 4),
         ("t | distinct name", "distinct", 3 * 2),
         ("t | summarize count(), max(n) by name", "summarize", 3 * 5),
         ("t | mv-expand tags", "mv-expand", 3 * 2),
@@ -778,6 +779,18 @@ def test_the_text_and_its_nesting_are_bounded_at_the_bound() -> None:
         assert names(text) == []
     assert names("t | where (((n == 3)) and (name == 'a'))") == ["a"]  # depth falls back
     assert names("t | where " + "(n == 3) and " * MAX_DEPTH * 2 + "(n == 3)") == ["a"]
+    deep = "(" * MAX_DEPTH + "n == 3" + ")" * MAX_DEPTH
+    assert names(f"t | where {deep} and {deep}") == ["a"]  # two at the bound, one after another
+    too_deep = "(" * (MAX_DEPTH + 1) + "n == 3" + ")" * (MAX_DEPTH + 1)
+    for before in ("(n == 3) and", "name == 'it\\'s' or", 'name == "a\\\\" or',
+                   "name == 'a\"b' or", "name == \"X\" or X == 1 or"):  # fmt: skip
+        with pytest.raises(QueryError) as refused:
+            parse_query(f"t | where {before} {too_deep}")
+        assert refused.value.code == "QueryTooLarge", before
+    for unclosed in (f"t | where name == '{quoted}", f't | where name == "{quoted}'):
+        with pytest.raises(QueryError) as refused:  # a string not closed holds the rest
+            parse_query(unclosed)
+        assert refused.value.code == "ParserFailure"
 
 
 def test_function_values() -> None:

@@ -576,27 +576,21 @@ def _check_bounds(text: str) -> None:
             f"the query is longer than {MAX_QUERY_CHARS} characters", code="QueryTooLarge"
         )
     depth = deepest = 0
-    quote: str | None = None
-    escaped = False
-    for char in text:
-        if quote is not None:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char == ")":
-            depth -= 1
+    for outside in _STRING_LITERAL.split(text):  # a parenthesis in a string is not nesting
+        for char in outside:
+            if char == "(":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif char == ")":
+                depth -= 1
     if deepest > MAX_DEPTH:
         raise QueryError(
             f"the query nests parentheses deeper than {MAX_DEPTH}", code="QueryTooLarge"
         )
+
+
+#: A string literal, its backslash escapes included, to the end of the text if not closed.
+_STRING_LITERAL = re.compile(r""""(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?""", re.DOTALL)
 
 
 def parse_query(text: str) -> Query:
@@ -606,7 +600,7 @@ def parse_query(text: str) -> Query:
         tree = _parser().parse(text)
     except UnexpectedCharacters as exc:
         at = exc.pos_in_stream or 0
-        found = (text[at : at + 16].split(maxsplit=1) or [text[at : at + 1]])[0]
+        found = (text[at : at + 16].split() or [text[at : at + 1]])[0]
         word = _word_at(text, at)
         if word.lower() in _KNOWN_KQL:  # make-series, project-rename: a known operator
             raise QueryError(
@@ -623,7 +617,7 @@ def parse_query(text: str) -> Query:
         ) from None
     except UnexpectedToken as exc:
         token = str(exc.token)
-        start = getattr(exc.token, "start_pos", None)
+        start = exc.token.start_pos  # lark's $END token borrows the last one's place
         if token and isinstance(start, int) and _word_at(text, start).lower() in _KNOWN_KQL:
             token = _word_at(text, start)
         what = f"{token!r}" if token else "the end of the query"
