@@ -78,15 +78,7 @@ def execute(job: QueryJob) -> tuple[int, bytes]:
     try:
         query = parse_query(job.query)
     except QueryError as exc:
-        line, column = exc.where or (1, 0)
-        detail = {
-            "code": exc.code,
-            "message": str(exc),
-            "line": line,
-            "characterPositionInLine": column,
-            "token": exc.token or "",
-        }
-        return 400, encoded(bad_request(f"{_INVALID} {exc}", detail))
+        return _refused(exc, exc.where or (1, 0))  # a bound passed: line 1, column 0
     wanted = {s.lower() for s in job.subscriptions} if job.subscriptions else None
 
     def table(blob: bytes) -> Callable[[], list[dict[str, Any]]]:
@@ -101,8 +93,7 @@ def execute(job: QueryJob) -> tuple[int, bytes]:
     try:
         selected = run(query, {TABLE: table(job.events), RESOURCES: table(job.resources)})
     except QueryError as exc:
-        detail = {"code": exc.code, "message": str(exc), "token": exc.token or ""}
-        return 400, encoded(bad_request(f"{_INVALID} {exc}", detail))
+        return _refused(exc)
     digest = _digest(job.query, job.subscriptions)
     offset = job.skip
     if job.skip_token is not None:
@@ -125,6 +116,15 @@ def execute(job: QueryJob) -> tuple[int, bytes]:
     if offset + job.top < len(selected):
         answer["$skipToken"] = _skip_token(offset + job.top, digest)
     return 200, encoded(answer)
+
+
+def _refused(exc: QueryError, place: tuple[int, int] | None = None) -> tuple[int, bytes]:
+    """The 400 of a query refused: parsing places it, running does not."""
+    detail: dict[str, Any] = {"code": exc.code, "message": str(exc)}
+    if place is not None:
+        detail.update(line=place[0], characterPositionInLine=place[1])
+    detail["token"] = exc.token or ""
+    return 400, encoded(bad_request(f"{_INVALID} {exc}", detail))
 
 
 def encoded(body: Any) -> bytes:

@@ -18,11 +18,12 @@ depth grows past what those bounds allow.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, v_args
-from lark.exceptions import UnexpectedEOF, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedToken, VisitError
 
 from forewarn.errors import ForewarnError
 
@@ -306,18 +307,14 @@ def _parser() -> Lark:
 
 
 def _unquote(text: str) -> str:
-    body = text[1:-1]
-    out: list[str] = []
-    escaped = False
-    for char in body:
-        if escaped:
-            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(char, char))
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        else:
-            out.append(char)
-    return "".join(out)
+    """A string literal's text: its quotes dropped, each backslash escape read (``t``, ``n``,
+    ``r``; any other character after a backslash stands for itself). The grammar's STRING
+    never ends in a lone backslash."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r"}
+    return _ESCAPE.sub(lambda found: escapes.get(found[1], found[1]), text[1:-1])
+
+
+_ESCAPE = re.compile(r"\\(.)")  # the grammar: never a newline after it
 
 
 def _keys(parts: tuple[Token, ...]) -> tuple[str | int, ...]:
@@ -358,6 +355,11 @@ def _scalar(expr: Expr, where: str) -> Expr:
     return expr
 
 
+def _place(token: Token) -> tuple[int, int]:
+    """Where ``token`` is: lark's lexer gives every token its line and column (from 1)."""
+    return token.line, token.column  # type: ignore[return-value]  # never None from the lexer
+
+
 def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
     least, most = table[name.lower()]
     if not least <= given <= most:
@@ -365,7 +367,7 @@ def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
         raise QueryError(
             f"{name!s}() takes {wanted} argument(s), not {given}",
             code="InvalidArguments",
-            where=(name.line or 1, name.column or 1),
+            where=_place(name),
             token=str(name),
         )
 
@@ -395,7 +397,7 @@ class _ToQuery(Transformer[Token, Query]):
             if option.type == "DIRECTION":
                 descending = option.lower() == "desc"
             else:
-                nulls_first = option.lower().split()[-1] == "first"
+                nulls_first = option.lower().endswith("first")  # nulls first|last
         if nulls_first is None:
             nulls_first = not descending  # KQL: nulls first ascending, last descending
         return SortKey(_scalar(expr, "sort by"), descending, nulls_first)
@@ -435,7 +437,7 @@ class _ToQuery(Transformer[Token, Query]):
         aggregates: tuple[Column, ...] = ()
         by: tuple[Column, ...] = ()
         for part in parts:
-            if part and part[0] == "by":
+            if part[0] == "by":  # aggregates: Columns, never empty
                 by = part[1]
             else:
                 aggregates = part
@@ -523,7 +525,7 @@ class _ToQuery(Transformer[Token, Query]):
         if rest and isinstance(rest[0], tuple):
             arguments, rest = rest[0], rest[1:]
         function = name.lower()
-        where = (name.line or 1, name.column or 1)
+        where = _place(name)
         if function in AGGREGATES:
             _arity(name, len(arguments), AGGREGATES)
             if rest:
@@ -574,27 +576,21 @@ def _check_bounds(text: str) -> None:
             f"the query is longer than {MAX_QUERY_CHARS} characters", code="QueryTooLarge"
         )
     depth = deepest = 0
-    quote: str | None = None
-    escaped = False
-    for char in text:
-        if quote is not None:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char == ")":
-            depth -= 1
+    for outside in _STRING_LITERAL.split(text):  # a parenthesis in a string is not nesting
+        for char in outside:
+            if char == "(":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif char == ")":
+                depth -= 1
     if deepest > MAX_DEPTH:
         raise QueryError(
             f"the query nests parentheses deeper than {MAX_DEPTH}", code="QueryTooLarge"
         )
+
+
+#: A string literal, its backslash escapes included, to the end of the text if not closed.
+_STRING_LITERAL = re.compile(r""""(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?""", re.DOTALL)
 
 
 def parse_query(text: str) -> Query:
@@ -604,7 +600,7 @@ def parse_query(text: str) -> Query:
         tree = _parser().parse(text)
     except UnexpectedCharacters as exc:
         at = exc.pos_in_stream or 0
-        found = (text[at : at + 16].split(maxsplit=1) or [text[at : at + 1]])[0]
+        found = (text[at : at + 16].split() or [text[at : at + 1]])[0]
         word = _word_at(text, at)
         if word.lower() in _KNOWN_KQL:  # make-series, project-rename: a known operator
             raise QueryError(
@@ -619,11 +615,9 @@ def parse_query(text: str) -> Query:
             where=(exc.line, exc.column),
             token=found,
         ) from None
-    except UnexpectedEOF:
-        raise QueryError("the query ends too early") from None
     except UnexpectedToken as exc:
         token = str(exc.token)
-        start = getattr(exc.token, "start_pos", None)
+        start = exc.token.start_pos  # lark's $END token borrows the last one's place
         if token and isinstance(start, int) and _word_at(text, start).lower() in _KNOWN_KQL:
             token = _word_at(text, start)
         what = f"{token!r}" if token else "the end of the query"
@@ -634,7 +628,7 @@ def parse_query(text: str) -> Query:
             where=(exc.line, exc.column),
             token=token,
         ) from None
-    except UnexpectedInput as exc:  # pragma: no cover - the three above are all lark raises
+    except UnexpectedInput as exc:  # pragma: no cover - LALR raises only the two above
         raise QueryError(f"cannot parse the query: {exc}") from None
     try:
         return _ToQuery().transform(tree)
@@ -657,14 +651,17 @@ _KNOWN_KQL = frozenset(
 
 def _word_at(text: str, at: int) -> str:
     """The hyphenated word around ``at`` (``project-rename`` when the lexer stopped at its
-    ``-``), bounded to 32 characters either side."""
+    ``-``): letters, digits, ``_`` and ``-``, as ``str.isalnum`` reads letters and digits."""
     start = at
-    while start > max(0, at - 32) and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+    while start > 0 and _WORD_CHAR.match(text, start - 1):
         start -= 1
     end = at
-    while end < min(len(text), at + 32) and (text[end].isalnum() or text[end] in "_-"):
+    while _WORD_CHAR.match(text, end):  # no match at the end of the text
         end += 1
     return text[start:end]
+
+
+_WORD_CHAR = re.compile(r"[\w-]")
 
 
 def _unsupported_hint(token: str) -> str:

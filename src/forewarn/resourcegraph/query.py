@@ -175,7 +175,7 @@ def _weight(operator: object, rows: int) -> int:
     if isinstance(operator, Where):
         return _terms(operator.condition)
     if isinstance(operator, Sort | Top):
-        comparisons = max(1, math.ceil(math.log2(rows + 1)))
+        comparisons = math.ceil(math.log2(rows + 1))  # 0 rows: 0; 1 row: 1
         return sum(_terms(key.expr) for key in operator.keys) * comparisons
     if isinstance(operator, Project | Extend | Distinct):
         return 1 + sum(_terms(column.expr) for column in operator.columns)
@@ -194,7 +194,7 @@ def evaluate(expr: Expr, row: Mapping[str, Any]) -> Any:
         return expr.value
     if isinstance(expr, Call):
         value = _call(expr.function, [evaluate(argument, row) for argument in expr.arguments])
-        return _lookup(value, expr.index) if expr.index else value
+        return _lookup(value, expr.index)  # no index: the value itself
     if isinstance(expr, Compare):
         return _compare(evaluate(expr.left, row), expr.operator, evaluate(expr.right, row))
     if isinstance(expr, InList):
@@ -208,10 +208,12 @@ def evaluate(expr: Expr, row: Mapping[str, Any]) -> Any:
         return found != expr.negated
     if isinstance(expr, Logical):
         values = (evaluate(operand, row) is True for operand in expr.operands)
-        return all(values) if expr.operator == "and" else any(values)
-    if isinstance(expr, Not):
-        return evaluate(expr.operand, row) is not True
-    raise AssertionError(f"not a scalar expression: {expr!r}")
+        return _COMBINED[expr.operator](values)
+    assert isinstance(expr, Not), expr  # the parser lets no Aggregate nor Star get here
+    return evaluate(expr.operand, row) is not True
+
+
+_COMBINED: dict[str, Callable[[Iterable[bool]], bool]] = {"and": all, "or": any}
 
 
 def _lookup(row: Any, parts: tuple[str | int, ...]) -> Any:
@@ -256,9 +258,7 @@ def _call(function: str, values: list[Any]) -> Any:
         return not (value is None or value == "")
     if function == "isnull":
         return value is None
-    if function == "isnotnull":
-        return value is not None
-    raise AssertionError(f"unknown function {function}")
+    return value is not None  # isnotnull: the parser lets no other function through
 
 
 def _equal(left: Any, right: Any) -> bool:
@@ -272,7 +272,7 @@ def _compare(left: Any, operator: str, right: Any) -> bool:
         return left is not None and right is not None and _equal(left, right)
     if operator == "!=":
         return left is not None and right is not None and not _equal(left, right)
-    if operator.lstrip("!").split("_")[0] in _STRING_OPERATORS:
+    if operator.removeprefix("!").split("_")[0] in _STRING_OPERATORS:
         return _string_operator(left, operator, right)
     if left is None or right is None:
         return False
@@ -317,7 +317,7 @@ def _string_operator(left: Any, operator: str, right: Any) -> bool:
     """``contains``, ``has``, ``startswith``, ``endswith``, each negated with ``!`` and
     case-sensitive with ``_cs``; both sides read as strings (a missing value as ``""``)."""
     negated = operator.startswith("!")
-    name, _, cased = operator.lstrip("!").partition("_")
+    name, _, cased = operator.removeprefix("!").partition("_")
     text, term = to_string(left), to_string(right)
     if not cased:
         text, term = text.lower(), term.lower()
@@ -427,7 +427,7 @@ def _joined(left: list[Row], right: list[Row], join: Join) -> list[Row]:
         values = [row.get(name) for name in names]
         return None if any(value is None for value in values) else key_of(values)
 
-    by_key: dict[str, list[Row]] = {}
+    by_key: dict[str | None, list[Row]] = {}
     right_columns: dict[str, None] = {}
     for row in right:
         right_columns.update(dict.fromkeys(row))
@@ -447,14 +447,14 @@ def _joined(left: list[Row], right: list[Row], join: Join) -> list[Row]:
         renamed[name] = new
         taken.add(new)
     joined: list[Row] = []
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     for row in left:
-        found = key(row, left_keys)
-        if join.kind == "innerunique" and found is not None:
+        found = key(row, left_keys)  # None matches nothing: by_key holds no None
+        if join.kind == "innerunique":
             if found in seen:
                 continue
             seen.add(found)
-        matches = by_key.get(found, []) if found is not None else []
+        matches = by_key.get(found, [])
         for match in matches:
             joined.append({**row, **{renamed[k]: v for k, v in match.items()}})
             if len(joined) > MAX_ROWS:

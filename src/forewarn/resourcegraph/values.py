@@ -35,8 +35,9 @@ def rank(value: Any) -> tuple[int, Any]:
 
 
 def key_of(value: Any) -> str:
-    """``value`` as a key for grouping and matching: equal values, equal keys, types apart."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    """``value`` as a key for grouping and matching: equal values, equal keys, types apart
+    (keys are only compared with each other, so their spacing is json's own)."""
+    return json.dumps(value, sort_keys=True)
 
 
 __all__ = ["is_number", "key_of", "rank", "to_string"]
