@@ -733,6 +733,11 @@ _FUNCTIONS_SUPPORTED = (
          (1, 15)),
         ("t | summarize c = max(n).x", "max() cannot be indexed", "ParserFailure", "max",
          (1, 19)),
+        ("t | where not(n > 1, n < 3)", "not() takes 1 argument(s), not 2", "InvalidArguments",
+         "not", (1, 11)),
+        ("t | where Not()", "Not() takes 1 argument(s), not 0", "InvalidArguments", "Not",
+         (1, 11)),
+        ("t | where not(n > 1).x", "not() cannot be indexed", "ParserFailure", "not", (1, 11)),
         ("t | where eval(1)", f"the function eval() is not supported; {_FUNCTIONS_SUPPORTED}",
          "UnsupportedFunction", "eval", (1, 11)),
     ],
@@ -740,7 +745,7 @@ _FUNCTIONS_SUPPORTED = (
 def test_a_function_is_refused_naming_it_and_what_it_takes(
     text: str, message: str, code: str, token: str, where: tuple[int, int]
 ) -> None:
-    """Each function takes the arguments its page names (``strlen(source)``,
+    """Each function takes the arguments its page names (``strlen(source)``, ``not(expr)``,
     ``strcat(argument1, argument2 [, argument3 ...])`` "Between 1 and 64 arguments" -- 16
     here [ours] --, ``arg_max(ExprToMaximize, * | ExprToReturn [, ...])``); an aggregation's
     value is not indexed; a function KQL has and this subset does not is refused naming it

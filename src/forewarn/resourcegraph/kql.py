@@ -360,6 +360,10 @@ def _place(token: Token) -> tuple[int, int]:
     return token.line, token.column  # type: ignore[return-value]  # never None from the lexer
 
 
+#: ``not(expr)``: one argument, as its page writes it.
+_NOT = {"not": (1, 1)}
+
+
 def _arity(name: Token, given: int, table: dict[str, tuple[int, int]]) -> None:
     least, most = table[name.lower()]
     if not least <= given <= most:
@@ -534,7 +538,10 @@ class _ToQuery(Transformer[Token, Query]):
                 for argument in arguments:
                     _scalar(argument, f"{function}()")
             return Aggregate(function, arguments)
-        if function == "not" and len(arguments) == 1 and not rest:
+        if function == "not":
+            _arity(name, len(arguments), _NOT)
+            if rest:
+                raise QueryError(f"{name!s}() cannot be indexed", where=where, token=str(name))
             return Not(_scalar(arguments[0], "not()"))
         if function not in FUNCTIONS:
             raise QueryError(
