@@ -1,0 +1,479 @@
+"""Event Grid's subscriptions and delivery loop, in process: the rules the end-to-end tests
+(test_eventgrid_delivery.py) show through real receivers, pinned where mutation reaches them.
+
+The loop is stepped by hand on a manual clock (``grid.step()``, then ``grid.settle()`` for
+the attempts started, then ``grid.step()`` again to record their outcomes); the receiver is
+an exchange that answers as told and keeps what it was asked, except where the wire itself
+is the rule. Sources: learn.microsoft.com, "Webhook event delivery" (webhook-event-delivery:
+"Endpoint validation with Event Grid events", the validation code and the validation URL
+"valid for 10 minutes"); "Event Grid message delivery and retry" (delivery-and-retry: the
+retry schedule, "Delivery event formats", the delivery headers ``aeg-subscription-name``,
+``aeg-delivery-count``, ``aeg-event-type``, ``aeg-metadata-version``, ``aeg-data-version``;
+"Dead-letter events"); docs/azure-side.md, "Event Grid" (the control API's subscriptions,
+the list's counts, the duplicate fault, dead-lettering and a folder that cannot be written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
+from forewarn.domain.events import Event, EventSource, EventStatus, EventType, Resource
+from forewarn.domain.history import EventChange, Phase, Publication
+from forewarn.errors import InvalidInputError
+from forewarn.eventgrid._http import Answer, ExchangeError
+from forewarn.eventgrid.delivery import EventGrid
+from forewarn.eventgrid.payloads import DATA_VERSION, METADATA_VERSION, grid_id, payload
+from forewarn.eventgrid.store import DeliveryStore, Subscription
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+SUB = "11111111-2222-3333-4444-555555555555"
+VM = f"/subscriptions/{SUB}/resourceGroups/ops/providers/Microsoft.Compute/virtualMachines/db0"
+WHERE = Publication(VM, SUB, "ops", "westeurope", "tenant", (), "2020-07-01")
+NOT_BEFORE = T0 + timedelta(minutes=15)
+
+R = TypeVar("R")
+
+
+def change(sequence: int, phase: Phase = Phase.SCHEDULED, event_id: str = "E1") -> EventChange:
+    status = EventStatus.SCHEDULED if phase is Phase.SCHEDULED else EventStatus.STARTED
+    not_before = NOT_BEFORE if phase is Phase.SCHEDULED else None
+    event = Event(event_id, EventType.REBOOT, status, (Resource("db0"),), not_before,
+                  "Reboot", EventSource.USER, -1)  # fmt: skip
+    return EventChange(sequence, T0, phase, event, WHERE)
+
+
+class Hook:
+    """An exchange answering each request with the next of ``statuses`` (then the last one
+    again), keeping what it was asked: method, URL, headers and body."""
+
+    def __init__(self, *statuses: int | str) -> None:
+        self.statuses = list(statuses) or [200]
+        self.asked: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    async def __call__(
+        self, method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
+    ) -> Answer:
+        self.asked.append((method, url, dict(headers), body))
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        if isinstance(status, str):
+            raise ExchangeError(status)
+        return Answer(status, {200: "OK", 503: "Service Unavailable"}.get(status, ""), {}, b"")
+
+
+class Platform:
+    """An Event Grid on a manual clock and an in-memory store, its receiver a :class:`Hook`."""
+
+    def __init__(self, hook: Hook, dead_letters: Path | None = None, sequence: int = 0) -> None:
+        self.now = T0
+        self.hook = hook
+        self.store = DeliveryStore(None)
+        self.grid = EventGrid(lambda: self.now, lambda: sequence, self.store,
+                              validation_base="http://fw.example:8080/", dead_letters=dead_letters)  # fmt: skip
+        self.grid._exchange = hook  # type: ignore[method-assign]
+
+    def subscribe(self, name: str = "ops", schema: str = "eventgrid", after: int = 0) -> None:
+        self.store.add(Subscription(name, f"http://hook.example/{name}", schema,  # type: ignore[arg-type]
+                                    "Succeeded", "c", T0, after))  # fmt: skip
+
+    async def at(self, moment: datetime) -> int:
+        """The loop's round at ``moment``, its attempts awaited and recorded: how many
+        requests the receiver has had."""
+        self.now = moment
+        await self.grid.step()
+        await self.grid.settle()
+        await self.grid.step()
+        return len(self.hook.asked)
+
+    def get(self, name: str = "ops") -> Subscription:
+        found = self.store.get(name)
+        assert found is not None
+        return found
+
+
+def run(work: Callable[[], Awaitable[R]]) -> R:
+    return asyncio.run(work())  # type: ignore[arg-type]
+
+
+# -- subscriptions ------------------------------------------------------------------------
+
+
+def test_a_subscription_is_made_awaiting_with_a_fresh_guid_valid_for_10_minutes() -> None:
+    """webhook-event-delivery: the validation code a GUID, the validation URL "valid for 10
+    minutes"; the subscription receives the changes after the one current when made."""
+    platform = Platform(Hook(500), sequence=7)
+
+    async def made() -> tuple[Subscription, Subscription]:
+        one = await platform.grid.subscribe("ops", "http://hook.example/a", "eventgrid")
+        two = await platform.grid.subscribe("two", "http://hook.example/b", "cloudevents")
+        return one.subscription, two.subscription
+
+    one, two = run(made)
+    assert one == Subscription(
+        "ops", "http://hook.example/a", "eventgrid", "AwaitingManualAction",
+        one.validation_code, T0 + timedelta(minutes=10), 7, last_error=one.last_error,
+    )  # fmt: skip
+    assert uuid.UUID(one.validation_code).version == 4
+    assert str(uuid.UUID(one.validation_code)) == one.validation_code
+    assert one.validation_code != two.validation_code
+    assert (two.schema, two.state) == ("cloudevents", "Failed")  # no OPTIONS handshake: no way on
+    assert two.last_error.startswith("abuse protection handshake answered 500")
+
+
+def test_a_receiver_echoing_the_code_is_validated_at_once() -> None:
+    """webhook-event-delivery, synchronous handshake: the code echoed as
+    ``validationResponse`` validates the subscription; its URL is forewarn's validation URL
+    with the name and code."""
+    hook = Hook(200)
+
+    async def echo(method: str, url: str, *, body: bytes = b"", headers: dict[str, str]) -> Answer:
+        hook.asked.append((method, url, dict(headers), body))
+        (event,) = json.loads(body)
+        assert event["data"]["validationUrl"] == (
+            "http://fw.example:8080/api/v1/eventgrid/validate?subscription=ops&code="
+            + event["data"]["validationCode"]
+        )
+        reply = json.dumps({"validationResponse": event["data"]["validationCode"]}).encode()
+        return Answer(200, "OK", {}, reply)
+
+    platform = Platform(hook)
+    platform.grid._exchange = echo  # type: ignore[method-assign]
+    view = run(lambda: platform.grid.subscribe("ops", "http://hook.example/a", "eventgrid"))
+    assert (view.subscription.state, view.subscription.last_error, view.pending) == (
+        "Succeeded",
+        "",
+        0,
+    )
+    assert platform.get().state == "Succeeded"
+
+
+def test_a_subscription_is_refused_for_its_name_schema_endpoint_or_a_name_taken() -> None:
+    platform = Platform(Hook(500))
+
+    async def refusals() -> list[str]:
+        said = []
+        for name, endpoint, schema in (
+            ("ab", "http://hook.example/", "eventgrid"),
+            ("a" * 65, "http://hook.example/", "eventgrid"),
+            ("ops", "ftp://hook.example/", "eventgrid"),
+            ("ops", "http://hook.example/", "xml"),
+        ):
+            with pytest.raises(InvalidInputError) as refused:
+                await platform.grid.subscribe(name, endpoint, schema)  # type: ignore[arg-type]
+            said.append(str(refused.value))
+        await platform.grid.subscribe("ops", "http://hook.example/", "eventgrid")
+        with pytest.raises(InvalidOperationError) as taken:
+            await platform.grid.subscribe("ops", "http://hook.example/", "eventgrid")
+        said.append(str(taken.value))
+        return said
+
+    said = run(refusals)
+    assert said[0] == said[1] == "a subscription name is 3 to 64 letters, digits or hyphens"
+    assert said[2].startswith("the endpoint must be an http:// or https:// ")
+    assert said[3:] == [
+        "the schema is one of eventgrid, cloudevents",
+        "a subscription named 'ops' exists already",
+    ]
+    assert [s.name for s in platform.store.subscriptions()] == ["ops"]
+
+
+def test_a_handshake_cut_short_keeps_nothing_of_the_subscription() -> None:
+    """A subscribe cancelled while its handshake waits (the control API's client gone)
+    leaves no subscription half made."""
+    platform = Platform(Hook(200))
+    started = asyncio.Event()
+
+    async def stalls(*args: Any, **kwargs: Any) -> Answer:
+        started.set()
+        await asyncio.sleep(30)
+        raise AssertionError("not cancelled")
+
+    platform.grid._exchange = stalls  # type: ignore[method-assign]
+
+    async def cancelled() -> Subscription | None:
+        task = asyncio.create_task(platform.grid.subscribe("ops", "http://h.example/", "eventgrid"))
+        await started.wait()
+        assert platform.store.get("ops") is not None  # made before its handshake
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return platform.store.get("ops")
+
+    assert run(cancelled) is None
+
+
+def test_the_validation_url_validates_only_its_subscription_with_its_code_once() -> None:
+    """webhook-event-delivery, asynchronous handshake: a GET of the validation URL
+    validates; another code, another name, or a subscription no longer awaiting is refused;
+    until then the list shows it awaiting, and Failed once the 10 minutes are past, though
+    nothing was written (the expiry shown, not stored)."""
+    platform = Platform(Hook(500))
+
+    async def run_it() -> None:
+        grid = platform.grid
+        made = (await grid.subscribe("ops", "http://hook.example/", "eventgrid")).subscription
+        with pytest.raises(UnknownGroupError):
+            await grid.validate("ops", made.validation_code.upper())
+        with pytest.raises(UnknownGroupError):
+            await grid.validate("other", made.validation_code)
+        platform.now = T0 + timedelta(minutes=10)
+        assert (await grid.view("ops")).subscription.state == "AwaitingManualAction"
+        platform.now = T0 + timedelta(minutes=10, microseconds=1)
+        (listed,) = await grid.list()
+        assert (listed.subscription.state, listed.subscription.last_error) == (
+            "Failed",
+            "validation expired",
+        )
+        assert platform.get().state == "AwaitingManualAction"  # shown so, not stored
+        platform.now = T0 + timedelta(minutes=10)
+        assert (await grid.validate("ops", made.validation_code)).subscription.state == (
+            "Succeeded"
+        )
+        with pytest.raises(InvalidOperationError, match=r"^subscription 'ops' is Succeeded$"):
+            await grid.validate("ops", made.validation_code)
+        platform.now = T0 + timedelta(hours=1)
+        assert (await grid.view("ops")).subscription.state == "Succeeded"  # validated in time
+
+    run(run_it)
+
+
+def test_a_subscription_deleted_or_faulted_must_exist() -> None:
+    """docs/azure-side.md, "Double notifications": the next N deliveries sent twice; an
+    unknown subscription is refused by name, for this as for a delete."""
+    platform = Platform(Hook(200))
+    platform.subscribe()
+
+    async def run_it() -> None:
+        grid = platform.grid
+        assert (await grid.duplicate("ops", 2)).subscription.duplicates == 2
+        for call in (grid.duplicate("nope", 1), grid.delete("nope"), grid.view("nope")):
+            with pytest.raises(UnknownGroupError, match="nope"):
+                await call
+        await grid.delete("ops")
+        assert await grid.list() == []
+
+    run(run_it)
+
+
+# -- delivery -----------------------------------------------------------------------------
+
+
+def test_an_event_grid_delivery_is_a_post_of_an_array_with_the_aeg_headers() -> None:
+    """delivery-and-retry, "Delivery event formats" and the delivery headers: a POST of a
+    JSON array of one event, ``aeg-event-type: Notification``, the subscription's name in
+    upper case, the attempts made before this one, the data and metadata versions."""
+    platform = Platform(Hook(503, 200))
+    platform.subscribe("ops-1")
+    platform.grid.on_change(change(1))
+
+    async def run_it() -> None:
+        assert await platform.at(T0) == 1
+        assert await platform.at(T0 + timedelta(seconds=10)) == 2
+
+    run(run_it)
+    expected = json.dumps(payload(change(1), "eventgrid", None), separators=(",", ":"))
+    for attempt, (method, url, headers, body) in enumerate(platform.hook.asked):
+        assert (method, url) == ("POST", "http://hook.example/ops-1")
+        assert body == b"[" + expected.encode() + b"]"
+        assert headers == {
+            "Content-Type": "application/json; charset=utf-8",
+            "aeg-event-type": "Notification",
+            "aeg-subscription-name": "OPS-1",
+            "aeg-delivery-count": str(attempt),
+            "aeg-data-version": DATA_VERSION,
+            "aeg-metadata-version": METADATA_VERSION,
+        }
+    assert platform.store.pending() == {}
+    assert (platform.get("ops-1").delivered, platform.get("ops-1").failed) == (1, 1)
+
+
+def test_a_cloudevents_delivery_is_one_event_in_structured_mode() -> None:
+    """CloudEvents v1.0 schema with Azure Event Grid: the event alone, in the HTTP binding's
+    structured mode (``application/cloudevents+json``)."""
+    platform = Platform(Hook(200))
+    platform.subscribe("ce", schema="cloudevents")
+    platform.grid.on_change(change(1))
+    run(lambda: platform.at(T0))
+    ((method, url, headers, body),) = platform.hook.asked
+    assert (method, url) == ("POST", "http://hook.example/ce")
+    assert headers == {"Content-Type": "application/cloudevents+json; charset=utf-8"}
+    assert json.loads(body) == payload(change(1), "cloudevents", None)
+
+
+def test_a_started_change_shows_the_not_before_it_had_and_replays_are_not_sent_again() -> None:
+    """The Event Grid page's sample shows a Started event with its NotBefore (docs/
+    azure-side.md, "What is delivered"); a change the store has turned into deliveries
+    already (a replay after a restart) is not queued again."""
+    platform = Platform(Hook(200))
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+    platform.grid.on_change(change(2, Phase.STARTED))
+    platform.grid.on_change(change(3, Phase.COMPLETED))
+    platform.grid.on_change(change(4, Phase.STARTED))  # no longer Scheduled: its own time
+    run(lambda: platform.at(T0))
+    sent = [json.loads(body)[0] for _, _, _, body in platform.hook.asked]
+    assert [e["id"] for e in sent] == [grid_id(change(n, p)) for n, p in (
+        (1, Phase.SCHEDULED), (2, Phase.STARTED), (3, Phase.COMPLETED), (4, Phase.STARTED))]  # fmt: skip
+    props = [e["data"]["resourceInfo"]["properties"] for e in sent]
+    assert props[1]["NotBefore"] == props[0]["NotBefore"] != ""
+    assert props[3]["NotBefore"] != props[0]["NotBefore"]
+    again = EventGrid(lambda: T0, lambda: 0, platform.store, validation_base="http://x")
+    again._exchange = platform.hook  # type: ignore[method-assign]
+    for n in (1, 2, 3, 4):
+        again.on_change(change(n))
+    assert len(again._incoming) == 0
+
+
+def test_the_duplicate_fault_sends_the_next_deliveries_twice_identical() -> None:
+    """docs/azure-side.md, "Double notifications": the next N deliveries sent twice,
+    identical; the one after once."""
+    platform = Platform(Hook(200))
+    platform.subscribe()
+    platform.store.add_duplicates("ops", 1)
+    platform.grid.on_change(change(1))
+
+    async def run_it() -> None:
+        await platform.at(T0)
+        platform.grid.on_change(change(2))
+        await platform.at(T0)
+
+    run(run_it)
+    first, twice, second = platform.hook.asked
+    assert first == twice
+    assert json.loads(second[3])[0]["id"] == grid_id(change(2))
+    assert platform.get().duplicates == 0
+
+
+def test_a_failure_is_shown_and_retried_on_schedule_a_400_dead_letters_at_once(
+    tmp_path: Path,
+) -> None:
+    """delivery-and-retry: a failed delivery is retried after 10 seconds; 400 is never
+    retried and goes to the dead-letter location with ``NonRetryableError``; the list shows
+    each failed attempt and the last error (the status and its reason, or the exchange's
+    outcome)."""
+    platform = Platform(Hook(503, "TimedOut", 400), dead_letters=tmp_path)
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+
+    async def run_it() -> None:
+        assert await platform.at(T0) == 1
+        assert (platform.get().failed, platform.get().last_error) == (1, "503 Service Unavailable")
+        assert await platform.at(T0 + timedelta(seconds=10)) == 2
+        assert (platform.get().failed, platform.get().last_error) == (2, "TimedOut")
+        assert await platform.at(T0 + timedelta(seconds=40)) == 3
+        assert await platform.at(T0 + timedelta(hours=2)) == 3
+
+    run(run_it)
+    ops = platform.get()
+    assert (ops.failed, ops.dead_lettered, ops.last_error) == (3, 1, "400")
+    (record_file,) = tmp_path.rglob("*.json")
+    (record,) = json.loads(record_file.read_text())
+    assert (record["deadLetterReason"], record["deliveryAttempts"]) == ("NonRetryableError", 3)
+    assert (record["lastDeliveryOutcome"], record["lastHttpStatusCode"]) == ("BadRequest", 400)
+    assert record["lastDeliveryAttemptTime"] == "2026-05-01T12:00:40.0000000Z"
+
+
+def test_without_a_dead_letter_folder_the_event_is_dropped_and_counted() -> None:
+    """ "If dead-letter isn't configured ... events will be dropped" (manage-event-delivery)."""
+    platform = Platform(Hook(403))
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+    run(lambda: platform.at(T0))
+    assert (platform.get().failed, platform.get().dead_lettered) == (1, 1)
+    assert platform.store.pending() == {}
+
+
+def test_past_the_time_to_live_no_attempt_is_made(tmp_path: Path) -> None:
+    """delivery-and-retry, "Dead-letter events": an event not delivered within its time to
+    live (1,440 minutes) is dead-lettered, ``TimeToLiveExceeded``; a clock moved past it
+    makes no further attempt, the record showing the last attempt made."""
+    platform = Platform(Hook(503), dead_letters=tmp_path)
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+
+    async def run_it() -> None:
+        assert await platform.at(T0) == 1
+        assert await platform.at(T0 + timedelta(minutes=1440, microseconds=1)) == 1
+
+    run(run_it)
+    ops = platform.get()
+    assert (ops.failed, ops.dead_lettered, ops.last_error) == (1, 1, "503 Service Unavailable")
+    (record,) = json.loads(next(tmp_path.rglob("*.json")).read_text())
+    assert record["deadLetterReason"] == "TimeToLiveExceeded"
+    assert (record["deliveryAttempts"], record["lastHttpStatusCode"]) == (1, 503)
+    assert record["lastDeliveryOutcome"] == "ServiceUnavailable"
+    assert record["lastDeliveryAttemptTime"] == "2026-05-01T12:00:00.0000000Z"
+
+
+def test_a_dead_letter_folder_that_fails_keeps_the_event_and_tries_again_each_minute(
+    tmp_path: Path,
+) -> None:
+    """docs/azure-side.md, "Dead-lettering": a record that cannot be written keeps its event,
+    whose receiver is never asked again; the write is tried again a minute later (platform
+    time), each failure counted and shown; once the folder works, the record is written."""
+    blocked = tmp_path / "letters"
+    blocked.write_text("a file where the folder should be")
+    platform = Platform(Hook(400), dead_letters=blocked)
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+
+    async def run_it() -> None:
+        assert await platform.at(T0) == 1
+        ops = platform.get()
+        assert (ops.failed, ops.letter_failures, ops.dead_lettered) == (1, 1, 0)
+        assert ops.last_error.startswith("dead-letter write failed: ")
+        assert await platform.at(T0 + timedelta(seconds=59)) == 1
+        assert platform.get().letter_failures == 1  # not tried before the minute
+        assert await platform.at(T0 + timedelta(minutes=1)) == 1
+        assert platform.get().letter_failures == 2
+        blocked.unlink()
+        assert await platform.at(T0 + timedelta(minutes=2)) == 1
+
+    run(run_it)
+    ops = platform.get()
+    assert (ops.failed, ops.letter_failures, ops.dead_lettered) == (1, 2, 1)
+    (record,) = json.loads(next(blocked.rglob("*.json")).read_text())
+    assert (record["deadLetterReason"], record["deliveryAttempts"]) == ("NonRetryableError", 1)
+    assert (record["lastHttpStatusCode"], record["lastDeliveryOutcome"]) == (400, "BadRequest")
+    assert platform.store.pending() == {}
+
+
+def test_a_receiver_answering_after_the_response_timeout_has_timed_out() -> None:
+    """delivery-and-retry: "Event Grid waits 30 seconds for a response" (``response_timeout``,
+    shortened here): a receiver on the wire that answers later failed, ``TimedOut``."""
+
+    async def run_it() -> Subscription | None:
+        gone = asyncio.Event()
+
+        async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # never answers; the connection ends from forewarn's side
+            writer.close()
+            await writer.wait_closed()
+            gone.set()
+
+        server = await asyncio.start_server(slow, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        store = DeliveryStore(None)
+        store.add(Subscription("ops", f"http://127.0.0.1:{port}/", "eventgrid", "Succeeded",
+                               "c", T0, 0))  # fmt: skip
+        grid = EventGrid(lambda: T0, lambda: 0, store, validation_base="x", response_timeout=0.2)
+        grid.on_change(change(1))
+        await grid.step()
+        await grid.settle()
+        await grid.step()
+        await gone.wait()
+        server.close()
+        await server.wait_closed()
+        return store.get("ops")
+
+    ops = asyncio.run(asyncio.wait_for(run_it(), 4))
+    assert ops is not None
+    assert (ops.failed, ops.last_error) == (1, "TimedOut")
