@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from forewarn.domain.errors import InvalidOperationError, UnknownGroupError
 from forewarn.domain.events import Event, EventSource, EventStatus, EventType, Resource
 from forewarn.domain.history import EventChange, Phase, Publication
 from forewarn.errors import InvalidInputError
+from forewarn.eventgrid import delivery
 from forewarn.eventgrid._http import Answer, ExchangeError
 from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.payloads import DATA_VERSION, METADATA_VERSION, grid_id, payload
@@ -55,7 +57,7 @@ class Hook:
     """An exchange answering each request with the next of ``statuses`` (then the last one
     again), keeping what it was asked: method, URL, headers and body."""
 
-    def __init__(self, *statuses: int | str) -> None:
+    def __init__(self, *statuses: int | str | Exception) -> None:
         self.statuses = list(statuses) or [200]
         self.asked: list[tuple[str, str, dict[str, str], bytes]] = []
 
@@ -66,6 +68,8 @@ class Hook:
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         if isinstance(status, str):
             raise ExchangeError(status)
+        if isinstance(status, Exception):
+            raise status
         return Answer(status, {200: "OK", 503: "Service Unavailable"}.get(status, ""), {}, b"")
 
 
@@ -477,3 +481,72 @@ def test_a_receiver_answering_after_the_response_timeout_has_timed_out() -> None
     ops = asyncio.run(asyncio.wait_for(run_it(), 4))
     assert ops is not None
     assert (ops.failed, ops.last_error) == (1, "TimedOut")
+
+
+def test_a_fault_of_forewarn_s_own_is_a_failed_attempt_retried_on_schedule() -> None:
+    """A delivery that fails inside forewarn (not the receiver's answer) stops nothing: it
+    counts as a failed attempt, Event Grid's ``GenericError``, retried on the schedule
+    (10 seconds after the first), the error's kind and text shown, at most 300 characters."""
+    platform = Platform(Hook(RuntimeError("x" * 400), 200))
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+
+    async def run_it() -> None:
+        assert await platform.at(T0) == 1
+        ops = platform.get()
+        assert (ops.failed, ops.last_error) == (1, ("RuntimeError: " + "x" * 400)[:300])
+        (retry,) = platform.store.due(T0 + timedelta(seconds=10), 10)
+        assert (retry.attempts, retry.last_status, retry.last_outcome) == (1, None, "GenericError")
+        assert retry.last_attempt == T0
+        assert await platform.at(T0 + timedelta(seconds=10) - timedelta(microseconds=1)) == 1
+        assert await platform.at(T0 + timedelta(seconds=10)) == 2
+
+    run(run_it)
+    assert (platform.get().delivered, platform.store.pending()) == (1, {})
+
+
+def test_a_failing_dead_letter_folder_is_said_once_a_minute_and_its_recovery_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/azure-side.md, "Dead-lettering": a folder that cannot be written makes no storm
+    in the log either: said once per minute of real time (not once per event), with how
+    many writes failed so far and how often each is tried again; its recovery said once."""
+    blocked = tmp_path / "letters"
+    blocked.write_text("a file where the folder should be")
+    platform = Platform(Hook(400), dead_letters=blocked)
+    platform.subscribe()
+    for n in (1, 2):
+        platform.grid.on_change(change(n, event_id=f"E{n}"))
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
+
+    def said(text: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+    async def run_it() -> None:
+        await platform.at(T0)  # two events, two failed writes: said once
+        failing = said("dead letters cannot be written")
+        assert failing == [
+            f"dead letters cannot be written under {blocked}: {failing[0].split(': ', 1)[1]}"
+        ]
+        assert failing[0].endswith(
+            "(1 failed writes so far; each event's record is tried again every 60 s of "
+            "platform time, its receiver never again)"
+        )
+        monkeypatch.setattr(delivery, "LETTER_LOG_EVERY", 0.0)
+        await platform.at(T0 + timedelta(minutes=1))  # a minute later: said again
+        counts = [m.split(" (")[-1].split(" failed")[0] for m in said("cannot be written")]
+        assert counts == ["1", "3", "4"]  # each failed write counted, each said now
+        assert said("are written under") == []
+        blocked.unlink()
+        await platform.at(T0 + timedelta(minutes=2))
+        await platform.at(T0 + timedelta(minutes=3))
+        assert said("dead letters are written under") == [
+            f"dead letters are written under {blocked} again"
+        ]
+
+    run(run_it)
+    gave_up = said("dead-lettered")
+    assert gave_up[0] == (
+        f"dead-lettered {grid_id(change(1, event_id='E1'))} for ops: NonRetryableError (400)"
+    )
+    assert platform.get().dead_lettered == 2
