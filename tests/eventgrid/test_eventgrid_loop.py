@@ -550,3 +550,32 @@ def test_a_failing_dead_letter_folder_is_said_once_a_minute_and_its_recovery_onc
         f"dead-lettered {grid_id(change(1, event_id='E1'))} for ops: NonRetryableError (400)"
     )
     assert platform.get().dead_lettered == 2
+
+
+def test_a_receiver_on_the_wire_echoing_the_code_is_validated() -> None:
+    """webhook-event-delivery, synchronous handshake, over a real connection: the
+    validation event POSTed, the code echoed in the answer's body, the subscription
+    Succeeded (what the exchange reads of an answer is pinned in
+    test_eventgrid_exchange.py)."""
+
+    async def run_it() -> Subscription:
+        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            (event,) = json.loads(await reader.readexactly(length))
+            body = json.dumps({"validationResponse": event["data"]["validationCode"]}).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        grid = EventGrid(lambda: T0, lambda: 0, DeliveryStore(None), validation_base="x")
+        view = await grid.subscribe("ops", f"http://127.0.0.1:{port}/hook", "eventgrid")
+        server.close()
+        await server.wait_closed()
+        return view.subscription
+
+    made = asyncio.run(asyncio.wait_for(run_it(), 5))
+    assert (made.state, made.last_error) == ("Succeeded", "")
