@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -224,10 +225,10 @@ def test_the_validation_url_validates_only_its_subscription_with_its_code_once()
     async def run_it() -> None:
         grid = platform.grid
         made = (await grid.subscribe("ops", "http://hook.example/", "eventgrid")).subscription
-        with pytest.raises(UnknownGroupError):
-            await grid.validate("ops", made.validation_code.upper())
-        with pytest.raises(UnknownGroupError):
-            await grid.validate("other", made.validation_code)
+        for name, code in (("ops", made.validation_code.upper()), ("other", made.validation_code)):
+            with pytest.raises(UnknownGroupError) as refused:
+                await grid.validate(name, code)
+            assert str(refused.value) == f"no subscription awaiting validation named {name!r}"
         platform.now = T0 + timedelta(minutes=10)
         assert (await grid.view("ops")).subscription.state == "AwaitingManualAction"
         platform.now = T0 + timedelta(minutes=10, microseconds=1)
@@ -245,6 +246,15 @@ def test_the_validation_url_validates_only_its_subscription_with_its_code_once()
             await grid.validate("ops", made.validation_code)
         platform.now = T0 + timedelta(hours=1)
         assert (await grid.view("ops")).subscription.state == "Succeeded"  # validated in time
+        late = (await grid.subscribe("late", "http://hook.example/", "eventgrid")).subscription
+        platform.now = late.expires + timedelta(microseconds=1)
+        with pytest.raises(InvalidOperationError) as expired:
+            await grid.validate("late", late.validation_code)
+        assert (
+            str(expired.value) == "subscription 'late': its validation URL expired after 10 minutes"
+        )
+        stored = platform.get("late")  # written, not only shown
+        assert (stored.state, stored.last_error) == ("Failed", "validation expired")
 
     run(run_it)
 
@@ -259,8 +269,9 @@ def test_a_subscription_deleted_or_faulted_must_exist() -> None:
         grid = platform.grid
         assert (await grid.duplicate("ops", 2)).subscription.duplicates == 2
         for call in (grid.duplicate("nope", 1), grid.delete("nope"), grid.view("nope")):
-            with pytest.raises(UnknownGroupError, match="nope"):
+            with pytest.raises(UnknownGroupError) as refused:
                 await call
+            assert str(refused.value) == "no Event Grid subscription named 'nope'"
         await grid.delete("ops")
         assert await grid.list() == []
 
@@ -437,7 +448,13 @@ def test_a_dead_letter_folder_that_fails_keeps_the_event_and_tries_again_each_mi
         assert await platform.at(T0 + timedelta(seconds=59)) == 1
         assert platform.get().letter_failures == 1  # not tried before the minute
         assert await platform.at(T0 + timedelta(minutes=1)) == 1
-        assert platform.get().letter_failures == 2
+        ops = platform.get()
+        assert (ops.letter_failures, ops.last_error) == (
+            2,
+            "dead-letter write failed: Not a directory",
+        )
+        assert await platform.at(T0 + timedelta(minutes=1, seconds=59)) == 1
+        assert platform.get().letter_failures == 2  # the next try a minute after the last
         blocked.unlink()
         assert await platform.at(T0 + timedelta(minutes=2)) == 1
 
@@ -447,6 +464,7 @@ def test_a_dead_letter_folder_that_fails_keeps_the_event_and_tries_again_each_mi
     (record,) = json.loads(next(blocked.rglob("*.json")).read_text())
     assert (record["deadLetterReason"], record["deliveryAttempts"]) == ("NonRetryableError", 1)
     assert (record["lastHttpStatusCode"], record["lastDeliveryOutcome"]) == (400, "BadRequest")
+    assert record["lastDeliveryAttemptTime"] == "2026-05-01T12:00:00.0000000Z"  # not the write's
     assert platform.store.pending() == {}
 
 
@@ -524,14 +542,11 @@ def test_a_failing_dead_letter_folder_is_said_once_a_minute_and_its_recovery_onc
 
     async def run_it() -> None:
         await platform.at(T0)  # two events, two failed writes: said once
-        failing = said("dead letters cannot be written")
-        assert failing == [
-            f"dead letters cannot be written under {blocked}: {failing[0].split(': ', 1)[1]}"
+        assert said("dead letters cannot be written") == [
+            f"dead letters cannot be written under {blocked}: [Errno 20] Not a directory: "
+            f"'{blocked}/OPS/2026/5/1/12' (1 failed writes so far; each event's record is "
+            "tried again every 60 s of platform time, its receiver never again)"
         ]
-        assert failing[0].endswith(
-            "(1 failed writes so far; each event's record is tried again every 60 s of "
-            "platform time, its receiver never again)"
-        )
         monkeypatch.setattr(delivery, "LETTER_LOG_EVERY", 0.0)
         await platform.at(T0 + timedelta(minutes=1))  # a minute later: said again
         counts = [m.split(" (")[-1].split(" failed")[0] for m in said("cannot be written")]
@@ -579,3 +594,197 @@ def test_a_receiver_on_the_wire_echoing_the_code_is_validated() -> None:
 
     made = asyncio.run(asyncio.wait_for(run_it(), 5))
     assert (made.state, made.last_error) == ("Succeeded", "")
+
+
+# -- the loop as serve runs it ------------------------------------------------------------
+
+
+async def _until(done: Callable[[], bool], seconds: float = 5.0) -> None:
+    async def wait() -> None:
+        while not done():
+            await asyncio.sleep(0.002)
+
+    await asyncio.wait_for(wait(), seconds)
+
+
+class Rounds:
+    """The loop's rounds counted (its ``step``, or ``_follow`` when not leading)."""
+
+    def __init__(self, grid: EventGrid) -> None:
+        self.steps = 0
+        self.follows = 0
+        step, follow = grid.step, grid._follow
+
+        async def counted_step(busy: bool = False) -> None:
+            self.steps += 1
+            await step(busy)
+
+        async def counted_follow() -> None:
+            self.follows += 1
+            await follow()
+
+        grid.step = counted_step  # type: ignore[method-assign]
+        grid._follow = counted_follow  # type: ignore[method-assign]
+
+
+def _refusing(path: Path, table: str, *events: str) -> Callable[[], None]:
+    """Triggers making the store's file refuse ``events`` on ``table`` (a full disk, as
+    another connection sees it); the function that removes them again."""
+    other = sqlite3.connect(path, isolation_level=None)
+    for event in events:
+        other.execute(
+            f"CREATE TRIGGER refuse_{event.lower()} BEFORE {event} ON {table}"
+            " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
+
+    def remove() -> None:
+        for event in events:
+            other.execute(f"DROP TRIGGER refuse_{event.lower()}")
+        other.close()
+
+    return remove
+
+
+def test_a_failing_store_is_said_once_delivery_waits_and_goes_on_once_it_works(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/azure-side.md, "Durability": a store that fails stops nothing for good; its
+    failure is said once, with its reason, however many rounds it lasts, and its recovery
+    once; the change waits and is delivered then."""
+    path = tmp_path / "eventgrid.sqlite3"
+    store = DeliveryStore(path)
+    store.add(Subscription("ops", "http://hook.example/", "eventgrid", "Succeeded", "c", T0, 0))
+    repair = _refusing(path, "meta", "INSERT", "UPDATE")
+    hook = Hook(200)
+    grid = EventGrid(lambda: T0, lambda: 0, store, validation_base="x", poll=0.002)
+    grid._exchange = hook  # type: ignore[method-assign]
+    rounds = Rounds(grid)
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
+
+    def said(text: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+    async def run_it() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.create_task(grid.run(stop))
+        grid.on_change(change(1))
+        await _until(lambda: rounds.steps >= 5)
+        assert said("Event Grid's deliveries wait") == [
+            f"Event Grid's deliveries wait for their store: Event Grid's state in {path}: disk full"
+        ]
+        assert hook.asked == []
+        repair()
+        await _until(lambda: store.get("ops").delivered == 1)  # type: ignore[union-attr]
+        steps = rounds.steps
+        await _until(lambda: rounds.steps >= steps + 3)
+        stop.set()
+        await loop
+
+    asyncio.run(run_it())
+    assert said("store works again") == ["Event Grid's store works again: deliveries go on"]
+    assert len(said("Event Grid's deliveries wait")) == 1
+    assert len(hook.asked) == 1
+
+
+def test_an_unexpected_failure_is_said_with_its_kind_and_ends_nothing(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure of forewarn's own in a round (not the store's) is said once, as an
+    error with its kind and traceback, and the loop goes on."""
+    store = DeliveryStore(None)
+    store.add(Subscription("ops", "http://hook.example/", "eventgrid", "Succeeded", "c", T0, 0))
+    hook = Hook(200)
+    grid = EventGrid(lambda: T0, lambda: 0, store, validation_base="x", poll=0.002)
+    grid._exchange = hook  # type: ignore[method-assign]
+    rounds = Rounds(grid)
+    real = store.due_subscriptions
+
+    def broken(now: datetime) -> list[str]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(store, "due_subscriptions", broken)
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
+
+    async def run_it() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.create_task(grid.run(stop))
+        grid.on_change(change(1))
+        await _until(lambda: rounds.steps >= 5)
+        monkeypatch.setattr(store, "due_subscriptions", real)
+        await _until(lambda: store.get("ops").delivered == 1)  # type: ignore[union-attr]
+        stop.set()
+        await loop
+
+    asyncio.run(run_it())
+    (failure,) = [r for r in caplog.records if "deliveries wait" in r.getMessage()]
+    assert failure.getMessage() == "Event Grid's deliveries wait: RuntimeError: boom"
+    assert (failure.levelno, failure.exc_info is not None) == (logging.ERROR, True)
+
+
+def test_stopping_with_outcomes_the_store_refuses_says_how_many_are_sent_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At least once: a delivery answered but not recorded when serve stops is sent again
+    after the restart, and the stop says how many."""
+    path = tmp_path / "eventgrid.sqlite3"
+    store = DeliveryStore(path)
+    store.add(Subscription("ops", "http://hook.example/", "eventgrid", "Succeeded", "c", T0, 0))
+    store.enqueue([(1, T0, "id-1", {"eventgrid": "{}"}), (2, T0, "id-2", {"eventgrid": "{}"})],
+                  cursor=2)  # fmt: skip
+    _refusing(path, "deliveries", "DELETE")
+    hook = Hook(200)
+    grid = EventGrid(lambda: T0, lambda: 0, store, validation_base="x", poll=0.002)
+    grid._exchange = hook  # type: ignore[method-assign]
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
+
+    async def run_it() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.create_task(grid.run(stop))
+        await _until(lambda: len(hook.asked) == 2)
+        stop.set()
+        await loop
+
+    asyncio.run(run_it())
+    (stopped,) = [r.getMessage() for r in caplog.records if "stops" in r.getMessage()]
+    assert stopped == (
+        "Event Grid stops with 2 outcomes not recorded (sent again after a restart): "
+        f"Event Grid's state in {path}: disk full"
+    )
+    assert store.pending() == {"ops": 2}
+
+
+def test_a_front_end_not_leading_delivers_nothing_and_forgets_what_the_leader_queued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/azure-side.md, "Event Grid": with a shared store only the fleet's leader
+    delivers; each front-end keeps the changes the leader has not yet turned into
+    deliveries, so that it can take over, and forgets those it has: once leading, it sends
+    each event once."""
+    monkeypatch.setattr(delivery, "IDLE_POLL", 0.002)
+    store = DeliveryStore(None)
+    store.add(Subscription("ops", "http://hook.example/", "eventgrid", "Succeeded", "c", T0, 0))
+    leading = [False]
+    hook = Hook(200)
+    grid = EventGrid(lambda: T0, lambda: 0, store, validation_base="x", poll=0.002,
+                     active=lambda: leading[0])  # fmt: skip
+    grid._exchange = hook  # type: ignore[method-assign]
+    rounds = Rounds(grid)
+
+    async def run_it() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.create_task(grid.run(stop))
+        grid.on_change(change(1))
+        grid.on_change(change(2, Phase.STARTED))
+        # the leader turns the first change into its delivery, elsewhere
+        store.enqueue([(1, T0, grid_id(change(1)), {"eventgrid": "{}"})], cursor=1)
+        await _until(lambda: rounds.follows >= 3)
+        assert (hook.asked, rounds.steps) == ([], 0)
+        assert [v.subscription.name for v in grid.views] == ["ops"]  # the list kept fresh
+        leading[0] = True
+        await _until(lambda: store.get("ops").delivered == 2)  # type: ignore[union-attr]
+        stop.set()
+        await loop
+
+    asyncio.run(run_it())
+    sent = [json.loads(body)[0]["id"] if body != b"[{}]" else "leader's" for *_, body in hook.asked]
+    assert sorted(sent) == sorted(["leader's", grid_id(change(2, Phase.STARTED))])
