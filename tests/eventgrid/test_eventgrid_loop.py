@@ -205,7 +205,10 @@ def test_a_handshake_cut_short_keeps_nothing_of_the_subscription() -> None:
 
     async def cancelled() -> Subscription | None:
         task = asyncio.create_task(platform.grid.subscribe("ops", "http://h.example/", "eventgrid"))
-        await started.wait()
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait({task, waiting}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        assert started.is_set(), task  # the handshake under way, not the subscribe over
         assert platform.store.get("ops") is not None  # made before its handshake
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
