@@ -791,3 +791,31 @@ def test_a_front_end_not_leading_delivers_nothing_and_forgets_what_the_leader_qu
     asyncio.run(run_it())
     sent = [json.loads(body)[0]["id"] if body != b"[{}]" else "leader's" for *_, body in hook.asked]
     assert sorted(sent) == sorted(["leader's", grid_id(change(2, Phase.STARTED))])
+
+
+def test_an_event_past_its_time_to_live_unattempted_with_a_failing_folder(tmp_path: Path) -> None:
+    """docs/azure-side.md, "Dead-lettering": an event given up on without an attempt (past
+    its time to live before its first) counts no failed attempt, even while its record
+    cannot be written; once written, the record says no attempt was made: no status, no
+    outcome, zero attempts."""
+    blocked = tmp_path / "letters"
+    blocked.write_text("a file where the folder should be")
+    platform = Platform(Hook(200), dead_letters=blocked)
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+    late = T0 + timedelta(minutes=1440, microseconds=1)
+
+    async def run_it() -> None:
+        assert await platform.at(late) == 0
+        ops = platform.get()
+        assert (ops.failed, ops.letter_failures, ops.dead_lettered) == (0, 1, 0)
+        blocked.unlink()
+        assert await platform.at(late + timedelta(minutes=1)) == 0
+
+    run(run_it)
+    ops = platform.get()
+    assert (ops.failed, ops.letter_failures, ops.dead_lettered) == (0, 1, 1)
+    (record,) = json.loads(next(blocked.rglob("*.json")).read_text())
+    assert record["deadLetterReason"] == "TimeToLiveExceeded"
+    assert (record["deliveryAttempts"], record["lastHttpStatusCode"]) == (0, None)
+    assert record["lastDeliveryOutcome"] is None
