@@ -264,13 +264,20 @@ def test_the_validation_url_validates_only_its_subscription_with_its_code_once()
 
 def test_a_subscription_deleted_or_faulted_must_exist() -> None:
     """docs/azure-side.md, "Double notifications": the next N deliveries sent twice; an
-    unknown subscription is refused by name, for this as for a delete."""
-    platform = Platform(Hook(200))
+    unknown subscription is refused by name, for this as for a delete; its view counts its
+    pending deliveries."""
+    platform = Platform(Hook(503))
     platform.subscribe()
 
     async def run_it() -> None:
         grid = platform.grid
         assert (await grid.duplicate("ops", 2)).subscription.duplicates == 2
+        grid.on_change(change(1))
+        await grid.step()  # queued, its attempt failed: pending
+        await grid.settle()
+        await grid.step()
+        assert (await grid.view("ops")).pending == 1
+        assert [v.pending for v in await grid.list()] == [1]
         for call in (grid.duplicate("nope", 1), grid.delete("nope"), grid.view("nope")):
             with pytest.raises(UnknownGroupError) as refused:
                 await call
@@ -342,7 +349,9 @@ def test_a_started_change_shows_the_not_before_it_had_and_replays_are_not_sent_a
         (1, Phase.SCHEDULED), (2, Phase.STARTED), (3, Phase.COMPLETED), (4, Phase.STARTED))]  # fmt: skip
     props = [e["data"]["resourceInfo"]["properties"] for e in sent]
     assert props[1]["NotBefore"] == props[0]["NotBefore"] != ""
-    assert props[3]["NotBefore"] != props[0]["NotBefore"]
+    started_at = payload(change(4, Phase.STARTED), "eventgrid", T0)  # its own time: the change's
+    assert props[3]["NotBefore"] == started_at["data"]["resourceInfo"]["properties"]["NotBefore"]
+    platform.grid.on_change(change(5, Phase.CANCELED, event_id="never-scheduled"))  # no error
     again = EventGrid(lambda: T0, lambda: 0, platform.store, validation_base="http://x")
     again._exchange = platform.hook  # type: ignore[method-assign]
     for n in (1, 2, 3, 4):
@@ -409,19 +418,25 @@ def test_without_a_dead_letter_folder_the_event_is_dropped_and_counted() -> None
     assert platform.store.pending() == {}
 
 
-def test_past_the_time_to_live_no_attempt_is_made(tmp_path: Path) -> None:
+def test_past_the_time_to_live_no_attempt_is_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """delivery-and-retry, "Dead-letter events": an event not delivered within its time to
     live (1,440 minutes) is dead-lettered, ``TimeToLiveExceeded``; a clock moved past it
     makes no further attempt, the record showing the last attempt made."""
     platform = Platform(Hook(503), dead_letters=tmp_path)
     platform.subscribe()
     platform.grid.on_change(change(1))
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
 
     async def run_it() -> None:
         assert await platform.at(T0) == 1
         assert await platform.at(T0 + timedelta(minutes=1440, microseconds=1)) == 1
 
     run(run_it)
+    assert [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()] == [
+        f"dead-lettered {grid_id(change(1))} for ops: TimeToLiveExceeded (ServiceUnavailable)"
+    ]
     ops = platform.get()
     assert (ops.failed, ops.dead_lettered, ops.last_error) == (1, 1, "503 Service Unavailable")
     (record,) = json.loads(next(tmp_path.rglob("*.json")).read_text())
@@ -735,7 +750,7 @@ def test_stopping_with_outcomes_the_store_refuses_says_how_many_are_sent_again(
     store.enqueue([(1, T0, "id-1", {"eventgrid": "{}"}), (2, T0, "id-2", {"eventgrid": "{}"})],
                   cursor=2)  # fmt: skip
     _refusing(path, "deliveries", "DELETE")
-    hook = Hook(200)
+    hook = Hook(200, 503)
     grid = EventGrid(lambda: T0, lambda: 0, store, validation_base="x", poll=0.002)
     grid._exchange = hook  # type: ignore[method-assign]
     caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
@@ -782,6 +797,7 @@ def test_a_front_end_not_leading_delivers_nothing_and_forgets_what_the_leader_qu
         store.enqueue([(1, T0, grid_id(change(1)), {"eventgrid": "{}"})], cursor=1)
         await _until(lambda: rounds.follows >= 3)
         assert (hook.asked, rounds.steps) == ([], 0)
+        grid.on_change(change(1))  # a replay of what the leader turned into its delivery
         assert [v.subscription.name for v in grid.views] == ["ops"]  # the list kept fresh
         leading[0] = True
         await _until(lambda: store.get("ops").delivered == 2)  # type: ignore[union-attr]
@@ -793,7 +809,9 @@ def test_a_front_end_not_leading_delivers_nothing_and_forgets_what_the_leader_qu
     assert sorted(sent) == sorted(["leader's", grid_id(change(2, Phase.STARTED))])
 
 
-def test_an_event_past_its_time_to_live_unattempted_with_a_failing_folder(tmp_path: Path) -> None:
+def test_an_event_past_its_time_to_live_unattempted_with_a_failing_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """docs/azure-side.md, "Dead-lettering": an event given up on without an attempt (past
     its time to live before its first) counts no failed attempt, even while its record
     cannot be written; once written, the record says no attempt was made: no status, no
@@ -812,10 +830,135 @@ def test_an_event_past_its_time_to_live_unattempted_with_a_failing_folder(tmp_pa
         blocked.unlink()
         assert await platform.at(late + timedelta(minutes=1)) == 0
 
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
     run(run_it)
+    assert [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()] == [
+        f"dead-lettered {grid_id(change(1))} for ops: TimeToLiveExceeded (TimeToLiveExceeded)"
+    ]
     ops = platform.get()
     assert (ops.failed, ops.letter_failures, ops.dead_lettered) == (0, 1, 1)
     (record,) = json.loads(next(blocked.rglob("*.json")).read_text())
     assert record["deadLetterReason"] == "TimeToLiveExceeded"
     assert (record["deliveryAttempts"], record["lastHttpStatusCode"]) == (0, None)
     assert record["lastDeliveryOutcome"] is None
+
+
+def test_a_subscription_validated_by_its_url_during_the_handshake_stays_validated() -> None:
+    """webhook-event-delivery: a receiver may answer the validation event without the code
+    and GET the validation URL instead, even before its answer: the subscription it
+    validated is not moved back to awaiting. The validation event carries the system
+    topic's ``topic`` (docs/azure-side.md, "What is delivered")."""
+    platform = Platform(Hook(200))
+    platform.grid._topic = lambda: f"/subscriptions/{SUB}"
+    seen: list[dict[str, Any]] = []
+
+    async def validates_then_answers(
+        method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
+    ) -> Answer:
+        (event,) = json.loads(body)
+        seen.append(event)
+        await platform.grid.validate("ops", event["data"]["validationCode"])
+        return Answer(200, "OK", {}, b"{}")
+
+    platform.grid._exchange = validates_then_answers  # type: ignore[method-assign]
+    view = run(lambda: platform.grid.subscribe("ops", "http://hook.example/", "eventgrid"))
+    assert (view.subscription.state, platform.get().state) == ("Succeeded", "Succeeded")
+    assert seen[0]["topic"] == f"/subscriptions/{SUB}"
+
+
+def test_a_cloudevents_handshake_on_the_wire_is_an_options_without_a_body() -> None:
+    """webhook-event-delivery, "Endpoint validation with CloudEvents v1.0": an OPTIONS with
+    ``WebHook-Request-Origin``, answered with ``WebHook-Allowed-Origin``; no body."""
+
+    async def run_it() -> tuple[bytes, Subscription]:
+        asked: list[bytes] = []
+
+        async def allow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            asked.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nWebHook-Allowed-Origin: eventgrid.azure.net\r\n"
+                b"Content-Length: 0\r\n\r\n"
+            )
+            await writer.drain()
+            asked.append(await reader.read())  # nothing more: no body
+            writer.close()
+            await writer.wait_closed()
+
+        server = await asyncio.start_server(allow, "127.0.0.1", 0)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            grid = EventGrid(lambda: T0, lambda: 0, DeliveryStore(None), validation_base="x")
+            view = await grid.subscribe("cev", f"http://127.0.0.1:{port}/", "cloudevents")
+            await _until(lambda: len(asked) == 2)
+        finally:
+            server.close()
+            await server.wait_closed()
+        return b"".join(asked), view.subscription
+
+    request, made = asyncio.run(asyncio.wait_for(run_it(), 5))
+    assert request.startswith(b"OPTIONS / HTTP/1.1\r\n")
+    assert b"\r\nContent-Length: 0\r\n" in request
+    assert request.endswith(b"\r\n\r\n")
+    assert made.state == "Succeeded"
+
+
+def test_each_subscription_has_its_own_16_deliveries_in_flight() -> None:
+    """docs/azure-side.md, "Never in a VM's way, nor another subscription's": at most 16
+    deliveries in flight to one subscription, whose receiver holding them all holds up no
+    other subscription's; the rest start as those end."""
+    release = asyncio.Event()
+    asked: list[str] = []
+
+    async def holding(
+        method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
+    ) -> Answer:
+        asked.append(url)
+        await release.wait()
+        return Answer(200, "OK", {}, b"")
+
+    platform = Platform(Hook(200))
+    platform.grid._exchange = holding  # type: ignore[method-assign]
+    platform.subscribe("a")
+    platform.subscribe("b")
+    for n in range(1, 21):
+        platform.grid.on_change(change(n, event_id=f"E{n}"))
+
+    async def run_it() -> None:
+        grid = platform.grid
+        await grid.step()
+        await _until(lambda: len(asked) == 32)
+        await grid.step()  # nothing more may start while they hang
+        await asyncio.sleep(0)
+        assert sorted(asked) == ["http://hook.example/a"] * 16 + ["http://hook.example/b"] * 16
+        release.set()
+        await grid.settle()
+        await grid.step()
+        await grid.settle()
+        await grid.step()
+        assert len(asked) == 40
+        assert platform.store.pending() == {}
+
+    run(run_it)
+
+
+def test_an_attempt_due_at_the_very_end_of_the_time_to_live_is_made(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """delivery-and-retry, "Dead-letter events": an event not delivered within its time to
+    live is dead-lettered; an attempt at its last moment is within it, and is made; its
+    failure then ends the event (the next retry would fall past it), said with its error."""
+    platform = Platform(Hook(503))
+    platform.subscribe()
+    platform.grid.on_change(change(1))
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
+
+    async def run_it() -> None:
+        assert await platform.at(T0) == 1
+        assert await platform.at(T0 + timedelta(minutes=1440)) == 2
+
+    run(run_it)
+    ops = platform.get()
+    assert (ops.failed, ops.dead_lettered) == (2, 1)
+    assert [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()] == [
+        f"dead-lettered {grid_id(change(1))} for ops: TimeToLiveExceeded (503 Service Unavailable)"
+    ]
