@@ -962,3 +962,101 @@ def test_an_attempt_due_at_the_very_end_of_the_time_to_live_is_made(
     assert [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()] == [
         f"dead-lettered {grid_id(change(1))} for ops: TimeToLiveExceeded (503 Service Unavailable)"
     ]
+
+
+class Holding:
+    """An exchange holding each request until released, by subscription (its URL's path)."""
+
+    def __init__(self, *held: str) -> None:
+        self.asked: list[str] = []
+        self.held = set(held)
+        self.release = asyncio.Event()
+
+    async def __call__(
+        self, method: str, url: str, *, body: bytes = b"", headers: dict[str, str]
+    ) -> Answer:
+        name = url.rsplit("/", 1)[1]
+        self.asked.append(name)
+        if name in self.held:
+            await self.release.wait()
+        return Answer(200, "OK", {}, b"")
+
+
+def _holding_platform(hook: Holding, *names: str, events: int) -> Platform:
+    platform = Platform(Hook(200))
+    platform.grid._exchange = hook  # type: ignore[method-assign]
+    for name in names:
+        platform.subscribe(name)
+    for n in range(1, events + 1):
+        platform.grid.on_change(change(n, event_id=f"E{n}"))
+    return platform
+
+
+def test_while_the_loop_is_busy_deliveries_start_at_its_rate_and_changes_in_small_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/azure-side.md, "Never in a VM's way": while the event loop is busy with VMs'
+    requests, deliveries start at a bounded rate after a burst of 16 (``BUSY_BURST``), and
+    changes are turned into deliveries 50 at a time (``BUSY_BATCH``) rather than 1,000. The
+    rate is made negligible here, so that no real time refills it between two rounds."""
+    monkeypatch.setattr(delivery, "BUSY_RATE", 1e-6)
+    hook = Holding("a", "b")
+    platform = _holding_platform(hook, "a", "b", events=60)
+
+    async def run_it() -> None:
+        grid = platform.grid
+        await grid.step(busy=True)
+        assert platform.store.cursor() == 50  # one batch of 50 changes
+        await _until(lambda: len(hook.asked) == 16)
+        await grid.step(busy=True)  # the burst spent: nothing more starts
+        await asyncio.sleep(0)
+        assert len(hook.asked) == 16
+        assert platform.store.cursor() == 60
+        await grid.step()  # not busy: each subscription's own 16
+        await _until(lambda: len(hook.asked) == 32)
+        hook.release.set()
+        await grid.settle()
+
+    run(run_it)
+
+
+def test_the_subscriptions_take_turns_at_what_may_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/azure-side.md, "Never in a VM's way, nor another subscription's": with room for
+    one delivery at a time (``IN_FLIGHT`` made 1 here), the subscriptions with something due
+    take turns, by name, one round each."""
+    monkeypatch.setattr(delivery, "IN_FLIGHT", 1)
+    hook = Holding()
+    platform = _holding_platform(hook, "a", "b", "c", events=2)
+
+    async def run_it() -> None:
+        for _ in range(6):
+            await platform.at(T0)
+
+    run(run_it)
+    assert hook.asked == ["a", "b", "c", "a", "b", "c"]
+
+
+def test_room_left_by_one_subscription_goes_to_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All subscriptions together have ``IN_FLIGHT`` deliveries in flight at most (made 17
+    here): one subscription's own 16 first, the one more to the next; a subscription whose
+    16 are all held is passed over, not the end of the round."""
+    monkeypatch.setattr(delivery, "IN_FLIGHT", 17)
+    hook = Holding("a")
+    platform = _holding_platform(hook, "a", "b", events=20)
+
+    async def run_it() -> None:
+        await platform.grid.step()
+        await _until(lambda: len(hook.asked) == 17)
+        assert sorted(hook.asked) == ["a"] * 16 + ["b"]
+
+        def asked(count: int) -> Callable[[], bool]:
+            return lambda: len(hook.asked) >= count
+
+        for count in (18, 19, 20):  # a's held: b's one place used again, a passed over
+            await platform.grid.step()
+            await _until(asked(count))
+        assert hook.asked.count("b") == 4
+        hook.release.set()
+        await platform.grid.settle()
+
+    run(run_it)
