@@ -312,3 +312,21 @@ def test_an_https_endpoint_is_verified_against_the_trusted_authorities() -> None
     answer, refused = asyncio.run(run())
     assert answer.status == 200
     assert refused.startswith("SSLCertVerificationError: ")
+
+
+def test_a_reason_phrase_split_across_reads_is_read_whole() -> None:
+    """The reason phrase as the receiver said it, however its bytes arrive."""
+
+    async def split(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(b"HTTP/1.1 503 Service Unav")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"ailable\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+
+    async def run() -> Answer:
+        async with serving(split) as (port, _):
+            return await exchange("POST", f"http://127.0.0.1:{port}/", timeout=5, limit=1024)
+
+    assert asyncio.run(run()).reason == "Service Unavailable"

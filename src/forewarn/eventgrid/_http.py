@@ -44,7 +44,6 @@ class _Reading:
         self.body = bytearray()
         self.done = False
         self.reason = ""
-        self._name = b""
 
     def on_status(self, status: bytes) -> None:
         self.reason += status.decode("latin-1")
@@ -114,10 +113,7 @@ async def _exchange(
                 raise ExchangeError(f"an answer that is not HTTP: {exc}") from None
             if len(reading.body) >= limit:
                 break  # enough read of a huge answer: the connection is dropped
-        try:
-            status = parser.get_status_code()
-        except httptools.HttpParserError:
-            status = 0
+        status = parser.get_status_code()  # 0 until a status line was read
         if not status:
             raise ExchangeError("the connection closed without an answer")
         return Answer(status, reading.reason, reading.headers, bytes(reading.body))
