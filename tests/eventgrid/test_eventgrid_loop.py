@@ -1060,3 +1060,33 @@ def test_room_left_by_one_subscription_goes_to_the_next(monkeypatch: pytest.Monk
         await platform.grid.settle()
 
     run(run_it)
+
+
+@pytest.mark.parametrize(("lag", "started"), [(-1.0, 16), (1e9, 32)])
+def test_the_loop_measures_its_business_and_holds_deliveries_to_the_busy_rate(
+    monkeypatch: pytest.MonkeyPatch, lag: float, started: int
+) -> None:
+    """docs/azure-side.md, "Never in a VM's way": the loop measures how long the event loop
+    takes to come back to it; busy (any lag counts when ``BUSY_LAG`` is below zero), it
+    starts its burst of 16 and then waits for the busy rate (made negligible here); never
+    busy (a lag no loop reaches), each subscription gets its own 16 at once."""
+    monkeypatch.setattr(delivery, "BUSY_RATE", 1e-6)
+    monkeypatch.setattr(delivery, "BUSY_LAG", lag)
+    monkeypatch.setattr(delivery, "MEASURE_EVERY", 0.0)
+    hook = Holding("a", "b")
+    platform = _holding_platform(hook, "a", "b", events=20)
+    platform.grid._poll = 0.002
+    rounds = Rounds(platform.grid)
+
+    async def run_it() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.create_task(platform.grid.run(stop))
+        await _until(lambda: len(hook.asked) >= started)
+        count = rounds.steps
+        await _until(lambda: rounds.steps >= count + 5)
+        assert len(hook.asked) == started
+        hook.release.set()
+        stop.set()
+        await loop
+
+    run(run_it)
