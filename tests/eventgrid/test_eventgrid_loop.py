@@ -271,6 +271,7 @@ def test_a_subscription_deleted_or_faulted_must_exist() -> None:
 
     async def run_it() -> None:
         grid = platform.grid
+        assert [v.pending for v in await grid.list()] == [0]
         assert (await grid.duplicate("ops", 2)).subscription.duplicates == 2
         grid.on_change(change(1))
         await grid.step()  # queued, its attempt failed: pending
@@ -395,6 +396,8 @@ def test_a_failure_is_shown_and_retried_on_schedule_a_400_dead_letters_at_once(
         assert (platform.get().failed, platform.get().last_error) == (1, "503 Service Unavailable")
         assert await platform.at(T0 + timedelta(seconds=10)) == 2
         assert (platform.get().failed, platform.get().last_error) == (2, "TimedOut")
+        (retry,) = platform.store.due(T0 + timedelta(seconds=40), 10)
+        assert (retry.last_status, retry.last_outcome) == (None, "TimedOut")  # Event Grid's name
         assert await platform.at(T0 + timedelta(seconds=40)) == 3
         assert await platform.at(T0 + timedelta(hours=2)) == 3
 
@@ -519,7 +522,9 @@ def test_a_receiver_answering_after_the_response_timeout_has_timed_out() -> None
     assert (ops.failed, ops.last_error) == (1, "TimedOut")
 
 
-def test_a_fault_of_forewarn_s_own_is_a_failed_attempt_retried_on_schedule() -> None:
+def test_a_fault_of_forewarn_s_own_is_a_failed_attempt_retried_on_schedule(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A delivery that fails inside forewarn (not the receiver's answer) stops nothing: it
     counts as a failed attempt, Event Grid's ``GenericError``, retried on the schedule
     (10 seconds after the first), the error's kind and text shown, at most 300 characters."""
@@ -539,6 +544,9 @@ def test_a_fault_of_forewarn_s_own_is_a_failed_attempt_retried_on_schedule() -> 
 
     run(run_it)
     assert (platform.get().delivered, platform.store.pending()) == (1, {})
+    (said,) = [r for r in caplog.records if r.getMessage().startswith("delivering ")]
+    assert said.getMessage() == f"delivering {grid_id(change(1))} to ops"
+    assert said.exc_info is not None  # with its traceback
 
 
 def test_a_failing_dead_letter_folder_is_said_once_a_minute_and_its_recovery_once(
