@@ -1098,3 +1098,38 @@ def test_the_loop_measures_its_business_and_holds_deliveries_to_the_busy_rate(
         await loop
 
     run(run_it)
+
+
+def test_a_new_loop_shows_no_subscription_and_says_no_recovery_of_what_never_failed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The dashboard reads the views before the loop's first round: none yet. A store and a
+    dead-letter folder that never failed are never said to work again. A change batch not
+    busy is up to 1,000 changes: 60 are queued in one round. The validation URL is the
+    base given, without its trailing slash (here a host ending in X)."""
+    platform = Platform(Hook(400), dead_letters=tmp_path)
+    grid = EventGrid(lambda: T0, lambda: 0, platform.store, validation_base="http://FWX/",
+                     dead_letters=tmp_path)  # fmt: skip
+    grid._exchange = platform.hook  # type: ignore[method-assign]
+    assert grid.views == []
+    sub = Subscription("ops", "http://hook.example/ops", "eventgrid", "Succeeded", "code", T0, 0)
+    assert grid.validation_url(sub) == (
+        "http://FWX/api/v1/eventgrid/validate?subscription=ops&code=code"
+    )
+    platform.store.add(sub)
+    for n in range(1, 61):
+        grid.on_change(change(n, event_id=f"E{n}"))
+    caplog.set_level(logging.WARNING, logger="forewarn.eventgrid")
+
+    async def run_it() -> None:
+        await grid.step()
+        assert platform.store.cursor() == 60  # one round, one batch
+        stop = asyncio.Event()
+        loop = asyncio.create_task(grid.run(stop))
+        await _until(lambda: platform.store.get("ops").dead_lettered == 60)  # type: ignore[union-attr]
+        stop.set()
+        await loop
+
+    run(run_it)
+    assert [r.getMessage() for r in caplog.records if "again" in r.getMessage()] == []
+    assert len(list(tmp_path.rglob("*.json"))) == 60
