@@ -14,11 +14,13 @@ event formats": ``lastDeliveryOutcome``, ``lastHttpStatusCode``, ``deliveryAttem
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from postgres_support import require_postgres
 
 from forewarn.eventgrid.payloads import Schema
 from forewarn.eventgrid.store import (
@@ -41,13 +43,27 @@ def subscription(
     return Subscription(name, f"http://127.0.0.1:9/{name}", schema, state, "code", T0, after)
 
 
-@pytest.fixture
-def store() -> Iterator[DeliveryStore]:
-    made = DeliveryStore(None)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> Iterator[DeliveryStore]:
+    """Each rule on both stores: SQLite (one front-end) and the PostgreSQL outbox of a
+    namespace of its own (front-ends sharing a fleet, docs/azure-side.md, "Durability"),
+    which runs the same statements."""
+    if request.param == "sqlite":
+        made = DeliveryStore(None)
+        try:
+            yield made
+        finally:
+            made.close()
+        return
+    from forewarn.eventgrid.postgres import PostgresDeliveryStore, drop_outbox
+
+    url = f"{require_postgres()}?namespace=store_{uuid.uuid4().hex[:12]}"
+    shared = PostgresDeliveryStore(url)
     try:
-        yield made
+        yield shared
     finally:
-        made.close()
+        shared.close()
+        drop_outbox(url)
 
 
 def enqueue(store: DeliveryStore, *numbers: int, at: datetime = T0) -> int:

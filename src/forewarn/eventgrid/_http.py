@@ -44,7 +44,6 @@ class _Reading:
         self.body = bytearray()
         self.done = False
         self.reason = ""
-        self._name = b""
 
     def on_status(self, status: bytes) -> None:
         self.reason += status.decode("latin-1")
@@ -54,9 +53,7 @@ class _Reading:
             self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
-        room = self.limit - len(self.body)
-        if room > 0:
-            self.body += body[:room]
+        self.body += body[: self.limit - len(self.body)]  # nothing once at the limit
 
     def on_message_complete(self) -> None:
         self.done = True
@@ -106,22 +103,17 @@ async def _exchange(
         await writer.drain()
         reading = _Reading(limit)
         parser = httptools.HttpResponseParser(reading)
-        received = 0
         while not reading.done:
             chunk = await reader.read(65536)
             if not chunk:
                 break
-            received += len(chunk)
             try:
                 parser.feed_data(chunk)
             except httptools.HttpParserError as exc:
                 raise ExchangeError(f"an answer that is not HTTP: {exc}") from None
-            if received > limit and len(reading.body) >= limit:
+            if len(reading.body) >= limit:
                 break  # enough read of a huge answer: the connection is dropped
-        try:
-            status = parser.get_status_code()
-        except httptools.HttpParserError:
-            status = 0
+        status = parser.get_status_code()  # 0 until a status line was read
         if not status:
             raise ExchangeError("the connection closed without an answer")
         return Answer(status, reading.reason, reading.headers, bytes(reading.body))

@@ -58,11 +58,12 @@ def dead_letter(
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_suffix(".tmp")
     try:
-        temporary.write_text(json.dumps([record], indent=2), encoding="utf-8")
+        # json.dumps writes ASCII (non-ASCII text escaped), the same bytes in any encoding
+        temporary.write_bytes(json.dumps([record], indent=2).encode())
         temporary.replace(target)
     except BaseException:
         with contextlib.suppress(OSError):  # a full disk leaves no half-written record
-            temporary.unlink(missing_ok=True)
+            temporary.unlink()  # one never made: FileNotFoundError, an OSError
         raise
     return target
 

@@ -59,7 +59,8 @@ def drop_outbox(url: str) -> bool:
     one. StoreUnavailableError when the server cannot be reached."""
     conninfo, name = outbox_schema(url)
     try:
-        with psycopg.connect(conninfo, autocommit=True) as connection:
+        # one transaction, committed as the block ends (psycopg's connection context)
+        with psycopg.connect(conninfo) as connection:
             found = connection.execute(
                 "SELECT 1 FROM pg_namespace WHERE nspname = %s", [name]
             ).fetchone()
@@ -88,11 +89,13 @@ class PostgresDeliveryStore(DeliveryStore):
     """:class:`DeliveryStore` on the PostgreSQL database of the journal at ``url``: each
     connection with the journal's TCP bounds, each call within :data:`CALL_SECONDS`."""
 
+    #: No file: nothing for :meth:`abandon` to remove.
+    path = None
+    made_file = False
+
     def __init__(self, url: str) -> None:
         conninfo, name = outbox_schema(url)
         conninfo = with_bounds(conninfo, CONNECT_SECONDS)
-        self.path = None
-        self.made_file = False
         self._lock = threading.Lock()
         self._conninfo = conninfo
         self._schema_name = name
@@ -125,7 +128,7 @@ class PostgresDeliveryStore(DeliveryStore):
     def _connection(self) -> psycopg.Connection[Any]:
         """The connection, made again when the last one was lost (a server restarted or
         cut): a delivery store outlives any one connection."""
-        if self._pg.closed or self._pg.broken:
+        if self._pg.closed:  # a broken connection is closed too (psycopg's ``broken``)
             self._pg = self._connect()
         return self._pg
 
