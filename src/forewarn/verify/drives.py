@@ -48,15 +48,25 @@ def notice_drive(
     return drive
 
 
-def drive_preempt(stage: Stage) -> None:
+def _evict(stage: Stage) -> None:
+    """A Spot eviction (Preempt) of the handler's VM, tracked as its own event."""
     (event,) = stage.platform.evict(stage.vm)
     stage.track("own", event)
+
+
+def _scale_in(stage: Stage) -> None:
+    """A scale-in (Terminate) of the handler's VM, instance 0, tracked as its own event."""
+    events = stage.platform.delete_instances("web", "0")
+    stage.track("own", events[0], "scale-in of instance 0")
+
+
+def drive_preempt(stage: Stage) -> None:
+    _evict(stage)
     _until_decided(stage)
 
 
 def drive_terminate(stage: Stage) -> None:
-    events = stage.platform.delete_instances("web", "0")
-    stage.track("own", events[0], "scale-in of instance 0")
+    _scale_in(stage)
     _until_decided(stage)
 
 
@@ -203,15 +213,13 @@ def drive_two_events(stage: Stage) -> None:
 
 def drive_deleted(stage: Stage) -> None:
     """A Spot eviction (Preempt) deletes the VM; then :func:`_after_deletion`."""
-    (event,) = stage.platform.evict(stage.vm)
-    stage.track("own", event)
+    _evict(stage)
     _after_deletion(stage)
 
 
 def drive_deleted_by_terminate(stage: Stage) -> None:
     """A scale-in (Terminate) deletes the VM; then :func:`_after_deletion`."""
-    events = stage.platform.delete_instances("web", "0")
-    stage.track("own", events[0], "scale-in of instance 0")
+    _scale_in(stage)
     _after_deletion(stage)
 
 
