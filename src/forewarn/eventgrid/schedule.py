@@ -41,10 +41,6 @@ SUCCESS = frozenset({200, 201, 202, 203, 204})
 #: again, on the platform's clock [ours]: never at once, so a failing folder makes no storm.
 LETTER_RETRY = timedelta(minutes=1)
 
-#: ``lastDeliveryOutcome`` for a receiver's answer: the names .NET's ``HttpStatusCode`` gives
-#: the failures' statuses, as Event Grid shows them ("Delivery event formats":
-#: ``"lastDeliveryOutcome": "NotFound"``).
-OUTCOMES = STATUS_NAMES
 #: The outcome Event Grid names for a failure of no other kind: of the outcomes its delivery
 #: failure logs name ("The possible values of Outcome are NotFound, Aborted, TimedOut,
 #: GenericError, and Busy", learn.microsoft.com/azure/event-grid/monitor-push-reference,
@@ -53,12 +49,14 @@ GENERIC_ERROR = "GenericError"
 
 
 def delivery_outcome(status: int | None, error: str = "") -> str:
-    """Event Grid's ``lastDeliveryOutcome`` for an attempt answered ``status``, or unanswered
-    for ``error``: ``TimedOut`` when the receiver did not answer in time (Event Grid's name),
-    ``GenericError`` for a receiver that could not be reached at all and for an answer whose
-    status .NET has no failure's name for (a 1xx, 3xx, 205 to 299, or an unassigned one)."""
+    """Event Grid's ``lastDeliveryOutcome`` for an attempt answered ``status`` (.NET's name for
+    it, as Event Grid shows them: "Delivery event formats", ``"lastDeliveryOutcome":
+    "NotFound"``), or unanswered for ``error``: ``TimedOut`` when the receiver did not answer
+    in time (Event Grid's name), ``GenericError`` for a receiver that could not be reached at
+    all and for an answer whose status .NET has no failure's name for (a 1xx, 3xx, 205 to
+    299, or an unassigned one)."""
     if status is not None:
-        return OUTCOMES.get(status, GENERIC_ERROR)
+        return STATUS_NAMES.get(status, GENERIC_ERROR)
     return "TimedOut" if error == "TimedOut" else GENERIC_ERROR
 
 
@@ -95,7 +93,6 @@ __all__ = [
     "LETTER_RETRY",
     "MAX_DELIVERY_ATTEMPTS",
     "NOT_RETRIED",
-    "OUTCOMES",
     "RESPONSE_TIMEOUT",
     "RETRY_DELAYS",
     "SUCCESS",
