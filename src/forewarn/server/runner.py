@@ -187,6 +187,12 @@ def _event_grid(
 EVENT_GRID_FILE = "eventgrid.sqlite3"
 
 
+def _guarded(app: Any, token: str, host: str, port: int) -> ControlGuard:
+    """The control app behind its guard, for a control API listening at ``host:port``
+    (plain or TLS): the token, the Host names it answers, ARM's routes refused as ARM does."""
+    return ControlGuard(app, token=token, hosts=accepted_hosts(host, port), arm_paths=ARM_PREFIXES)
+
+
 def _tls_control_server(
     settings: ServeSettings, where: tuple[str, int], app: Any, token: str
 ) -> _ControlServer:
@@ -195,9 +201,7 @@ def _tls_control_server(
     host, port = where
     return _ControlServer(
         uvicorn.Config(
-            ControlGuard(
-                app, token=token, hosts=accepted_hosts(host, port), arm_paths=ARM_PREFIXES
-            ),
+            _guarded(app, token, host, port),
             host=host,
             port=port,
             log_level="warning",
@@ -570,9 +574,7 @@ async def start_control(
     except BaseException:
         control_socket.close()
         raise
-    guarded = ControlGuard(
-        app, token=token, hosts=accepted_hosts(host, port), arm_paths=ARM_PREFIXES
-    )
+    guarded = _guarded(app, token, host, port)
     control = _ControlServer(
         uvicorn.Config(guarded, host=host, port=port, log_level="warning", lifespan="off")
     )
