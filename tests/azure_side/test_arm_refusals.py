@@ -24,6 +24,7 @@ from e2e_support import start_forewarn
 
 from forewarn.cluster.replica import ReplicaError
 from forewarn.domain.events import EventStatus
+from forewarn.server.azure._arm import arm_code
 from forewarn.server.control import MAX_CONTROL_BODY
 from forewarn.testing import ForewarnPlatform, MakePlatform
 
@@ -206,3 +207,10 @@ def test_a_call_without_the_token_is_refused_in_arms_envelope_by_a_real_serve(
         assert "needs its token" in refused.json()["error"]["message"]
     assert own.status_code == 401
     assert "needs its token" in own.json()["detail"]
+
+
+def test_a_status_dotnet_does_not_name_gets_arms_generic_code() -> None:
+    """ARM's generic error codes are .NET's names for the statuses (``ServiceUnavailable``);
+    a status .NET names no failure for is ``Error`` [ours], never a name of our own making."""
+    assert arm_code(503) == "ServiceUnavailable"
+    assert arm_code(299) == "Error"
