@@ -101,6 +101,7 @@ class HandlerProcess:
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_GRACE)
+        _await_group_gone(process.pid, STOP_GRACE)
 
     def output_tail(self, limit: int = OUTPUT_TAIL) -> str:
         """The end of what the handler printed (stdout and stderr), as text."""
@@ -115,6 +116,42 @@ class HandlerProcess:
     def close(self) -> None:
         self.stop()
         self._output.close()
+
+
+def _await_group_gone(group: int, timeout: float) -> None:
+    """Return once no process of ``group`` runs, or after ``timeout``.
+
+    A signal is delivered when its target is next scheduled, so a child still dying on a busy
+    machine would outlive ``stop()`` by a moment: the run's promise is that nothing the handler
+    started runs once verify has stopped it, not a moment later."""
+    deadline = time.monotonic() + timeout
+    while _group_runs(group) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of ``group`` runs. A zombie does not: an init that does not reap
+    leaves the group's dead children listed, and only /proc tells them from living ones."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc: the signal test, which counts zombies as members
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        # after the command's name: state, parent, process group
+        if int(fields[2]) == group and fields[0] != b"Z":
+            return True
+    return False
 
 
 def run_check(command: str, timeout: float = 30.0) -> tuple[bool, str]:
