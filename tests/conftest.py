@@ -11,8 +11,10 @@ import os
 import tempfile
 
 import pytest
+from interrupts import ctrl_c_as_in_a_terminal
 from suite_order import longest_first, recorded_costs, workers_for
 
+ctrl_c_as_in_a_terminal()
 os.environ["FOREWARN_TOKEN"] = "forewarn-test-suite-token"
 os.environ["FOREWARN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="forewarn-runtime-")
 
