@@ -92,6 +92,25 @@ def test_the_table_of_plain_scalar_tags_gives_pyyamls_tags() -> None:
     ]
 
 
+def test_the_table_of_a_loader_without_wildcard_or_empty_scalar_resolvers() -> None:
+    """PyYAML's ``resolve`` takes "none" for a missing first character, empty scalar or
+    wildcard entry (``yaml_implicit_resolvers.get(..., [])``,
+    https://github.com/yaml/pyyaml/blob/main/lib/yaml/resolver.py): so does the table, for
+    a loader without any resolver, one with only a wildcard one, and the safe loader, which
+    has no wildcard one."""
+
+    class Bare(yaml.SafeLoader):
+        yaml_implicit_resolvers: dict[Any, list[Any]] = {}  # noqa: RUF012  # PyYAML's own table
+
+    assert yaml_files._plain_scalar_tags(Bare) == {"": ()}
+    Bare.add_implicit_resolver(*_WILD, None)
+    assert yaml_files._plain_scalar_tags(Bare) == {"": (_WILD,)}
+    safe = yaml.SafeLoader.yaml_implicit_resolvers
+    assert yaml_files._plain_scalar_tags(yaml.SafeLoader) == {
+        first: tuple(resolvers) for first, resolvers in safe.items()
+    }
+
+
 def test_a_node_used_twice_is_one_value() -> None:
     loaded: Any = load_yaml("defaults: &d {size: small}\nvms: [*d, *d]\n")
     assert loaded["vms"][0] is loaded["vms"][1] is loaded["defaults"]
