@@ -28,9 +28,9 @@ __all__ = ["MAX_NESTING", "NestingError", "check_json_nesting", "load_json"]
 #: How many arrays and objects (mappings and sequences in YAML) may hold one another.
 MAX_NESTING = 32
 
-#: A JSON string (its escapes skipped, terminated or not), and a run of anything but brackets.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+#: What does not count: a JSON string (its escapes skipped, terminated or not), and a run of
+#: anything but brackets and quotes.
+_NOT_COUNTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[^\[\]{}"]+', re.DOTALL)
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
@@ -47,8 +47,8 @@ def check_json_nesting(text: str) -> None:
         return  # too few brackets to nest that deep: the common case, at C speed
     # The brackets outside strings, as +1 and -1, summed as they come: no loop in Python
     # (a megabyte of brackets is read in about the time the decoder takes over it).
-    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
-    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_NESTING:
+    brackets = _NOT_COUNTED.sub("", text)
+    if max(accumulate(map(_STEP.__getitem__, brackets), initial=0)) > MAX_NESTING:
         raise NestingError(f"nested deeper than {MAX_NESTING} levels")
 
 

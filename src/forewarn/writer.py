@@ -59,6 +59,10 @@ class JournalWriter:
     event loop's in ``forewarn serve``).
     """
 
+    #: What the store said when it last failed, for the errors of the quiet period and of a
+    #: diverged platform: set by the first refusal, before either can be.
+    _failure: str
+
     def __init__(
         self,
         journal: Journal,
@@ -79,11 +83,9 @@ class JournalWriter:
         #: True while the platform may hold a change the journal does not (it refused one,
         #: and could not be read back since): nothing may be read from it.
         self.diverged = False
-        #: True from a refusal until the quiet period after it has passed.
-        self.refusing = False
-        self._quiet_until = 0.0
-        #: What the store said when it last failed, for the errors of the quiet period.
-        self._failure = ""
+        #: From a refusal, the :attr:`_monotonic` reading the quiet period after it ends at
+        #: (None: no refusal since it last ended).
+        self._quiet_until: float | None = None
         #: When each VM last asked, before the change the journal refused: what a platform
         #: rebuilt to undo it takes (a VM's refused first request is no request).
         self._requests: dict[str, datetime] | None = None
@@ -91,6 +93,11 @@ class JournalWriter:
     @property
     def platform(self) -> Platform:
         return self.applied.platform
+
+    @property
+    def refusing(self) -> bool:
+        """True from a refusal until the quiet period after it has passed."""
+        return self._quiet_until is not None
 
     # -- the platform from the journal -----------------------------------------------------
 
@@ -170,16 +177,17 @@ class JournalWriter:
     def quiet(self) -> bool:
         """Whether the journal refused a change so lately that changes are refused without
         trying (:data:`QUIET_SECONDS`)."""
-        if not self.refusing:
+        if self._quiet_until is None:
             return False
         if self._monotonic() < self._quiet_until:
             return True
-        self.refusing = False
+        self._quiet_until = None
         return False
 
     def refusing_now(self) -> bool:
         """:meth:`quiet` without ending the quiet period (readiness reads it, ``/readyz``)."""
-        return self.diverged or (self.refusing and self._monotonic() < self._quiet_until)
+        quiet_until = self._quiet_until
+        return self.diverged or (quiet_until is not None and self._monotonic() < quiet_until)
 
     def refusal(self) -> NotJournaledError:
         """The error of a change refused without trying, in the quiet period."""
@@ -218,7 +226,6 @@ class JournalWriter:
                 " ".join(str(exc).split()) or type(exc).__name__,
             )
         took = self._monotonic() - started
-        self.refusing = True
         self._quiet_until = self._monotonic() + max(QUIET_SECONDS, QUIET_FACTOR * took)
 
 

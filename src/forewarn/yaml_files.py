@@ -67,7 +67,7 @@ class _Loader(_BASE_LOADER):  # type: ignore[valid-type,misc]  # a class chosen 
     )
 
     def resolve(self, kind: type[Node], value: Any, implicit: tuple[bool, bool]) -> str:
-        if kind is ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+        if kind is ScalarNode and implicit[0]:
             for tag, pattern in self._by_first.get(value[:1], self._no_resolvers):
                 if pattern.match(value):
                     return tag

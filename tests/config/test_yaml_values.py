@@ -5,6 +5,7 @@ mappings; PyYAML's constructor for the rest), and its refusals name the same pla
 from __future__ import annotations
 
 import pickle
+import re
 from typing import Any
 
 import pytest
@@ -38,6 +39,76 @@ def test_the_values_are_pyyamls(text: str) -> None:
     theirs = yaml.safe_load(text)
     assert ours == theirs
     assert pickle.dumps(ours) == pickle.dumps(theirs)  # types and shared values alike
+
+
+#: A resolver every first character shares (PyYAML's ``add_implicit_resolver`` with ``first``
+#: None): "nope" begins with a character of its own resolvers, "wild" with one of none.
+_WILD = ("tag:example.com,2026:wild", re.compile(r"^(?:wild|nope|7up)$"))
+
+
+def _tags(node: yaml.Node | None) -> list[tuple[str, str | None]]:
+    """Every node's tag, with a scalar's value (None for a collection), in document order."""
+    assert node is not None
+    if isinstance(node, yaml.ScalarNode):
+        return [(node.tag, node.value)]
+    children = node.value if isinstance(node, yaml.SequenceNode) else sum(node.value, ())
+    return [(node.tag, None)] + [tag for child in children for tag in _tags(child)]
+
+
+def test_the_table_of_plain_scalar_tags_gives_pyyamls_tags() -> None:
+    """The loader resolves a plain scalar's tag from a table made once, at import
+    (yaml_files._plain_scalar_tags), where PyYAML's ``BaseResolver.resolve`` gathers "the
+    resolvers of the scalar's first character (those of '' for an empty one), then the
+    wildcard ones" for every scalar (https://github.com/yaml/pyyaml/blob/main/lib/yaml/
+    resolver.py). Made again here for a loader with a wildcard resolver too, the table gives
+    PyYAML's tags for a plain scalar of each first character, an empty one, one only the
+    wildcard matches, and a quoted one it would match."""
+
+    class Theirs(yaml.SafeLoader):
+        pass
+
+    class Ours(yaml_files._Loader):
+        pass
+
+    for loader in (Theirs, Ours):
+        loader.add_implicit_resolver(*_WILD, None)
+    Ours._by_first = yaml_files._plain_scalar_tags(Ours)
+    Ours._no_resolvers = tuple(Ours.yaml_implicit_resolvers[None])
+    wild = "{a: wild, b: nope, c: 7up, d: 'wild', e: }\n"
+    for text in (DOCUMENTS[-1], wild, DOCUMENTS[0]):
+        assert _tags(yaml.compose(text, Loader=Ours)) == _tags(yaml.compose(text, Loader=Theirs))
+    assert _tags(yaml.compose(wild, Loader=Ours)) == [
+        ("tag:yaml.org,2002:map", None),
+        ("tag:yaml.org,2002:str", "a"),
+        (_WILD[0], "wild"),
+        ("tag:yaml.org,2002:str", "b"),
+        (_WILD[0], "nope"),
+        ("tag:yaml.org,2002:str", "c"),
+        (_WILD[0], "7up"),
+        ("tag:yaml.org,2002:str", "d"),
+        ("tag:yaml.org,2002:str", "wild"),  # quoted: no resolver is tried
+        ("tag:yaml.org,2002:str", "e"),
+        ("tag:yaml.org,2002:null", ""),  # empty: the resolvers of ''
+    ]
+
+
+def test_the_table_of_a_loader_without_wildcard_or_empty_scalar_resolvers() -> None:
+    """PyYAML's ``resolve`` takes "none" for a missing first character, empty scalar or
+    wildcard entry (``yaml_implicit_resolvers.get(..., [])``,
+    https://github.com/yaml/pyyaml/blob/main/lib/yaml/resolver.py): so does the table, for
+    a loader without any resolver, one with only a wildcard one, and the safe loader, which
+    has no wildcard one."""
+
+    class Bare(yaml.SafeLoader):
+        yaml_implicit_resolvers: dict[Any, list[Any]] = {}  # noqa: RUF012  # PyYAML's own table
+
+    assert yaml_files._plain_scalar_tags(Bare) == {"": ()}
+    Bare.add_implicit_resolver(*_WILD, None)
+    assert yaml_files._plain_scalar_tags(Bare) == {"": (_WILD,)}
+    safe = yaml.SafeLoader.yaml_implicit_resolvers
+    assert yaml_files._plain_scalar_tags(yaml.SafeLoader) == {
+        first: tuple(resolvers) for first, resolvers in safe.items()
+    }
 
 
 def test_a_node_used_twice_is_one_value() -> None:

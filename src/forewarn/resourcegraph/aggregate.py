@@ -20,7 +20,7 @@ from forewarn.resourcegraph.values import is_number, key_of, rank
 
 Row = dict[str, Any]
 Evaluate = Callable[[Expr, Row], Any]
-Names = Callable[[Iterable[Column]], list[str]]
+Names = Callable[[Iterable[Column]], list[tuple[str, Expr]]]
 
 _PREFIX = {
     "count": "count_", "countif": "countif_", "dcount": "dcount_", "min": "min_",
@@ -36,7 +36,7 @@ def _name(column: Column, aggregate: Aggregate, names: Names) -> str:
     prefix = _PREFIX[aggregate.function]
     if not aggregate.arguments:
         return prefix
-    (named,) = names((Column("", aggregate.arguments[0]),))
+    ((named, _),) = names((Column("", aggregate.arguments[0]),))
     return prefix if named.startswith("Column") else prefix + named
 
 
@@ -78,14 +78,13 @@ def _arg(
     scored = [(value, row) for value, row in scored if value is not None]
     pick = max if aggregate.function == "arg_max" else min
     chosen: Row = pick(scored, key=lambda pair: rank(pair[0]), default=(None, {}))[1]
-    label = column.name or names((Column("", first),))[0]
+    label = column.name or names((Column("", first),))[0][0]
     out: Row = {label: evaluate(first, chosen)}
     if any(isinstance(expr, Star) for expr in returned):
         out.update({k: v for k, v in chosen.items() if k not in out})
         return out
-    shown = [Column("", expr) for expr in returned]
-    for name, each in zip(names(shown), shown, strict=True):
-        out[name] = evaluate(each.expr, chosen)
+    for name, expr in names(Column("", expr) for expr in returned):
+        out[name] = evaluate(expr, chosen)
     return out
 
 
@@ -93,13 +92,10 @@ def summarized(
     rows: list[Row], summarize: Summarize, evaluate: Evaluate, names: Names
 ) -> list[Row]:
     """``summarize``'s output rows, groups in the order their first row came."""
-    by_names = names(summarize.by)
+    by = names(summarize.by)
     groups: dict[str, tuple[Row, list[Row]]] = {}
     for row in rows:
-        values = {
-            name: evaluate(column.expr, row)
-            for name, column in zip(by_names, summarize.by, strict=True)
-        }
+        values = {name: evaluate(expr, row) for name, expr in by}
         key = key_of(list(values.values()))
         groups.setdefault(key, (values, []))[1].append(row)
     if not summarize.by and not groups:

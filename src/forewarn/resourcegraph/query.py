@@ -134,7 +134,7 @@ def _run(query: Query, tables: Tables, budget: _Budget) -> list[Row]:
             shown = _projected(result, operator.columns) if operator.columns else result
             result = _unique(shown)
         elif isinstance(operator, Summarize):
-            result = summarized(result, operator, evaluate, column_names)
+            result = summarized(result, operator, evaluate, named_columns)
         elif isinstance(operator, MvExpand):
             result = _rows_bound(_expanded(result, operator.column), "mv-expand")
         elif isinstance(operator, Join):
@@ -344,41 +344,39 @@ def _sorted(rows: list[Row], keys: tuple[SortKey, ...]) -> list[Row]:
     return ordered
 
 
-def column_names(columns: Iterable[Column]) -> list[str]:
-    """The names KQL gives ``columns``: their own, a path's with underscores
-    (``properties_EventStatus``, also for a function of it, ``tostring(properties.EventStatus)``),
-    else ``Column1``, ``Column2``..."""
-    names: list[str] = []
+def named_columns(columns: Iterable[Column]) -> list[tuple[str, Expr]]:
+    """Each of ``columns``' expressions with the name KQL gives it: its own, a path's with
+    underscores (``properties_EventStatus``, also for a function of it,
+    ``tostring(properties.EventStatus)``), else ``Column1``, ``Column2``..."""
+    named: list[tuple[str, Expr]] = []
     unnamed = 0
     for column in columns:
         inner = column.expr
         while isinstance(inner, Call) and inner.arguments and not inner.index:
             inner = inner.arguments[0]  # tostring(properties.EventStatus): properties_...
         if column.name:
-            names.append(column.name)
+            name = column.name
         elif isinstance(inner, Path):
-            names.append("_".join(str(part) for part in inner.parts))
+            name = "_".join(str(part) for part in inner.parts)
         else:
             unnamed += 1
-            names.append(f"Column{unnamed}")
-    return names
+            name = f"Column{unnamed}"
+        named.append((name, column.expr))
+    return named
 
 
 def _projected(rows: list[Row], columns: tuple[Column, ...]) -> list[Row]:
-    names = column_names(columns)
-    return [
-        {name: evaluate(column.expr, row) for name, column in zip(names, columns, strict=True)}
-        for row in rows
-    ]
+    named = named_columns(columns)
+    return [{name: evaluate(expr, row) for name, expr in named} for row in rows]
 
 
 def _extended(rows: list[Row], columns: tuple[Column, ...]) -> list[Row]:
-    names = column_names(columns)
+    named = named_columns(columns)
     extended: list[Row] = []
     for row in rows:
         new = dict(row)
-        for name, column in zip(names, columns, strict=True):
-            new[name] = evaluate(column.expr, new)  # a later column sees an earlier one
+        for name, expr in named:
+            new[name] = evaluate(expr, new)  # a later column sees an earlier one
         extended.append(new)
     return extended
 
@@ -398,7 +396,7 @@ def _expanded(rows: list[Row], column: Column) -> list[Row]:
     """``mv-expand``: "If the dynamic value is null, a single record is produced for that
     value (null). If the dynamic value is an empty array or property bag, no record is
     produced." (Kusto "mv-expand operator", Returns)."""
-    (name,) = column_names((column,))
+    ((name, _),) = named_columns((column,))
     expanded: list[Row] = []
     for row in rows:
         value = evaluate(column.expr, row)
@@ -488,9 +486,9 @@ __all__ = [
     "TABLE",
     "Row",
     "Tables",
-    "column_names",
     "column_type",
     "evaluate",
+    "named_columns",
     "run",
     "to_string",
 ]
