@@ -445,13 +445,14 @@ class EventGrid:
                 turn = self._turn % len(waiting)
                 self._turn += 1
                 for name in waiting[turn:] + waiting[:turn]:
-                    free = min(CONCURRENCY - self._in_flight(name), allowed)
+                    free = CONCURRENCY - self._in_flight(name)
                     subscription = subscriptions.get(name)
                     if free <= 0 or subscription is None:
-                        continue
+                        continue  # no room of its own, or removed since: nothing to ask
                     due = await asyncio.to_thread(
-                        self.store.due, now, free, tuple(self._busy), subscription=name
-                    )
+                        self.store.due, now, min(free, allowed), tuple(self._busy),
+                        subscription=name,
+                    )  # fmt: skip
                     for delivery in due:
                         self._start(subscription, delivery, busy)
                     allowed -= len(due)
