@@ -485,12 +485,12 @@ class EventGrid:
             await asyncio.to_thread(self.store.delivered_all, done)
             del self._succeeded[: len(done)]
             for delivery in done:
-                self._busy.pop(delivery.id, None)
+                del self._busy[delivery.id]
         while self._failures:
             delivery, record = self._failures[0]
             await asyncio.to_thread(record)
             self._failures.pop(0)
-            self._busy.pop(delivery.id, None)
+            del self._busy[delivery.id]
 
     async def _pump(self, most: int) -> None:
         if not self._incoming:
