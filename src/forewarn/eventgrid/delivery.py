@@ -10,9 +10,10 @@ into deliveries in the store (:mod:`forewarn.eventgrid.store`) in batches, so wh
 slow receiver waits on disk.
 
 Times are the platform's (``service.now()``): on a manual clock, the retry schedule moves with
-``forewarn clock advance``. Delivery is at least once: a delivery is removed from the store only
-after its receiver answered with success, so a crash at any point sends it again after the
-restart.
+``forewarn clock advance``. The loop's own measures (how busy the event loop is, the busy
+rate, the views' age) are real time, read from the ``monotonic`` clock it is given. Delivery
+is at least once: a delivery is removed from the store only after its receiver answered with
+success, so a crash at any point sends it again after the restart.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class EventGrid:
         active: Callable[[], bool] | None = None,
         poll: float = 0.05,
         topic: Callable[[], str] = lambda: DEFAULT_TOPIC,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._now = now
         self._sequence = sequence
@@ -129,6 +131,9 @@ class EventGrid:
         self._poll = poll
         #: The system topic's ``topic`` (its Azure subscription), read when a handshake runs.
         self._topic = topic
+        #: Real time, in seconds: the loop's own measures (its business, the busy rate, the
+        #: views' age, the dead-letter warnings), never the platform's.
+        self._monotonic = monotonic
         self._cursor = store.cursor()
         #: Changes not yet turned into deliveries, each with the NotBefore a Started one shows.
         self._incoming: deque[tuple[EventChange, datetime | None]] = deque()
@@ -154,7 +159,7 @@ class EventGrid:
         self._was_busy = False
         self._measuring = False
         self._measure_due = 0.0
-        self._refilled = time.monotonic()
+        self._refilled = self._monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
         #: What the dashboard shows, refreshed by the delivery loop (never read from disk on
         #: the page's behalf).
@@ -163,7 +168,7 @@ class EventGrid:
         # When the views were last read (before their queries) and when this loop last
         # changed the store's deliveries: views read after show what is pending.
         self._views_at = 0.0
-        self._changed_at = time.monotonic()
+        self._changed_at = self._monotonic()
 
     # -- the platform's side ------------------------------------------------------------
 
@@ -304,7 +309,7 @@ class EventGrid:
                         await self._follow()
                         busy = True  # nothing to hurry for
                         wait = IDLE_POLL
-                        self._changed_at = time.monotonic()  # when it leads: look first
+                        self._changed_at = self._monotonic()  # when it leads: look first
                     else:
                         busy = await self._loop_busy()
                         await self.step(busy)
@@ -364,8 +369,8 @@ class EventGrid:
         await self._refresh_views()
 
     async def _refresh_views(self) -> None:
-        if time.monotonic() >= self._views_due:
-            read_at = time.monotonic()
+        read_at = self._monotonic()
+        if read_at >= self._views_due:
             self._views_due = read_at + VIEWS_EVERY
             self.views = await self.list()
             self._views_at = read_at
@@ -392,24 +397,24 @@ class EventGrid:
         busy: until they are done or older (waiting on a slow receiver, which makes no
         callbacks), no new one starts (:attr:`_measuring`) and the last measure holds. A
         hanging receiver therefore holds up nobody's deliveries for longer than that."""
-        now = time.monotonic()
+        now = self._monotonic()
         if now < self._measure_due:
             return self._was_busy
         if any(f.running and now - f.started < MEASURE_EVERY for f in self._busy.values()):
             self._measuring = True
             return self._was_busy
-        began = time.perf_counter()
+        began = self._monotonic()
         await asyncio.sleep(0)
-        self._was_busy = time.perf_counter() - began > BUSY_LAG
+        self._was_busy = self._monotonic() - began > BUSY_LAG
         self._measuring = False
-        self._measure_due = time.monotonic() + MEASURE_EVERY
+        self._measure_due = self._monotonic() + MEASURE_EVERY
         return self._was_busy
 
     def _allowed(self, busy: bool) -> int:
         """How many deliveries may start now: while the loop is busy, :data:`BUSY_RATE` a
         second at most, so a campaign's thousands of events wait for a quiet moment rather
         than take the loop from the VMs' requests; up to :data:`IN_FLIGHT` otherwise."""
-        now = time.monotonic()
+        now = self._monotonic()
         self._tokens = min(BUSY_BURST, self._tokens + (now - self._refilled) * BUSY_RATE)
         self._refilled = now
         room = IN_FLIGHT - sum(1 for f in self._busy.values() if f.running)
@@ -440,13 +445,14 @@ class EventGrid:
                 turn = self._turn % len(waiting)
                 self._turn += 1
                 for name in waiting[turn:] + waiting[:turn]:
-                    free = min(CONCURRENCY - self._in_flight(name), allowed)
+                    free = CONCURRENCY - self._in_flight(name)
                     subscription = subscriptions.get(name)
                     if free <= 0 or subscription is None:
-                        continue
+                        continue  # no room of its own, or removed since: nothing to ask
                     due = await asyncio.to_thread(
-                        self.store.due, now, free, tuple(self._busy), subscription=name
-                    )
+                        self.store.due, now, min(free, allowed), tuple(self._busy),
+                        subscription=name,
+                    )  # fmt: skip
                     for delivery in due:
                         self._start(subscription, delivery, busy)
                     allowed -= len(due)
@@ -455,7 +461,7 @@ class EventGrid:
         await self._refresh_views()
 
     def _start(self, subscription: Subscription, delivery: Delivery, busy: bool) -> None:
-        self._busy[delivery.id] = _Flight(subscription.name, time.monotonic())
+        self._busy[delivery.id] = _Flight(subscription.name, self._monotonic())
         if busy:
             self._tokens -= 1
         task = asyncio.create_task(self._send(subscription, delivery))
@@ -473,18 +479,18 @@ class EventGrid:
         ones here (it is never sent again meanwhile) and a crash sends it again (at least
         once); a store that refuses leaves them all to be recorded at the next round."""
         if self._succeeded or self._failures:
-            self._changed_at = time.monotonic()
+            self._changed_at = self._monotonic()
         if self._succeeded:
             done = list(self._succeeded)
             await asyncio.to_thread(self.store.delivered_all, done)
             del self._succeeded[: len(done)]
             for delivery in done:
-                self._busy.pop(delivery.id, None)
+                del self._busy[delivery.id]
         while self._failures:
             delivery, record = self._failures[0]
             await asyncio.to_thread(record)
             self._failures.pop(0)
-            self._busy.pop(delivery.id, None)
+            del self._busy[delivery.id]
 
     async def _pump(self, most: int) -> None:
         if not self._incoming:
@@ -497,7 +503,7 @@ class EventGrid:
             # bounded batch
             rows = _rows(batch, schemas)
             cursor = batch[-1][0].sequence
-            self._changed_at = time.monotonic()
+            self._changed_at = self._monotonic()
             await asyncio.to_thread(self.store.enqueue, rows, cursor)
         except BaseException:
             self._incoming.extendleft(reversed(batch))  # not lost: queued again, in order
@@ -645,7 +651,7 @@ class EventGrid:
         event or attempt); the error as the subscription's list shows it."""
         failure = f"dead-letter write failed: {exc.strerror or exc}"
         self._letter_failures += 1
-        now = time.monotonic()
+        now = self._monotonic()
         if self._letter_failing is None or now >= self._letter_logged + LETTER_LOG_EVERY:
             _LOG.warning(
                 "dead letters cannot be written under %s: %s (%d failed writes so far; each "
