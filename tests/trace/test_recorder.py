@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -407,3 +409,39 @@ def test_an_interrupt_something_swallowed_still_ends_the_recording(
     last = load_trace(out).records[-1]
     assert isinstance(last, Note)
     assert (last.kind, last.text) == ("stop", "interrupted")
+
+
+#: A generator whose ``finally`` raises what it is given when the collector closes it: how a
+#: ``KeyboardInterrupt`` lands in a library's finalizer, where Python can only print it.
+_FINALIZER = """
+import sys
+from forewarn.cli.record import quiet_swallowed_interrupts
+
+sys.unraisablehook = quiet_swallowed_interrupts(sys.unraisablehook)
+
+def stream(error):
+    try:
+        yield
+    finally:
+        raise error
+
+for error in (KeyboardInterrupt(), ValueError("a finalizer's own fault")):
+    body = stream(error)
+    next(body)
+    del body
+print("went on")
+"""
+
+
+def test_an_interrupt_a_finalizer_swallowed_prints_no_traceback() -> None:
+    """docs/record-replay.md: Ctrl-C stops the recording with a ``stop`` line, no traceback.
+    The interrupt :func:`stopping` raises may land in a finalizer (an HTTP library's response
+    stream), which Python reports as "Exception ignored in" with a traceback: ``forewarn
+    record`` keeps quiet about that one, and only that one."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FINALIZER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "went on\n"
+    assert "KeyboardInterrupt" not in done.stderr
+    assert "ValueError: a finalizer's own fault" in done.stderr  # anything else still said

@@ -33,6 +33,23 @@ def stopping(recorder: Recorder) -> Callable[[int, FrameType | None], None]:
     return handler
 
 
+def quiet_swallowed_interrupts(
+    fallback: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], object]:
+    """An unraisable hook that says nothing of a ``KeyboardInterrupt``: the one
+    :func:`stopping` raises may land in a finalizer the collector runs (an HTTP library's
+    response stream, say), where Python can only print it, a traceback the user did not
+    cause. The recorder was told before it was raised, so nothing is lost by keeping quiet;
+    anything else goes to ``fallback``."""
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> object:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return None
+        return fallback(unraisable)
+
+    return hook
+
+
 class _ProgressLine:
     """The progress line on standard error: redrawn in place on a terminal, else written
     again only when a change or an error has been counted."""
@@ -143,6 +160,8 @@ def record(
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started with Ctrl-C ignored
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
+    unraisable_hook = sys.unraisablehook
+    sys.unraisablehook = quiet_swallowed_interrupts(unraisable_hook)
     try:
         reason = recorder.run()
     except TraceError as exc:
@@ -152,6 +171,7 @@ def record(
     finally:
         for number, before in previous.items():
             signal.signal(number, before)
+        sys.unraisablehook = unraisable_hook
         progress.end()
     state = recorder.state
     click.echo(
