@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from forewarn.storage import Journal, JournalClosedError, SqliteJournal, StoreUnavailableError
+from forewarn.storage import (
+    Journal,
+    JournalClosedError,
+    SqliteJournal,
+    StoreFullError,
+    StoreUnavailableError,
+    sqlite,
+)
 
 from .conftest import Store
 
@@ -107,3 +114,41 @@ def test_a_sqlite_file_made_unreadable_fails_ping() -> None:
     finally:
         shutil.rmtree(scratch)
     assert os.waitstatus_to_exitcode(status) == 0, "ping passed on a file it cannot use"
+
+
+class _Room:
+    """What ``os.statvfs`` says of a file system with ``free`` bytes left to a user."""
+
+    def __init__(self, free: int) -> None:
+        self.f_frsize = 512
+        self.f_bavail = free // 512
+
+
+@pytest.mark.parametrize(
+    ("free", "refused"),
+    [(sqlite.MIN_FREE_BYTES, False), (sqlite.MIN_FREE_BYTES - 512, True), (0, True)],
+)
+def test_a_sqlite_file_system_without_room_for_a_change_fails_ping(
+    sqlite_journal: SqliteJournal, monkeypatch: pytest.MonkeyPatch, free: int, refused: bool
+) -> None:
+    """docs/control.md, "Health": readiness answers 503 when "a SQLite journal's file system
+    is full", before a change is tried. Full means less than ``MIN_FREE_BYTES`` left (a few
+    pages of the file and of its write-ahead log): exactly that much is still room. The
+    refusal says where and how much is left, counted in fragments of ``f_frsize`` bytes."""
+    folder = os.path.dirname(os.path.abspath(sqlite_journal.path))
+    real = os.statvfs
+
+    def statvfs(path: str) -> object:
+        return _Room(free) if path == folder else real(path)
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    if not refused:
+        sqlite_journal.ping()
+    else:
+        with pytest.raises(StoreFullError) as raised:
+            sqlite_journal.ping()
+        assert str(raised.value) == (
+            f"SQLite journal {sqlite_journal.path}: its file system has {free} bytes left, "
+            "too few to append a change"
+        )
+    sqlite_journal.close()
