@@ -16,7 +16,10 @@ import signal
 import threading
 from typing import Any
 
+import pytest
+
 from forewarn.resourcegraph.answer import QueryJob, execute
+from forewarn.server.azure import resourcegraph
 from forewarn.server.azure.resourcegraph import CLOSE_SECONDS, QUERY_NICENESS, QueryProcess
 
 JOB = QueryJob(
@@ -133,3 +136,17 @@ def test_closing_a_query_process_never_started_or_closed_already_is_harmless() -
     queries.close()
     assert _ended(process)
     queries.close()
+
+
+def test_the_query_process_setup_leaves_ctrl_c_to_serve_and_yields_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the query process runs first (the test above sees its effect on a real one; this
+    one sees the calls, in this process, without changing it): SIGINT ignored, the niceness
+    raised by :data:`QUERY_NICENESS` (10: "a lower CPU priority", docs/azure-side.md)."""
+    calls: list[tuple[object, ...]] = []
+    monkeypatch.setattr(signal, "signal", lambda *args: calls.append(("signal", *args)))
+    monkeypatch.setattr(os, "nice", lambda *args: calls.append(("nice", *args)))
+    resourcegraph._query_process_setup()
+    assert calls == [("signal", signal.SIGINT, signal.SIG_IGN), ("nice", 10)]
+    assert QUERY_NICENESS == 10
