@@ -177,3 +177,23 @@ def test_in_process_every_route_is_a_409_saying_why(
         409,
         {"error": "Event Grid runs under forewarn serve, not in process"},
     )
+
+
+def test_the_openapi_description_groups_the_routes_under_event_grid(http: httpx.Client) -> None:
+    """docs/control.md: "FastAPI serves the OpenAPI description at ``/openapi.json``"; the
+    routes are grouped by the OpenAPI Specification's operation ``tags`` ("A list of tags for
+    API documentation control", spec.openapis.org/oas/v3.1.0, "Operation Object"), these under
+    ``event grid``; the validation URL, a receiver's and not an operator's, is left out."""
+    paths = http.get("/openapi.json").json()["paths"]
+    operations = {
+        (path, method): operation["tags"]
+        for path, item in paths.items()
+        if "/eventgrid/" in path
+        for method, operation in item.items()
+    }
+    assert operations == {
+        (f"{BASE}/subscriptions", "get"): ["event grid"],
+        (f"{BASE}/subscriptions", "post"): ["event grid"],
+        (f"{BASE}/subscriptions/{{name}}", "delete"): ["event grid"],
+        (f"{BASE}/subscriptions/{{name}}/faults", "post"): ["event grid"],
+    }
