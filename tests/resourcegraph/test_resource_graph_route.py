@@ -20,7 +20,7 @@ import httpx
 import pytest
 from azure_support import FLEET, START
 
-from forewarn.resourcegraph.answer import QueryJob
+from forewarn.resourcegraph.answer import QueryJob, bad_request
 from forewarn.scenario.client import in_process_client
 from forewarn.server.azure import resourcegraph
 from forewarn.server.control import create_control_app
@@ -174,3 +174,29 @@ def test_a_row_kept_for_another_change_at_the_same_address_is_not_reused(
     rows = resourcegraph._EventRows()
     rows._encoded = {id(changes[0]): (changes[1], b'"a freed change\'s row"')}
     assert json.loads(rows.blob([changes[0]])) == [arg_row(changes[0])]
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b'{"query": "x", "options": {"$top": 0}}', "options.$top: Input should be greater than"),
+        (b'{"query": "x", "options": {"top": 5}}', "options.top: Extra inputs are not permitted"),
+        (b"[]", "body: Input should be an object"),
+        (b"not json", "body: Invalid JSON: "),
+    ],
+)
+def test_a_request_refused_names_the_part_refused(
+    platform: ForewarnPlatform, body: bytes, where: str
+) -> None:
+    """docs/azure-side.md, "Resource Graph": an unknown key of ``options`` (and any request
+    Resource Graph's ``QueryRequest`` does not allow) "is a 400 in ARM's error envelope
+    naming the part": a key by its path, dots between, and the request as a whole as
+    ``body``; no query is run."""
+    runner = Runner()
+    with in_process_client(create_control_app(platform.service, queries=runner)) as http:
+        answer = http.post(URL, content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert message.startswith(f"The request is invalid: {where}"), message
+    assert answer.json() == bad_request(message)
+    assert runner.jobs == []
