@@ -129,9 +129,10 @@ class QueryProcess:
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, execute, job)
         except concurrent.futures.process.BrokenProcessPool:
+            # A broken pool shuts itself down: its own thread fails every pending query, then
+            # ends and joins its processes (CPython's ``terminate_broken``).
             if self._pool is pool:
                 self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
             refusal = {
                 "error": {
                     "code": "ServiceUnavailable",
