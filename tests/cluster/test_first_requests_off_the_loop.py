@@ -18,11 +18,12 @@ import functools
 import logging
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 
-from forewarn.cluster.replica import QUIET_SECONDS, Replica, ReplicaError
+from forewarn.cluster.replica import QUIET_SECONDS, WRITE_SECONDS, Replica, ReplicaError
 from forewarn.commands import Command, Result, Tick, Touch
 from forewarn.errors import ForewarnError
 from forewarn.vm_requests import AnswerLaterError
@@ -61,7 +62,7 @@ async def first_requests(replica: Replica, vm_name: str, count: int) -> list[obj
             replica.requested(vm_name)
         later.value.wait(functools.partial(ready, index))
     assert outcomes == [NOT_READY] * count  # nothing answered before the write
-    await told.wait()
+    await asyncio.wait_for(told.wait(), 30)  # a guard
     return outcomes
 
 
@@ -166,11 +167,18 @@ def test_a_request_that_fails_to_take_its_answer_is_logged_and_the_others_still_
 
 
 class ThreadsSeen(StandInJournal):
-    """A stand-in naming the thread each read of the records is made in."""
+    """A stand-in naming the thread each read of the records is made in, and the bound of
+    each bounded block."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read_in: list[str] = []
+        self.bounds: list[float] = []
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        self.bounds.append(seconds)
+        yield
 
     def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, object]]]:
         self.read_in.append(threading.current_thread().name)
@@ -180,7 +188,8 @@ class ThreadsSeen(StandInJournal):
 def test_catching_up_on_the_loop_reads_in_the_writes_thread_and_applies_on_the_loop() -> None:
     """forewarn.cluster.replica: a write's waits are made in the writes' thread; a manual
     clock's move (``advance_clock_async``) first reads what others appended there, then
-    applies it on the loop's thread, which owns the platform."""
+    applies it on the loop's thread, which owns the platform. docs/scale-out.md: "Reads
+    ... wait on one for 2 s at most"."""
     journal = ThreadsSeen()
     replica = _replica(journal)
     at = replica.platform.now.isoformat()
@@ -194,6 +203,7 @@ def test_catching_up_on_the_loop_reads_in_the_writes_thread_and_applies_on_the_l
     first, second, loop_thread = asyncio.run(scenario())
     assert (first, second, replica.head) == (2, 1, 3)
     assert len(journal.read_in) == 2
+    assert journal.bounds == [WRITE_SECONDS, WRITE_SECONDS]
     assert all(name.startswith("forewarn-write") for name in journal.read_in)
     assert loop_thread not in journal.read_in
     assert journal.kept()[0]["at"] == at
