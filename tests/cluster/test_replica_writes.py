@@ -16,6 +16,7 @@ namespace.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from datetime import timedelta
 
 import pytest
 
+from forewarn.cluster import replica as replica_module
 from forewarn.cluster.replica import MAX_ATTEMPTS, Replica, ReplicaError
 from forewarn.commands import CancelEvent, Command, Result, ScheduleEvent, Seen, Tick
 from forewarn.domain.clock import DEFAULT_START, ManualClock
@@ -252,6 +254,22 @@ def test_writes_made_while_a_transaction_runs_go_together_in_the_next() -> None:
     assert isinstance(third, tuple)
     assert [event.description for event in (*second, *third)] == ["second", "third"]
     assert all(isinstance(event, Event) for event in (*second, *third))
+
+
+def test_writes_from_threads_go_in_transactions_of_at_most_max_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/scale-out.md, "A silent PostgreSQL": writes asked for together go in one
+    transaction, "100 at most, `MAX_GROUP`"; more go in the transactions after it (here
+    with a bound of 2)."""
+    monkeypatch.setattr(replica_module, "MAX_GROUP", 2)
+    journal = StandInJournal()
+    replica = _replica(journal)
+    outcomes = queued_behind(
+        replica, [functools.partial(replica.write, freeze(vm)) for vm in ("vm1", "vm0", "vm1")]
+    )
+    assert journal.appends == [["schedule"], ["schedule", "schedule"], ["schedule"]]
+    assert all(isinstance(outcome, tuple) for outcome in outcomes)
 
 
 def test_a_write_with_a_time_of_its_own_goes_alone() -> None:
