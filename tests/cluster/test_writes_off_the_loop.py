@@ -401,3 +401,35 @@ def test_the_tasks_of_a_turns_writes_a_first_request_and_a_probe_are_let_go_once
     gc.collect()
     assert len(started) == 2  # the turn's writes, and the probe
     assert [task() for task in started if task() is not None] == []
+
+
+def test_a_request_that_fails_to_take_its_answer_after_a_commit_is_logged_others_answered(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The requests that waited for a commit's answer are each answered; one that fails to
+    take it (its VM gone) is logged, and is not the others' failure."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    answered: list[str] = []
+
+    def gone() -> None:
+        raise ConnectionResetError("the VM hung up")
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        reached, go = held_commit(monkeypatch, loop, lost=False)
+        write = loop.create_task(replica.write_async(freeze("vm0")))
+        await reached
+        replica.when_committed(gone)
+        replica.when_committed(lambda: answered.append("next"))
+        go.set()
+        await write
+
+    with caplog.at_level(logging.ERROR, logger="forewarn.cluster"):
+        asyncio.run(scenario())
+    assert answered == ["next"]
+    assert [record.getMessage() for record in caplog.records] == [
+        "answering a request that waited for a commit"
+    ]
+    assert caplog.records[0].exc_info is not None
+    assert isinstance(caplog.records[0].exc_info[1], ConnectionResetError)
