@@ -11,8 +11,9 @@ time is moved by what each asked to wait, never slept.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -22,7 +23,10 @@ import pytest
 
 from forewarn.cluster import tasks
 from forewarn.commands import Command, Tick
+from forewarn.domain.clock import DEFAULT_START
 from forewarn.storage.errors import StoreUnavailableError
+
+from .stand_in_journal import Builds, StandInJournal, replica_on
 
 START = datetime(2022, 4, 11, 22, 0, tzinfo=UTC)
 #: A guard against a loop that never ends, never a verdict.
@@ -314,3 +318,51 @@ def test_a_stopping_front_end_leaves_the_list_then_closes_its_reader(
     assert reader.forgotten == ["host/1/abc"]
     assert reader.closed
     assert leadership.released == 1
+
+
+def test_a_worker_follows_the_journal_and_never_asks_for_the_leader_lock() -> None:
+    """docs/scale-out.md, "Workers": each worker is "a front-end of this page's kind": it
+    follows the journal on a connection of its own; [ours] ``run_front_end(...,
+    leads=False)`` never asks for the leader lock (its supervising process leads)."""
+    journal = FollowedJournal([Tick().to_record(DEFAULT_START)] * 2)
+    replica = replica_on(journal, Builds(FOLLOWED_FLEET))
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        journal.stop_after_read = functools.partial(
+            asyncio.get_running_loop().call_soon_threadsafe, stop.set
+        )
+        await asyncio.wait_for(tasks.run_front_end(replica, stop, leads=False), GUARD_SECONDS)
+
+    asyncio.run(main())
+    assert replica.head == 2  # what it read, applied
+    assert (journal.closed, replica.leading) == (True, False)
+
+
+FOLLOWED_FLEET = "vms:\n  - {name: vm0, address: 127.0.0.2}\n"
+
+
+class FollowedJournal(StandInJournal):
+    """A stand-in that is its own follower's connection, and has no leader lock to ask."""
+
+    def __init__(self, records: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(records)
+        self.closed = False
+        self.stop_after_read: Callable[[], object] = lambda: None
+
+    def another(self) -> FollowedJournal:
+        return self
+
+    def wait_for_append(self, after: int, timeout: float) -> None:
+        pass
+
+    def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        read = list(super().records(after))
+        self.stop_after_read()
+        return iter(read)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def leadership(self) -> Leadership:
+        raise AssertionError("a worker asked for the leader lock")

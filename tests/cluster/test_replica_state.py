@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from forewarn.cluster.replica import LIVE_SECONDS, QUIET_SECONDS, SPREAD_SECONDS, Replica
-from forewarn.commands import ClockMoved, Command, Tick, Touch
+from forewarn.commands import ClockMoved, Command, ScheduleEvent, Tick, Touch
 from forewarn.domain.clock import DEFAULT_START, ManualClock
+from forewarn.domain.events import EventType
 from forewarn.domain.platform import Platform
 from forewarn.storage.errors import StoreUnavailableError
 
@@ -27,6 +28,15 @@ from .stand_in_journal import Builds, StandInJournal, replica_on
 
 #: A VM that has not asked yet: its first request turns Scheduled Events on (SPEC 7).
 FLEET = "vms:\n  - {name: vm0, address: 127.0.0.2, scheduledEventsEnabled: false}\n"
+#: A VM whose events reach Event Grid and Resource Graph: their changes make a history.
+PUBLISHED = """
+availabilitySets:
+  - name: west
+    scheduledEventsPolicy:
+      scheduledEventsAdditionalPublishingTargets: {eventGridAndResourceGraph: {enable: true}}
+vms:
+  - {name: vm0, address: 127.0.0.2, availabilitySet: west}
+"""
 
 
 def _replica(
@@ -139,6 +149,45 @@ def test_a_diverged_copy_is_rebuilt_on_a_fresh_platform_even_before_its_first_re
     assert replica.platform.now == DEFAULT_START
     assert replica.diverged is False
     assert replica.requested("vm0") is None
+
+
+def test_a_diverged_copy_is_rebuilt_before_its_next_write_once_the_journal_reads_again() -> None:
+    """A write to a diverged copy first replays the journal (docs/scale-out.md: "the copy
+    is *diverged* and is rebuilt from the journal before it writes again"): the write is
+    decided on a platform built anew, not on the one ahead of the journal."""
+    builds = Builds(FLEET)
+    journal = StandInJournal(_ticks(1))
+    replica = _replica(journal, builds)
+    replica.platform.advance_to(DEFAULT_START + timedelta(hours=1))  # never journaled
+    replica.diverged = True
+    replica.write(Touch("vm0"), spread=False)
+    assert len(builds.built) == 2
+    assert replica.platform is builds.built[1]
+    assert replica.diverged is False
+    assert journal.ops() == ["tick", "touch"]
+    assert journal.kept()[1]["at"] == DEFAULT_START.isoformat()  # the journal's time
+
+
+def test_a_rebuilt_copy_tells_its_readers_only_the_changes_they_were_not_told() -> None:
+    """forewarn.domain.history: "The rebuilt history holds its replayed changes too, and
+    tells those the replaced one had not (EventHistory.told) once readers listen to it"; a
+    reader told a change twice would count it twice."""
+    journal = StandInJournal()
+    replica = _replica(journal, Builds(PUBLISHED))
+    told: list[int] = []
+
+    def adopt(platform: Platform) -> None:
+        platform.history.listen(lambda change: told.append(change.sequence))
+
+    adopt(replica.platform)
+    replica.adopt = adopt
+    replica.write(ScheduleEvent(EventType.FREEZE.value, ("vm0",)))
+    assert told == [1]
+    journal.lost_commits = 1
+    with pytest.raises(StoreUnavailableError, match="could not be confirmed"):
+        replica.write(ScheduleEvent(EventType.REBOOT.value, ("vm0",)))
+    assert len(replica.platform.events()) == 1  # rebuilt from the journal
+    assert told == [1]
 
 
 def test_a_rebuild_moves_a_manual_clock_to_the_last_journaled_move() -> None:

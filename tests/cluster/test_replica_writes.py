@@ -16,14 +16,17 @@ namespace.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
+from forewarn.cluster import replica as replica_module
 from forewarn.cluster.replica import MAX_ATTEMPTS, Replica, ReplicaError
 from forewarn.commands import CancelEvent, Command, Result, ScheduleEvent, Seen, Tick
 from forewarn.domain.clock import DEFAULT_START, ManualClock
@@ -39,7 +42,7 @@ from forewarn.storage.errors import (
 )
 from forewarn.storage.journal import MAX_RECORD_BYTES, encode_record
 
-from .stand_in_journal import Builds, StandInJournal, replica_on
+from .stand_in_journal import Builds, StandInJournal, Transaction, replica_on
 
 FLEET = """
 vms:
@@ -254,6 +257,22 @@ def test_writes_made_while_a_transaction_runs_go_together_in_the_next() -> None:
     assert all(isinstance(event, Event) for event in (*second, *third))
 
 
+def test_writes_from_threads_go_in_transactions_of_at_most_max_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/scale-out.md, "A silent PostgreSQL": writes asked for together go in one
+    transaction, "100 at most, `MAX_GROUP`"; more go in the transactions after it (here
+    with a bound of 2)."""
+    monkeypatch.setattr(replica_module, "MAX_GROUP", 2)
+    journal = StandInJournal()
+    replica = _replica(journal)
+    outcomes = queued_behind(
+        replica, [functools.partial(replica.write, freeze(vm)) for vm in ("vm1", "vm0", "vm1")]
+    )
+    assert journal.appends == [["schedule"], ["schedule", "schedule"], ["schedule"]]
+    assert all(isinstance(outcome, tuple) for outcome in outcomes)
+
+
 def test_a_write_with_a_time_of_its_own_goes_alone() -> None:
     """A manual clock's move is stamped with its own time: the writes queued before it go
     in one transaction, it in the next alone, those after it in another."""
@@ -392,6 +411,32 @@ def test_a_manual_clock_moved_through_another_front_end_moves_here_as_the_write_
     replica.write(freeze("vm0"))
     assert replica.clock.now() == later
     assert [record["at"] for _, record in journal.records()] == [later.isoformat()] * 2
+
+
+def test_records_the_follower_applied_while_a_write_read_them_are_applied_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """forewarn.cluster.replica: a write applies what others appended before its own
+    command, passing over what "the follower may have applied meanwhile": every record is
+    applied once, as replaying the journal would."""
+    journal = StandInJournal()
+    replica = _replica(journal)
+    journal.memory.append(freeze("vm1", "theirs").to_record(DEFAULT_START))
+    read = Transaction.records
+
+    def read_then_followed(self: Transaction, after: int) -> list[tuple[int, dict[str, Any]]]:
+        fetched = read(self, after)
+        replica.apply_fetched(fetched)  # the follower, between the read and the write's step
+        return fetched
+
+    monkeypatch.setattr(Transaction, "records", read_then_followed)
+    replica.write(freeze("vm0", "mine"))
+    assert sorted(view.event.description for view in replica.platform.events()) == [
+        "mine",
+        "theirs",
+    ]
+    assert event_ids(replica.platform) == event_ids(replayed(journal))
+    assert (replica.head, journal.ops()) == (2, ["schedule", "schedule"])
 
 
 def test_a_time_that_fires_deadlines_is_journaled_before_the_commands_stamped_with_it() -> None:

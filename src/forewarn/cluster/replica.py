@@ -50,7 +50,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
@@ -495,10 +495,7 @@ class Replica:
             return
         self._soon.append((command, done))
         if len(self._soon) == 1:
-            deadline = self._monotonic() + WRITE_SECONDS
-            task = asyncio.get_running_loop().create_task(self._write_soon(deadline))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._write_soon(self._monotonic() + WRITE_SECONDS))
 
     async def _write_soon(self, deadline: float) -> None:
         """The writes asked for in the turn, in transactions of at most :data:`MAX_GROUP`,
@@ -608,6 +605,13 @@ class Replica:
                 )
             return self._bounded_group(commands, spread=spread, at=at, seconds=seconds, owner=owner)
 
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task of the running loop, kept until it is done (the loop keeps
+        only weak references to its tasks), then let go."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     # -- the breaker ----------------------------------------------------------------------
 
     def _refuse_if_broken(self) -> None:
@@ -624,9 +628,7 @@ class Replica:
             return
         self._broken = why
         _LOG.warning("refusing writes until PostgreSQL answers again: %s", why)
-        task = asyncio.get_running_loop().create_task(self._probe())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._probe())
 
     async def _probe(self) -> None:
         """Ask PostgreSQL, on a connection of the probe's own and in a thread, until it
@@ -905,9 +907,7 @@ class Replica:
             waiting.append(ready)
             return
         self._touching[vm_name] = [ready]
-        task = asyncio.get_running_loop().create_task(self._touch(vm_name))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._touch(vm_name))
 
     async def _touch(self, vm_name: str) -> None:
         outcome: Exception | None = None
