@@ -17,7 +17,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from forewarn.storage import StoreUnavailableError, open_journal, postgres
-from forewarn.storage.postgres import PostgresJournal, shut_socket, with_bounds
+from forewarn.storage.postgres import ExclusiveWrite, PostgresJournal, shut_socket, with_bounds
 
 from .conftest import random_name, run_sql
 
@@ -166,3 +166,27 @@ def test_the_urls_own_server_options_are_kept(postgres_url: str) -> None:
         with_bounds(f"{postgres_url}?options=-c%20statement_timeout%3D4321", 5.0)
     ) as conn:
         assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
+
+
+def _idle_ms(write: ExclusiveWrite) -> int:
+    conn = write._conn
+    row = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+    assert row is not None
+    value = str(row[0])
+    return int(value.removesuffix("ms")) if value.endswith("ms") else int(value[:-1]) * 1000
+
+
+def test_a_write_gives_the_server_half_its_time_left_to_wait_for_its_next_statement(
+    postgres_url: str, namespaces: list[str]
+) -> None:
+    """``PostgresJournal._idle_bound``: "half the write's time left (:meth:`bounded`), so
+    that a COMMIT sent in the first half can only commit before the bound is over; 10 s
+    unbounded"."""
+    journal = _journal(postgres_url, namespaces)
+    try:
+        with journal.exclusive() as write:
+            assert _idle_ms(write) == 10_000
+        with journal.bounded(60.0), journal.exclusive() as write:
+            assert 25_000 < _idle_ms(write) <= 30_000
+    finally:
+        journal.close()
