@@ -190,3 +190,22 @@ def test_a_write_gives_the_server_half_its_time_left_to_wait_for_its_next_statem
             assert 25_000 < _idle_ms(write) <= 30_000
     finally:
         journal.close()
+
+
+def test_a_write_begun_as_its_bound_ends_gives_the_server_the_least_wait(
+    postgres_url: str, namespaces: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half of almost nothing left is still a wait, the least one (a millisecond), never
+    more: PostgreSQL reads ``idle_in_transaction_session_timeout = 0`` as no timeout at all
+    (https://www.postgresql.org/docs/current/runtime-config-client.html), and a longer one
+    would let a COMMIT held on its way arrive after the bound. The commit is then refused."""
+    journal = _journal(postgres_url, namespaces)
+    try:
+        with journal.bounded(60.0):
+            monkeypatch.setattr(postgres, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+            journal._deadline = 1000.0005
+            with pytest.raises(StoreUnavailableError), journal.exclusive() as write:
+                assert _idle_ms(write) == 1
+    finally:
+        monkeypatch.undo()
+        journal.close()
