@@ -156,3 +156,46 @@ def test_the_followers_wait_and_the_leader_lock_end_when_the_server_falls_silent
     wait_until(leadership.acquire, what="the leader lock taken again", timeout=30)
     leadership.release()
     assert journal.wait_for_append(0, 0) == 0
+
+
+def test_taking_the_leader_lock_ends_when_the_server_falls_silent_on_the_try(
+    through_proxy: tuple[PostgresJournal, TcpProxy, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session opened for the leader lock whose ``pg_try_advisory_lock`` is never answered
+    is severed at the background bound (0.5 s here): an error, not a front-end stuck."""
+    monkeypatch.setattr(postgres, "_ANSWER_SECONDS", 0.5)
+    journal, proxy, _ = through_proxy
+    leadership = journal.leadership()
+    proxy.silence_at(b"pg_try_advisory_lock")
+    with pytest.raises(StoreUnavailableError):
+        leadership.acquire()
+    assert proxy.held() > 0
+
+
+def test_giving_the_leader_lock_back_ends_when_the_server_falls_silent(
+    through_proxy: tuple[PostgresJournal, TcpProxy, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Leadership.release`` gives the lock back, then closes the session: an unlock never
+    answered is severed at the background bound, and the session closed all the same (the
+    server then releases the lock with it)."""
+    monkeypatch.setattr(postgres, "_ANSWER_SECONDS", 0.5)
+    journal, proxy, _ = through_proxy
+    leadership = journal.leadership()
+    assert leadership.acquire()
+    proxy.silence_at(b"pg_advisory_unlock")
+    leadership.release()
+    assert proxy.held() > 0
+
+
+def test_closing_a_journal_ends_when_the_server_falls_silent(
+    through_proxy: tuple[PostgresJournal, TcpProxy, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PostgresJournal.close`` first wakes a waiter with a notification on the writer's
+    connection: never answered, it is severed at the background bound, so a shutdown does
+    not wait on a silent server for ever."""
+    monkeypatch.setattr(postgres, "_ANSWER_SECONDS", 0.5)
+    journal, proxy, _ = through_proxy
+    assert journal.wait_for_append(0, 0) == 0  # listening: close() has a waiter to wake
+    proxy.silence_at(b"pg_notify")
+    journal.close()
+    assert proxy.held() > 0
