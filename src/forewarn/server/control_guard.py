@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Seque
 from typing import Any
 
 from forewarn.defaults import HEALTH_PATHS
-from forewarn.server.azure._arm import arm_code, is_arm_path
+from forewarn.server.azure._arm import arm_body, arm_code, is_arm_path
 
 __all__ = ["VALIDATION_PATH", "ControlGuard"]
 
@@ -111,7 +111,7 @@ class ControlGuard:
     async def _refuse(self, scope: Scope, send: Send, status: int, detail: str) -> None:
         if is_arm_path(scope["path"], self._arm_paths):
             code = "AuthenticationFailed" if status == 401 else arm_code(status)
-            body: dict[str, object] = {"error": {"code": code, "message": detail}}
+            body = arm_body(code, detail)
         else:
             body = {"detail": detail}
         await _respond(send, status, json.dumps(body).encode(), b"application/json")

@@ -64,13 +64,18 @@ def arm_code(status: int) -> str:
     return STATUS_NAMES.get(status, "Error")
 
 
-def arm_error(
-    status: int, code: str, message: str, details: Sequence[dict[str, Any]] = ()
-) -> JSONResponse:
+def arm_body(code: str, message: str, details: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """ARM's error envelope, for the routes and for the guard in front of them alike."""
     error: dict[str, Any] = {"code": code, "message": message}
     if details:
         error["details"] = list(details)
-    return JSONResponse({"error": error}, status_code=status)
+    return {"error": error}
+
+
+def arm_error(
+    status: int, code: str, message: str, details: Sequence[dict[str, Any]] = ()
+) -> JSONResponse:
+    return JSONResponse(arm_body(code, message, details), status_code=status)
 
 
 def api_version_error(request: Request, supported: Collection[str]) -> JSONResponse | None:
@@ -92,4 +97,4 @@ def api_version_error(request: Request, supported: Collection[str]) -> JSONRespo
     return None
 
 
-__all__ = ["ArmPaths", "api_version_error", "arm_code", "arm_error", "is_arm_path"]
+__all__ = ["ArmPaths", "api_version_error", "arm_body", "arm_code", "arm_error", "is_arm_path"]
