@@ -76,27 +76,35 @@ def replayed(journal: StandInJournal) -> Platform:
 # -- one turn of the event loop (write_soon) ------------------------------------------------
 
 
+class Answers:
+    """A ``done`` for :meth:`Replica.write_soon`: what each call was given, in order, and
+    :attr:`all_in` set once ``count`` calls have come."""
+
+    def __init__(self, count: int) -> None:
+        self.outcomes: list[Result | Exception] = []
+        self._count = count
+        self.all_in = asyncio.Event()
+
+    def __call__(self, outcome: Result | Exception) -> None:
+        self.outcomes.append(outcome)
+        if len(self.outcomes) == self._count:
+            self.all_in.set()
+
+
 def one_turn(replica: Replica, commands: Sequence[Command]) -> list[Result | Exception]:
     """Ask for ``commands`` in one turn of an event loop run in this thread, as a front-end's
     loop reads VMs' approvals; what each ``done`` was called with once the next turn ran."""
-    answers: list[Result | Exception] = []
+    answers = Answers(len(commands))
 
     async def turn() -> None:
         head = replica.head
-        answered = asyncio.Event()
-
-        def done(outcome: Result | Exception) -> None:
-            answers.append(outcome)
-            if len(answers) == len(commands):
-                answered.set()
-
         for command in commands:
-            replica.write_soon(command, done)
-        assert (replica.head, answers) == (head, [])  # queued, nothing applied yet
-        await answered.wait()  # written off the loop, in one transaction, then answered
+            replica.write_soon(command, answers)
+        assert (replica.head, answers.outcomes) == (head, [])  # queued, nothing applied yet
+        await answers.all_in.wait()  # written off the loop, in one transaction, then answered
 
     asyncio.run(turn())
-    return answers
+    return answers.outcomes
 
 
 def test_a_command_asked_for_alone_in_a_turn_is_written_once_the_turn_has_run() -> None:

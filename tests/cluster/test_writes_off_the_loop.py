@@ -31,7 +31,7 @@ from forewarn.service import ScheduledEventsService
 from forewarn.storage.errors import StoreUnavailableError
 
 from .stand_in_journal import StandInJournal, Transaction
-from .test_replica_writes import _replica, freeze
+from .test_replica_writes import Answers, _replica, freeze
 
 
 def poll(vm_address: str) -> ImdsRequest:
@@ -270,18 +270,12 @@ def test_a_turns_writes_asked_while_the_breaker_is_open_are_refused_untried() ->
         with pytest.raises(ReplicaError):
             await replica.write_async(freeze("vm0"))
         journal.expired = False
-        answers: list[Result | Exception] = []
-        answered = asyncio.Event()
+        answers = Answers(2)
 
-        def done(outcome: Result | Exception) -> None:
-            answers.append(outcome)
-            if len(answers) == 2:
-                answered.set()
-
-        replica.write_soon(freeze("vm0"), done)
-        replica.write_soon(freeze("vm1"), done)
-        await answered.wait()
-        return answers
+        replica.write_soon(freeze("vm0"), answers)
+        replica.write_soon(freeze("vm1"), answers)
+        await answers.all_in.wait()
+        return answers.outcomes
 
     answers = asyncio.run(scenario())
     assert isinstance(answers[0], ReplicaError)
@@ -305,16 +299,10 @@ def test_a_turns_later_group_is_refused_untried_once_a_write_between_opened_the_
     async def scenario() -> list[Result | Exception]:
         loop = asyncio.get_running_loop()
         reached, go = held_commit(monkeypatch, loop, lost=False)
-        answers: list[Result | Exception] = []
-        answered = asyncio.Event()
+        answers = Answers(2)
 
-        def done(outcome: Result | Exception) -> None:
-            answers.append(outcome)
-            if len(answers) == 2:
-                answered.set()
-
-        replica.write_soon(freeze("vm0", "a"), done)
-        replica.write_soon(freeze("vm1", "b"), done)
+        replica.write_soon(freeze("vm0", "a"), answers)
+        replica.write_soon(freeze("vm1", "b"), answers)
         await reached  # the first group's commit held; another write asks for the turn
         between = loop.create_task(replica.write_async(freeze("vm0", "c")))
         for _ in range(5):  # its turn asked for, before the second group's
@@ -323,8 +311,8 @@ def test_a_turns_later_group_is_refused_untried_once_a_write_between_opened_the_
         go.set()
         with pytest.raises(ReplicaError, match="nothing was applied"):
             await between
-        await answered.wait()
-        return answers
+        await answers.all_in.wait()
+        return answers.outcomes
 
     first, second = asyncio.run(scenario())
     assert isinstance(first, tuple)

@@ -28,7 +28,7 @@ from forewarn.storage.errors import ValueTooLargeError
 from forewarn.storage.journal import MAX_RECORD_BYTES, encode_record
 
 from .stand_in_journal import StandInJournal
-from .test_replica_writes import _replica, freeze
+from .test_replica_writes import Answers, _replica, freeze
 from .test_writes_off_the_loop import held_commit
 
 KEPT_WAITING = "cannot write now, nothing was applied: the writes before it kept it waiting 2 s"
@@ -105,30 +105,24 @@ def _kept_waiting(
     was answered, and the journal."""
     journal = StandInJournal()
     replica = _replica(journal)
-    answers: list[Result | Exception] = []
+    answers = Answers(1)
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         reached, go = held_commit(monkeypatch, loop, lost=False)
         before = loop.create_task(replica.write_async(freeze("vm0", "before")))
         await reached
-        answered = asyncio.Event()
-
-        def done(outcome: Result | Exception) -> None:
-            answers.append(outcome)
-            answered.set()
-
-        replica.write_soon(freeze("vm1", "asked"), done)
+        replica.write_soon(freeze("vm1", "asked"), answers)
         journal.now += behind_by
         if behind_by >= WRITE_SECONDS:  # refused while the write before still holds it
-            await asyncio.wait_for(answered.wait(), 30)  # a guard
+            await asyncio.wait_for(answers.all_in.wait(), 30)  # a guard
             assert journal.ops() == []
         go.set()
         await before
-        await asyncio.wait_for(answered.wait(), 30)  # a guard
+        await asyncio.wait_for(answers.all_in.wait(), 30)  # a guard
 
     asyncio.run(scenario())
-    return answers, journal
+    return answers.outcomes, journal
 
 
 def test_a_write_kept_waiting_for_its_turn_to_its_bound_is_refused_at_the_bound(
