@@ -143,11 +143,13 @@ class ServerThread:
         # whatever test runs then: those tasks run first, so that their protocols are
         # tracked and closed below. No await between the last look and ``close()``: nothing
         # is accepted in between.
+        deadline = self._loop.time() + CALL_TIMEOUT / 2  # within the stop's own bound
         for _ in range(_ACCEPT_ROUNDS):
             accepting = [t for t in asyncio.all_tasks() if _accepts(t)]
-            if not accepting:
+            left = deadline - self._loop.time()
+            if not accepting or left <= 0:
                 break
-            await asyncio.wait(accepting, timeout=CALL_TIMEOUT / 2)
+            await asyncio.wait(accepting, timeout=left)
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()
