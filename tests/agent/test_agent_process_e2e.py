@@ -163,8 +163,14 @@ def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
         wait_for("the eviction's approval", lambda: approved(evict), agent)
         assert sum(1 for line in kubectl() if line.startswith("drain")) == drains + 1
 
+        # The agent counts an approval once its POST is answered, after the server has it.
+        wait_for(
+            "the third approval counted",
+            lambda: 'forewarn_agent_approvals_total{outcome="ok"} 3.0'
+            in metrics.get("/metrics").text,
+            agent,
+        )
         text = metrics.get("/metrics").text
-        assert 'forewarn_agent_approvals_total{outcome="ok"} 3.0' in text
         assert 'forewarn_agent_events_seen_total{source="User",type="Reboot"} 1.0' in text
         assert 'forewarn_agent_hook_duration_seconds_count{hook="prepare"}' in text
         control.post("/clock/advance", json={"seconds": 40})
