@@ -15,6 +15,11 @@ from interrupts import ctrl_c_as_in_a_terminal
 from suite_order import longest_first, recorded_costs, workers_for
 
 ctrl_c_as_in_a_terminal()
+# The processes the tests start (servers, the CLI, handlers, probes) run as an installed
+# package does, from compiled bytecode: with writing it off (PYTHONDONTWRITEBYTECODE, set in
+# some environments) each of them compiled forewarn's modules again, about a tenth of a second
+# of CPU a start, hundreds of starts a run.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 os.environ["FOREWARN_TOKEN"] = "forewarn-test-suite-token"
 os.environ["FOREWARN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="forewarn-runtime-")
 
