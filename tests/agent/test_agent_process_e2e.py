@@ -166,8 +166,9 @@ def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
         # The agent counts an approval once its POST is answered, after the server has it.
         wait_for(
             "the third approval counted",
-            lambda: 'forewarn_agent_approvals_total{outcome="ok"} 3.0'
-            in metrics.get("/metrics").text,
+            lambda: (
+                'forewarn_agent_approvals_total{outcome="ok"} 3.0' in metrics.get("/metrics").text
+            ),
             agent,
         )
         text = metrics.get("/metrics").text
