@@ -220,18 +220,25 @@ class Fleet:
     not_receiving: frozenset[str] = field(default_factory=frozenset)
 
 
-#: The namespace of every generated vmId (RFC 4122's URL namespace), as bytes.
-_VM_ID_NAMESPACE = uuid.NAMESPACE_URL.bytes
+#: The hash of every generated vmId's name so far (RFC 4122's URL namespace and the prefix),
+#: copied for each VM rather than hashed again.
+_VM_ID_PREFIX = hashlib.sha1(uuid.NAMESPACE_URL.bytes + b"forewarn:vm:")
+#: The hexadecimal digit that starts a vmId's fourth group, by the hash's digit there: its two
+#: high bits made RFC 4122's variant (``10``).
+_VARIANT_DIGIT = {digit: f"{int(digit, 16) & 0x3 | 0x8:x}" for digit in "0123456789abcdef"}
 
 
 def _vm_id(name: str) -> str:
     """``str(uuid.uuid5(uuid.NAMESPACE_URL, f"forewarn:vm:{name}"))``, written out: building
-    a :class:`uuid.UUID` took four times as long, a third of a second per 100,000 VMs."""
-    digest = bytearray(hashlib.sha1(_VM_ID_NAMESPACE + f"forewarn:vm:{name}".encode()).digest())
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    text = digest[:16].hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    a :class:`uuid.UUID` took four times as long, a third of a second per 100,000 VMs. The
+    version (5) and the variant are written into the hash's hexadecimal digits."""
+    digest = _VM_ID_PREFIX.copy()
+    digest.update(name.encode())
+    text = digest.hexdigest()
+    return (
+        f"{text[:8]}-{text[8:12]}-5{text[13:16]}-{_VARIANT_DIGIT[text[16]]}{text[17:20]}-"
+        f"{text[20:32]}"
+    )
 
 
 def parse_iso_duration(text: str) -> timedelta:
@@ -256,6 +263,11 @@ class _Addresses:
         return str(current)
 
 
+#: The fleet file's ``priority`` values (``Regular`` or ``Spot``, as validated), looked up
+#: rather than made by :class:`Priority` for each of a large fleet's VMs.
+_PRIORITIES = {priority.value: priority for priority in Priority}
+
+
 class _Builder:
     def __init__(self, spec: _FleetSpec) -> None:
         self.spec = spec
@@ -266,6 +278,8 @@ class _Builder:
         self.sets = {s.name: s for s in spec.availability_sets}
         #: ARM's default policy, one object for every VM that names none (it is frozen).
         self.default_policy = PolicyIn().policy()
+        #: The image of every VM that names none (None, or one frozen reference for all).
+        self.default_image = self._image(None)
 
     def build(self) -> Fleet:
         members: dict[str, int] = {}
@@ -328,12 +342,12 @@ class _Builder:
                 platform_update_domain=update,
                 vm_size=spec.size or defaults.size,
                 os_type=spec.os_type or defaults.os_type,
-                tags=tuple(sorted(spec.tags.items())),
-                image=self._image(spec.image),
+                tags=tuple(sorted(spec.tags.items())) if spec.tags else (),
+                image=self.default_image if spec.image is None else spec.image.reference(),
                 availability_set=spec.availability_set,
                 address=spec.address,
                 host=spec.host or f"host-{spec.name}",
-                priority=Priority(spec.priority),
+                priority=_PRIORITIES[spec.priority],
                 policy=policy,
                 tenant_id=defaults.tenant_id,
             )
@@ -381,8 +395,8 @@ class _Builder:
         resource_group = spec.resource_group or defaults.resource_group
         location = spec.location or defaults.location
         vm_size = spec.size or defaults.size
-        image = self._image(None)
-        priority = Priority(spec.priority)
+        image = self.default_image
+        priority = _PRIORITIES[spec.priority]
         for position in range(len(listed) or spec.capacity):
             instance = listed[position] if listed else None
             if instance is None:  # one of capacity's: no field of its own
