@@ -11,31 +11,37 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import httpx
 
 from forewarn.control_token import TOKEN_ENVIRONMENT_VARIABLE, token_file, token_origin
 from forewarn.defaults import DEFAULT_CONTROL_PORT, DEFAULT_HOST
 from forewarn.nesting import load_json
 from forewarn.registry import Operation
-from forewarn.scenario.client import (
-    ControlClient,
-    ControlError,
-    ControlUnreachableError,
-    connect,
-)
 from forewarn.scenario.durations import parse_duration as _parse_duration
 
+if TYPE_CHECKING:
+    import httpx
+
+    from forewarn.scenario.client import ControlClient
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _connect(host: str, port: int) -> httpx.Client:
+    """:func:`forewarn.scenario.client.connect`, its HTTP client imported by the first command
+    that asks: ``forewarn serve`` shares this module and never needs it."""
+    from forewarn.scenario.client import connect
+
+    return connect(host, port)
 
 
 @dataclass(frozen=True)
 class CliContext:
     """How commands reach the control API: ``connect(host, port)`` returns an HTTP client."""
 
-    connect: Callable[[str, int], httpx.Client] = connect
+    connect: Callable[[str, int], httpx.Client] = _connect
 
 
 def parse_address(text: str, default_port: int) -> tuple[str, int]:
@@ -80,6 +86,8 @@ def parse_moment(text: str) -> datetime:
 def control_api(address: str) -> Iterator[ControlClient]:
     """A client for the control API at ``address``; its errors become one-line CLI errors,
     saying what to check when nothing answers there or its token was refused."""
+    from forewarn.scenario.client import ControlClient, ControlError, ControlUnreachableError
+
     host, port = parse_address(address, DEFAULT_CONTROL_PORT)
     context = click.get_current_context().find_object(CliContext) or CliContext()
     with context.connect(host, port) as http:

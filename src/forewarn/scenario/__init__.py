@@ -11,13 +11,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from forewarn.scenario.client import (
-        AsgiTransport,
-        ControlClient,
-        ControlError,
-        connect,
-        in_process_client,
-    )
+    from forewarn.scenario._asgi import AsgiTransport, in_process_client
+    from forewarn.scenario.client import ControlClient, ControlError, connect
     from forewarn.scenario.durations import format_duration, parse_duration
     from forewarn.scenario.inprocess import in_process_control, run_in_process, service_for_fleet
     from forewarn.scenario.schema import (
@@ -33,11 +28,11 @@ if TYPE_CHECKING:
 #: while running in-process needs the whole server; ``forewarn.scenario.client`` alone must not
 #: pull the server stack into the CLI.
 _HOMES = {
-    "AsgiTransport": "client",
+    "AsgiTransport": "_asgi",
     "ControlClient": "client",
     "ControlError": "client",
     "connect": "client",
-    "in_process_client": "client",
+    "in_process_client": "_asgi",
     "format_duration": "durations",
     "parse_duration": "durations",
     "in_process_control": "inprocess",

@@ -7,17 +7,19 @@ manual clock and nothing listens on a port.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import httpx
 
 from forewarn.control_token import find_token
 from forewarn.defaults import CONTROL_API as API
 from forewarn.errors import ForewarnError, reason
 from forewarn.nesting import load_json
+
+if TYPE_CHECKING:
+    import httpx
+
+    from forewarn.scenario._asgi import AsgiTransport, in_process_client
 
 
 class ControlError(ForewarnError):
@@ -60,6 +62,8 @@ class ControlClient:
         payload: Mapping[str, Any] | None = None,
         params: Mapping[str, str] | None = None,
     ) -> Any:
+        import httpx  # loaded already: ``self.http`` is its client
+
         try:
             response = self.http.request(method, API + path, json=payload, params=params)
         except httpx.HTTPError as exc:
@@ -86,6 +90,8 @@ class ControlClient:
     ) -> Any:
         """One of the Azure Resource Manager routes the control port also serves (outside
         ``/api/v1``); their errors are ARM's envelope, ``{"error": {"code", "message"}}``."""
+        import httpx  # loaded already: ``self.http`` is its client
+
         try:
             response = self.http.request(
                 method, quote(path, safe="/"), params={"api-version": api_version}, json=payload
@@ -135,40 +141,23 @@ def control_url(host: str, port: int) -> str:
 def connect(host: str, port: int, *, timeout: float = 10.0) -> httpx.Client:
     """An HTTP client for the control API of ``forewarn serve`` at ``host:port``, carrying
     its token (:func:`forewarn.control_token.find_token`) when there is one."""
+    import httpx
+
     token = find_token(host, port)
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     return httpx.Client(base_url=control_url(host, port), timeout=timeout, headers=headers)
 
 
-class AsgiTransport(httpx.BaseTransport):
-    """A synchronous httpx transport that calls an ASGI app in this thread.
+def __getattr__(name: str) -> Any:
+    """:class:`~forewarn.scenario._asgi.AsgiTransport` and
+    :func:`~forewarn.scenario._asgi.in_process_client`, from the module that defines them on
+    httpx's transport class: imported by the first caller, so this module (and ``forewarn
+    serve``, whose dashboard runs scenarios through it) imports httpx only to connect."""
+    if name in ("AsgiTransport", "in_process_client"):
+        from forewarn.scenario import _asgi
 
-    httpx's own ``ASGITransport`` is async-only; the CLI and the scenario runner are not, so
-    each request runs on a private event loop, closed with the client.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self._asgi = httpx.ASGITransport(app=app)
-        self._loop = asyncio.Runner()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()  # a streamed body becomes bytes, which the async transport can send
-
-        async def call() -> tuple[int, httpx.Headers, bytes]:
-            response = await self._asgi.handle_async_request(request)
-            body = await response.aread()
-            return response.status_code, response.headers, body
-
-        status, headers, body = self._loop.run(call())
-        return httpx.Response(status, headers=headers, content=body, request=request)
-
-    def close(self) -> None:
-        self._loop.close()
-
-
-def in_process_client(app: Any) -> httpx.Client:
-    """An HTTP client whose requests go straight to ``app`` (close it when done)."""
-    return httpx.Client(transport=AsgiTransport(app), base_url="http://control.invalid")
+        return getattr(_asgi, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

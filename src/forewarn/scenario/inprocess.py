@@ -14,7 +14,8 @@ from datetime import datetime
 from forewarn.config.fleet import load_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock
 from forewarn.domain.timing import PROFILES
-from forewarn.scenario.client import ControlClient, in_process_client
+from forewarn.scenario._asgi import in_process_client
+from forewarn.scenario.client import ControlClient
 from forewarn.scenario.schema import Scenario, ScenarioFileError
 from forewarn.scenario.steps import ScenarioResult, run_scenario
 from forewarn.server.control import create_control_app

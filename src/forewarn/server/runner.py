@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -67,6 +66,8 @@ from forewarn.storage.errors import CorruptStoreError, StorageError
 from forewarn.storage.urls import sqlite_path
 
 if TYPE_CHECKING:
+    import httpx
+
     from forewarn.cluster.replica import Replica
 from forewarn.service import ScheduledEventsService
 
@@ -213,7 +214,10 @@ def _tls_control_server(
 
 
 def _control_client(settings: ServeSettings, token: str) -> httpx.Client:
-    """A client of this server's own control API, for scenarios run from the dashboard."""
+    """A client of this server's own control API, for scenarios run from the dashboard: made
+    when the first of them runs."""
+    import httpx
+
     return httpx.Client(
         base_url=url_for(settings.control_host, settings.control_port),
         headers={"Authorization": f"Bearer {token}"},

@@ -10,13 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from forewarn.scenario.client import ControlClient
 from forewarn.scenario.schema import Scenario, Step
 from forewarn.scenario.steps import ScenarioResult, run_scenario
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ScenarioRuns"]
 
