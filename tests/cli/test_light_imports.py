@@ -83,8 +83,8 @@ def test_the_pytest_plugin_loads_no_web_framework() -> None:
 
 
 def test_the_check_sees_the_server_stack_when_it_is_loaded() -> None:
-    """The probe itself works: ``forewarn serve``'s modules do load the stack."""
-    loaded = server_modules_after("import forewarn.server.runner")
+    """The probe itself works: the control API's modules do load the stack."""
+    loaded = server_modules_after("import forewarn.server.runner, forewarn.server.control")
     assert {"fastapi", "starlette", "uvicorn", "forewarn.server"} <= set(loaded)
 
 

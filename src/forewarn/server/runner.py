@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forewarn.collector import settle_heap
 from forewarn.control_token import new_token, remove_token, write_token
@@ -33,14 +33,9 @@ from forewarn.eventgrid.store import DeliveryStore
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._impact_hooks import ImpactHooks, watch_impacts
 from forewarn.server._serve_logging import configure_logging, log, watch_events
-from forewarn.server.azure.resourcegraph import QueryProcess
 from forewarn.server.background import BackgroundPart, running
 from forewarn.server.banner import control_line, start_up_lines
-from forewarn.server.control import ARM_PREFIXES, create_control_app
-from forewarn.server.control_guard import ControlGuard
-from forewarn.server.dashboard._scenarios import ScenarioRuns
 from forewarn.server.embedded_postgres import EmbeddedPostgres, holds_embedded_store
-from forewarn.server.health import Health
 from forewarn.server.http import raise_descriptor_limit, start_imds_server
 from forewarn.server.settings_checks import (
     ExposureError,
@@ -69,6 +64,8 @@ if TYPE_CHECKING:
     import httpx
 
     from forewarn.cluster.replica import Replica
+    from forewarn.server.azure.resourcegraph import QueryProcess
+    from forewarn.server.control_guard import ControlGuard
 from forewarn.service import ScheduledEventsService
 
 
@@ -188,10 +185,38 @@ def _event_grid(
 EVENT_GRID_FILE = "eventgrid.sqlite3"
 
 
-def _guarded(app: Any, token: str, host: str, port: int) -> ControlGuard:
+def _guarded(app: ASGIApp, token: str, host: str, port: int) -> _Guarded:
     """The control app behind its guard, for a control API listening at ``host:port``
     (plain or TLS): the token, the Host names it answers, ARM's routes refused as ARM does."""
-    return ControlGuard(app, token=token, hosts=accepted_hosts(host, port), arm_paths=ARM_PREFIXES)
+    return _Guarded(app, token, host, port)
+
+
+def _guard_parts() -> tuple[type[ControlGuard], tuple[str, ...]]:
+    from forewarn.server.control import ARM_PREFIXES
+    from forewarn.server.control_guard import ControlGuard
+
+    return ControlGuard, ARM_PREFIXES
+
+
+class _Guarded:
+    """``app`` behind :class:`~forewarn.server.control_guard.ControlGuard`, made by the first
+    request: the guard's module, and the ARM routes it tells apart, import the control API's
+    web framework, which a start does not need (:class:`ControlApp`). The import is made on
+    a thread, so the VMs are answered meanwhile."""
+
+    def __init__(self, app: ASGIApp, token: str, host: str, port: int) -> None:
+        self._app = app
+        self._token = token
+        self._hosts = accepted_hosts(host, port)
+        self._guard: ControlGuard | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._guard is None:
+            guard, arm_paths = await asyncio.to_thread(_guard_parts)
+            self._guard = self._guard or guard(
+                self._app, token=self._token, hosts=self._hosts, arm_paths=arm_paths
+            )
+        await self._guard(scope, receive, send)
 
 
 def _tls_control_server(
@@ -418,22 +443,21 @@ async def _start(
         workers_up = lambda: (workers.up, workers.count)  # noqa: E731
     # start_control writes the token only once both planes listen (the VM-facing ones above)
     token = settings.token or new_token()
-    queries = QueryProcess()  # Resource Graph's queries, off the VMs' interpreter
-    stack.callback(queries.close)
-    control_app = create_control_app(
-        service,
-        activity=activity,
-        runs=ScenarioRuns(lambda: _control_client(settings, token)),
-        health=Health(
-            service.check_store,
+
+    def build_control_app() -> tuple[ASGIApp, QueryProcess]:
+        return _control_app(
+            settings,
+            service,
+            activity,
+            grid,
+            token,
             listening=listening,
             stopping=stop.is_set,
             workers=workers_up,
-            writes=service.write_refused,
-        ),
-        eventgrid=grid,
-        queries=queries,
-    )
+        )
+
+    control_app = ControlApp(build_control_app)
+    stack.callback(control_app.close)
     control = await start_control(
         control_app, settings.control_host, settings.control_port, token, bound=control_socket
     )
@@ -464,6 +488,79 @@ async def _start(
         await stack.enter_async_context(running(name, part, stop))
     start.done = True
     return lines
+
+
+def _control_app(
+    settings: ServeSettings,
+    service: ScheduledEventsService,
+    activity: Activity,
+    grid: EventGrid,
+    token: str,
+    *,
+    listening: Callable[[], bool],
+    stopping: Callable[[], bool],
+    workers: Callable[[], tuple[int, int]] | None,
+) -> tuple[ASGIApp, QueryProcess]:
+    """The control API's app, and the process its Resource Graph queries run in (off the
+    VMs' interpreter, spawned by the first query)."""
+    from forewarn.server.azure.resourcegraph import QueryProcess
+    from forewarn.server.control import create_control_app
+    from forewarn.server.dashboard._scenarios import ScenarioRuns
+    from forewarn.server.health import Health
+
+    queries = QueryProcess()
+    app = create_control_app(
+        service,
+        activity=activity,
+        runs=ScenarioRuns(lambda: _control_client(settings, token)),
+        health=Health(
+            service.check_store,
+            listening=listening,
+            stopping=stopping,
+            workers=workers,
+            writes=service.write_refused,
+        ),
+        eventgrid=grid,
+        queries=queries,
+    )
+    return app, queries
+
+
+class ControlApp:
+    """The control API, built by its first request rather than by the start.
+
+    The VMs' endpoint needs none of it: its web framework, its routes' models, the dashboard
+    and Resource Graph's KQL grammar were a fifth of what a start imported and built before
+    the first VM was answered. The control port listens from the start as before; its first
+    request waits while the app is built on a thread (the VMs are answered meanwhile), and
+    requests arriving during the build wait for the same one.
+    """
+
+    def __init__(self, build: Callable[[], tuple[ASGIApp, QueryProcess]]) -> None:
+        self._build = build
+        self._built: tuple[ASGIApp, QueryProcess] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None
+
+    async def app(self) -> ASGIApp:
+        """The app, built now if no request has built it yet."""
+        if self._built is None:
+            async with self._lock:
+                if self._built is None:
+                    self._built = await asyncio.to_thread(self._build)
+        return self._built[0]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self._built[0] if self._built is not None else await self.app()
+        await app(scope, receive, send)
+
+    def close(self) -> None:
+        """Stop the query process, if a query started it."""
+        if self._built is not None:
+            self._built[1].close()
 
 
 def leave_unless_started(replica: Replica, started: Callable[[], bool]) -> None:
@@ -604,6 +701,7 @@ def run(settings: ServeSettings, *, announce: Callable[[str], None] = print) -> 
 
 __all__ = [
     "EVENT_GRID_FILE",
+    "ControlApp",
     "ControlPlane",
     "ExposureError",
     "ServeSettings",
