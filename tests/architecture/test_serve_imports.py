@@ -4,7 +4,7 @@ httpx (and, through it, rich and urllib's request stack) is what the CLI's clien
 and the dashboard's scenario runs speak through: a server answers requests, it makes none.
 The control API's web framework, its routes and Resource Graph's KQL grammar are loaded by
 the control API's first request (forewarn.server.runner.ControlApp). Together they were
-three fifths of what a start imported. The check runs the real ``forewarn serve`` in a
+half the CPU a start of one VM took. The check runs the real ``forewarn serve`` in a
 fresh interpreter and looks at its modules as it prints its start-up lines (both planes
 listen, the VMs are answered), then stops it.
 """
