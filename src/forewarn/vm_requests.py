@@ -184,7 +184,7 @@ class VmRequestPath:
             return _gone(platform, local_address, peer_address)
         pause = self._requested(platform, calling.name)
         address = calling.address
-        kept = pause is None and address == local_address and self._replica is None
+        kept = pause is None and address == local_address
         if version is None or pause is not None:  # nothing to show, or nobody answered now
             document = None
         elif kept and (known is None or known.version is version):
@@ -211,8 +211,14 @@ class VmRequestPath:
         platform time it arrived at when that arrival holds still. None when the platform
         has changed since, or this very request changed it (the VM back after the idle
         period): :meth:`request_from` then says what it finds."""
-        # Only a kept arrival repeats (never a shared journal's, whose requests must not be
-        # answered during a commit: _vm_platform), so the platform is read as it is.
+        replica = self._replica
+        if replica is not None:
+            # Never answered from a write waiting for its commit (_vm_platform): respond
+            # then says when it may be.
+            if replica.committing:
+                return None
+            platform = self._caught_up()
+            return platform.now if self._replica_again(platform, vm_name, changes) else None
         platform = self._caught_up()
         # _again's rule written out: a kept connection's every poll comes here.
         turned_on = platform.repeat(vm_name, changes)
@@ -225,6 +231,8 @@ class VmRequestPath:
     def _again(self, platform: Platform, vm_name: str, changes: int) -> bool:
         """The rule of :meth:`request_again` on a platform caught up already: True when the
         request is counted and what it found holds still."""
+        if self._replica is not None:
+            return self._replica_again(platform, vm_name, changes)
         # Not down, so the request counts (Platform.arrive's rule): only a touch that turned
         # Scheduled Events on (a VM back after the idle period) changes anything.
         turned_on = platform.repeat(vm_name, changes)
@@ -232,6 +240,18 @@ class VmRequestPath:
             self._journal_touch(platform, vm_name)
             return False
         return turned_on is not None
+
+    def _replica_again(self, platform: Platform, vm_name: str, changes: int) -> bool:
+        """:meth:`_again`'s rule for a front-end of a shared journal, whose platform only its
+        records move: the request repeats while the platform has not changed since and the
+        VM still receives, unpaused; it is then counted as :meth:`_requested` counts it
+        (journaled later, with the VMs seen meanwhile). A VM not receiving leaves it to
+        :meth:`request_from`, whose first request is journaled before it is answered."""
+        return (
+            platform.changes == changes
+            and platform.receiving(vm_name)
+            and self._requested(platform, vm_name) is None
+        )
 
     def _journal_touch(self, platform: Platform, vm_name: str) -> None:
         """A request from ``vm_name`` turned Scheduled Events on: the only requests that

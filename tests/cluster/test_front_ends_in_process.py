@@ -233,6 +233,41 @@ def test_requests_are_journaled_at_most_once_per_interval(
     assert [record["vms"] for record in records] == [["WestNO_0"], ["WestNO_1"]]
 
 
+def test_a_repeated_poll_is_answered_again_until_a_record_applied_here_changes_the_platform(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    """[ours] A kept-alive VM's every poll repeats its last: a front-end answers it again from
+    what the last one found (Arrival.repeats_under, as a single server does) while its platform
+    reads the same count of changes, counting it for the idle rule as any request; never from a
+    write waiting for its commit; and once a record appended elsewhere is applied here, the
+    poll finds what that record shows."""
+    a, b, _ = fleet_of_three
+    first = a.service.request_from("127.0.0.2", "127.0.0.1", CURRENT_VERSION)
+    assert first is not None
+    assert first.pause is None
+    assert first.repeats_under is not None
+    again = a.service.request_from("127.0.0.2", "127.0.0.1", CURRENT_VERSION)
+    assert again == first
+    clock = replica(a).clock
+    assert isinstance(clock, ManualClock)
+    replica(a).unseen.clear()
+    clock.advance(replica(a).touch_every)  # the clock alone: no record, nothing changed
+    assert a.service.request_again("WestNO_0", first.repeats_under) == first.at
+    assert replica(a).unseen == {"WestNO_0"}  # counted: journaled in the next batch
+    replica(a).committing = True
+    try:
+        assert a.service.request_again("WestNO_0", first.repeats_under) is None
+    finally:
+        replica(a).committing = False
+    (event,) = b.service.execute(Restart("WestNO_0"))
+    replica(a).catch_up()
+    assert a.service.request_again("WestNO_0", first.repeats_under) is None
+    changed = a.service.request_from("127.0.0.2", "127.0.0.1", CURRENT_VERSION)
+    assert changed is not None
+    assert changed.document is not None
+    assert event.event_id.encode() in changed.document.body
+
+
 def test_writes_are_refused_while_the_store_is_unreachable_and_reads_go_on(
     fleet_of_three: list[OpenedState], monkeypatch: pytest.MonkeyPatch
 ) -> None:
