@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from forewarn.commands import Touch
+from forewarn.domain._frozen import frozen_slot_setters
 from forewarn.domain.api_versions import ApiVersion
 from forewarn.domain.documents import Document
 from forewarn.domain.impact import Pause
@@ -47,7 +48,7 @@ class AnswerLaterError(StoreUnavailableError):
         self.wait = wait
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class EncodedDocument:
     """A document's bytes and its ETag, the incarnation (SPEC 1.4: the
     scale sets' terminate-notification page calls DocumentIncarnation "an ETag")."""
@@ -58,6 +59,14 @@ class EncodedDocument:
     #: The document encoded: a VM's cached encoding holds while it is shown this very object.
     document: Document
 
+    def __init__(self, body: bytes, tag: str, etag: bytes, document: Document) -> None:
+        # Through the slots' own setters (forewarn.domain._frozen): one for every document a
+        # campaign changes, and one more for each VM shown a shared one.
+        _set_body(self, body)
+        _set_tag(self, tag)
+        _set_etag(self, etag)
+        _set_document(self, document)
+
     @classmethod
     def of(cls, document: Document, version: ApiVersion) -> EncodedDocument:
         """The encoding of ``document``; equal documents (the empty one every VM starts
@@ -66,6 +75,9 @@ class EncodedDocument:
         if shared.document is document:
             return shared
         return cls(shared.body, shared.tag, shared.etag, document)
+
+
+_set_body, _set_tag, _set_etag, _set_document = frozen_slot_setters(EncodedDocument)
 
 
 def _encoding(

@@ -100,7 +100,7 @@ class Jobs:
                 # one each, so cancelling one event keeps the job's deadline
                 self._deadlines.set(Deadline.START, live.event.event_id)
                 if self._all_instances_down(vms, live):
-                    live.approvals.update(live.parties)
+                    live.approvals = live.approvals | live.parties
             self._start_job_if_approved(job)
         return tuple([live.event for live, _ in created])
 
@@ -121,9 +121,9 @@ class Jobs:
         for event_id in ids:
             live = events[event_id]
             if live.event.status is EventStatus.SCHEDULED:
-                live.approvals.add(record.tenant)
+                live.approvals = live.approvals | {record.tenant}
                 if vm_name not in live.approvers:
-                    live.approvers.append(vm_name)
+                    live.approvers += (vm_name,)
                 self._start_job_if_approved(live.job)
 
     def acknowledge(self, refs: Sequence[ScheduledEventRef]) -> None:
@@ -154,7 +154,7 @@ class Jobs:
             raise UnknownEventError(tuple(unknown))
         for live, vm in found:
             if live.event.status is EventStatus.SCHEDULED:
-                live.approvals.add(vm.tenant)
+                live.approvals = live.approvals | {vm.tenant}
                 self._start_job_if_approved(live.job)
 
     def cancel(self, event_id: str) -> Event:
@@ -274,10 +274,11 @@ class Jobs:
         # Every tenant with a VM that is shown the event must approve (or NotBefore comes);
         # a VM with Scheduled Events off is not waited for, and with nobody shown the event
         # nobody is waited for at all.
+        tenants = frozenset([record.tenant for record in receiving.values()])
         live = LiveEvent(
             event,
             frozenset(members),
-            frozenset([record.tenant for record in receiving.values()]),
+            state.parties.setdefault(tenants, tenants),
             job,
             started_for=request.started_for,
             where=publication(vms),

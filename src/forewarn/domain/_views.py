@@ -70,9 +70,9 @@ def event_view(live: LiveEvent) -> EventView:
         live.event,
         live.audience,
         live.parties,
-        frozenset(live.approvals),
+        live.approvals,  # frozen already, as approvers: replaced, never changed
         live.job.job_id,
-        tuple(live.approvers),
+        live.approvers,
     )
 
 

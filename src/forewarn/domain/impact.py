@@ -27,6 +27,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Literal
 
+from forewarn.domain._frozen import frozen_slot_setters
 from forewarn.domain._state import Deletion
 from forewarn.domain.events import EventType
 
@@ -37,7 +38,7 @@ class ImpactPolicy(Enum):
     REFUSE = "refuse"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Pause:
     """Why a VM's requests cannot be answered now, and until when.
 
@@ -50,6 +51,18 @@ class Pause:
     event_type: EventType | None = None
     event_id: str | None = None
 
+    def __init__(
+        self,
+        until: datetime | None,
+        event_type: EventType | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        # Through the slots' own setters (forewarn.domain._frozen): every request of a VM
+        # in an impact meets one.
+        _set_until(self, until)
+        _set_event_type(self, event_type)
+        _set_event_id(self, event_id)
+
     @property
     def gone(self) -> bool:
         """The VM is deleted: its requests are never answered."""
@@ -59,6 +72,9 @@ class Pause:
     def warming_up(self) -> bool:
         """The VM is up and asking, only not answered yet: its requests still count."""
         return self.until is not None and self.event_type is None
+
+
+_set_until, _set_event_type, _set_event_id = frozen_slot_setters(Pause)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import NamedTuple
 from urllib.parse import parse_qsl, unquote
 
+from forewarn.domain._frozen import frozen_slot_setters
 from forewarn.domain.api_versions import ApiVersion, find_version
 from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.impact import ImpactPolicies, ImpactPolicy, Pause
@@ -91,7 +92,7 @@ class ImdsRequest:
     checked: ImdsResponse | Checked | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ImdsResponse:
     """What to answer. Status 0 is no answer now: the connection is closed, or reset when
     ``reset``, or, when ``held_until`` is set, the request waits until that platform time and
@@ -109,6 +110,40 @@ class ImdsResponse:
     reset: bool = False
     unanswered: bool = False
     later: Callable[[Reply], None] | None = None
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        content_type: bytes | None = JSON,
+        etag: bytes | None = None,
+        held_until: datetime | None = None,
+        reset: bool = False,
+        unanswered: bool = False,
+        later: Callable[[Reply], None] | None = None,
+    ) -> None:
+        # Through the slots' own setters (forewarn.domain._frozen): a campaign builds one
+        # for every document it changes and every request a paused VM makes.
+        _set_status(self, status)
+        _set_body(self, body)
+        _set_content_type(self, content_type)
+        _set_etag(self, etag)
+        _set_held_until(self, held_until)
+        _set_reset(self, reset)
+        _set_unanswered(self, unanswered)
+        _set_later(self, later)
+
+
+(
+    _set_status,
+    _set_body,
+    _set_content_type,
+    _set_etag,
+    _set_held_until,
+    _set_reset,
+    _set_unanswered,
+    _set_later,
+) = frozen_slot_setters(ImdsResponse)
 
 
 #: What a request answered later (:attr:`ImdsResponse.later`) is answered when it is to be
