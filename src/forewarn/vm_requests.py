@@ -210,9 +210,13 @@ class VmRequestPath:
             changes = platform.changes
             if known is None:  # kept under the VM's own address string, not the caller's
                 self._known[address] = _Known(changes, calling, version, document)
-            else:  # out of date: brought up to date in place, as a campaign does to each
+            elif version is not None or known.version is None:
+                # out of date: brought up to date in place, as a campaign does to each
                 known.changes, known.vm = changes, calling
                 known.version, known.document = version, document
+            # else an approval (no version) from a VM that polls: what its polls found is
+            # kept, out of date as it is (its count of changes is behind), so its next poll
+            # finds its document's last encoding there rather than in the table by name
             return Arrival(calling, None, platform.now, document, changes)
         return Arrival(calling, pause, platform.now, document)
 

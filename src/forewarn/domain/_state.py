@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from forewarn.domain.documents import Document, Seen, seen_by
+from forewarn.domain.documents import Document, Seen, seen_by, seen_by_type
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
 from forewarn.domain.fleet import ScaleSet
@@ -215,7 +215,10 @@ class PlatformState:
         """``events`` join the documents of the VMs whose records are ``shown_to``, after
         those each already shows."""
         self.changed()
-        seen = seen_by({event.event_type for event in events})
+        if len(events) == 1:  # the common case: one event shown (seen_by_type)
+            seen = seen_by_type(events[0].event_type)
+        else:
+            seen = seen_by({event.event_type for event in events})
         for record in shown_to:
             record.document = record.document.with_events(record.document.events + events, seen)
 
@@ -242,7 +245,7 @@ class PlatformState:
                 index = _position(shown, event_id)
                 if index is not None:
                     if not seen:
-                        seen.append(seen_by((shown[index].event_type,)))
+                        seen.append(seen_by_type(shown[index].event_type))
                     record.document = document.with_events(
                         shown[:index] + by + shown[index + 1 :], seen[0]
                     )
