@@ -57,6 +57,10 @@ class Jobs:
         self._impacts = impacts
         self._campaigns = campaigns
         self._deadlines = deadlines
+        # Each set of tenants an event waits for, as one object for all the events waiting
+        # for the same ones (a campaign's thousands wait for a handful of subscriptions): one
+        # object less per live event for the collector to walk.
+        self._parties: dict[frozenset[str], frozenset[str]] = {}
 
     def schedule_job(
         self,
@@ -278,7 +282,7 @@ class Jobs:
         live = LiveEvent(
             event,
             frozenset(members),
-            state.parties.setdefault(tenants, tenants),
+            self._parties.setdefault(tenants, tenants),
             job,
             started_for=request.started_for,
             where=publication(vms),

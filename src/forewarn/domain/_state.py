@@ -171,10 +171,6 @@ class PlatformState:
         self.freeze_instead: dict[str, int] = {}
         # -- events, jobs, campaigns
         self.events: dict[str, LiveEvent] = {}
-        # each set of tenants an event waits for, as one object for all the events waiting
-        # for the same ones (a campaign's thousands wait for a handful of subscriptions):
-        # one object less for the collector to walk per event alive
-        self.parties: dict[frozenset[str], frozenset[str]] = {}
         self.open_jobs: dict[str | None, Job] = {}
         self.job_ids = itertools.count(1)
         self.campaigns: dict[int, Campaign] = {}
