@@ -168,7 +168,7 @@ class Deadlines:
     def push(self, when: datetime, key: str, kind: Deadline) -> None:
         last = self._last.get(kind)
         # Still pending while some of its deadlines are unfired: it leaves the table (and
-        # the heap) as its last one fires.
+        # the heap) as its last one fires, emptied then (_fire_due).
         if last is not None and last[0] == when and last[1].fired < len(last[1].keys):
             last[1].keys.append(key)
             last[1].kinds.append(kind)
@@ -210,6 +210,10 @@ class Deadlines:
             if fired + 1 == len(instant.keys):
                 heapq.heappop(instants)
                 del due_at[when]
+                # Emptied, so the instant push keeps as its kind's last (Deadlines._last)
+                # holds no campaign's keys alive, and reads as fired to it.
+                instant.keys.clear()
+                instant.kinds.clear()
             if when > state.now:
                 state.now = when
             steps[kind](key)
