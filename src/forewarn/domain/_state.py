@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from forewarn.domain._frozen import frozen_slot_setters
 from forewarn.domain.documents import Document, Seen, seen_by, seen_by_type
 from forewarn.domain.errors import UnknownEventError, UnknownVmError
 from forewarn.domain.events import DURATION_UNKNOWN, Event, EventSource, EventType
@@ -33,7 +34,7 @@ from forewarn.domain.timing import TimingProfile
 from forewarn.domain.vms import Vm
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class EventRequest:
     """One event an operation wants created; a job is a sequence of these."""
 
@@ -44,6 +45,34 @@ class EventRequest:
     duration_seconds: int = DURATION_UNKNOWN
     #: How long it stays Started, when not its kind's period in the timing profile.
     started_for: timedelta | None = None
+
+    def __init__(
+        self,
+        event_type: EventType,
+        impacted: tuple[str, ...],
+        source: EventSource,
+        description: str = "",
+        duration_seconds: int = DURATION_UNKNOWN,
+        started_for: timedelta | None = None,
+    ) -> None:
+        # Through the slots' own setters (forewarn.domain._frozen): every event scheduled
+        # is asked for with one.
+        _set_event_type(self, event_type)
+        _set_impacted(self, impacted)
+        _set_source(self, source)
+        _set_description(self, description)
+        _set_duration_seconds(self, duration_seconds)
+        _set_started_for(self, started_for)
+
+
+(
+    _set_event_type,
+    _set_impacted,
+    _set_source,
+    _set_description,
+    _set_duration_seconds,
+    _set_started_for,
+) = frozen_slot_setters(EventRequest)
 
 
 @dataclass(slots=True)
