@@ -109,3 +109,20 @@ def test_a_cancelled_job_takes_no_later_deletion() -> None:
     platform.cancel(first.event_id)
     (second,) = operations.delete_instances(platform, "web", ["1"])
     assert platform.event(second.event_id).job_id == 2
+
+
+def test_an_events_view_names_who_approved_in_order_each_once_as_it_was() -> None:
+    """The control plane's view of an event (``approvedBy``, ``approvedByVms``): the tenants
+    whose approval the job has, and the VMs that gave it, in order, each once; a view taken
+    earlier stays as it was taken."""
+    platform = fleet("web")
+    (first,) = operations.delete_instances(platform, "web", ["0"])
+    operations.delete_instances(platform, "web", ["1"])  # the job's partner, unapproved
+    before = platform.event(first.event_id)
+    platform.approve("web_1", [first.event_id])
+    platform.approve("web_0", [first.event_id])
+    platform.approve("web_1", [first.event_id.lower()])  # again, in another case
+    view = platform.event(first.event_id)
+    assert (view.event.status, view.approvers) == (EventStatus.SCHEDULED, ("web_1", "web_0"))
+    assert view.approvals == frozenset({platform.vm("web_0").tenant})
+    assert (before.approvers, before.approvals) == ((), frozenset())

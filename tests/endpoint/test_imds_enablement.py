@@ -49,6 +49,18 @@ def test_instance_metadata_first_is_answered_at_once_and_turns_nothing_on(
     )
 
 
+def test_the_first_call_is_held_to_be_answered_late_not_dropped(imds: Imds) -> None:
+    """"You should expect a delayed response in your first call": the request is held until
+    the delay ends, when the transport answers it, never left unanswered as a deleted VM's
+    is nor reset, and it carries no bytes of its own meanwhile."""
+    imds.add_vm("warming", receiving=False)
+    first = imds.get("warming")
+    assert (first.status, first.unanswered, first.reset, first.body) == (0, False, False, b"")
+    assert first.held_until is not None
+    imds.advance(first.held_until - imds.service.now())
+    assert imds.get("warming").status == 200
+
+
 def test_while_the_first_call_waits_instance_metadata_is_answered(imds: Imds) -> None:
     """The delay is the events' first call's: the VM is up, and IMDS answers it."""
     imds.add_vm("warming", receiving=False)
