@@ -325,3 +325,22 @@ def test_the_2017_03_01_preview_approved_without_the_header(
     assert response.status == 200
     assert statuses(imds)[reboot] == "Started"
     assert imds.get("WestNO_1", "2017-03-01", headers={}).status == 400
+
+
+def test_an_approval_written_with_others_is_answered_once_written(imds: Imds) -> None:
+    """A front-end grouping its writes (``group_writes``) answers an approval once it is
+    written, as ``later(reply)``: the same empty 200 as an approval answered at once, given
+    once the event has started."""
+    imds.add_vm("vm")
+    event = imds.schedule(EventType.REBOOT, "vm")
+    imds.endpoint.group_writes = True
+    held = imds.approve("vm", event.event_id)
+    assert held.status == 0
+    assert held.later is not None
+    replies: list[object] = []
+    held.later(replies.append)
+    (reply,) = replies
+    assert isinstance(reply, type(held))
+    assert (reply.status, reply.body, reply.content_type) == (200, b"", None)
+    status = imds.service.event(event.event_id).event.status
+    assert status.value == "Started"

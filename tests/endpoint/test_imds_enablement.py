@@ -50,7 +50,7 @@ def test_instance_metadata_first_is_answered_at_once_and_turns_nothing_on(
 
 
 def test_the_first_call_is_held_to_be_answered_late_not_dropped(imds: Imds) -> None:
-    """"You should expect a delayed response in your first call": the request is held until
+    """The first call: "You should expect a delayed response in your first call". It is held until
     the delay ends, when the transport answers it, never left unanswered as a deleted VM's
     is nor reset, and it carries no bytes of its own meanwhile."""
     imds.add_vm("warming", receiving=False)
