@@ -10,10 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from forewarn.domain import operations
-from forewarn.domain.events import EventSource, EventStatus
+from forewarn.domain.events import EventSource, EventStatus, EventType
 from forewarn.domain.fleet import ScaleSet
+from forewarn.domain.history import Phase
 from forewarn.domain.ids import EventIdFactory
 from forewarn.domain.platform import Platform
+from forewarn.domain.policy import ScheduledEventsPolicy
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
 
@@ -126,3 +128,20 @@ def test_an_events_view_names_who_approved_in_order_each_once_as_it_was() -> Non
     assert (view.event.status, view.approvers) == (EventStatus.SCHEDULED, ("web_1", "web_0"))
     assert view.approvals == frozenset({platform.vm("web_0").tenant})
     assert (before.approvers, before.approvals) == ((), frozenset())
+
+
+def test_a_published_event_is_a_fact_of_its_history_from_its_creation() -> None:
+    """learn.microsoft.com, "Scheduled Events in Event Grid": "By default, scheduled events
+    aren't delivered to Event Grid"; a VM whose policy publishes them has each event's
+    states recorded (Event Grid and Resource Graph read them), Scheduled first, where the
+    event is filed; another VM's are not."""
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(9))
+    platform.add_vm(Vm(name="db0", vm_id="db0", policy=ScheduledEventsPolicy(publish=True)))
+    platform.add_vm(Vm(name="db1", vm_id="db1"))
+    published = platform.schedule(EventType.REBOOT, ("db0",), source=EventSource.PLATFORM)
+    quiet = platform.schedule(EventType.REBOOT, ("db1",), source=EventSource.PLATFORM)
+    change = platform.history.get(published.event_id)
+    assert change is not None
+    assert (change.phase, change.event) == (Phase.SCHEDULED, published)
+    assert change.where.target.endswith("/virtualMachines/db0")
+    assert platform.history.get(quiet.event_id) is None
