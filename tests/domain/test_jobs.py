@@ -145,3 +145,17 @@ def test_a_published_event_is_a_fact_of_its_history_from_its_creation() -> None:
     assert (change.phase, change.event) == (Phase.SCHEDULED, published)
     assert change.where.target.endswith("/virtualMachines/db0")
     assert platform.history.get(quiet.event_id) is None
+
+
+def test_an_event_for_vms_all_down_starts_approved_by_their_tenants() -> None:
+    """``allInstancesDown.automaticallyApprove`` (default true): "Specifies if Scheduled
+    Events should be auto-approved when all instances are down" (Compute REST reference,
+    ``AllInstancesDown``). A VM in the middle of a reboot cannot approve: its next event
+    starts at once, with its tenant's approval."""
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(9))
+    platform.add_vm(Vm(name="vm", vm_id="vm"))
+    platform.schedule(EventType.REBOOT, ("vm",), source=EventSource.PLATFORM, already_started=True)
+    later = platform.schedule(EventType.REDEPLOY, ("vm",), source=EventSource.PLATFORM)
+    view = platform.event(later.event_id)
+    assert view.event.status is EventStatus.STARTED
+    assert view.approvals == view.parties == frozenset({platform.vm("vm").tenant})
