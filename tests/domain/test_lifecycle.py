@@ -439,3 +439,23 @@ def test_deadlines_fire_by_instant_then_in_the_order_they_were_set() -> None:
     deadlines.advance_to(START + 10 * MIN, parts)
     assert [key for key, _ in recorder.fired[7:]] == ["c1", "f1"]
     assert deadlines.next_due() is None
+
+
+def test_a_deadline_set_at_an_instant_already_fired_still_falls() -> None:
+    """Each impact ends when its duration says: a Redeploy of DurationInSeconds 0 ends the
+    instant it starts, its VM moved to another host ("Azure will ... immediately begin the
+    recovery process", learn.microsoft.com/azure/virtual-machines/windows/scheduled-events),
+    the second one as the first, although the instant they share has fired already."""
+    platform = Platform(START, timing=DOCUMENTED, new_event_id=EventIdFactory(3))
+    for name in ("vm0", "vm1"):
+        platform.add_vm(Vm(name=name, vm_id=name, host=f"host-{name}"))
+    for name in ("vm0", "vm1"):
+        platform.schedule(
+            EventType.REDEPLOY,
+            (name,),
+            source=EventSource.PLATFORM,
+            duration_seconds=0,
+            already_started=True,
+        )
+        platform.advance_to(START)
+        assert platform.vm(name).host != f"host-{name}", f"{name} moved at once"

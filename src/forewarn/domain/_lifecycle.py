@@ -167,9 +167,9 @@ class Deadlines:
 
     def push(self, when: datetime, key: str, kind: Deadline) -> None:
         last = self._last.get(kind)
-        # Still pending while some of its deadlines are unfired: it leaves the table (and
-        # the heap) as its last one fires, emptied then (_fire_due).
-        if last is not None and last[0] == when and last[1].fired < len(last[1].keys):
+        # Still pending while it holds deadlines: it leaves the table (and the heap) as its
+        # last one fires, emptied then (_fire_due).
+        if last is not None and last[0] == when and last[1].keys:
             last[1].keys.append(key)
             last[1].kinds.append(kind)
             return
