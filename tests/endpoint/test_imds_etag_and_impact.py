@@ -5,12 +5,12 @@ the request id, checked without sockets (the socket tier runs the same through r
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from forewarn.domain.events import EventType
-from forewarn.server.imds import RequestIds
+from forewarn.server.imds import JSON, ImdsResponse, RequestIds
 
 from .conftest import METADATA, Imds
 
@@ -102,3 +102,23 @@ def test_a_tag_is_matched_whole(imds: Imds) -> None:
     imds.add_vm("vm")
     assert conditional(imds, 'X"1"X') == 200
     assert conditional(imds, 'W/"1"') == 304
+
+
+def test_a_response_carries_what_it_was_made_with() -> None:
+    """What the endpoint decides reaches the transports only through the response's fields:
+    each one as given, and by default an empty JSON answer, now, on a connection kept."""
+
+    def later(reply: object) -> None: ...
+
+    until = datetime(2024, 4, 11, 22, 0, tzinfo=UTC)
+    made = ImdsResponse(0, b"{}", b"text/plain", b'"7"', until, True, True, later)
+    assert (made.status, made.body, made.content_type, made.etag) == (
+        0,
+        b"{}",
+        b"text/plain",
+        b'"7"',
+    )
+    assert (made.held_until, made.reset, made.unanswered, made.later) == (until, True, True, later)
+    plain = ImdsResponse(200)
+    assert (plain.body, plain.content_type, plain.etag, plain.held_until) == (b"", JSON, None, None)
+    assert (plain.reset, plain.unanswered, plain.later) == (False, False, None)
