@@ -14,9 +14,21 @@ The nesting bound is the one every untrusted input shares (:mod:`forewarn.nestin
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
+from yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from forewarn import collector
@@ -109,6 +121,14 @@ def load_yaml(text: str) -> Any:
 
 
 def _load(text: str) -> Any:
+    budget = _VALUES_PER_CHARACTER * len(text) + 1024
+    loader = _LOADER(text)
+    try:
+        return _plain_document(loader, budget)
+    except _NotPlainError:
+        pass
+    finally:
+        loader.dispose()
     loader = _LOADER(text)
     try:
         try:
@@ -119,7 +139,7 @@ def _load(text: str) -> Any:
             raise YamlInputError((), 1, f"nested deeper than {MAX_NESTING} levels") from None
         if node is None:
             return None
-        _check(node, budget=_VALUES_PER_CHARACTER * len(text) + 1024)
+        _check(node, budget=budget)
         try:
             return _plain_values(node, loader, {})
         except _NotPlainError:
@@ -177,6 +197,90 @@ def _plain_values(node: Node, loader: yaml.SafeLoader, built: dict[int, Any]) ->
         raise _NotPlainError
     built[id(node)] = values
     return values
+
+
+#: What a mapping on the stack of :func:`_plain_document` waits for when its next node is a key.
+_KEY = object()
+
+
+def _plain_document(loader: yaml.SafeLoader, budget: int) -> Any:
+    """The values of a document of strings, safe YAML's implicit scalars, lists and mappings
+    with scalar keys, built straight from the parser's events, each bound of :func:`_check`
+    kept on the way (no node tree: for a large fleet file, composing one cost twice the
+    rest). Whatever else the text holds or is (an anchor or alias, a tag, a ``<<`` merge, a
+    key given twice or equal to an earlier one, a collection as a key, a collection past
+    :data:`MAX_NESTING`, a long integer, more than ``budget`` values, a value the scalar's
+    constructor refuses, not one YAML document) raises :class:`_NotPlainError`: the tree is
+    composed, checked and built then, refusing it as ever, at its place."""
+    get_event: Callable[[], Any] = loader.get_event  # untyped in the stubs
+    try:
+        if type(get_event()) is not StreamStartEvent or (
+            type(get_event()) is not DocumentStartEvent
+        ):
+            raise _NotPlainError
+        by_first, no_resolvers = _Loader._by_first, _Loader._no_resolvers
+        open_: list[Any] = []  # the collections being filled, innermost last
+        keys: list[Any] = []  # for each, the key its next value is for (or _KEY)
+        values = 0
+        document: Any = None
+        while True:
+            event = get_event()
+            kind = type(event)
+            if kind is ScalarEvent:
+                value: Any = event.value
+                if event.implicit[0]:
+                    tag = _STRING_TAG
+                    for resolved, pattern in by_first.get(value[:1], no_resolvers):
+                        if pattern.match(value):
+                            tag = resolved
+                            break
+                    if tag != _STRING_TAG:
+                        build = _SCALARS.get(tag)
+                        if build is None or (tag == _INT and len(value) > MAX_INTEGER_CHARACTERS):
+                            raise _NotPlainError
+                        value = build(loader, ScalarNode(tag, value, event.start_mark))
+                collection = False
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if len(open_) >= MAX_NESTING:
+                    raise _NotPlainError
+                value = {} if kind is MappingStartEvent else []
+                collection = True
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                open_.pop()
+                keys.pop()
+                continue
+            elif kind is DocumentEndEvent:
+                break
+            else:  # an alias
+                raise _NotPlainError
+            if event.anchor is not None or event.tag is not None:
+                raise _NotPlainError
+            values += 1
+            if values > budget:
+                raise _NotPlainError
+            if not open_:
+                document = value
+            elif keys[-1] is _NOT_A_MAPPING:
+                open_[-1].append(value)
+            elif keys[-1] is _KEY:
+                if collection or value in open_[-1]:
+                    raise _NotPlainError
+                keys[-1] = value
+            else:
+                open_[-1][keys[-1]] = value
+                keys[-1] = _KEY
+            if collection:
+                open_.append(value)
+                keys.append(_KEY if kind is MappingStartEvent else _NOT_A_MAPPING)
+        if type(get_event()) is not StreamEndEvent:
+            raise _NotPlainError
+    except (yaml.YAMLError, ValueError):  # the composer, or the scalar's constructor, refuses it
+        raise _NotPlainError from None
+    return document
+
+
+#: What a list on the stack of :func:`_plain_document` has in place of a key.
+_NOT_A_MAPPING = object()
 
 
 def _not_yaml(exc: yaml.YAMLError) -> YamlInputError:

@@ -27,6 +27,14 @@ DOCUMENTS = [
     "- 1\n- two\n- [3]\n",
     "just a string\n",
     "42\n",
+    # Tags written out, the non-specific one among them:
+    "a: !!str 1\nb: !!int '2'\nc: ! 3\nd: !!map {e: !!seq [f]}\n",
+    # Keys equal once built: the last value stays, under the first key (a dict's rule):
+    "1: a\n1.0: b\ntrue: c\nyes: d\n",
+    # An anchor no alias uses; no document at all:
+    "a: &x 1\nb: &y [2]\nc: &z {d: 3}\n",
+    "",
+    "# only a comment\n",
     # A plain scalar's tag by its first character, every resolver's (yaml_files._Loader):
     "a: n\nb: No\nc: NULL\nd: 190:20:30\ne: 1.2.3\nf: -.5\ng: +1\nh: 0b101\ni: .NaN\n"
     "j: 2024-04-11 22:00:00\nk: 127.1.0.1\nl: vm000001\nm: On\nn: ''\no:\n",
@@ -283,6 +291,92 @@ def test_a_plain_document_is_built_without_pyyamls_constructor(
 
     monkeypatch.setattr(yaml_files._LOADER, "construct_document", no_constructor)
     assert load_yaml(text) == expected
+
+
+#: Documents of strings, implicit scalars, lists and mappings only, nested to the bound.
+FROM_EVENTS = [
+    text
+    for text in PLAIN
+    if text.strip() and not any(mark in text for mark in ("&", "*", "!", "1: ", "# "))
+] + ["a: " + "[" * 30 + "{b: 1}" + "]" * 30 + "\n", "l: [" + "1" * 32 + ", 2]\n"]
+
+
+@pytest.mark.parametrize("text", FROM_EVENTS)
+def test_a_plain_document_is_built_from_the_parsers_events_without_a_node_tree(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """forewarn.yaml_files._plain_document: a document of strings, implicit scalars, lists and
+    mappings is built from the parser's events, checked on the way; no node tree is composed
+    (the test takes the composer away) nor any value built by PyYAML's constructor."""
+    expected = yaml.safe_load(text)
+
+    def no_tree(*_: object) -> None:
+        raise AssertionError("a node tree was composed")
+
+    monkeypatch.setattr(yaml_files._LOADER, "get_single_node", no_tree)
+    monkeypatch.setattr(yaml_files._LOADER, "construct_document", no_tree)
+    ours = load_yaml(text)
+    assert pickle.dumps(ours) == pickle.dumps(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x 1\n",  # an anchor
+        "a: !!str 1\n",  # a tag
+        "a: ! 1\n",  # the non-specific tag
+        "a: [! b]\n",
+        "a: !!map {}\n",
+        "a: !!seq []\n",
+        "<<: {a: 1}\n",  # a merge
+        "a: 1\nb: 2\na: 3\n",  # a key given twice
+        "1: a\n1.0: b\n",  # a key equal to an earlier one
+        "? [a]\n: 1\n",  # a collection as a key
+        "? {a: 1}\n: 1\n",
+        "a: " + "[" * 32 + "]" * 32 + "\n",  # past the nesting bound
+        "a: {b: " + "[" * 31 + "]" * 31 + "}\n",
+        "n: " + "1" * 33 + "\n",  # a long integer
+        "a: 2024-13-45\n",  # a value its scalar's constructor refuses
+        "a: 1\n---\nb: 2\n",  # two documents
+        "",  # none
+        "a: [1\n",  # not YAML
+        "a: b: c\n",
+    ],
+)
+def test_anything_else_leaves_the_events_for_the_node_tree(text: str) -> None:
+    """Whatever the events alone do not build exactly as the tree does, or a bound refuses, is
+    left to the tree (composed, checked, built), which refuses it at its place as ever."""
+    loader = yaml_files._LOADER(text)
+    try:
+        with pytest.raises(yaml_files._NotPlainError):
+            yaml_files._plain_document(loader, budget=1000)
+    finally:
+        loader.dispose()
+
+
+def test_the_events_keep_the_budget_of_values() -> None:
+    """Without an alias a document's values are its nodes, each counted against the budget
+    as the walk of the tree counts them: exactly the budget is built, one more left to it."""
+    text = "{a: [1, 2], b: c}\n"  # the mapping, two keys, a list of two, a string: 7
+
+    def built(budget: int) -> Any:
+        loader = yaml_files._LOADER(text)
+        try:
+            return yaml_files._plain_document(loader, budget)
+        finally:
+            loader.dispose()
+
+    assert built(7) == {"a": [1, 2], "b": "c"}
+    with pytest.raises(yaml_files._NotPlainError):
+        built(6)
+
+
+def test_a_key_given_twice_is_refused_though_an_earlier_value_is_not_built() -> None:
+    """A bound's refusal comes before any value is built (the tree is checked first): a key
+    given twice is the refusal even where a value before it is one no date can be."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml("a: 2024-13-45\na: 1\n")
+    assert str(refused.value) == "key 'a' is given twice, on lines 1 and 2"
 
 
 def test_without_libyaml_a_deep_document_is_the_nesting_refusal(
