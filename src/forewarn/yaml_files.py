@@ -4,11 +4,13 @@ PyYAML's safe loader builds whatever a text says: a document nested thousands de
 pure-Python composer recurses until ``RecursionError``, seconds later), a few aliases that make
 some bytes stand for millions of values, an integer of thousands of digits (converted in
 quadratic time; past 4,300 digits a raw ``ValueError``), and a key given twice, whose first
-value it drops without a word. :func:`load_yaml` composes the document with libyaml (whose own
-nesting limit keeps the composer's recursion short), walks the node tree once, without
-recursion, refusing each of those at its place (the dotted path of keys and indexes, and the
-line), and only then builds the values. Callers prefix the file's name, or the scenario step.
-The nesting bound is the one every untrusted input shares (:mod:`forewarn.nesting`).
+value it drops without a word. :func:`load_yaml` builds a document of strings, implicit
+scalars, lists and mappings (a fleet file) straight from libyaml's events, within every bound;
+anything else, or past a bound, it composes with libyaml (whose own nesting limit keeps the
+composer's recursion short), walks the node tree once, without recursion, refusing each of
+those at its place (the dotted path of keys and indexes, and the line), and only then builds
+the values. Callers prefix the file's name, or the scenario step. The nesting bound is the
+one every untrusted input shares (:mod:`forewarn.nesting`).
 """
 
 from __future__ import annotations
@@ -201,6 +203,8 @@ def _plain_values(node: Node, loader: yaml.SafeLoader, built: dict[int, Any]) ->
 
 #: What a mapping on the stack of :func:`_plain_document` waits for when its next node is a key.
 _KEY = object()
+#: What a list on that stack has in place of a key.
+_NOT_A_MAPPING = object()
 
 
 def _plain_document(loader: yaml.SafeLoader, budget: int) -> Any:
@@ -219,10 +223,10 @@ def _plain_document(loader: yaml.SafeLoader, budget: int) -> Any:
         ):
             raise _NotPlainError
         by_first, no_resolvers = _Loader._by_first, _Loader._no_resolvers
-        open_: list[Any] = []  # the collections being filled, innermost last
-        keys: list[Any] = []  # for each, the key its next value is for (or _KEY)
+        document: list[Any] = []  # holds the document's value, as a list holds its items
+        open_: list[Any] = [document]  # the collections being filled, innermost last
+        keys: list[Any] = [_NOT_A_MAPPING]  # for each, the key its next value is for
         values = 0
-        document: Any = None
         while True:
             event = get_event()
             kind = type(event)
@@ -238,13 +242,12 @@ def _plain_document(loader: yaml.SafeLoader, budget: int) -> Any:
                         build = _SCALARS.get(tag)
                         if build is None or (tag == _INT and len(value) > MAX_INTEGER_CHARACTERS):
                             raise _NotPlainError
-                        value = build(loader, ScalarNode(tag, value, event.start_mark))
-                collection = False
+                        # safe YAML's scalar constructors read a node's value alone
+                        value = build(loader, ScalarNode(tag, value))
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
-                if len(open_) >= MAX_NESTING:
+                if len(open_) > MAX_NESTING:  # the document's own list is one
                     raise _NotPlainError
                 value = {} if kind is MappingStartEvent else []
-                collection = True
             elif kind is MappingEndEvent or kind is SequenceEndEvent:
                 open_.pop()
                 keys.pop()
@@ -258,29 +261,24 @@ def _plain_document(loader: yaml.SafeLoader, budget: int) -> Any:
             values += 1
             if values > budget:
                 raise _NotPlainError
-            if not open_:
-                document = value
-            elif keys[-1] is _NOT_A_MAPPING:
+            key = keys[-1]
+            if key is _NOT_A_MAPPING:
                 open_[-1].append(value)
-            elif keys[-1] is _KEY:
-                if collection or value in open_[-1]:
+            elif key is _KEY:
+                if kind is not ScalarEvent or value in open_[-1]:
                     raise _NotPlainError
                 keys[-1] = value
             else:
-                open_[-1][keys[-1]] = value
+                open_[-1][key] = value
                 keys[-1] = _KEY
-            if collection:
+            if kind is not ScalarEvent:
                 open_.append(value)
                 keys.append(_KEY if kind is MappingStartEvent else _NOT_A_MAPPING)
         if type(get_event()) is not StreamEndEvent:
             raise _NotPlainError
-    except (yaml.YAMLError, ValueError):  # the composer, or the scalar's constructor, refuses it
+    except (yaml.YAMLError, ValueError):  # the parser, or a scalar's constructor, refuses it
         raise _NotPlainError from None
-    return document
-
-
-#: What a list on the stack of :func:`_plain_document` has in place of a key.
-_NOT_A_MAPPING = object()
+    return document[0]
 
 
 def _not_yaml(exc: yaml.YAMLError) -> YamlInputError:

@@ -391,3 +391,30 @@ def test_without_libyaml_a_deep_document_is_the_nesting_refusal(
     assert refused.value.path == ()
     assert refused.value.line == 1
     assert str(refused.value) == "nested deeper than 32 levels"
+
+
+#: An alias: the document goes to the node tree, whose walk (yaml_files._check) keeps the bounds.
+_ALIASED = "x: &a 0\ny: *a\nz: "
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("[" * 31 + "]" * 31, "nested deeper than 32 levels"),
+        ("{a: " * 31 + "1" + "}" * 31, "nested deeper than 32 levels"),
+        ("1" * 32, "an integer of 33 characters (at most 32)"),
+    ],
+)
+def test_the_node_tree_reads_exactly_the_bounds_and_refuses_one_more(
+    value: str, reason: str
+) -> None:
+    """forewarn.nesting: 32 levels (the document's own mapping one of them); docs/control.md:
+    "integers of at most 32 characters": kept alike by the tree a document with an alias is
+    composed into, exactly the bound read, one more refused."""
+    text = _ALIASED + value + "\n"
+    assert load_yaml(text) == yaml.safe_load(text)
+    one_more = _ALIASED + value.replace("1", "11", 1).replace("[", "[[", 1).replace("]", "]]", 1)
+    one_more = one_more.replace("{a: ", "{a: {a: ", 1).replace("}", "}}", 1) + "\n"
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml(one_more)
+    assert refused.value.reason.startswith(reason)
