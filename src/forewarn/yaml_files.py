@@ -150,6 +150,8 @@ def _load(text: str) -> Any:
             return loader.construct_document(node)
         except yaml.YAMLError as exc:  # a tag safe YAML does not build (!!python/object...)
             raise _not_yaml(exc) from None
+        except ValueError as exc:  # a timestamp that is no date, where no node is named
+            raise YamlInputError((), 1, f"not valid YAML: a value cannot be built: {exc}") from None
     finally:
         loader.dispose()
 
@@ -183,7 +185,10 @@ def _plain_values(node: Node, loader: yaml.SafeLoader, built: dict[int, Any]) ->
         build = _SCALARS.get(node.tag)
         if build is None:
             raise _NotPlainError
-        return build(loader, node)
+        try:
+            return build(loader, node)
+        except ValueError as exc:  # a timestamp that is no date: 2024-13-45
+            raise _unbuildable(node, exc) from None
     known = built.get(id(node))
     if known is not None:
         return known
@@ -291,6 +296,16 @@ def _not_yaml(exc: yaml.YAMLError) -> YamlInputError:
             (), line, f"not valid YAML: {problem}, line {line}, column {int(mark.column) + 1}"
         )
     return YamlInputError((), 1, "not valid YAML: " + " ".join(str(exc).split()))
+
+
+def _unbuildable(node: Node, exc: ValueError) -> YamlInputError:
+    """A scalar of a type safe YAML builds whose constructor refuses its text (a timestamp
+    that is no date, ``2024-13-45``): one line naming the text, its type and where it is."""
+    line = _line(node)
+    kind = str(node.tag).rpartition(":")[2]
+    return YamlInputError(
+        (), line, f"not valid YAML: {node.value!r} is not a {kind} ({exc}), line {line}"
+    )
 
 
 def _line(node: Node) -> int:

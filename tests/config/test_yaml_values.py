@@ -418,3 +418,25 @@ def test_the_node_tree_reads_exactly_the_bounds_and_refuses_one_more(
     with pytest.raises(YamlInputError) as refused:
         load_yaml(one_more)
     assert refused.value.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("a: 1\nb: 2024-13-45\n", 2),  # read from the parser's events, then the node tree
+        ("base: &b {x: 1}\nc:\n  <<: *b\n  d: 2024-02-30\n", 1),  # a merge: PyYAML builds it
+    ],
+)
+def test_a_timestamp_that_is_no_date_is_refused_in_one_line(text: str, line: int) -> None:
+    """YAML's timestamp type (https://yaml.org/type/timestamp.html) reads ``2024-13-45`` as
+    a date; the date cannot be made, which is refused as any other bad text is, not raised
+    as Python's ValueError."""
+    with pytest.raises(YamlInputError) as refused:
+        load_yaml(text)
+    assert refused.value.line == line
+    assert refused.value.reason.startswith("not valid YAML: ")
+    assert "\n" not in str(refused.value)
+    if line > 1:
+        assert refused.value.reason == (
+            "not valid YAML: '2024-13-45' is not a timestamp (month must be in 1..12), line 2"
+        )
