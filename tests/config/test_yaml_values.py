@@ -434,6 +434,7 @@ def test_a_timestamp_that_is_no_date_is_refused_in_one_line(text: str, line: int
     with pytest.raises(YamlInputError) as refused:
         load_yaml(text)
     assert refused.value.line == line
+    assert refused.value.path == ()  # no value was built: the document has no path yet
     assert refused.value.reason.startswith("not valid YAML: ")
     assert "\n" not in str(refused.value)
     if line > 1:
