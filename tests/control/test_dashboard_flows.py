@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from forewarn.scenario.client import in_process_client
+from forewarn.scenario import in_process_client
 from forewarn.scenario.flows import FLOWS
 from forewarn.server.control import create_control_app
 from forewarn.server.dashboard._scenarios import ScenarioRuns

@@ -10,7 +10,7 @@ import pytest
 from forewarn.config.fleet import default_fleet
 from forewarn.domain.clock import ManualClock
 from forewarn.domain.timing import DOCUMENTED
-from forewarn.scenario.client import in_process_client
+from forewarn.scenario import in_process_client
 from forewarn.scenario.inprocess import service_for_fleet
 from forewarn.server.control import create_control_app
 from forewarn.wire.dates import format_not_before

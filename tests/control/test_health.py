@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from forewarn.scenario.client import AsgiTransport
+from forewarn.scenario import AsgiTransport
 from forewarn.server.control import create_control_app
 from forewarn.server.control_guard import ControlGuard
 from forewarn.server.health import Health, Readiness

@@ -25,7 +25,7 @@ from forewarn.domain.clock import ManualClock
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.eventgrid.delivery import EventGrid, SubscriptionView
 from forewarn.eventgrid.store import Subscription
-from forewarn.scenario.client import in_process_client
+from forewarn.scenario import in_process_client
 from forewarn.scenario.inprocess import service_for_fleet
 from forewarn.server.control import create_control_app
 

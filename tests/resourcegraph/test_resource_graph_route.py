@@ -21,7 +21,7 @@ import pytest
 from azure_support import FLEET, START
 
 from forewarn.resourcegraph.answer import QueryJob, bad_request
-from forewarn.scenario.client import in_process_client
+from forewarn.scenario import in_process_client
 from forewarn.server.azure import resourcegraph
 from forewarn.server.control import create_control_app
 from forewarn.testing import ForewarnPlatform

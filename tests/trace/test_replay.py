@@ -20,7 +20,7 @@ import pytest
 
 from forewarn.clocks import ScaledClock
 from forewarn.domain.clock import ManualClock
-from forewarn.scenario.client import in_process_client
+from forewarn.scenario import in_process_client
 from forewarn.server.trace_replay import (
     ReplayError,
     ReplaySettings,

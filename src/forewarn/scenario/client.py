@@ -1,7 +1,7 @@
 """The control API from Python: what the CLI and the scenario runner both speak through.
 
 It wraps any :class:`httpx.Client`, so the same code talks to ``forewarn serve`` over a socket
-or to the control app in the same process (:class:`AsgiTransport`), where a test owns the
+or to the control app in the same process (:mod:`forewarn.scenario._asgi`), where a test owns the
 manual clock and nothing listens on a port.
 """
 
@@ -18,8 +18,6 @@ from forewarn.nesting import load_json
 
 if TYPE_CHECKING:
     import httpx
-
-    from forewarn.scenario._asgi import AsgiTransport, in_process_client
 
 
 class ControlError(ForewarnError):
@@ -148,25 +146,11 @@ def connect(host: str, port: int, *, timeout: float = 10.0) -> httpx.Client:
     return httpx.Client(base_url=control_url(host, port), timeout=timeout, headers=headers)
 
 
-def __getattr__(name: str) -> Any:
-    """:class:`~forewarn.scenario._asgi.AsgiTransport` and
-    :func:`~forewarn.scenario._asgi.in_process_client`, from the module that defines them on
-    httpx's transport class: imported by the first caller, so this module (and ``forewarn
-    serve``, whose dashboard runs scenarios through it) imports httpx only to connect."""
-    if name in ("AsgiTransport", "in_process_client"):
-        from forewarn.scenario import _asgi
-
-        return getattr(_asgi, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
-    "AsgiTransport",
     "ControlClient",
     "ControlError",
     "ControlUnreachableError",
     "connect",
     "control_url",
-    "in_process_client",
     "segment",
 ]

@@ -1,6 +1,6 @@
 """A whole forewarn in this process, on a manual clock: for tests and ``--in-process`` runs.
 
-The control app is called through :class:`~forewarn.scenario.client.AsgiTransport`, so nothing
+The control app is called through :class:`~forewarn.scenario._asgi.AsgiTransport`, so nothing
 listens on a port and platform time moves only when a step says so; a scenario of days of
 platform time runs in milliseconds.
 """
