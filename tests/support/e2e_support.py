@@ -108,15 +108,43 @@ def clean_environment() -> dict[str, str]:
     return env
 
 
+#: The ports tests listen on: below the kernel's ephemeral ports (32768 and up), from which
+#: every outgoing connection of the machine takes its source port. A port the kernel chose
+#: for a probe could be taken by any connection before the server bound it ("Address already
+#: in use" under a busy suite); none takes one of these. Above the benchmarks' own range.
+TEST_PORTS = range(20000, 32000)
+#: Each pytest-xdist worker hands out ports of its own slice, so two workers never pick one
+#: port between a probe and a bind.
+_SLICES = 16
+
+
+class _PortPicker:
+    """Ports of this process's slice of :data:`TEST_PORTS` in turn, from a random place."""
+
+    def __init__(self) -> None:
+        worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+        size = len(TEST_PORTS) // _SLICES
+        start = TEST_PORTS.start + (int(worker.group(1)) % _SLICES if worker else 0) * size
+        self.ports = range(start, start + size)
+        self._next = secrets.randbelow(size)
+        self._lock = threading.Lock()
+
+    def pick(self, hosts: Sequence[str]) -> int:
+        with self._lock:
+            for _ in range(len(self.ports)):
+                port = self.ports[self._next]
+                self._next = (self._next + 1) % len(self.ports)
+                if all(_can_bind(host, port) for host in hosts):
+                    return port
+        raise RuntimeError(f"no free port in {self.ports.start}-{self.ports.stop - 1}")
+
+
+_PICKER = _PortPicker()
+
+
 def free_port(hosts: Sequence[str]) -> int:
-    """A TCP port nobody listens on at any of ``hosts`` (bounded number of tries)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((hosts[0], 0))
-            port: int = probe.getsockname()[1]
-        if all(_can_bind(host, port) for host in hosts):
-            return port
-    raise RuntimeError(f"no free port on {', '.join(hosts)}")
+    """A TCP port nobody listens on at any of ``hosts``, never an ephemeral one."""
+    return _PICKER.pick(hosts)
 
 
 def _can_bind(host: str, port: int) -> bool:
