@@ -60,6 +60,7 @@ from e2e_support import (
 from fault_tier import AUTH, HEADERS, URL, Front, Witness
 from tcp_proxy import TcpProxy
 
+from forewarn.cluster.tasks import BACKOFF_SECONDS
 from forewarn.storage import open_journal
 
 #: Every VM's events reach Event Grid and Resource Graph (docs/azure-side.md, "The policy and
@@ -77,6 +78,9 @@ FRONT_ENDS = 3
 #: How long a VM waits for its poll (its client's timeout): a poll takes milliseconds; the
 #: freezes this soak looks for last tens of seconds (issue text: 10 s timeouts, 3 of 3).
 POLL_BOUND = 5.0
+#: How long after PostgreSQL's outage ended a front-end may still be catching up: its
+#: follower's longest wait between reconnections, and a second to read what it missed.
+RECONNECT_SECONDS = BACKOFF_SECONDS[1] + 1.0
 #: How long a control call or an approval is waited for before it counts as unanswered (its
 #: outcome unknown): docs/scale-out.md bounds a write's database work at 5 s for the lock,
 #: 10 s a statement and 5 s to connect.
@@ -302,6 +306,9 @@ class Soak:
     moves: list[str] = field(default_factory=list)
     #: (when answered, the platform time it answered) each acknowledged clock move.
     acknowledged: list[tuple[float, datetime]] = field(default_factory=list)
+    #: (began, ended) each cut or silence of PostgreSQL: a front-end's follower reconnects
+    #: after one with a doubling wait, so it may show what was acknowledged meanwhile late.
+    store_out: list[tuple[float, float]] = field(default_factory=list)
 
     # -- the fleet ---------------------------------------------------------------------------
 
@@ -458,7 +465,10 @@ class Soak:
         acknowledged before the poll (docs/scale-out.md, "How front-ends stay one fleet": a
         writer waits 250 ms for the others, then answers anyway, and "a front-end that lags
         it (a stalled process, a machine out of CPU) can show an acknowledged change late,
-        and the log says so"); or its front-end is down.
+        and the log says so"); or a move was acknowledged since PostgreSQL's outage began,
+        the poll within :data:`RECONNECT_SECONDS` of its end (the front-end's follower may be
+        waiting to reconnect: by the time its clock is read here it has caught up); or its
+        front-end is down.
 
         The front-end's clock is read before the VM, and the soak's moves looked at after
         both answered: a move asked while the front-end was being asked ends the impact
@@ -478,8 +488,15 @@ class Soak:
             moved = self.advances_asked != asked or self.advancing > 0
             moved = moved or self.advanced > started - 1.0
             acknowledged = max((now for at, now in self.acknowledged if at < started), default=None)
+            reconnecting = any(
+                began <= started <= ended + RECONNECT_SECONDS
+                and any(began <= at < started for at, _ in self.acknowledged)
+                for began, ended in self.store_out
+            )
         if moved:
             return "the clock moved"
+        if reconnecting:
+            return "its front-end was reconnecting after PostgreSQL's outage, behind a clock move"
         if index not in self.live_fronts():
             return "its front-end was killed"
         shown = datetime.fromisoformat(clock.json()["now"]) if clock.status_code == 200 else None
@@ -660,13 +677,19 @@ class Soak:
             if fault.kind == "kill":
                 self.kill(fault.front, fault.length)
             elif fault.kind == "postgres-cut":
+                began = time.monotonic()
                 self.proxy.cut()
                 time.sleep(fault.length)
                 self.proxy.restore()
+                with self.lock:
+                    self.store_out.append((began, time.monotonic()))
             elif fault.kind == "postgres-silence":
+                began = time.monotonic()
                 self.proxy.silence()
                 time.sleep(fault.length)
                 self.proxy.resume()
+                with self.lock:
+                    self.store_out.append((began, time.monotonic()))
             elif fault.kind == "receiver-hang":
                 self.receiver.hang(fault.length)
                 time.sleep(fault.length)
