@@ -81,6 +81,15 @@ def test_create_an_event_from_the_page_and_approve_it_from_its_row(tmp_path: Pat
             # Its row approves as one of its VMs that has not approved: first WestNO_1, chosen.
             row = page.locator(f'#events tr[data-event="{event["EventId"]}"]')
             row.locator("select").select_option("WestNO_1")
+            # A VM polls meanwhile: the next snapshot renders the rows again, and the choice
+            # made in the old row is still the row's choice (it was reset to the first VM,
+            # and the button approved as WestNO_0).
+            row.evaluate("node => { node.dataset.before = 'yes'; }")
+            httpx.get(vm_url.replace("127.0.0.3", "127.0.0.2"), headers={"Metadata": "true"})
+            page.locator(
+                f'#events tr[data-event="{event["EventId"]}"]:not([data-before])'
+            ).wait_for()
+            assert row.locator("select").input_value() == "WestNO_1"
             row.locator("button.approve").click()
             page.locator("#status", has_text="as WestNO_1").wait_for()
             approved = httpx.get(f"{control}/api/v1/events/{event['EventId']}", headers=headers)

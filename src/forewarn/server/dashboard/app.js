@@ -13,6 +13,9 @@ let state = null;
 let receivedAt = 0;
 let selected = null;
 let shownRequests = -1;
+// The VM a person chose in an event row's "Approve as" list, by EventId: every snapshot
+// renders the rows again, and a choice must survive that until it is used.
+const approveAs = new Map();
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -138,10 +141,15 @@ function eventActions(e) {
   const actions = [];
   const waiting = e.Resources.filter(vm => !e.approvedByVms.includes(vm));
   if (waiting.length) {
+    const chosen = approveAs.get(e.EventId);
     const as = waiting.length > 1
-      ? el("select", { "aria-label": `VM to approve ${e.EventId} as` }, ...waiting.map(vm => el("option", { value: vm }, vm)))
+      ? el("select", {
+        "aria-label": `VM to approve ${e.EventId} as`,
+        onchange: event => approveAs.set(e.EventId, event.target.value),
+      }, ...waiting.map(vm => el("option", { value: vm, selected: vm === chosen ? "" : null }, vm)))
       : null;
     const approve = () => {
+      approveAs.delete(e.EventId);
       const vm = as ? as.value : waiting[0];
       act(() => call("POST", `/vms/${encodeURIComponent(vm)}/approve`, { eventIds: [e.EventId] }),
         `approved ${e.EventId} as ${vm}`);
@@ -165,6 +173,8 @@ function renderEvents() {
     el("td", {}, e.jobId === null ? "-" : String(e.jobId)),
     el("td", { class: "event-actions" }, ...eventActions(e))));
   document.querySelector("#events tbody").replaceChildren(...rows);
+  const listed = new Set(state.events.map(e => e.EventId));
+  for (const id of approveAs.keys()) if (!listed.has(id)) approveAs.delete(id);
   document.getElementById("campaigns").textContent = state.campaigns.map(c =>
     `campaign ${c.id}: step ${c.step + 1} of ${c.steps}`).join("; ");
 }
