@@ -13,8 +13,10 @@ import tempfile
 import pytest
 from interrupts import ctrl_c_as_in_a_terminal
 from suite_order import longest_first, recorded_costs, workers_for
+from tls_context import share_the_default_tls_context
 
 ctrl_c_as_in_a_terminal()
+share_the_default_tls_context()
 # The processes the tests start (servers, the CLI, handlers, probes) run as an installed
 # package does, from compiled bytecode: with writing it off (PYTHONDONTWRITEBYTECODE, set in
 # some environments) each of them compiled forewarn's modules again, about a tenth of a second
