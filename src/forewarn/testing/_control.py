@@ -59,12 +59,16 @@ class ControlTransport(httpx.BaseTransport):
             self._runner.close()
 
 
-def control_client(
-    service: ScheduledEventsService, server: Callable[[], ServerThread | None]
-) -> httpx.Client:
-    """An ``httpx.Client`` on ``service``'s control app; ``server`` is the socket server, if
-    one runs at the time of a request."""
+def control_app(service: ScheduledEventsService) -> Any:
+    """``service``'s control app (a FastAPI app): building one takes about a tenth of a second
+    of CPU (each route's parameters and models are analysed), so a platform builds its own once
+    and every client it hands out shares it."""
     from forewarn.server.control import create_control_app  # the framework, deferred
 
-    transport = ControlTransport(create_control_app(service), server)
-    return httpx.Client(transport=transport, base_url=CONTROL_BASE_URL)
+    return create_control_app(service)
+
+
+def control_client(app: Any, server: Callable[[], ServerThread | None]) -> httpx.Client:
+    """An ``httpx.Client`` on a control ``app``; ``server`` is the socket server, if one runs
+    at the time of a request."""
+    return httpx.Client(transport=ControlTransport(app, server), base_url=CONTROL_BASE_URL)

@@ -47,7 +47,7 @@ from forewarn.faults import ActiveFault, FaultKind, FaultRule
 from forewarn.registry import by_plugin_method
 from forewarn.server.imds import SCHEDULED_EVENTS_PATH
 from forewarn.service import ScheduledEventsService, service_for_fleet
-from forewarn.testing._control import control_client
+from forewarn.testing._control import control_app, control_client
 from forewarn.testing._impact_hook import ImpactHook, ImpactHookCaller
 from forewarn.testing._recording import Approval, RecordedRequest, Recorder, RecordingEndpoint
 from forewarn.testing._server import ServerThread
@@ -180,6 +180,7 @@ class ForewarnPlatform:
             self.service, self.recorder, rate_limit=rate_limit, impact=policies, monotonic=monotonic
         )
         self._server: ServerThread | None = None
+        self._control_app: Any = None
         self._created: dict[str, datetime] = {}
         self._closed = False
         self._impact_hook = None if impact_hook is None else ImpactHookCaller(impact_hook)
@@ -258,7 +259,9 @@ class ForewarnPlatform:
         """An ``httpx.Client`` on this platform's control API (``/api/v1/...``, as ``forewarn
         serve`` offers it to the CLI and scenarios), in process: no port, no token. Close it
         when done (``with platform.control_client() as http: ...``)."""
-        return control_client(self.service, lambda: self._server)
+        if self._control_app is None:
+            self._control_app = control_app(self.service)
+        return control_client(self._control_app, lambda: self._server)
 
     def run_scenario(
         self, scenario: Scenario, *, on_step: Callable[[Step], None] | None = None
