@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forewarn.domain.errors import UnknownGroupError
 from forewarn.faults import MAX_COUNT, MAX_SECONDS, ActiveFault, FaultKind, FaultRule
-from forewarn.server._control_models import API, ERROR_RESPONSES
+from forewarn.server._control_models import API
 from forewarn.service import ScheduledEventsService
 
 __all__ = ["FaultIn", "FaultOut", "FaultsOut", "fault_router"]
@@ -86,7 +86,7 @@ def fault_out(fault: ActiveFault, now: float) -> FaultOut:
 def fault_router(
     service: ScheduledEventsService, monotonic: Callable[[], float] = time.monotonic
 ) -> APIRouter:
-    router = APIRouter(prefix=API, responses=ERROR_RESPONSES, tags=["faults"])
+    router = APIRouter(prefix=API, tags=["faults"])
 
     @router.get("/faults")
     async def list_faults() -> FaultsOut:

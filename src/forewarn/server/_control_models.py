@@ -234,11 +234,6 @@ class ErrorOut(_Out):
     error: str
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (400, 404, 409, 413, 422)
-}
-
-
 # -- mapping ------------------------------------------------------------------------------------
 
 

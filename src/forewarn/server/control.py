@@ -56,7 +56,6 @@ from forewarn.server._activity import Activity
 from forewarn.server._control_faults import fault_router
 from forewarn.server._control_models import (
     API,
-    ERROR_RESPONSES,
     MAX_CONTROL_BODY,
     AdvanceClockRequest,
     ApprovedOut,
@@ -67,6 +66,7 @@ from forewarn.server._control_models import (
     ClockOut,
     CreateEventRequest,
     DocumentOut,
+    ErrorOut,
     EventOut,
     EventsOut,
     HostOut,
@@ -83,6 +83,7 @@ from forewarn.server._control_models import (
     request_model,
     vm_out,
 )
+from forewarn.server._openapi_errors import describe_errors
 from forewarn.server.azure._arm import ArmPaths, arm_code, arm_error, is_arm_path
 from forewarn.server.azure.eventgrid import eventgrid_router
 from forewarn.server.azure.maintenance import PREFIX as MAINTENANCE_PREFIX
@@ -232,7 +233,7 @@ def create_control_app(
         # the description, for any OpenAPI viewer.
         docs_url=None,
     )
-    router = APIRouter(prefix=API, responses=ERROR_RESPONSES)
+    router = APIRouter(prefix=API)
 
     # -- VMs ------------------------------------------------------------------------------------
 
@@ -341,16 +342,16 @@ def create_control_app(
     app.include_router(health_router(health or Health(service.check_store)))
     app.include_router(maintenance_router(service))
     app.include_router(resource_graph_router(service, queries))
-    app.include_router(eventgrid_router(eventgrid, ERROR_RESPONSES))
+    app.include_router(eventgrid_router(eventgrid))
     add_dashboard(
         app,
         service,
         activity or Activity(),
-        responses=ERROR_RESPONSES,
         runs=runs,
         eventgrid=eventgrid,
     )
     install_error_handlers(app)
+    describe_errors(app, API, ErrorOut)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
     app.add_middleware(ArmPaths, prefixes=ARM_PREFIXES)
     return app

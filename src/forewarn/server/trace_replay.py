@@ -49,7 +49,8 @@ from forewarn.domain.errors import UnknownEventError
 from forewarn.domain.timing import DOCUMENTED
 from forewarn.domain.vms import Vm
 from forewarn.errors import ForewarnError
-from forewarn.server._control_models import ERROR_RESPONSES, MAX_CONTROL_BODY
+from forewarn.server._control_models import MAX_CONTROL_BODY, ErrorOut
+from forewarn.server._openapi_errors import describe_errors
 from forewarn.server.control import BodyLimit, add_clock_routes, install_error_handlers
 from forewarn.server.http import start_imds_server
 from forewarn.server.imds import (
@@ -221,7 +222,7 @@ def create_replay_app(endpoint: ReplayEndpoint) -> FastAPI:
     """The replay's control API: its clock (``forewarn clock advance`` moves a manual one)
     and where the replay is (``GET /api/v1/replay``)."""
     app = FastAPI(title="forewarn replay", version=__version__, docs_url=None, redoc_url=None)
-    router = APIRouter(prefix=CONTROL_API, responses=ERROR_RESPONSES)
+    router = APIRouter(prefix=CONTROL_API)
     add_clock_routes(router, endpoint.service)
 
     @router.get("/replay", tags=["replay"])
@@ -239,6 +240,7 @@ def create_replay_app(endpoint: ReplayEndpoint) -> FastAPI:
 
     app.include_router(router)
     install_error_handlers(app)
+    describe_errors(app, CONTROL_API, ErrorOut)
     app.add_middleware(BodyLimit, max_bytes=MAX_CONTROL_BODY)
     return app
 

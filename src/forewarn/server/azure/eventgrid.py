@@ -10,7 +10,7 @@ injects ``eventgrid-duplicate``. Delivery itself is :class:`forewarn.eventgrid.d
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, Response
@@ -82,10 +82,8 @@ def subscription_out(view: SubscriptionView) -> SubscriptionOut:
     )
 
 
-def eventgrid_router(
-    grid: EventGrid | None, responses: dict[int | str, dict[str, Any]] | None = None
-) -> APIRouter:
-    router = APIRouter(prefix=f"{CONTROL_API}/eventgrid", tags=["event grid"], responses=responses)
+def eventgrid_router(grid: EventGrid | None) -> APIRouter:
+    router = APIRouter(prefix=f"{CONTROL_API}/eventgrid", tags=["event grid"])
 
     def available() -> EventGrid:
         if grid is None:

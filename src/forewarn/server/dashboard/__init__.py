@@ -157,12 +157,10 @@ def add_dashboard(
     service: ScheduledEventsService,
     activity: Activity,
     *,
-    responses: dict[int | str, dict[str, Any]] | None = None,
     runs: ScenarioRuns | None = None,
     eventgrid: EventGrid | None = None,
 ) -> None:
-    """The page, its assets, its stream and the timelines, on ``app``; ``responses`` are the
-    control API's documented error answers."""
+    """The page, its assets, its stream and the timelines, on ``app``."""
 
     page = APIRouter(include_in_schema=False)
 
@@ -177,7 +175,7 @@ def add_dashboard(
             return Response(status_code=404)
         return Response(_asset(name), media_type=media_type)
 
-    api = APIRouter(prefix=CONTROL_API, tags=["dashboard"], responses=responses)
+    api = APIRouter(prefix=CONTROL_API, tags=["dashboard"])
 
     @api.get("/vms/{name}/activity")
     async def vm_activity(name: str) -> dict[str, Any]:
