@@ -32,7 +32,10 @@ class Receiver:
     def entries(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        # Whole lines only: the receiver may be writing the last one as it is read.
+        written = self.log.read_text()
+        whole = written[: written.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line]
 
     def events(self) -> list[dict[str, Any]]:
         return [entry for entry in self.entries() if "id" in entry]
