@@ -9,7 +9,6 @@ time moves only through the control API's manual clock; the waits below poll for
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import ServerProcess, free_port, start_forewarn, stopped_at_exit
+from e2e_support import ServerProcess, free_port, json_lines, start_forewarn, stopped_at_exit
 
 #: The control API's token, which the test run sets (tests/conftest.py).
 AUTH = {"Authorization": f"Bearer {os.environ['FOREWARN_TOKEN']}"}
@@ -96,7 +95,7 @@ def test_drains_approves_and_recovers_through_restart_migration_and_eviction(
     metrics = httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", trust_env=False)
 
     def logs() -> list[dict[str, object]]:
-        return [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+        return json_lines(log_path)
 
     def kubectl() -> list[str]:
         return kubectl_log.read_text().splitlines() if kubectl_log.exists() else []
@@ -235,7 +234,7 @@ def test_the_local_example_drains_and_approves_beside_serve(
         )
 
     def logs() -> list[dict[str, object]]:
-        return [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+        return json_lines(log_path)
 
     try:
         wait_for("its name", lambda: any(r["msg"] == "this VM" for r in logs()), agent)

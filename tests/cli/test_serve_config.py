@@ -4,7 +4,6 @@ flags, in that order of strength, shown by ``--print-config``; and its log."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 import httpx
 import yaml
 from click.testing import CliRunner
-from e2e_support import free_port
+from e2e_support import free_port, json_lines
 
 from forewarn.cli import main
 
@@ -74,7 +73,7 @@ def test_operations_and_changes_at_info_and_requests_at_debug(tmp_path: Path) ->
     errors = tmp_path / "stderr.log"
 
     def lines() -> list[dict[str, object]]:
-        return [json.loads(line) for line in errors.read_text().splitlines() if line.strip()]
+        return json_lines(errors)
 
     for level, expect_requests in (("debug", True), ("info", False)):
         with errors.open("wb") as out:

@@ -18,7 +18,6 @@ eviction notice is the documented 30 s, other notices the fast profile's. The ru
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
 from pathlib import Path
@@ -27,7 +26,14 @@ from typing import Any
 import psycopg
 import pytest
 from e2e_documented import sample_pointing_at, write_sample
-from e2e_support import AZURE_ENDPOINT, clean_environment, free_port, namespace_for_test, run
+from e2e_support import (
+    AZURE_ENDPOINT,
+    clean_environment,
+    free_port,
+    json_lines,
+    namespace_for_test,
+    run,
+)
 from postgres_support import require_postgres
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +43,7 @@ CLIENTS = ("client", "sample", "curl", "etag")
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json_lines(path)
 
 
 def _check_what_the_clients_saw(workdir: Path) -> None:

@@ -142,6 +142,15 @@ class _PortPicker:
 _PICKER = _PortPicker()
 
 
+def json_lines(path: Path) -> list[Any]:
+    """The JSON lines a running process has written whole to ``path``: the last may be half
+    written as it is read."""
+    if not path.exists():
+        return []
+    written = path.read_text()
+    return [json.loads(line) for line in written[: written.rfind("\n") + 1].splitlines() if line]
+
+
 def free_port(hosts: Sequence[str]) -> int:
     """A TCP port nobody listens on at any of ``hosts``, never an ephemeral one."""
     return _PICKER.pick(hosts)

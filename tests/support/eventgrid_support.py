@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from e2e_support import clean_environment, free_port, wait_for
+from e2e_support import clean_environment, free_port, json_lines, wait_for
 
 RECEIVER = Path(__file__).with_name("receiver.py")
 
@@ -30,12 +29,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/api/events"
 
     def entries(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        # Whole lines only: the receiver may be writing the last one as it is read.
-        written = self.log.read_text()
-        whole = written[: written.rfind("\n") + 1]
-        return [json.loads(line) for line in whole.splitlines() if line]
+        return json_lines(self.log)
 
     def events(self) -> list[dict[str, Any]]:
         return [entry for entry in self.entries() if "id" in entry]
