@@ -175,9 +175,10 @@ class VmRequestPath:
         Scheduled Events on nor keeps it on, and waits for no first-call delay.
 
         What a VM's request found is kept by the address it arrived at while the VM was
-        answerable (:class:`_Known`): while the platform has not changed since
-        (:attr:`Platform.changes`), its next request finds the same VM, no pause and the
-        same document, and only counts as a request. Most of a fleet's polls are those.
+        answerable (:class:`_Known`): while nothing it meets has changed since
+        (:meth:`Platform.unchanged_since`; other VMs' changes do not count), its next request
+        finds the same VM, no pause and the same document, and only counts as a request.
+        Most of a fleet's polls are those, a campaign's polls of the VMs it is not at too.
         """
         platform = self._vm_platform()
         if not for_events:  # rare beside the polls: looked up afresh, nothing kept
@@ -215,18 +216,20 @@ class VmRequestPath:
                 known.changes, known.vm = changes, calling
                 known.version, known.document = version, document
             # else an approval (no version) from a VM that polls: what its polls found is
-            # kept, out of date as it is (its count of changes is behind), so its next poll
-            # finds its document's last encoding there rather than in the table by name
+            # kept, out of date as it may be (its count is behind when the VM changed since),
+            # so its next poll finds its document's last encoding there rather than in the
+            # table by name
             return Arrival(calling, None, platform.now, document, changes)
         return Arrival(calling, pause, platform.now, document)
 
     def request_again(self, vm_name: str, changes: int) -> datetime | None:
         """A request from ``vm_name`` repeating one whose arrival holds while the platform
-        reads ``changes`` (:attr:`Arrival.repeats_under`), as a VM's every poll on a kept
+        read ``changes`` (:attr:`Arrival.repeats_under`), as a VM's every poll on a kept
         connection repeats its last: counted as :meth:`request_from` counts it, and the
-        platform time it arrived at when that arrival holds still. None when the platform
-        has changed since, or this very request changed it (the VM back after the idle
-        period): :meth:`request_from` then says what it finds."""
+        platform time it arrived at when that arrival holds still. None when something of
+        the VM's changed since (:meth:`Platform.unchanged_since`), or this very request
+        changed it (the VM back after the idle period): :meth:`request_from` then says what
+        it finds."""
         replica = self._replica
         if replica is not None:
             # Never answered from a write waiting for its commit (_vm_platform): respond
@@ -259,12 +262,12 @@ class VmRequestPath:
 
     def _replica_again(self, platform: Platform, vm_name: str, changes: int) -> bool:
         """:meth:`_again`'s rule for a front-end of a shared journal, whose platform only its
-        records move: the request repeats while the platform has not changed since and the
-        VM still receives, unpaused; it is then counted as :meth:`_requested` counts it
+        records move: the request repeats while nothing of the VM's has changed since and it
+        still receives, unpaused; it is then counted as :meth:`_requested` counts it
         (journaled later, with the VMs seen meanwhile). A VM not receiving leaves it to
         :meth:`request_from`, whose first request is journaled before it is answered."""
         return (
-            platform.changes == changes
+            platform.unchanged_since(vm_name, changes)
             and platform.receiving(vm_name)
             and self._requested(platform, vm_name) is None
         )
@@ -342,7 +345,8 @@ class Arrival(NamedTuple):
     at: datetime
     #: For a request of Scheduled Events answered now, the document it is answered with.
     document: EncodedDocument | None
-    #: The platform's count of changes (:attr:`Platform.changes`) while which the same
+    #: The platform's count of changes (:attr:`Platform.changes`) when it arrived: until
+    #: something of this VM's changes after it (:meth:`Platform.unchanged_since`), the same
     #: request from the same address finds all of this again and only counts as a request
     #: (:meth:`ScheduledEventsService.request_again`); None when it may find otherwise.
     repeats_under: int | None = None
@@ -350,7 +354,8 @@ class Arrival(NamedTuple):
 
 class _Known:
     """What a VM's request found at the address it arrived at, while the platform had
-    changed ``changes`` times: the VM, answerable, and its document as ``version`` shows it."""
+    changed ``changes`` times: the VM, answerable, and its document as ``version`` shows it;
+    all of it holds until something of that VM changes after (:meth:`Platform.unchanged_since`)."""
 
     __slots__ = ("changes", "document", "version", "vm")
 

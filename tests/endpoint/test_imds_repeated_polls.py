@@ -2,10 +2,11 @@
 
 The service keeps what a VM's request found at the address it arrived at (the VM,
 answerable, its document) and answers the next request there from it while
-:attr:`~forewarn.domain.platform.Platform.changes` reads the same: most of a fleet's polls
-meet nothing new. Each test here polls until that is so, makes one change a poll must meet,
-and polls again; the property machine (tests/properties, ``check_changes_counted``) holds
-the counter to every change of the domain's own operations.
+:meth:`~forewarn.domain.platform.Platform.unchanged_since` says nothing of that VM's changed:
+most of a fleet's polls meet nothing new. Each test here polls until that is so, makes one
+change a poll must meet, and polls again; the property machine (tests/properties,
+``check_changes_counted_by_vm``) holds the counts to every change of the domain's own
+operations.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from datetime import timedelta
 
 from forewarn.domain import operations
 from forewarn.domain.events import EventType
+from forewarn.server.imds import SCHEDULED_EVENTS_PATH, ImdsRequest
 
-from .conftest import Imds
+from .conftest import CURRENT, Imds
 
 SECOND = timedelta(seconds=1)
 
@@ -81,3 +83,30 @@ def test_a_deleted_vm_s_next_poll_is_not_answered(imds: Imds) -> None:
     imds.platform.delete_vm("vm")
     gone = imds.get("vm")
     assert (gone.status, gone.unanswered) == (0, True)
+
+
+def test_another_vm_s_change_leaves_a_poll_repeated(imds: Imds) -> None:
+    """What a VM's poll met holds until something of that VM's changes: a campaign
+    elsewhere in the fleet leaves every other VM's repeated poll answered as it was, and
+    the VM's own event is met at its very next poll."""
+    imds.add_vm("a")
+    imds.add_vm("b")
+    poll = ImdsRequest(
+        method="GET",
+        path=SCHEDULED_EVENTS_PATH,
+        query=f"api-version={CURRENT}",
+        headers={"metadata": "true"},
+        body=b"",
+        local_address=imds.addresses["a"],
+        peer_address="127.0.0.1",
+    )
+    answer = imds.endpoint.respond(poll)
+    assert answer.vm is not None
+    assert answer.repeats_under is not None
+    imds.schedule(EventType.REBOOT, "b")
+    again = imds.endpoint.respond_again(poll, answer.response, answer.vm, answer.repeats_under)
+    assert again == imds.service.now(), "b's event is none of a's"
+    imds.schedule(EventType.REBOOT, "a")
+    again = imds.endpoint.respond_again(poll, answer.response, answer.vm, answer.repeats_under)
+    assert again is None, "a's own event: answered afresh"
+    assert len(imds.document("a")["Events"]) == 1

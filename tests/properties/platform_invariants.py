@@ -42,10 +42,14 @@ class Snapshot:
     #: and the document it is shown; with the platform's count of changes to them.
     met: dict[str, tuple[Vm | None, bool, Document]]
     changes: int
+    #: The VMs nothing of whose changed (:meth:`Platform.unchanged_since`) since the count
+    #: of changes read ``since`` (given to :meth:`take`: the last snapshot's).
+    unchanged: frozenset[str]
 
     @classmethod
-    def take(cls, platform: Platform) -> Snapshot:
+    def take(cls, platform: Platform, since: int | None = None) -> Snapshot:
         names = [vm.name for vm in platform.vms()]
+        since = platform.changes if since is None else since
         return cls(
             now=platform.now,
             documents={name: platform.document(name) for name in names},
@@ -63,6 +67,7 @@ class Snapshot:
                 for vm in platform.vms()
             },
             changes=platform.changes,
+            unchanged=frozenset(name for name in names if platform.unchanged_since(name, since)),
         )
 
 
@@ -100,7 +105,7 @@ class Invariants:
 
     def observe(self, platform: Platform) -> None:
         """Run every check on the step from the last observation to now."""
-        previous, current = self.last, Snapshot.take(platform)
+        previous, current = self.last, Snapshot.take(platform, since=self.last.changes)
         for check in (
             self.check_event_identity,
             self.check_documents_show_platform_events,
@@ -116,6 +121,7 @@ class Invariants:
             self.check_vm_removal,
             self.check_impact,
             self.check_changes_counted,
+            self.check_changes_counted_by_vm,
         ):
             check(previous, current)
         self.last = current
@@ -391,6 +397,20 @@ class Invariants:
             return
         assert current.met.keys() == previous.met.keys(), "the fleet changed uncounted"
         for name, (vm, paused, document) in current.met.items():
+            vm_before, paused_before, document_before = previous.met[name]
+            assert vm is vm_before, f"{name}: its VM changed uncounted"
+            assert document is document_before, f"{name}: its document changed uncounted"
+            assert paused_before or not paused, f"{name}: a pause began uncounted"
+
+    def check_changes_counted_by_vm(self, previous: Snapshot, current: Snapshot) -> None:
+        """Not in the documents: the service answers a VM's repeated request from what its
+        last one met while nothing of that VM's changed since (:meth:`Platform.unchanged_since`,
+        other VMs' changes aside), so nothing its request meets may change without it: its
+        VM is not gone nor added again nor moved, its document is not replaced, and no pause
+        of its begins."""
+        for name in current.unchanged:
+            assert name in previous.met, f"{name}: added uncounted"
+            vm, paused, document = current.met[name]
             vm_before, paused_before, document_before = previous.met[name]
             assert vm is vm_before, f"{name}: its VM changed uncounted"
             assert document is document_before, f"{name}: its document changed uncounted"

@@ -67,7 +67,7 @@ class Enablement:
         record.last_request = now
         if enabled_at is not None and not idle:
             return False  # on already, or waiting for its first-call delay
-        state.changed()
+        state.changed_for(record)
         if enabled_at is not None:
             # Re-enabled after the idle period: Azure starts the DocumentIncarnation afresh
             # (SPEC 2; ClusterLabs azure-events-az forgets its last incarnation for this).

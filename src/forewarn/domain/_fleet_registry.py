@@ -73,7 +73,7 @@ class Registry:
         unaddressed = state.deleted_unaddressed
         if unaddressed is not None and unaddressed.vm.name == vm.name:
             state.deleted_unaddressed = None
-        state.changed()
+        state.changed_for(record)  # a record the VM's requests never met before
 
     def vm(self, name: str) -> Vm:
         try:
@@ -153,7 +153,7 @@ class Registry:
         state.vms[vm.name] = moved
         if vm.address is not None:
             state.by_address[vm.address] = moved
-        state.changed()
+        state.changed_for(state.records[vm.name])
         state.placements.remove(vm)
         state.placements.add(moved)
 
@@ -194,5 +194,5 @@ class Registry:
             state.vms[vm.name] = vm
             if vm.address is not None:
                 state.by_address[vm.address] = vm
-        state.changed()
+            state.changed_for(state.records[vm.name])
         return changed

@@ -33,8 +33,8 @@ class Impacts:
 
         A VM already in a longer impact stays in it; a Reboot chosen to freeze instead
         (:meth:`freeze_instead`) makes its VM live through a Freeze of its own length.
-        The pauses begun are counted in ``state.changes`` by the documents' update that
-        every start makes (the event is shown Started).
+        Each pause begun is counted as a change of its VM: one shown no event (Scheduled
+        Events off) is paused all the same, its document unchanged.
         """
         state = self._state
         now = state.now
@@ -50,6 +50,7 @@ class Impacts:
                 if previous is None or vm_until >= previous:
                     state.unreachable_until[resource.name] = vm_until
                     state.impact_of_vm[resource.name] = lived
+                    state.changed_for(state.records[resource.name])
 
     def end_due(self, event_id: str) -> None:
         """The impact of ``event_id`` is over, unless the event is gone already."""
@@ -118,7 +119,7 @@ class Impacts:
             )
         state.unreachable_until[name] = state.now + shorter
         state.impact_of_vm[name] = event
-        state.changed()
+        state.changed_for(state.records[name])
 
     def reachable(self, name: str) -> bool:
         """False while an impact (reboot, freeze, redeploy) is under way, or once deleted."""

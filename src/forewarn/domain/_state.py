@@ -92,6 +92,11 @@ class VmRecord:
     #: The VM's tenant (:attr:`Vm.tenant`, which never changes): who must approve what it is
     #: shown.
     tenant: str
+    #: The platform's count of changes (:attr:`PlatformState.changes`) at the last change of
+    #: what this VM's request meets (its VM, its pause, its enablement, its document): other
+    #: VMs' changes leave it, so what a request of this VM found holds while no change of its
+    #: own came since (:meth:`PlatformState.unchanged_since`).
+    changed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +165,12 @@ class PlatformState:
         self.timing = timing
         self.new_event_id = new_event_id
         # How many times what a VM's request meets (its VM, its pause, its enablement, its
-        # document) may have changed: a reader that keeps what a request met compares this
-        # instead of looking it all up again (the service, for every VM's every poll).
+        # document) may have changed: a reader that keeps what a request met, with this count,
+        # asks unchanged_since instead of looking it all up again (the service, for every VM's
+        # every poll). Each VM's record holds the count at its own last change, and
+        # everyone_changed the count at the last change of what every VM's request meets.
         self.changes = 0
+        self.everyone_changed = 0
         # -- the registry
         self.vms: dict[str, Vm] = {}
         self.scale_sets: dict[str, ScaleSet] = {}
@@ -208,13 +216,26 @@ class PlatformState:
         self.history = EventHistory()
 
     def changed(self) -> None:
-        """Something a VM's request meets changed (:attr:`changes`): its VM came, went or
-        moved, a pause began, Scheduled Events was turned on, or a document was replaced."""
+        """Something every VM's request meets changed (:attr:`changes`): when each VM last
+        asked, or the whole platform (one rebuilt from a journal)."""
         self.changes += 1
+        self.everyone_changed = self.changes
+
+    def changed_for(self, record: VmRecord) -> None:
+        """Something the request of the VM whose record is ``record`` meets changed: it came,
+        went or moved, a pause began, Scheduled Events was turned on, or its document was
+        replaced. Only its own: the other VMs' requests meet what they met before."""
+        self.changes = changes = self.changes + 1
+        record.changed = changes
+
+    def unchanged_since(self, record: VmRecord | None, changes: int) -> bool:
+        """Whether nothing the request of the VM whose record is ``record`` (None: a VM
+        gone) meets changed since :attr:`changes` read ``changes``."""
+        return record is not None and record.changed <= changes >= self.everyone_changed
 
     def forget_vm(self, name: str) -> None:
         """Drop ``name`` from every table keyed by VM name but the registry's own."""
-        self.changed()
+        self.changes += 1  # its record goes: unchanged_since reads it as changed
         for table in (
             self.records,
             self.unreachable_until,
@@ -239,17 +260,17 @@ class PlatformState:
     def show(self, shown_to: Iterable[VmRecord], events: tuple[Event, ...]) -> None:
         """``events`` join the documents of the VMs whose records are ``shown_to``, after
         those each already shows."""
-        self.changed()
+        self.changes = changes = self.changes + 1
         if len(events) == 1:  # the common case: one event shown (seen_by_type)
             seen = seen_by_type(events[0].event_type)
         else:
             seen = seen_by({event.event_type for event in events})
         for record in shown_to:
             record.document = record.document.with_events(record.document.events + events, seen)
+            record.changed = changes
 
     def update(self, names: Iterable[str], event: Event) -> None:
-        """The documents of ``names`` that show ``event`` show it as it is now; counted as a
-        change whatever they show (an event's start begins its VMs' pauses too)."""
+        """The documents of ``names`` that show ``event`` show it as it is now."""
         self._replace(names, event.event_id, (event,))
 
     def hide(self, names: Iterable[str], event_id: str) -> None:
@@ -258,7 +279,7 @@ class PlatformState:
 
     def _replace(self, names: Iterable[str], event_id: str, by: tuple[Event, ...]) -> None:
         """The documents of ``names`` that show ``event_id`` show ``by`` in its place."""
-        self.changed()
+        self.changes = changes = self.changes + 1
         records = self.records
         # Which narrow views see it (documents.seen_by), from the event once it is found.
         seen: list[Seen] = []
@@ -269,6 +290,7 @@ class PlatformState:
                 shown = document.events
                 index = _position(shown, event_id)
                 if index is not None:
+                    record.changed = changes
                     if not seen:
                         seen.append(seen_by_type(shown[index].event_type))
                     record.document = document.with_events(

@@ -92,14 +92,25 @@ class Platform:
     @property
     def changes(self) -> int:
         """How many times what a VM's request meets (its VM, its pause, its enablement, its
-        document) may have changed; equal readings mean none of it has."""
+        document) may have changed, for any VM; equal readings mean none of it has, and
+        :meth:`unchanged_since` says whether one VM's has since a reading."""
         return self._state.changes
+
+    def unchanged_since(self, vm_name: str, changes: int) -> bool:
+        """Whether nothing a request of ``vm_name`` meets (its VM, its pause, its enablement,
+        its document) changed since :attr:`changes` read ``changes``: other VMs' changes
+        leave it so, and a VM gone (or gone and added again) is changed."""
+        state = self._state
+        return state.unchanged_since(state.records.get(vm_name), changes)
 
     def count_changes_after(self, changes: int) -> None:
         """Count this platform's changes on from after ``changes``, another platform's count:
-        one that replaces another (rebuilt from a journal) never reads as the other did, so
-        what a reader kept under the other's count is never taken for this one's."""
-        self._state.changes = max(self._state.changes, changes + 1)
+        one that replaces another (rebuilt from a journal) never reads as the other did, and
+        every VM's request meets a change, so what a reader kept under the other's count is
+        never taken for this one's."""
+        state = self._state
+        state.changes = max(state.changes, changes + 1)
+        state.everyone_changed = state.changes
 
     @property
     def timing(self) -> TimingProfile:
@@ -218,14 +229,16 @@ class Platform:
 
     def repeat(self, vm_name: str, changes: int) -> bool | None:
         """A request from ``vm_name`` repeating one that found the platform at ``changes``
-        (:attr:`changes`): None when the platform changed since, and what it found may
-        differ; otherwise the request counted (:meth:`touch`) and whether it turned
-        Scheduled Events on. One call for a fleet's every repeated poll, where comparing
-        and touching were three."""
+        (:attr:`changes`): None when what it found may differ now (:meth:`unchanged_since`);
+        otherwise the request counted (:meth:`touch`) and whether it turned Scheduled Events
+        on. One call for a fleet's every repeated poll, where comparing and touching were
+        three."""
         state = self._state
-        if state.changes != changes:
+        record = state.records.get(vm_name)
+        if not state.unchanged_since(record, changes):
             return None
-        return self._enablement.touch(vm_name, state.records[vm_name])
+        assert record is not None  # (unchanged_since: a VM gone is changed)
+        return self._enablement.touch(vm_name, record)
 
     def arrive(self, vm_name: str, *, for_events: bool = True) -> tuple[Pause | None, bool]:
         """A request from ``vm_name`` arrived: a request for events (``for_events``) counts

@@ -173,9 +173,10 @@ class Answer(NamedTuple):
     vm: Vm | None
     #: The platform time the request was answered at: the Date header's.
     at: datetime
-    #: While the platform's count of changes reads this, the same request from the same
-    #: address is answered the same (:meth:`ImdsEndpoint.respond_again`); None when a repeat
-    #: must be answered afresh.
+    #: The platform's count of changes when it was answered: until something of the VM's
+    #: changes after it (other VMs' changes aside), the same request from the same address
+    #: is answered the same (:meth:`ImdsEndpoint.respond_again`); None when a repeat must be
+    #: answered afresh.
     repeats_under: int | None = None
 
 
@@ -324,8 +325,8 @@ class ImdsEndpoint:
         answered ``response``, finding ``vm``, with
         :attr:`Answer.repeats_under` ``repeats_under``. The platform time it is answered at,
         the request counted, rate-limited and told to :meth:`answered` as by
-        :meth:`respond`; None when the answer may differ now (the platform changed, or the VM
-        is over its rate limit), and :meth:`respond` says what it is. ``admitted`` as for
+        :meth:`respond`; None when the answer may differ now (something of the VM's changed,
+        or it is over its rate limit), and :meth:`respond` says what it is. ``admitted`` as for
         :meth:`respond`."""
         try:
             at = self.service.request_again(vm.name, repeats_under)
