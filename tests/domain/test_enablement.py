@@ -338,3 +338,18 @@ def test_a_request_in_an_unknown_vm_s_name_is_refused_by_name() -> None:
     """A VM that does not exist cannot be touched, and the error says which name."""
     with pytest.raises(UnknownVmError, match="'ghost'"):
         make_platform().touch("ghost")
+
+
+def test_last_requests_taken_from_a_replaced_platform_hold() -> None:
+    """A platform rebuilt from a journal takes when each VM last asked from the one it
+    replaces (the journal keeps only the requests that changed state): a VM that asked
+    there lately is not idle here, one that did not is, and a name gone since is passed
+    over (SPEC 7: turned off "if it does not make a request for 24 hours")."""
+    platform = make_platform()
+    add(platform, "asked")
+    add(platform, "idle")
+    later = START + DAY + MIN
+    platform.advance_to(later)
+    platform.take_requests({"asked": later - MIN, "gone": later})
+    assert not platform.touch("asked"), "asked a minute ago"
+    assert platform.touch("idle"), "idle for a day: turned on again"
