@@ -16,8 +16,10 @@ checked once by the supervising process (so a refused fleet or a damaged journal
 line, not N workers failing), the VM-facing addresses checked free, the workers started and
 each waited for until it listens, then the control API. A worker that dies is started again
 after a pause that doubles from :data:`FIRST_PAUSE` to :data:`LONGEST_PAUSE` while it keeps
-dying young (one log line each time); the others answer meanwhile. SIGTERM stops the
-workers, then the supervisor's parts, then its PostgreSQL, and the exit status is 0.
+dying young (one log line each time); the others answer meanwhile. Its exit is what wakes
+the supervisor (:func:`watch_exit`), as its output does while it starts: nothing here runs
+on a timer while every worker is up. SIGTERM stops the workers, then the supervisor's
+parts, then its PostgreSQL, and the exit status is 0.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
@@ -57,6 +60,7 @@ __all__ = [
     "Workers",
     "check_addresses_free",
     "main",
+    "watch_exit",
 ]
 
 LOGGER = logging.getLogger("forewarn.workers")
@@ -69,8 +73,6 @@ YOUNG_SECONDS = 30.0
 #: How long a worker has to listen, and to stop after SIGTERM.
 START_SECONDS = 120.0
 STOP_SECONDS = 10.0
-#: How often the supervisor looks at its workers.
-LOOK_SECONDS = 0.1
 _PR_SET_PDEATHSIG = 1
 _READY = b"ready\n"
 _REFUSED = b"error: "
@@ -101,12 +103,52 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before 
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def watch_exit(process: subprocess.Popen[bytes], on_exit: Callable[[], None]) -> None:
+    """Call ``on_exit`` on the running loop's thread once ``process`` has exited, woken by
+    the exit itself, never by a timer: a pidfd (Linux 5.3) that the loop watches, or, where
+    the kernel refuses one, a thread blocked in ``wait`` until then."""
+    loop = asyncio.get_running_loop()
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except OSError:  # an older kernel, or a sandbox refusing the call
+        threading.Thread(
+            target=_wait_in_thread,
+            args=(loop, process, on_exit),
+            name=f"exit of {process.pid}",
+            daemon=True,
+        ).start()
+        return
+
+    def exited() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        on_exit()
+
+    loop.add_reader(pidfd, exited)
+
+
+def _wait_in_thread(
+    loop: asyncio.AbstractEventLoop, process: subprocess.Popen[bytes], on_exit: Callable[[], None]
+) -> None:
+    process.wait()
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+        loop.call_soon_threadsafe(on_exit)
+
+
 @dataclass
 class _Worker:
     number: int
     process: subprocess.Popen[bytes]
     started_at: float
     ready: bool = False
+    #: Set once the process has exited (:func:`watch_exit`).
+    exited: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    #: Set by its exit and by output to read, while it starts.
+    woken: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def ended(self) -> None:
+        self.exited.set()
+        self.woken.set()
 
 
 class Workers:
@@ -128,16 +170,21 @@ class Workers:
     def pids(self) -> list[int]:
         return [self._running[n].process.pid for n in sorted(self._running)]
 
+    def _command(self, number: int) -> list[str]:
+        """The command line of worker ``number`` (from 1)."""
+        return [
+            sys.executable,
+            "-c",
+            "from forewarn.server.workers import main; main()",
+            str(number),
+            str(self.count),
+        ]
+
     def _spawn(self, number: int) -> _Worker:
-        """Start worker ``number`` (from 1), its orders on its standard input."""
+        """Start worker ``number`` (from 1), its orders on its standard input, its exit
+        watched."""
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from forewarn.server.workers import main; main()",
-                str(number),
-                str(self.count),
-            ],
+            self._command(number),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor, which stops it
@@ -149,28 +196,45 @@ class Workers:
         process.stdin.close()
         os.set_blocking(process.stdout.fileno(), False)
         worker = _Worker(number, process, time.monotonic())
+        watch_exit(process, worker.ended)
         self._running[number] = worker
         return worker
 
     async def _until_ready(self, worker: _Worker) -> str | None:
-        """Wait until ``worker`` listens; None, or its one line when it could not start."""
-        assert worker.process.stdout is not None
+        """Wait until ``worker`` listens; None, or its one line when it could not start.
+        Woken by its output and by its exit."""
+        stdout = worker.process.stdout
+        assert stdout is not None
+        loop = asyncio.get_running_loop()
+        loop.add_reader(stdout.fileno(), worker.woken.set)
+        reading = True
         said = b""
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
-            with contextlib.suppress(BlockingIOError):
-                chunk = worker.process.stdout.read(4096)
-                said += chunk or b""
-            if said.startswith(_READY):
-                worker.ready = True
-                return None
-            if worker.process.poll() is not None:
-                with contextlib.suppress(BlockingIOError, ValueError):
-                    said += worker.process.stdout.read() or b""
-                line = said.decode(errors="replace").strip().removeprefix("error: ")
-                return line or f"exited with status {worker.process.returncode} as it started"
-            await asyncio.sleep(LOOK_SECONDS / 2)
-        return f"did not listen within {START_SECONDS:g} s"
+        try:
+            async with asyncio.timeout(START_SECONDS):
+                while True:
+                    worker.woken.clear()
+                    if reading:
+                        with contextlib.suppress(BlockingIOError):
+                            chunk = stdout.read(4096)
+                            if chunk == b"":  # the end: only its exit is left to wait for
+                                loop.remove_reader(stdout.fileno())
+                                reading = False
+                            said += chunk or b""
+                    if said.startswith(_READY):
+                        worker.ready = True
+                        return None
+                    if worker.exited.is_set():
+                        with contextlib.suppress(BlockingIOError, ValueError):
+                            said += stdout.read() or b""
+                        status = worker.process.wait()  # it has exited: reaped at once
+                        line = said.decode(errors="replace").strip().removeprefix("error: ")
+                        return line or f"exited with status {status} as it started"
+                    await worker.woken.wait()
+        except TimeoutError:
+            return f"did not listen within {START_SECONDS:g} s"
+        finally:
+            if reading:
+                loop.remove_reader(stdout.fileno())
 
     async def start(self) -> None:
         """Every worker started and listening; WorkerStartError naming the first that could
@@ -183,43 +247,47 @@ class Workers:
 
     async def supervise(self, stop: asyncio.Event) -> None:
         """Start each worker that dies again, after a pause that doubles while it keeps dying
-        young; one log line for each restart. Until ``stop`` is set."""
-        pauses = dict.fromkeys(self._running, FIRST_PAUSE)
-        restarts: dict[int, asyncio.Task[None]] = {}
-        while not stop.is_set():
-            for number, worker in list(self._running.items()):
-                status = worker.process.poll()
-                if status is None or number in restarts:
-                    continue
-                lived = time.monotonic() - worker.started_at
-                pause = FIRST_PAUSE if lived >= YOUNG_SECONDS else pauses.get(number, FIRST_PAUSE)
-                pauses[number] = min(pause * 2, LONGEST_PAUSE)
-                worker.ready = False
-                log(
-                    LOGGER,
-                    logging.WARNING,
-                    f"worker {number} (pid {worker.process.pid}) exited with status {status}; "
-                    f"starting it again in {pause:g} s",
-                )
-                restarts[number] = asyncio.create_task(self._restart(number, pause, stop))
-                restarts[number].add_done_callback(functools.partial(_forget, restarts, number))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), LOOK_SECONDS)
-        waiting = list(restarts.values())
-        for task in waiting:
-            task.cancel()
-        await asyncio.gather(*waiting, return_exceptions=True)
+        young; one log line for each restart. Until ``stop`` is set. Each worker's exit
+        wakes its keeper: nothing here runs while every worker is up."""
+        keepers = [
+            asyncio.create_task(self._keep(number, stop), name=f"worker {number}'s keeper")
+            for number in sorted(self._running)
+        ]
+        try:
+            await stop.wait()
+        finally:
+            for keeper in keepers:
+                keeper.cancel()
+            await asyncio.gather(*keepers, return_exceptions=True)
 
-    async def _restart(self, number: int, pause: float, stop: asyncio.Event) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), pause)
-        if stop.is_set() or self._stopping:
-            return
-        worker = self._spawn(number)
-        problem = await self._until_ready(worker)
-        if problem is not None and worker.process.poll() is None:
-            worker.process.kill()  # did not listen in time: dead, and started again
-            worker.process.wait()
+    async def _keep(self, number: int, stop: asyncio.Event) -> None:
+        """Worker ``number`` started again each time it exits, until ``stop`` is set."""
+        pause = FIRST_PAUSE
+        while True:
+            worker = self._running[number]
+            await worker.exited.wait()
+            status = worker.process.wait()  # it has exited: reaped at once
+            worker.ready = False
+            if worker.process.stdout is not None:
+                worker.process.stdout.close()
+            if time.monotonic() - worker.started_at >= YOUNG_SECONDS:
+                pause = FIRST_PAUSE
+            log(
+                LOGGER,
+                logging.WARNING,
+                f"worker {number} (pid {worker.process.pid}) exited with status {status}; "
+                f"starting it again in {pause:g} s",
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
+            if stop.is_set() or self._stopping:
+                return
+            pause = min(pause * 2, LONGEST_PAUSE)
+            worker = self._spawn(number)
+            problem = await self._until_ready(worker)
+            if problem is not None and worker.process.poll() is None:
+                worker.process.kill()  # did not listen in time: dead, and started again
+                worker.process.wait()
 
     async def stop(self) -> None:
         """SIGTERM to every worker, SIGKILL to those still running after
@@ -228,22 +296,15 @@ class Workers:
         for worker in self._running.values():
             if worker.process.poll() is None:
                 worker.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_SECONDS
-        while any(w.process.poll() is None for w in self._running.values()):
-            if time.monotonic() > deadline:
-                for worker in self._running.values():
-                    if worker.process.poll() is None:
-                        worker.process.kill()
-                        worker.process.wait()
-                break
-            await asyncio.sleep(LOOK_SECONDS / 2)
+        exits = [worker.exited.wait() for worker in self._running.values()]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*exits), STOP_SECONDS)
         for worker in self._running.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.process.wait()
             if worker.process.stdout is not None:
                 worker.process.stdout.close()
-
-
-def _forget(restarts: dict[int, asyncio.Task[None]], number: int, _: object) -> None:
-    restarts.pop(number, None)
 
 
 # -- a worker ---------------------------------------------------------------------------------
