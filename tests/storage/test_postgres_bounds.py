@@ -9,6 +9,7 @@ TCP proxy that holds what either side sends, then delivers it (tests/support/tcp
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -199,3 +200,23 @@ def test_closing_a_journal_ends_when_the_server_falls_silent(
     proxy.silence_at(b"pg_notify")
     journal.close()
     assert proxy.held() > 0
+
+
+def test_bounded_calls_start_no_thread_each(
+    through_proxy: tuple[PostgresJournal, TcpProxy, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call of a front-end is bounded, several a second while it is idle: the bounds
+    are kept by one thread (``forewarn.storage._deadlines``), not a timer thread each."""
+    journal, _, _ = through_proxy
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    for _ in range(20):
+        with journal.bounded(5.0):
+            assert journal.last_sequence() == 0
+    assert started in ([], ["forewarn deadlines"])

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 
 from forewarn.eventgrid.store import DeliveryStore
+from forewarn.storage import _deadlines as deadlines
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.postgres import shut_socket, with_bounds
 from forewarn.storage.urls import postgres_target
@@ -141,13 +142,11 @@ class PostgresDeliveryStore(DeliveryStore):
         """The connection, its socket shut down under a call still waiting after
         :data:`CALL_SECONDS`; held under the lock."""
         connection = self._connection()
-        timer = threading.Timer(CALL_SECONDS, shut_socket, [connection])
-        timer.daemon = True
-        timer.start()
+        deadline = deadlines.after(CALL_SECONDS, lambda: shut_socket(connection))
         try:
             yield connection
         finally:
-            timer.cancel()
+            deadline.cancel()
 
     def _transaction(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> None:
         with self._lock:

@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
+from forewarn.storage import _deadlines as deadlines
 from forewarn.storage.errors import (
     AppendConflictError,
     CorruptStoreError,
@@ -174,13 +175,11 @@ def _answered_within(seconds: float, *conns: Callable[[], Connection | None]) ->
         for conn in conns:
             shut_socket(conn())
 
-    timer = threading.Timer(seconds, sever)
-    timer.daemon = True
-    timer.start()
+    deadline = deadlines.after(seconds, sever)
     try:
         yield
     finally:
-        timer.cancel()
+        deadline.cancel()
 
 
 def _lock_key(purpose: str, schema: str, namespace: str) -> int:
@@ -278,14 +277,12 @@ class PostgresJournal:
             return
         self._deadline = time.monotonic() + seconds
         self._expired = False
-        timer = threading.Timer(seconds, self._sever)
-        timer.daemon = True
-        timer.start()
+        deadline = deadlines.after(seconds, self._sever)
         self._bound = seconds
         try:
             yield
         finally:
-            timer.cancel()
+            deadline.cancel()
             self._deadline = None
 
     def _too_late(self) -> str:
@@ -298,7 +295,8 @@ class PostgresJournal:
 
     def _sever(self) -> None:
         """Shut the writer connection's socket down under the call waiting on it (from the
-        deadline's timer thread: the waiting call holds the journal's lock)."""
+        deadlines' thread, :mod:`forewarn.storage._deadlines`: the waiting call holds the
+        journal's lock)."""
         self._expired = True
         shut_socket(self._conn)
 
