@@ -353,8 +353,8 @@ class FollowedJournal(StandInJournal):
     def another(self) -> FollowedJournal:
         return self
 
-    def wait_for_append(self, after: int, timeout: float) -> None:
-        pass
+    def wait_for_append(self, after: int, timeout: float) -> int:
+        return self.memory.last_sequence()
 
     def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         read = list(super().records(after))
@@ -366,3 +366,37 @@ class FollowedJournal(StandInJournal):
 
     def leadership(self) -> Leadership:
         raise AssertionError("a worker asked for the leader lock")
+
+
+def test_a_follower_reads_the_records_only_once_the_counter_has_moved() -> None:
+    """[ours] docs/scale-out.md, "How front-ends stay one fleet": a follower's wait on LISTEN
+    reads the namespace's counter; the records are read only when it is past what this
+    front-end applied, not after every wait (a query, a thread's turn and a bound a second
+    for every idle front-end)."""
+
+    class Counted(FollowedJournal):
+        asked = read = 0
+
+        def wait_for_append(self, after: int, timeout: float) -> int:
+            self.asked += 1
+            if self.asked == 4:
+                self.stop_after_read()
+            return super().wait_for_append(after, timeout)
+
+        def records(self, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+            self.read += 1
+            return self.memory.records(after)
+
+    journal = Counted([Tick().to_record(DEFAULT_START)] * 2)
+    replica = replica_on(journal, Builds(FOLLOWED_FLEET))
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        journal.stop_after_read = functools.partial(
+            asyncio.get_running_loop().call_soon_threadsafe, stop.set
+        )
+        await asyncio.wait_for(tasks.run_front_end(replica, stop, leads=False), GUARD_SECONDS)
+
+    asyncio.run(main())
+    assert replica.head == 2
+    assert (journal.asked, journal.read) == (4, 1)

@@ -29,6 +29,7 @@ from forewarn.storage import (
     StoreUnavailableError,
     StoreUrlError,
     open_journal,
+    postgres,
 )
 from forewarn.storage.postgres import (
     SCHEMA_VERSION,
@@ -101,6 +102,33 @@ def test_a_front_end_follows_what_another_appended(fleet: Store) -> None:
     waiter.join(10)
     assert outcome == [3]
     assert list(follower.records(after=2)) == [(3, {"n": 3})]
+
+
+def test_a_follower_waiting_with_nothing_appended_sleeps_through_the_wait(fleet: Store) -> None:
+    """An idle follower waits on LISTEN every second of its life: its thread sleeps until a
+    notification or the timeout, where psycopg's own ``notifies(timeout=...)`` woke every
+    0.1 s (counted as the waiting thread's voluntary context switches: a few for its two
+    reads of the counter, where waking each 0.1 s for 2 s made twenty more)."""
+    follower = fleet.open()
+    follower.wait_for_append(after=0, timeout=0)  # LISTEN in force, connections open
+    switches: list[int] = []
+
+    def wait() -> None:
+        status = Path(f"/proc/self/task/{threading.get_native_id()}/status")
+
+        def voluntary() -> int:
+            line = next(x for x in status.read_text().splitlines() if x.startswith("volun"))
+            return int(line.split()[1])
+
+        before = voluntary()
+        assert follower.wait_for_append(after=0, timeout=2.0) == 0
+        switches.append(voluntary() - before)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    waiter.join(30)
+    assert len(switches) == 1
+    assert switches[0] < 10, switches
 
 
 def test_concurrent_front_ends_get_a_gap_free_strictly_increasing_sequence(
@@ -736,7 +764,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     return clock
 
 
-def test_a_follower_waits_as_long_as_asked_and_no_longer(fleet: Store, clock: _Clock) -> None:
+def test_a_follower_waits_as_long_as_asked_and_no_longer(
+    fleet: Store, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """[ours] (``Journal.wait_for_append``): a follower's poll (``timeout=0``, or less) never
     waits; a wait lasts the time asked, not a moment less, and ends when that time is up,
     rather than wait again for nothing. The same as the memory and SQLite journals'."""
@@ -746,6 +776,10 @@ def test_a_follower_waits_as_long_as_asked_and_no_longer(fleet: Store, clock: _C
     assert journal._listener is not None
     watched = _WatchedConnection(journal._listener, clock)
     journal._listener = watched  # type: ignore[assignment]
+    # Its one wait on the socket, as the connection's own wait: recorded, not slept.
+    monkeypatch.setattr(
+        postgres, "_wait_for_notify", lambda conn, timeout: list(conn.notifies(timeout=timeout))
+    )
     assert journal.wait_for_append(after=0, timeout=0) == 0
     assert journal.wait_for_append(after=0, timeout=-1) == 0
     assert watched.waits == []

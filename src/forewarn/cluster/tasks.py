@@ -40,16 +40,17 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def follow(replica: Replica, reader: PostgresJournal, stop: asyncio.Event) -> None:
-    """Apply what other front-ends append, as it is committed (LISTEN), with a read on every
-    (re)connect and at least every :data:`POLL_SECONDS`; journal the VMs seen meanwhile;
+    """Apply what other front-ends append, as it is committed (LISTEN), with a read of the
+    namespace's counter on every (re)connect and at least every :data:`POLL_SECONDS`, and of
+    the records once it has moved; journal the VMs seen meanwhile;
     rebuild a diverged copy. ``reader`` is a journal of its own, so a slow or dead server
     holds up this task only."""
     backoff = BACKOFF_SECONDS[0]
     while not stop.is_set():
         try:
-            await asyncio.to_thread(reader.wait_for_append, replica.head, POLL_SECONDS)
-            records = await asyncio.to_thread(_read_after, reader, replica.head)
-            replica.apply_fetched(records)
+            last = await asyncio.to_thread(reader.wait_for_append, replica.head, POLL_SECONDS)
+            if last > replica.head:  # read only what there is: nothing, most seconds
+                replica.apply_fetched(await asyncio.to_thread(_read_after, reader, replica.head))
             if replica.diverged:  # replayed in a thread: the loop never waits on it
                 replica.install(await asyncio.to_thread(replica.replayed, reader))
             if replica.registered:  # what it applied, and that it is alive: once a batch

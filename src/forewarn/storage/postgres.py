@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
+import select
 import socket
 import threading
 import time
@@ -180,6 +182,18 @@ def _answered_within(seconds: float, *conns: Callable[[], Connection | None]) ->
         yield
     finally:
         deadline.cancel()
+
+
+def _wait_for_notify(conn: Connection, timeout: float) -> None:
+    """Until a notification reaches ``conn`` (or anything else its socket receives: the
+    caller's next query reads it), or ``timeout`` seconds: one wait on the socket.
+    psycopg's own ``notifies(timeout=...)`` wakes every 0.1 s for the whole wait, ten
+    wake-ups a second for every idle follower."""
+    for _ in conn.notifies(timeout=0, stop_after=1):  # one already read, during a query
+        return
+    waiting = select.poll()
+    waiting.register(conn.pgconn.socket, select.POLLIN)
+    waiting.poll(max(0, math.ceil(timeout * 1000)))
 
 
 def _lock_key(purpose: str, schema: str, namespace: str) -> int:
@@ -621,8 +635,7 @@ class PostgresJournal:
                 remaining = deadline - time.monotonic()
                 if last > after or remaining <= 0:
                     return last
-                for _ in listener.notifies(timeout=remaining, stop_after=1):
-                    pass
+                _wait_for_notify(listener, remaining)
 
     def _listening(self) -> Connection:
         if self._closed:
