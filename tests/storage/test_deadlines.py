@@ -1,9 +1,13 @@
 """The deadlines that end calls to a silent PostgreSQL (``forewarn.storage._deadlines``): one
 thread keeps them all, runs each once its time is up, skips those cancelled first, and wakes
-for a deadline set earlier than the one it sleeps until."""
+for a deadline set earlier than the one it sleeps until.
+
+Each test keeps its deadlines in a keeper of its own (the process's is made at import, where
+a change to how a keeper is made would go unseen), and one test uses the process's."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -18,7 +22,14 @@ def _wait(event: threading.Event, what: str) -> None:
     assert event.wait(HANG_SECONDS), f"{what} did not happen within {HANG_SECONDS:g} s"
 
 
-def test_an_action_runs_once_its_time_is_up_and_a_cancelled_one_never() -> None:
+@pytest.fixture
+def keeper() -> deadlines.Keeper:
+    return deadlines.Keeper()
+
+
+def test_an_action_runs_once_its_time_is_up_and_a_cancelled_one_never(
+    keeper: deadlines.Keeper,
+) -> None:
     ran: list[str] = []
     done = threading.Event()
 
@@ -26,39 +37,71 @@ def test_an_action_runs_once_its_time_is_up_and_a_cancelled_one_never() -> None:
         ran.append("kept")
         done.set()
 
-    cancelled = deadlines.after(0.05, lambda: ran.append("cancelled"))
-    deadlines.after(0.1, kept)
+    cancelled = keeper.after(0.05, lambda: ran.append("cancelled"))
+    keeper.after(0.1, kept)
     cancelled.cancel()
     _wait(done, "the kept deadline's action")
     # The cancelled one's time came first: had it run, it would be in the list already.
     assert ran == ["kept"]
 
 
-def test_a_deadline_earlier_than_the_one_the_keeper_sleeps_until_wakes_it() -> None:
+def test_actions_run_in_the_order_of_their_times_whatever_the_order_they_were_set(
+    keeper: deadlines.Keeper,
+) -> None:
+    ran: list[float] = []
     done = threading.Event()
-    late = deadlines.after(3600.0, lambda: None)
+
+    def last() -> None:
+        ran.append(0.3)
+        done.set()
+
+    keeper.after(0.3, last)
+    for seconds in (0.2, 0.1, 0.15):
+        keeper.after(seconds, lambda seconds=seconds: ran.append(seconds))  # type: ignore[misc]
+    _wait(done, "the last deadline's action")
+    assert ran == [0.1, 0.15, 0.2, 0.3]
+
+
+def test_a_deadline_earlier_than_the_one_the_keeper_sleeps_until_wakes_it(
+    keeper: deadlines.Keeper,
+) -> None:
+    done = threading.Event()
+    late = keeper.after(3600.0, lambda: None)
     try:
-        deadlines.after(0.01, done.set)
+        keeper.after(0.01, done.set)
         _wait(done, "the earlier deadline's action")
     finally:
         late.cancel()
 
 
+def test_a_deadline_set_while_the_keeper_waits_for_none_wakes_it(
+    keeper: deadlines.Keeper,
+) -> None:
+    first = threading.Event()
+    keeper.after(0.0, first.set)
+    _wait(first, "the first deadline's action")  # its thread now waits with nothing due
+    done = threading.Event()
+    keeper.after(0.01, done.set)
+    _wait(done, "a deadline set after the keeper ran out of them")
+
+
 def test_an_action_that_fails_is_logged_and_the_next_still_runs(
-    caplog: pytest.LogCaptureFixture,
+    keeper: deadlines.Keeper, caplog: pytest.LogCaptureFixture
 ) -> None:
     def fails() -> None:
         raise OSError("a socket already closed")
 
     done = threading.Event()
     with caplog.at_level("ERROR", logger="forewarn.storage"):
-        deadlines.after(0.01, fails)
-        deadlines.after(0.02, done.set)
+        keeper.after(0.01, fails)
+        keeper.after(0.02, done.set)
         _wait(done, "the deadline after the failing one")
     assert "a deadline's action failed" in caplog.text
 
 
-def test_one_thread_keeps_every_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_thread_keeps_every_deadline(
+    keeper: deadlines.Keeper, monkeypatch: pytest.MonkeyPatch
+) -> None:
     started: list[threading.Thread] = []
     start = threading.Thread.start
 
@@ -69,7 +112,21 @@ def test_one_thread_keeps_every_deadline(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(threading.Thread, "start", counted)
     done = threading.Event()
     for _ in range(50):
-        deadlines.after(60.0, lambda: None).cancel()
-    deadlines.after(0.01, done.set)
+        keeper.after(60.0, lambda: None).cancel()
+    keeper.after(0.01, done.set)
     _wait(done, "the last deadline's action")
-    assert [thread.name for thread in started] in ([], ["forewarn deadlines"])
+    assert [thread.name for thread in started] == ["forewarn deadlines"]
+    assert started[0].daemon  # never holds up the process's exit
+
+
+def test_the_process_keeper_runs_deadlines_and_a_forked_child_gets_its_own() -> None:
+    done = threading.Event()
+    deadlines.after(0.01, done.set)
+    _wait(done, "the process keeper's deadline")
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's keeper thread is not here; a new keeper must be
+        ran = threading.Event()
+        deadlines.after(0.01, ran.set)
+        os._exit(0 if ran.wait(HANG_SECONDS) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "a forked child's deadline never ran"

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Deadline", "after"]
+__all__ = ["Deadline", "Keeper", "after"]
 
 _LOG = logging.getLogger("forewarn.storage")
 
@@ -41,7 +41,10 @@ class Deadline:
         self.cancelled = True
 
 
-class _Keeper:
+class Keeper:
+    """Deadlines kept by one thread, started by the first; the process has one
+    (:func:`after`), and tests make their own."""
+
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._heap: list[tuple[float, int, Deadline]] = []
@@ -87,13 +90,13 @@ class _Keeper:
                     _LOG.exception("a deadline's action failed")
 
 
-_KEEPER = _Keeper()
+_KEEPER = Keeper()
 
 
-def _forked() -> None:  # pragma: no cover - runs in a forked child
+def _forked() -> None:
     """A child of ``fork`` has no keeper thread (nor, perhaps, a usable lock): a new one."""
     global _KEEPER
-    _KEEPER = _Keeper()
+    _KEEPER = Keeper()
 
 
 os.register_at_fork(after_in_child=_forked)
