@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from forewarn.cluster import tasks
+from forewarn.cluster.replica import Replica as SharedReplica
 from forewarn.commands import Command, Tick
 from forewarn.domain.clock import DEFAULT_START
 from forewarn.storage.errors import StoreUnavailableError
@@ -327,6 +328,14 @@ def test_a_worker_follows_the_journal_and_never_asks_for_the_leader_lock() -> No
     journal = FollowedJournal([Tick().to_record(DEFAULT_START)] * 2)
     replica = replica_on(journal, Builds(FOLLOWED_FLEET))
 
+    _follow_as_a_worker(journal, replica)
+    assert replica.head == 2  # what it read, applied
+    assert (journal.closed, replica.leading) == (True, False)
+
+
+def _follow_as_a_worker(journal: FollowedJournal, replica: SharedReplica) -> None:
+    """``replica`` follows ``journal`` as a worker does, until the journal says stop."""
+
     async def main() -> None:
         stop = asyncio.Event()
         journal.stop_after_read = functools.partial(
@@ -335,8 +344,6 @@ def test_a_worker_follows_the_journal_and_never_asks_for_the_leader_lock() -> No
         await asyncio.wait_for(tasks.run_front_end(replica, stop, leads=False), GUARD_SECONDS)
 
     asyncio.run(main())
-    assert replica.head == 2  # what it read, applied
-    assert (journal.closed, replica.leading) == (True, False)
 
 
 FOLLOWED_FLEET = "vms:\n  - {name: vm0, address: 127.0.0.2}\n"
@@ -390,13 +397,6 @@ def test_a_follower_reads_the_records_only_once_the_counter_has_moved() -> None:
     journal = Counted([Tick().to_record(DEFAULT_START)] * 2)
     replica = replica_on(journal, Builds(FOLLOWED_FLEET))
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        journal.stop_after_read = functools.partial(
-            asyncio.get_running_loop().call_soon_threadsafe, stop.set
-        )
-        await asyncio.wait_for(tasks.run_front_end(replica, stop, leads=False), GUARD_SECONDS)
-
-    asyncio.run(main())
+    _follow_as_a_worker(journal, replica)
     assert replica.head == 2
     assert (journal.asked, journal.read) == (4, 1)
