@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 from interrupts import ctrl_c_as_in_a_terminal
 from suite_order import longest_first, recorded_costs, workers_for
 from tls_context import share_the_default_tls_context
+from warm_bytecode import warm
 
 ctrl_c_as_in_a_terminal()
 share_the_default_tls_context()
@@ -39,3 +41,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist reads it
     return workers_for(len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before pytest-xdist starts its workers (its own ``pytest_sessionstart``), the test
+    modules it will collect rewritten and forewarn compiled, once (``warm_bytecode``)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    root = Path(__file__).resolve().parents[1]
+    asked = [Path(arg.split("::")[0]).resolve() for arg in config.args] or [root / "tests"]
+    tests = [path for path in asked if path.exists() and path.is_relative_to(root / "tests")]
+    warm(config, tests, [root / "src" / "forewarn", root / "tests" / "support"])
