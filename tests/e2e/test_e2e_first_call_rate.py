@@ -7,8 +7,9 @@ Scheduled Events"), and "Requests are limited to 5 requests per second (on a per
 Requests exceeding this threshold will be rejected with 429 responses"
 (learn.microsoft.com/azure/virtual-machines/instance-metadata-service, "Rate limiting"): the
 limit is a rate, not a count of calls waiting. A metrics exporter that starts a scrape every
-2 s with a 30 s timeout (as a Prometheus exporter of the document does) keeps seven calls
-waiting through a 14 s delay and never exceeds half a request a second, so every call is
+second with a 30 s timeout (as a Prometheus exporter of the document does, scraped often)
+keeps seven or more calls waiting through an 8 s delay and never exceeds a request a
+second, so every call is
 answered 200 once the delay is over; a VM that fires ten calls at once is over the rate, and
 the calls beyond it are refused at once, before the delay ends.
 
@@ -42,8 +43,8 @@ vms:
   - {name: exporter, address: 127.0.0.2, scheduledEventsEnabled: false}
   - {name: flooder, address: 127.0.0.3, scheduledEventsEnabled: false}
 """
-DELAY = 14.0  # seconds of first-call delay
-SCRAPE_EVERY = 2.0
+DELAY = 8.0  # seconds of first-call delay
+SCRAPE_EVERY = 1.0
 SCRAPE_TIMEOUT = 30.0
 FLOOD = 10
 

@@ -41,7 +41,7 @@ def test_a_full_disk_while_recording_stops_no_delivery_for_good(
         fleet=FLEET,
         vm_hosts=VM_HOSTS,
         clock="scaled",
-        extra=("--scale", "60", "--eventgrid-timeout", "1", "--data-dir", str(disk.root / "d")),
+        extra=("--scale", "120", "--eventgrid-timeout", "1", "--data-dir", str(disk.root / "d")),
     )
     try:
         with receiver(tmp_path, "eventgrid") as sink:
@@ -55,7 +55,7 @@ def test_a_full_disk_while_recording_stops_no_delivery_for_good(
                 server=server.process,
             )
             disk.fill()
-            # 15 minutes of platform time later (15 s) the event starts: that change cannot be
+            # 15 minutes of platform time later (7.5 s) the event starts: that change cannot be
             # recorded, and is said
             wait_for(
                 lambda: WAITING in server.process.output(),
