@@ -7,8 +7,10 @@ a change to how a keeper is made would go unseen), and one test uses the process
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+import time
 
 import pytest
 
@@ -45,21 +47,23 @@ def test_an_action_runs_once_its_time_is_up_and_a_cancelled_one_never(
     assert ran == ["kept"]
 
 
-def test_actions_run_in_the_order_of_their_times_whatever_the_order_they_were_set(
+def test_actions_run_in_the_order_of_their_times_none_before_its_time(
     keeper: deadlines.Keeper,
 ) -> None:
-    ran: list[float] = []
+    ran: list[tuple[float, float]] = []  # (its seconds, when it ran after they were set)
     done = threading.Event()
+    began = time.monotonic()
 
-    def last() -> None:
-        ran.append(0.3)
-        done.set()
+    def at(seconds: float) -> None:
+        ran.append((seconds, time.monotonic() - began))
+        if seconds == 0.3:
+            done.set()
 
-    keeper.after(0.3, last)
-    for seconds in (0.2, 0.1, 0.15):
-        keeper.after(seconds, lambda seconds=seconds: ran.append(seconds))  # type: ignore[misc]
+    for seconds in (0.3, 0.2, 0.1, 0.15):
+        keeper.after(seconds, functools.partial(at, seconds))
     _wait(done, "the last deadline's action")
-    assert ran == [0.1, 0.15, 0.2, 0.3]
+    assert [seconds for seconds, _ in ran] == [0.1, 0.15, 0.2, 0.3]
+    assert all(when >= seconds for seconds, when in ran), ran
 
 
 def test_a_deadline_earlier_than_the_one_the_keeper_sleeps_until_wakes_it(
