@@ -11,6 +11,7 @@ import functools
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,24 @@ def test_the_process_keeper_runs_deadlines_and_a_forked_child_gets_its_own() -> 
         os._exit(0 if ran.wait(HANG_SECONDS) else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "a forked child's deadline never ran"
+
+
+def test_a_deadline_far_off_keeps_the_keeper_asleep_until_it(keeper: deadlines.Keeper) -> None:
+    """Asleep, not looking again and again: its thread's CPU time (ticks of
+    ``/proc/self/task/ID/stat``) over half a second before a deadline a minute off stays
+    near none, where a thread that looked in a loop would spend the half second."""
+    far = keeper.after(60.0, lambda: None)
+    try:
+        thread = keeper._thread  # the one this keeper started for the deadline
+        assert thread is not None
+        stat = Path(f"/proc/self/task/{thread.native_id}/stat")
+
+        def ticks() -> int:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])  # utime, stime
+
+        before = ticks()
+        time.sleep(0.5)
+        assert ticks() - before <= 5
+    finally:
+        far.cancel()
