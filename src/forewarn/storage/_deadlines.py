@@ -78,8 +78,9 @@ class Keeper:
                     due.append(heapq.heappop(self._heap)[2])
                 if not due:
                     self._until = self._heap[0][0] if self._heap else math.inf
+                    # Awake again, it looks at the heap on its next turn: a deadline set
+                    # meanwhile and notified to no one waiting is seen there.
                     self._lock.wait(None if self._until == math.inf else self._until - now)
-                    self._until = 0.0  # awake: a deadline set now is seen on the next turn
                     continue
             for deadline in due:
                 if deadline.cancelled:
