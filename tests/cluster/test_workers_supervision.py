@@ -59,7 +59,13 @@ class _StandIns(Workers):
     def _command(self, number: int) -> list[str]:
         return [sys.executable, "-c", self.code]
 
+    #: How many starts from now on fail as a fork refused by the kernel does.
+    refusals = 0
+
     def _spawn(self, number: int) -> Any:
+        if self.refusals:
+            self.refusals -= 1
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
         worker = super()._spawn(number)
         self.spawned.append(worker.process)
         return worker
@@ -206,3 +212,42 @@ def test_a_worker_that_cannot_start_is_named_with_its_line(
 
     processes = _on_a_still_clock(scenario)
     assert all(process.returncode is not None for process in processes)
+
+
+def test_a_worker_the_kernel_refuses_to_start_again_is_tried_again_later() -> None:
+    """A restart whose process cannot be made (a fork refused: EAGAIN, EMFILE) is said once
+    and tried again after the next pause, not given up in silence."""
+    logger = logging.getLogger("forewarn.workers")
+
+    async def scenario(clock: _Clock) -> list[str]:
+        workers = _StandIns(LISTENS)
+        lines = _Lines()
+        logger.addHandler(lines)
+        stop = asyncio.Event()
+        said = []
+        try:
+            await workers.start()
+            while not workers.outcomes.empty():
+                workers.outcomes.get_nowait()
+            supervising = asyncio.create_task(workers.supervise(stop))
+            os.kill(workers.pids()[0], signal.SIGKILL)
+            said.append(await lines.lines.get())
+            workers.refusals = 1
+            clock.now += 0.5
+            said.append(await lines.lines.get())
+            assert workers.outcomes.empty()
+            assert workers.up == 1
+            clock.now += 1.0
+            number, _, problem = await workers.outcomes.get()
+            assert (number, problem, workers.up) == (1, None, 2)
+            stop.set()
+            await supervising
+        finally:
+            logger.removeHandler(lines)
+            await workers.stop()
+        return said
+
+    said = _on_a_still_clock(scenario)
+    assert said[1] == (
+        "worker 1 could not be started: Resource temporarily unavailable; again in 1 s"
+    )

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from forewarn.collector import settle_heap
 from forewarn.domain.impact import ImpactPolicies
-from forewarn.errors import ForewarnError
+from forewarn.errors import ForewarnError, reason
 from forewarn.server._activity import Activity, ActivityEndpoint
 from forewarn.server._serve_logging import configure_logging, log
 from forewarn.server.background import running
@@ -283,7 +283,22 @@ class Workers:
             if stop.is_set() or self._stopping:
                 return
             pause = min(pause * 2, LONGEST_PAUSE)
-            worker = self._spawn(number)
+            while True:
+                try:
+                    worker = self._spawn(number)
+                    break
+                except OSError as exc:  # no process to be had (EAGAIN, EMFILE): later
+                    log(
+                        LOGGER,
+                        logging.ERROR,
+                        f"worker {number} could not be started: {reason(exc)}; "
+                        f"again in {pause:g} s",
+                    )
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), pause)
+                    if stop.is_set() or self._stopping:
+                        return
+                    pause = min(pause * 2, LONGEST_PAUSE)
             problem = await self._until_ready(worker)
             if problem is not None and worker.process.poll() is None:
                 worker.process.kill()  # did not listen in time: dead, and started again
