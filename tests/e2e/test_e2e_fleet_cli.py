@@ -138,13 +138,17 @@ def test_each_vm_sees_its_scope_in_order(fleet_server: tuple[int, str]) -> None:
         settle(pollers, control)
         # 4. time passes: every event starts, impacts and is removed
         # fast profile: 3 s notice, a 5 s Freeze, then 2 s Started after it
+        # Each step is waited for: a VM back from its impact shows Started for 2 s of this
+        # clock only, which a poller reading 4 times a second would miss if the clock ran on.
+        still_there = {n: p for n, p in pollers.items() if n != "web_0"}
         forewarn_plain(control, "clock", "advance", "1s")
+        settle(still_there, control)
         for _ in range(10):  # the same second by second, through the API the CLI calls
             advanced = httpx.post(
                 f"http://{control}/api/v1/clock/advance", json={"seconds": 1}, headers=AUTH
             )
             assert advanced.status_code == 200, advanced.text
-        settle({n: p for n, p in pollers.items() if n != "web_0"}, control)
+            settle(still_there, control)
     finally:
         for poller in pollers.values():
             poller.stop.set()
