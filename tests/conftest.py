@@ -7,7 +7,9 @@ and keeps token files in a directory of its own rather than the user's.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,6 +28,8 @@ share_the_default_tls_context()
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 os.environ["FOREWARN_TOKEN"] = "forewarn-test-suite-token"
 os.environ["FOREWARN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="forewarn-runtime-")
+# Each test process (the controller and every worker) makes its own: gone when it ends.
+atexit.register(shutil.rmtree, os.environ["FOREWARN_RUNTIME_DIR"], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
