@@ -532,8 +532,13 @@ def table(results: dict[str, Any]) -> str:
     for mode in workers["modes"] if workers else []:
         assert workers is not None
         by_server: dict[str, list[float]] = {}
+        slices_by_server: dict[str, list[float]] = {}
         for row in mode["rows"]:
             by_server.setdefault(row["server"], []).append(row["server_cpu_us_per_poll"])
+            if "server_timeslices_per_poll" in row:  # measured since 2026-11-30
+                slices_by_server.setdefault(row["server"], []).append(
+                    row["server_timeslices_per_poll"]
+                )
         lines.append(
             f"serve --workers {workers['workers']} beside one process, {workers['vms']:,} VMs "
             f"{mode['mode']}, server CPU per poll answered (median of rounds): "
@@ -542,6 +547,14 @@ def table(results: dict[str, Any]) -> str:
             )
             + f" ({mode['cores']} cores)"
         )
+        if slices_by_server:
+            lines.append(
+                "  times the server's threads were put on a CPU, per poll answered: "
+                + "; ".join(
+                    f"{name} {statistics.median(slices):.2f}"
+                    for name, slices in slices_by_server.items()
+                )
+            )
     if results.get("targets"):
         lines.append("Targets:")
         for target in results["targets"]:

@@ -33,7 +33,7 @@ from bench.realworkload import (
     fetch_documents,
     private_namespace,
 )
-from bench.servers import Forewarn, cpu_seconds
+from bench.servers import Forewarn, cpu_seconds, timeslices
 from bench.tools import free_port, raise_open_files
 
 
@@ -96,10 +96,11 @@ def measure(
                 with Pollers(
                     poller, targets, vms=vms, port=server.port, mode=mode, duration=seconds
                 ) as pollers:
-                    before = cpu_seconds(pids)
+                    before, slices_before = cpu_seconds(pids), timeslices(pids)
                     pollers.go()
                     pollers.wait_for_results()
                     cpu = cpu_seconds(pids) - before
+                    slices = timeslices(pids) - slices_before
                     run = pollers.collect()
                 rows.append(
                     {
@@ -112,6 +113,8 @@ def measure(
                         "polls_per_s": run.polls_per_second,
                         "server_cpu_us_per_poll": cpu / max(1, run.ok) * 1e6,
                         "generator_cpu_us_per_poll": run.cpu_s / max(1, run.ok) * 1e6,
+                        # the kernel's part: how often the server's threads were run
+                        "server_timeslices_per_poll": slices / max(1, run.ok),
                         "p99_ms": run.p99_ms,
                     }
                 )

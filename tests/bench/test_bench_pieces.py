@@ -4,6 +4,8 @@ ports it listens on, the load generator's slices."""
 from __future__ import annotations
 
 import ipaddress
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from bench.fleetgen import addresses, fleet_vms, fleet_yaml
 from bench.loadgen.poller import slices
 from bench.realworkload import FIGURES
 from bench.report import Target, table, targets
-from bench.servers import Nginx
+from bench.servers import Nginx, timeslices
 from bench.stats import histogram_percentile_ms, merge_histograms, percentile
 from bench.tools import PORTS, free_port
 from bench.wrk import parse_output
@@ -41,6 +43,15 @@ def test_generated_fleet_is_a_valid_fleet_file_with_one_address_per_vm() -> None
         assert parsed in ipaddress.ip_network("127.0.0.0/8")
         assert address.split(".")[-1] not in ("0", "255")
     assert [vm.address for vm in fleet_vms(600)] == found
+
+
+def test_timeslices_count_each_time_a_process_is_put_back_on_a_cpu() -> None:
+    before = timeslices([os.getpid()])
+    for _ in range(20):
+        time.sleep(0.001)  # each sleep ends with the thread woken and run again
+    after = timeslices([os.getpid()])
+    assert after - before >= 20
+    assert timeslices([2**22 + 1]) == 0  # no such process: nothing, not an error
 
 
 def test_addresses_refuse_a_fleet_larger_than_loopback() -> None:

@@ -34,6 +34,8 @@ def test_the_workers_scenario_measures_both_servers_and_states_its_targets(
     for row in servers.values():
         assert row["errors"] == 0
         assert row["ok"] == row["polls"] > 0
+        # each poll wakes the server: counted, and not more than a handful of times a poll
+        assert 0 < row["server_timeslices_per_poll"] < 50
     ratio = (
         servers["2 workers"]["server_cpu_us_per_poll"]
         / (servers["one process"]["server_cpu_us_per_poll"])
@@ -44,3 +46,4 @@ def test_the_workers_scenario_measures_both_servers_and_states_its_targets(
     assert targets[name]["limit"] == 1.15
     assert targets["2 workers, 60 VMs new-connection: polls failed"]["met"] is True
     assert "serve --workers 2 beside one process, 60 VMs new-connection" in done.stdout
+    assert "times the server's threads were put on a CPU, per poll answered" in done.stdout
