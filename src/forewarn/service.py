@@ -407,17 +407,18 @@ class ScheduledEventsService(VmRequestPath):
     # -- the control plane -----------------------------------------------------------------
 
     def now(self) -> datetime:
-        """The platform's time, everything due by then applied; the clock's while the
-        platform cannot be read (every answer needs a Date, refusals included)."""
+        """The platform's time, everything due by then applied (a front-end of a shared
+        journal: the clock's, :meth:`_answered_at`); the clock's while the platform cannot
+        be read (every answer needs a Date, refusals included)."""
         try:
-            return self._caught_up().now
+            return self._answered_at(self._caught_up())
         except StoreUnavailableError:
             return self._clock.now()
 
     def clock_status(self) -> ClockStatus:
         platform = self._caught_up()
         return ClockStatus(
-            now=platform.now,
+            now=self._answered_at(platform),
             kind=type(self._clock).__name__,
             profile=platform.timing.name,
             next_deadline=platform.next_deadline(),

@@ -28,6 +28,7 @@ from forewarn.wire.documents import encode_document
 
 if TYPE_CHECKING:
     from forewarn.cluster.replica import Replica
+    from forewarn.domain.clock import Clock
     from forewarn.writer import JournalWriter
 
 
@@ -126,10 +127,21 @@ class VmRequestPath:
     _known: dict[str, _Known]
     _writer: JournalWriter | None
     _replica: Replica | None
+    _clock: Clock
 
     def _caught_up(self) -> Platform:
         """The platform brought up to the clock: the service's (the catch-up rule)."""
         raise NotImplementedError
+
+    def _answered_at(self, platform: Platform) -> datetime:
+        """The time a request is answered at (its Date): the platform's, which is the
+        clock's once caught up. A front-end of a shared journal moves its platform only by
+        the journal's records, which come when something falls due, so between them its
+        platform's time stands still while the clock goes on: it answers at the clock's
+        time then (Azure's Date is the time of the answer), the later of the two."""
+        if self._replica is None:
+            return platform.now
+        return max(platform.now, self._clock.now())
 
     def _vm_platform(self) -> Platform:
         """The platform as VMs may be shown it: :meth:`_caught_up`'s, unless a write applied
@@ -184,17 +196,18 @@ class VmRequestPath:
         if not for_events:  # rare beside the polls: looked up afresh, nothing kept
             calling = _vm_calling(platform, local_address, peer_address)
             if calling is None:
-                return _gone(platform, local_address, peer_address)
+                return _gone(platform, local_address, peer_address, self._answered_at(platform))
             pause = self._requested(platform, calling.name, for_events=False)
-            return Arrival(calling, pause, platform.now, None)
+            return Arrival(calling, pause, self._answered_at(platform), None)
         known = self._known.get(local_address)
         if known is not None and known.version is version:
             vm = known.vm
             if self._again(platform, vm.name, known.changes):
-                return Arrival(vm, None, platform.now, known.document, known.changes)
+                at = self._answered_at(platform)
+                return Arrival(vm, None, at, known.document, known.changes)
         calling = _vm_calling(platform, local_address, peer_address)
         if calling is None:
-            return _gone(platform, local_address, peer_address)
+            return _gone(platform, local_address, peer_address, self._answered_at(platform))
         pause = self._requested(platform, calling.name)
         address = calling.address
         kept = pause is None and address == local_address
@@ -219,8 +232,8 @@ class VmRequestPath:
             # kept, out of date as it may be (its count is behind when the VM changed since),
             # so its next poll finds its document's last encoding there rather than in the
             # table by name
-            return Arrival(calling, None, platform.now, document, changes)
-        return Arrival(calling, pause, platform.now, document)
+            return Arrival(calling, None, self._answered_at(platform), document, changes)
+        return Arrival(calling, pause, self._answered_at(platform), document)
 
     def request_again(self, vm_name: str, changes: int) -> datetime | None:
         """A request from ``vm_name`` repeating one whose arrival holds while the platform
@@ -237,7 +250,9 @@ class VmRequestPath:
             if replica.committing:
                 return None
             platform = self._caught_up()
-            return platform.now if self._replica_again(platform, vm_name, changes) else None
+            if not self._replica_again(platform, vm_name, changes):
+                return None
+            return self._answered_at(platform)
         platform = self._caught_up()
         # _again's rule written out: a kept connection's every poll comes here.
         turned_on = platform.repeat(vm_name, changes)
@@ -374,15 +389,17 @@ def _turns_on(platform: Platform, vm_name: str) -> bool:
     return not platform.receiving(vm_name) and platform.pause(vm_name) is None
 
 
-def _gone(platform: Platform, local_address: str, peer_address: str) -> Arrival | None:
-    """The arrival of a request in the name of a VM deleted since, or None when no VM ever
-    answered there (:meth:`Platform.deleted_calling`)."""
+def _gone(
+    platform: Platform, local_address: str, peer_address: str, at: datetime
+) -> Arrival | None:
+    """The arrival at ``at`` of a request in the name of a VM deleted since, or None when no
+    VM ever answered there (:meth:`Platform.deleted_calling`)."""
     deletion = platform.deleted_calling(local_address, peer_address)
     if deletion is None:
         return None
     event = deletion.event
     pause = Pause(None) if event is None else Pause(None, event.event_type, event.event_id)
-    return Arrival(deletion.vm, pause, platform.now, None)
+    return Arrival(deletion.vm, pause, at, None)
 
 
 def _vm_calling(platform: Platform, local_address: str, peer_address: str) -> Vm | None:

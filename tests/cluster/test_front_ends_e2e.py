@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import httpx
@@ -21,7 +23,7 @@ import pytest
 
 from forewarn.storage import open_journal
 
-from .front_ends import VMS, FrontEnd, agreed, agreed_events
+from .front_ends import HEADERS, URL, VMS, FrontEnd, agreed, agreed_events
 
 FAULT_DOMAIN = {"WestNO_0": 0, "WestNO_1": 1, "WestNO_2": 1}
 
@@ -246,3 +248,36 @@ def test_a_front_end_on_another_clock_kind_is_refused_naming_both(
         assert first.get("/clock")["kind"] == "ManualClock"
     finally:
         first.stop()
+
+
+@pytest.mark.e2e
+def test_front_ends_on_the_system_clock_answer_with_the_time_of_the_answer(
+    fleet: list[FrontEnd], shared_store: str, fleet_file: Path
+) -> None:
+    """An answer's Date is "the date and time at which the message was originated" (RFC
+    9110, section 6.6.1), as Azure's IMDS answers carry it; clients read NotBefore against it.
+    A front-end's platform moves only by the journal's records, which come when something
+    falls due: with none written, its answers (and the clock its control API shows) still
+    follow the real clock, repeated polls on a kept connection included."""
+    fleet.extend(FrontEnd(shared_store, fleet_file, ()) for _ in range(2))
+    for front_end in fleet:
+        front_end.start()
+    url = URL.format(VMS["WestNO_0"], fleet[1].port)
+    with httpx.Client(headers=HEADERS, timeout=5) as client:
+        dates: list[float] = []
+        for _ in range(2):  # the first request is journaled: the second is the first repeat
+            answer = client.get(url)
+            assert answer.status_code == 200, answer.text
+        began = time.time()
+        while len(dates) < 2 or time.time() - began < 3.5:
+            answer = client.get(url)  # kept alive: the repeated poll's short path
+            assert answer.status_code == 200, answer.text
+            shown = parsedate_to_datetime(answer.headers["Date"]).timestamp()
+            assert abs(shown - time.time()) < 3.0, (answer.headers["Date"], time.time())
+            if not dates or shown != dates[-1]:
+                dates.append(shown)
+            time.sleep(0.2)
+    assert dates[-1] - dates[0] >= 2.0, dates  # it went on with the real clock
+    for front_end in fleet:
+        shown = datetime.fromisoformat(front_end.get("/clock")["now"]).timestamp()
+        assert abs(shown - time.time()) < 3.0, (front_end.get("/clock"), time.time())

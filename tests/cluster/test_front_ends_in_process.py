@@ -152,6 +152,32 @@ def test_time_passes_for_all_from_the_journal(fleet_of_three: list[OpenedState])
         assert statuses == {EventStatus.STARTED}
 
 
+def test_a_front_end_answers_at_its_clocks_time_while_no_record_moves_its_platform(
+    fleet_of_three: list[OpenedState],
+) -> None:
+    """An answer's Date is the time it was answered at: "Date" is "the date and time at
+    which the message was originated" (RFC 9110, section 6.6.1), and Azure's IMDS answers
+    carry the current time there. A front-end's platform moves only by the journal's
+    records, which come when something falls due: with none for a while, its requests are
+    still answered (and its clock shown) at the clock's time, not the last record's."""
+    a, _, _ = fleet_of_three
+    clock = replica(a).clock
+    assert isinstance(clock, ManualClock)
+    first = a.service.request_from("127.0.0.2", "127.0.0.1", CURRENT_VERSION)
+    assert first is not None
+    assert first.at == clock.now()
+    standing = replica(a).head
+    clock.advance(timedelta(seconds=90))  # as a system clock runs on: no record written
+    assert first.repeats_under is not None
+    assert a.service.request_again("WestNO_0", first.repeats_under) == clock.now()
+    fresh = a.service.request_from("127.0.0.3", "127.0.0.1", CURRENT_VERSION)
+    assert fresh is not None
+    assert fresh.at == clock.now()
+    assert a.service.now() == clock.now()
+    assert a.service.clock_status().now == clock.now()
+    assert replica(a).head == standing  # nothing was journaled to get there
+
+
 def test_a_new_front_end_and_a_replay_rebuild_the_same_documents(
     fleet_of_three: list[OpenedState], shared_store: str, fleet_file: Path
 ) -> None:
@@ -252,7 +278,7 @@ def test_a_repeated_poll_is_answered_again_until_a_record_applied_here_changes_t
     assert isinstance(clock, ManualClock)
     replica(a).unseen.clear()
     clock.advance(replica(a).touch_every)  # the clock alone: no record, nothing changed
-    assert a.service.request_again("WestNO_0", first.repeats_under) == first.at
+    assert a.service.request_again("WestNO_0", first.repeats_under) == clock.now() > first.at
     assert replica(a).unseen == {"WestNO_0"}  # counted: journaled in the next batch
     replica(a).committing = True
     try:
