@@ -59,6 +59,24 @@ class _Tree(Forewarn):
         return found
 
 
+def _parts(server: _Tree, pids: list[int]) -> dict[str, list[int]]:
+    """``pids`` (``server``'s tree) by what each is: the process started, a worker (a
+    process running ``forewarn.server.workers``), anything else (its PostgreSQL)."""
+    parts: dict[str, list[int]] = {"started": [], "workers": [], "database": []}
+    for pid in pids:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if server.process is not None and pid == server.process.pid:
+            parts["started"].append(pid)
+        elif b"forewarn.server.workers" in command:
+            parts["workers"].append(pid)
+        else:
+            parts["database"].append(pid)
+    return parts
+
+
 def measure(
     work: Path, *, poller: Path, vms: int, workers: int, seconds: float, rounds: int, mode: str
 ) -> dict[str, Any]:
@@ -96,11 +114,16 @@ def measure(
                 with Pollers(
                     poller, targets, vms=vms, port=server.port, mode=mode, duration=seconds
                 ) as pollers:
+                    parts = _parts(server, pids)
                     before, slices_before = cpu_seconds(pids), timeslices(pids)
+                    parts_before = {part: cpu_seconds(ids) for part, ids in parts.items()}
                     pollers.go()
                     pollers.wait_for_results()
                     cpu = cpu_seconds(pids) - before
                     slices = timeslices(pids) - slices_before
+                    parts_cpu = {
+                        part: cpu_seconds(ids) - parts_before[part] for part, ids in parts.items()
+                    }
                     run = pollers.collect()
                 rows.append(
                     {
@@ -115,6 +138,11 @@ def measure(
                         "generator_cpu_us_per_poll": run.cpu_s / max(1, run.ok) * 1e6,
                         # the kernel's part: how often the server's threads were run
                         "server_timeslices_per_poll": slices / max(1, run.ok),
+                        # where it went: the process started, its workers, its database
+                        "server_cpu_us_per_poll_by_part": {
+                            part: seconds / max(1, run.ok) * 1e6
+                            for part, seconds in parts_cpu.items()
+                        },
                         "p99_ms": run.p99_ms,
                     }
                 )
