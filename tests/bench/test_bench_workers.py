@@ -36,6 +36,13 @@ def test_the_workers_scenario_measures_both_servers_and_states_its_targets(
         assert row["ok"] == row["polls"] > 0
         # each poll wakes the server: counted, and not more than a handful of times a poll
         assert 0 < row["server_timeslices_per_poll"] < 50
+        # split by process: the parts add up to the whole
+        parts = row["server_cpu_us_per_poll_by_part"]
+        assert set(parts) == {"started", "workers", "database"}
+        assert sum(parts.values()) == pytest.approx(row["server_cpu_us_per_poll"], rel=0.05)
+    assert servers["one process"]["server_cpu_us_per_poll_by_part"]["workers"] == 0
+    assert servers["2 workers"]["server_cpu_us_per_poll_by_part"]["workers"] > 0
+    assert servers["2 workers"]["server_cpu_us_per_poll_by_part"]["database"] > 0
     ratio = (
         servers["2 workers"]["server_cpu_us_per_poll"]
         / (servers["one process"]["server_cpu_us_per_poll"])
