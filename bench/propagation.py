@@ -260,6 +260,11 @@ def run_propagation(
     taken: list[Sample] = []
     try:
         with front_ends(work, f"{postgres_url}?namespace={namespace}", pairs, count) as servers:
+            for server in servers:
+                # A serve builds its control API on the first request to it (about a third
+                # of a second: forewarn.server.runner), a cost of its start, not of a change
+                # reaching the others: made before the samples, not inside the first ones.
+                server.call("GET", "/clock")
             ports = [server.port for server in servers]
             partners = list(addresses(2 * pairs, FIRST_VM))[1::2]  # each set's b
             for pair, address in enumerate(partners):
