@@ -453,7 +453,9 @@ class PostgresJournal:
             params.append(expected)
         # One statement: the counter moves, the records go in after the old end, and the
         # NOTIFY (delivered only on commit, so a woken follower always finds the records) is
-        # queued, or, when the condition fails, none of the three happens.
+        # queued, or, when the condition fails, none of the three happens. The records go as
+        # a binary array: in text form each quote of their JSON is escaped, which took 2 ms
+        # of a 100-record append's 3.
         params.extend([self.namespace, len(texts), texts, self._channel])
         row = conn.execute(
             sql.SQL(
@@ -461,7 +463,7 @@ class PostgresJournal:
                 "WHERE namespace = %s{} RETURNING last_sequence), "
                 "inserted AS (INSERT INTO {} (namespace, sequence, body) "
                 "SELECT %s, bumped.last_sequence - %s + ordinality, body::json "
-                "FROM bumped, unnest(%s::text[]) WITH ORDINALITY AS batch(body, ordinality)) "
+                "FROM bumped, unnest(%b::text[]) WITH ORDINALITY AS batch(body, ordinality)) "
                 "SELECT last_sequence, pg_notify(%s, last_sequence::text) FROM bumped"
             ).format(
                 self._table("forewarn_namespaces"), condition, self._table("forewarn_records")
