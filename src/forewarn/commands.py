@@ -36,10 +36,16 @@ class Command:
 
     def to_record(self, at: datetime) -> dict[str, Any]:
         record: dict[str, Any] = {"op": self.op, "at": at.isoformat()}
+        record.update(self.fields())
+        return record
+
+    def fields(self) -> dict[str, Any]:
+        """The command's own fields as a record holds them (tuples as lists)."""
+        fields: dict[str, Any] = {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            record[field.name] = list(value) if isinstance(value, tuple) else value
-        return record
+            fields[field.name] = list(value) if isinstance(value, tuple) else value
+        return fields
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -349,11 +355,39 @@ class Seen(Command):
         return ()
 
 
+#: The most commands one group record holds (:class:`Group`).
+MAX_GROUP_COMMANDS = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Group(Command):
+    """Commands written at one time in one transaction, journaled as one record
+    (:mod:`forewarn.cluster`: the writes a front-end gathers, such as a turn's approvals or
+    a campaign's operations asked for at once): one row, one decoding, one time for them all.
+    Applying it applies each in turn as record ``n``, so the events they create are numbered
+    after it, in order, as its writer numbered them. Each was accepted by the domain when
+    written; one refused on replay refuses the record (the journal and this version
+    disagree). From 2 to :data:`MAX_GROUP_COMMANDS` commands, none a group; releases before
+    groups refuse a journal holding one, naming its op."""
+
+    op: ClassVar[str] = "group"
+    commands: tuple[Command, ...]
+
+    def apply(self, platform: Platform) -> Result:
+        results: list[Event] = []
+        for command in self.commands:
+            results.extend(command.apply(platform))
+        return tuple(results)
+
+    def fields(self) -> dict[str, Any]:
+        return {"commands": [{"op": command.op, **command.fields()} for command in self.commands]}
+
+
 COMMANDS: dict[str, type[Command]] = {
     cls.op: cls
     for cls in (Restart, Redeploy, SimulateEviction, DeleteInstances, OsImageUpgrade,
                 HostOperation, VmOperation, SetPolicy, StartCampaign, ScheduleEvent, CancelEvent,
-                Approve, Acknowledge, AcknowledgeList, Touch, ClockMoved, Tick, Seen)
+                Approve, Acknowledge, AcknowledgeList, Touch, ClockMoved, Tick, Seen, Group)
 }  # fmt: skip
 
 
@@ -374,10 +408,16 @@ def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
     cls = COMMANDS.get(op) if isinstance(op, str) else None
     if cls is None:
         raise ValueError(f"not a forewarn journal record: op {_shown(op)} names no command")
-    at = _instant(record.get("at"))
+    return _instant(record.get("at")), _command(cls, record, ("op", "at"))
+
+
+def _command(cls: type[Command], record: Mapping[str, Any], own: tuple[str, ...]) -> Command:
+    """The command ``cls`` of ``record``, whose other keys are ``own``: exactly the
+    command's fields, each of its declared type."""
+    op = cls.op
     checks = _FIELD_CHECKS[cls]
     for name in record:
-        if name not in checks and name not in ("op", "at"):
+        if name not in checks and name not in own:
             raise ValueError(f"{op!r} has no field {_shown(name)}")
     values: dict[str, Any] = {}
     for name, (check, required) in checks.items():
@@ -385,7 +425,26 @@ def from_record(record: Mapping[str, Any]) -> tuple[datetime, Command]:
             values[name] = check(name, record[name])
         elif required:
             raise ValueError(f"journal record {op!r} is incomplete: {name!r} is missing")
-    return at, cls(**values)
+    return cls(**values)
+
+
+def _commands(name: str, value: object) -> tuple[Command, ...]:
+    """A group's commands: 2 to :data:`MAX_GROUP_COMMANDS` objects, each a command's op and
+    fields (no time of its own: the group's), none a group."""
+    if not isinstance(value, list) or not 2 <= len(value) <= MAX_GROUP_COMMANDS:
+        raise ValueError(
+            f"{name!r} is {_shown(value)}, not a list of 2 to {MAX_GROUP_COMMANDS} commands"
+        )
+    commands: list[Command] = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            raise ValueError(f"a grouped command is a JSON object, not {_shown(item)}")
+        op = item.get("op")
+        cls = COMMANDS.get(op) if isinstance(op, str) else None
+        if cls is None or cls is Group:
+            raise ValueError(f"a grouped command's op {_shown(op)} names no command of a group")
+        commands.append(_command(cls, item, ("op",)))
+    return tuple(commands)
 
 
 def _shown(value: object) -> str:
@@ -459,6 +518,8 @@ def _check_for(hint: object) -> _Check:
         return simple[hint]
     if typing.get_origin(hint) is tuple and typing.get_args(hint) == (str, ...):
         return _names
+    if typing.get_origin(hint) is tuple and typing.get_args(hint) == (Command, ...):
+        return _commands
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in args:
         (rest,) = (arg for arg in args if arg is not type(None))
@@ -485,6 +546,7 @@ _FIELD_CHECKS = {cls: _checks_of(cls) for cls in COMMANDS.values()}
 __all__ = [
     "COMMANDS",
     "MAX_AT_CHARS",
+    "MAX_GROUP_COMMANDS",
     "Acknowledge",
     "AcknowledgeList",
     "Approve",
@@ -492,6 +554,7 @@ __all__ = [
     "ClockMoved",
     "Command",
     "DeleteInstances",
+    "Group",
     "HostOperation",
     "OsImageUpgrade",
     "Redeploy",

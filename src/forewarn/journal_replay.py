@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from forewarn.commands import Command, Result, Seen, Touch, from_record
+from forewarn.commands import Command, Group, Result, Seen, Touch, from_record
 from forewarn.domain.clock import Clock, ManualClock
 from forewarn.domain.ids import JournalEventIds, NewEventId
 from forewarn.domain.platform import Platform
@@ -105,16 +105,31 @@ class Applied:
         self.record_taken(position, at, command)
         return result
 
+    def apply_joined(self, at: datetime, command: Command) -> Result:
+        """Apply ``command`` as one more of the record at :attr:`head` (at ``at``, its time),
+        a :class:`~forewarn.commands.Group` being written: the events it creates are numbered
+        after those of the record's commands before it."""
+        self.platform.advance_to(at)
+        result = command.apply(self.platform)
+        self._seen(at, command)
+        return result
+
     def record_taken(self, position: int, at: datetime, command: Command) -> None:
         """``command`` was applied at ``at`` as record ``position`` (by the platform's own
         path for a VM's request, or by :meth:`apply_command`)."""
         self.head = position
         self.head_at = at if self.head_at is None else max(self.head_at, at)
+        self._seen(at, command)
+
+    def _seen(self, at: datetime, command: Command) -> None:
         if isinstance(command, Touch):
             self.last_seen[command.vm] = at
         elif isinstance(command, Seen):
             for name in command.vms:
                 self.last_seen[name] = at
+        elif isinstance(command, Group):
+            for each in command.commands:
+                self._seen(at, each)
 
 
 def replay_journal(

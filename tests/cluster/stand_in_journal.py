@@ -21,7 +21,15 @@ from forewarn.service import platform_for_fleet
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.memory import MemoryJournal
 
-__all__ = ["Builds", "StandInJournal", "Transaction", "Wait", "replica_on"]
+__all__ = ["Builds", "StandInJournal", "Transaction", "Wait", "commands_of", "replica_on"]
+
+
+def commands_of(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The commands ``records`` journal, in order: a group record's each in turn."""
+    commands: list[Mapping[str, Any]] = []
+    for record in records:
+        commands.extend(record["commands"] if record["op"] == "group" else [record])
+    return commands
 
 
 class Builds:
@@ -69,7 +77,8 @@ class Transaction:
         for record in journal.others.pop(0) if journal.others else ():
             journal.memory.append(record)  # another writer, not taking the lock, was first
         last = journal.memory.append_if(expected_last, records)
-        journal.appends.append([record["op"] for record in records])
+        # the commands each transaction journals (a group record's each in turn)
+        journal.appends.append([command["op"] for command in commands_of(records)])
         return last
 
     def report_applied(self, front_end: str, position: int) -> None:
@@ -167,7 +176,8 @@ class StandInJournal:
         return [record for _, record in self.memory.records()]
 
     def ops(self) -> list[str]:
-        return [record["op"] for record in self.kept()]
+        """The op of every command journaled, in order (a group record's each in turn)."""
+        return [command["op"] for command in commands_of(self.kept())]
 
 
 def replica_on(

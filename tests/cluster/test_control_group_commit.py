@@ -25,6 +25,7 @@ from forewarn.server.state import OpenedState
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.postgres import ExclusiveWrite
 
+from .stand_in_journal import commands_of
 from .test_front_ends_in_process import front_end, in_step, replica
 from .test_group_commit import VMS, transactions
 
@@ -71,7 +72,8 @@ def test_a_campaign_through_the_control_api_is_one_transaction_not_one_per_event
     assert len(written) == EVENTS
     assert len({xid for _, xid in written}) == 1
     # each request answered with its own event, in the order the journal holds them
-    descriptions = [record["description"] for _, record in replica(a).journal.records(head)]
+    records = [record for _, record in replica(a).journal.records(head)]
+    descriptions = [command["description"] for command in commands_of(records)]
     assert descriptions == [f"e{index}" for index in range(EVENTS)]
     assert [answer.json()["Description"] for answer in answers] == descriptions
     shown = in_step(pair)

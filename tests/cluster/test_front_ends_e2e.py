@@ -24,6 +24,7 @@ import pytest
 from forewarn.storage import open_journal
 
 from .front_ends import HEADERS, URL, VMS, FrontEnd, agreed, agreed_events
+from .stand_in_journal import commands_of
 
 FAULT_DOMAIN = {"WestNO_0": 0, "WestNO_1": 1, "WestNO_2": 1}
 
@@ -162,10 +163,10 @@ def test_front_ends_killed_at_random_lose_nothing_acknowledged(
     assert acknowledged, "no approval went through"
     with open_journal(shared_store) as journal:
         approvals = {
-            (record["vm"], event_id)
-            for _, record in journal.records()
-            if record["op"] == "approve"
-            for event_id in record["event_ids"]
+            (command["vm"], event_id)
+            for command in commands_of([record for _, record in journal.records()])
+            if command["op"] == "approve"
+            for event_id in command["event_ids"]
         }
     assert acknowledged <= approvals
     # the campaign runs to its end on the leader's ticks, whoever the leader is by then

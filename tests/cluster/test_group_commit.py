@@ -32,6 +32,7 @@ from forewarn.server.state import OpenedState
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.postgres import ExclusiveWrite, PostgresJournal
 
+from .stand_in_journal import commands_of
 from .test_front_ends_in_process import documents, front_end, in_step, replica
 
 VMS = ("WestNO_0", "WestNO_1", "WestNO_2")
@@ -47,15 +48,20 @@ def pair(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
 
 
 def transactions(store: str, after: int) -> list[tuple[int, str]]:
-    """``(sequence, transaction id)`` of every record after ``after``, in journal order."""
+    """``(sequence, transaction id)`` of every command journaled after record ``after``, in
+    journal order (a group record's commands each under its sequence)."""
     url, namespace = store.split("?namespace=")
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT sequence, xmin::text FROM public.forewarn_records "
+            "SELECT sequence, xmin::text, body::text FROM public.forewarn_records "
             "WHERE namespace = %s AND sequence > %s ORDER BY sequence",
             [namespace, after],
         ).fetchall()
-    return [(int(sequence), str(xid)) for sequence, xid in rows]
+    return [
+        (int(sequence), str(xid))
+        for sequence, xid, body in rows
+        for _ in commands_of([orjson.loads(body)])
+    ]
 
 
 def schedule(label: str, vm: str) -> ScheduleEvent:
@@ -143,7 +149,8 @@ def test_every_acknowledged_write_is_journaled_in_the_order_each_caller_saw(
     written = transactions(shared_store, head)
     assert len(written) == 24
     assert len({xid for _, xid in written}) < 24
-    labels = [record["description"] for _, record in writer.journal.records(after=head)]
+    records = [record for _, record in writer.journal.records(after=head)]
+    labels = [command["description"] for command in commands_of(records)]
     for thread in range(6):
         mine = [label for label in labels if label.startswith(f"t{thread}-")]
         assert mine == [f"t{thread}-{n}" for n in range(4)]
@@ -202,7 +209,7 @@ def test_write_group_refuses_one_command_and_journals_the_others(
     assert [sequence for sequence, _ in written] == [head + 1, head + 2]
     assert len({xid for _, xid in written}) == 1
     ops = [record["op"] for _, record in writer.journal.records(after=head)]
-    assert ops == ["schedule", "restart"]
+    assert ops == ["schedule", "restart"]  # the refused write ended the first record
 
 
 def test_a_lost_commit_refuses_the_whole_group_and_the_copy_is_rebuilt(

@@ -12,6 +12,7 @@ behind an approval is answered after it, in order.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import pytest
 from forewarn.storage.postgres import PostgresJournal
 
 from .front_ends import VMS, FrontEnd, namespace_rows
+from .stand_in_journal import commands_of
 
 PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 
@@ -82,13 +84,19 @@ def waiting_for_the_lock(store: str) -> bool:
 
 
 def approvals(store: str) -> list[str]:
-    """The transaction id of each approval in the journal, in journal order."""
+    """The transaction id of each approval in the journal, in journal order (a group
+    record's each under the record's)."""
     rows = namespace_rows(
         store,
-        "SELECT xmin::text FROM public.forewarn_records WHERE namespace = %s "
-        "AND body->>'op' = 'approve' ORDER BY sequence",
+        "SELECT xmin::text, body::text FROM public.forewarn_records WHERE namespace = %s "
+        "ORDER BY sequence",
     )
-    return [str(xid) for (xid,) in rows]
+    return [
+        str(xid)
+        for xid, body in rows
+        for command in commands_of([json.loads(body)])
+        if command["op"] == "approve"
+    ]
 
 
 @pytest.mark.e2e

@@ -58,14 +58,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from forewarn import collector
-from forewarn.commands import Command, Result, Seen, Tick, Touch
+from forewarn.commands import MAX_GROUP_COMMANDS, Command, Group, Result, Seen, Tick, Touch
 from forewarn.domain.clock import Clock
 from forewarn.domain.impact import Pause
 from forewarn.domain.platform import Platform
 from forewarn.errors import ForewarnError
 from forewarn.journal_replay import Applied, NewPlatform, replay_journal
 from forewarn.storage.errors import AppendConflictError, StorageError, StoreUnavailableError
-from forewarn.storage.journal import encode_record
+from forewarn.storage.journal import MAX_RECORD_BYTES, encode_record
 from forewarn.vm_requests import AnswerLaterError
 
 if TYPE_CHECKING:
@@ -108,6 +108,18 @@ FORGET_SECONDS = 600.0
 #: it. The transaction's own cost (the lock, the round trips, the flush: milliseconds) is
 #: shared by all of them, as with the approvals a front-end gathers in a turn.
 MAX_GROUP = 100
+
+
+#: The most bytes the commands of one journal record take (:class:`~forewarn.commands.Group`),
+#: half a record's bound: the rest is the record's own keys and time, with room to spare.
+GROUP_BYTES = MAX_RECORD_BYTES // 2
+
+
+def _record_of(run: Sequence[Command], at: datetime) -> dict[str, Any]:
+    """The journal record of the commands ``run``, applied at ``at`` as one record: the
+    command's own when it is alone, a group of them otherwise."""
+    (command,) = run if len(run) == 1 else (Group(tuple(run)),)
+    return command.to_record(at)
 
 
 class ReplicaError(StoreUnavailableError):
@@ -776,12 +788,33 @@ class Replica:
             # creates are numbered after it
             applied.apply_command(applied.head + 1, at, Tick())
             records.append(Tick().to_record(at))
+        # The commands the domain accepts go in one record (a Group) while they fit in
+        # GROUP_BYTES: one row, one decoding and one time for them all on every front-end.
+        # One refused ends its record: what it drew (EventIds) before refusing is not in the
+        # journal, so the next accepted command starts a record of its own, numbered afresh.
+        run: list[Command] = []
+        size = 0
         for command in commands:
+            fields = {"op": command.op, **command.fields()}
+            length = len(encode_record(fields).encode("utf-8"))
+            if run and (len(run) == MAX_GROUP_COMMANDS or size + length > GROUP_BYTES):
+                records.append(_record_of(run, at))
+                run, size = [], 0
             try:
-                outcomes.append(applied.apply_command(applied.head + 1, at, command))
-                records.append(command.to_record(at))
+                if run:
+                    outcomes.append(applied.apply_joined(at, command))
+                else:
+                    outcomes.append(applied.apply_command(applied.head + 1, at, command))
             except ForewarnError as exc:  # refused alone, changing nothing
                 outcomes.append(exc)
+                if run:
+                    records.append(_record_of(run, at))
+                    run, size = [], 0
+                continue
+            run.append(command)
+            size += length
+        if run:
+            records.append(_record_of(run, at))
         if applied.platform.now > head_at and not records:
             # The domain refuses before changing anything, but the platform's time has
             # moved to ``at``: journal that much, or this copy is ahead of it.
@@ -946,6 +979,7 @@ class Replica:
 
 __all__ = [
     "FORGET_SECONDS",
+    "GROUP_BYTES",
     "LIVE_SECONDS",
     "MAX_ATTEMPTS",
     "MAX_GROUP",
