@@ -11,18 +11,23 @@ it, so the two are a ratio measured in one run, phase by phase too (:data:`CAMPA
 
 How the phases reach the journal, as they reach it in serve:
 
-- **schedule**: one operation of the control plane per VM, all asked for at once (as Azure's
-  platform schedules a campaign), through the first front-end, which journals them as it
-  journals the control API's concurrent operations: together, at most
-  :data:`~forewarn.cluster.replica.MAX_GROUP` to a transaction
+- **schedule**: one operation of the control plane per VM (``POST /events`` naming that VM),
+  all asked for at once, through the first front-end, which journals them as it journals the
+  control API's concurrent operations: together, at most
+  :data:`~forewarn.cluster.replica.MAX_GROUP` to a transaction and one ``group`` record each
   (``ScheduledEventsService.execute_soon``); the other two apply the records (what their
-  followers do meanwhile in serve).
+  followers do meanwhile in serve). The control plane has no one operation for this
+  campaign: ``events create`` for a set makes one event for all its VMs, and a maintenance
+  campaign goes one fault domain at a time, each step one job whose events start together;
+  here each VM gets a Reboot of its own that starts on its own approval, as in
+  :func:`bench.scale.run_campaign`, so the scenario asks for one per VM.
 - **read and approve**: VMs arrive :data:`APPROVALS_PER_TURN` to a front-end and a turn. Each
   reads its document (its own event, Scheduled); then their approvals are handed to the
   endpoint as serve's connection layer hands the requests read in one turn of its event loop
   (:meth:`~forewarn.server.imds.ImdsEndpoint.respond`, whose answer comes
   :attr:`~forewarn.server.imds.ImdsResponse.later`), so they are journaled in one transaction
-  per front-end once that turn's callbacks have run (``Replica.write_soon``), and each VM is
+  and one record per front-end once that turn's callbacks have run (``Replica.write_soon``),
+  and each VM is
   answered ``200`` only once it committed; each is then found rebooting.
 - **Started**, then **gone**: one clock move each (a journaled record), then one request a VM.
 
