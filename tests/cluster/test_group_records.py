@@ -126,6 +126,13 @@ def test_commands_past_the_bytes_of_a_group_start_another_record(
     replica(a).write_group([freeze(vm, "x") for vm in (*VMS, "WestNO_0")])
     records = written(a, head)
     assert [len(record["commands"]) for record in records] == [2, 2]
+    # after a refused one, a record starts afresh: two fit again
+    head = replica(a).head
+    replica(a).write_group(
+        [freeze("WestNO_0", "x"), freeze("nowhere", "x")] + [freeze(vm, "x") for vm in VMS]
+    )
+    records = written(a, head)
+    assert [len(record.get("commands", [record])) for record in records] == [1, 2, 1]
     # one larger than a group's bytes is a record of its own
     monkeypatch.setattr(replica_module, "GROUP_BYTES", size - 1)
     head = replica(a).head
