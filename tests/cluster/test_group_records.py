@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from forewarn.cluster import ReplicaError
 from forewarn.cluster import replica as replica_module
 from forewarn.commands import (
     MAX_GROUP_COMMANDS,
@@ -228,3 +229,18 @@ def test_a_group_whose_command_the_domain_refuses_on_replay_names_its_record(
     damaged["at"] = replica(a).applied.head_at.isoformat()  # type: ignore[union-attr]
     with pytest.raises(ReplayError, match=f"record {head + 1} \\(group\\)"):
         replica(a).applied.apply(head + 1, damaged)
+
+
+def test_a_command_the_journal_cannot_keep_refuses_the_group_before_anything_is_applied(
+    pair: list[OpenedState],
+) -> None:
+    """Every command's size is measured before the first is applied: one the journal
+    refuses (not valid Unicode) refuses the write with nothing of it applied here."""
+    a, _ = pair
+    writer = replica(a)
+    head = writer.head
+    with pytest.raises(ReplicaError, match="nothing was applied: record holds a string"):
+        writer.write_group([freeze("WestNO_0"), freeze("WestNO_1", "\ud800")])
+    assert (writer.head, writer.diverged, writer.committing) == (head, False, False)
+    assert a.service.events() == ()
+    assert written(a, head) == []

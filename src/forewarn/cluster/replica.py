@@ -776,6 +776,12 @@ class Replica:
         head_at = applied.head_at
         assert head_at is not None  # the platform's creation before the first record
         at = max(self.clock.now() if stamp is None else stamp, head_at)
+        # Each command's bytes in a record, measured before anything is applied: one the
+        # journal cannot keep refuses the write here, with nothing of it applied.
+        lengths = [
+            len(encode_record({"op": command.op, **command.fields()}).encode("utf-8"))
+            for command in commands
+        ]
         outcomes: list[Result | ForewarnError] = []
         records: list[dict[str, Any]] = []
         due = applied.platform.next_deadline()
@@ -794,9 +800,7 @@ class Replica:
         # journal, so the next accepted command starts a record of its own, numbered afresh.
         run: list[Command] = []
         size = 0
-        for command in commands:
-            fields = {"op": command.op, **command.fields()}
-            length = len(encode_record(fields).encode("utf-8"))
+        for command, length in zip(commands, lengths, strict=True):
             if run and (len(run) == MAX_GROUP_COMMANDS or size + length > GROUP_BYTES):
                 records.append(_record_of(run, at))
                 run, size = [], 0
