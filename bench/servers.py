@@ -20,7 +20,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -81,17 +81,11 @@ def cpu_seconds(pids: list[int]) -> float:
     milliseconds a short run costs are measured rather than rounded to the clock tick (10 ms)
     of ``stat``, which is read only where ``schedstat`` is missing."""
     total = 0.0
-    for pid in pids:
+    for task, fields in _schedstats(pids):
         try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as stat:
-                    total += int(stat.read().split()[0]) / 1e9
-            except (OSError, IndexError, ValueError):
-                total += _ticks(f"/proc/{pid}/task/{task}/stat")
+            total += int(fields[0]) / 1e9
+        except (IndexError, ValueError):
+            total += _ticks(f"{task}/stat")
     return total
 
 
@@ -101,18 +95,29 @@ def timeslices(pids: list[int]) -> int:
     of a process at a low rate of requests is mostly made of. 0 where ``schedstat`` is
     missing."""
     total = 0
+    for _, fields in _schedstats(pids):
+        try:
+            total += int(fields[2])
+        except (IndexError, ValueError):
+            continue
+    return total
+
+
+def _schedstats(pids: list[int]) -> Iterator[tuple[str, list[str]]]:
+    """Each thread of ``pids``: its ``/proc`` folder and its ``schedstat`` fields (none where
+    the file cannot be read)."""
     for pid in pids:
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for task in tasks:
+            folder = f"/proc/{pid}/task/{task}"
             try:
-                with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as stat:
-                    total += int(stat.read().split()[2])
-            except (OSError, IndexError, ValueError):
-                continue
-    return total
+                with open(f"{folder}/schedstat", encoding="ascii") as stat:
+                    yield folder, stat.read().split()
+            except OSError:
+                yield folder, []
 
 
 def _ticks(path: str) -> float:

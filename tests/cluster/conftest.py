@@ -15,6 +15,8 @@ import psycopg
 import pytest
 from postgres_support import require_postgres
 
+from forewarn.server.state import OpenedState
+
 #: Two fault domains on hosts of their own, so a campaign has two steps, and a third VM in
 #: the set so approvals have more than one party to come from.
 FLEET = """
@@ -47,3 +49,11 @@ def fleet_file(tmp_path: Path) -> Path:
     path = tmp_path / "fleet.yaml"
     path.write_text(FLEET)
     return path
+
+
+@pytest.fixture
+def pair(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
+    """Two front-ends on this test's namespace, opened in process."""
+    from .test_front_ends_in_process import opened_front_ends
+
+    yield from opened_front_ends(shared_store, fleet_file, 2)

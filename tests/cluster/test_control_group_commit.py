@@ -13,7 +13,6 @@ before the event loop runs any of them, not by timing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -31,15 +30,6 @@ from .test_group_commit import VMS, transactions
 
 #: Freezes a VM may be given several of, so a campaign of more events than VMs stays valid.
 EVENTS = 12
-
-
-@pytest.fixture
-def pair(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
-    opened = [front_end(shared_store, fleet_file) for _ in range(2)]
-    yield opened
-    for state in opened:
-        assert state.service.journal is not None
-        state.service.journal.close()
 
 
 def create_together(state: OpenedState, bodies: list[dict[str, object]]) -> list[httpx.Response]:

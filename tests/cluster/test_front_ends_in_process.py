@@ -37,13 +37,19 @@ def front_end(store: str, fleet: Path, **changes: object) -> OpenedState:
     return open_state(ServeSettings(**values))  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def fleet_of_three(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
-    opened = [front_end(shared_store, fleet_file) for _ in range(3)]
+def opened_front_ends(store: str, fleet: Path, count: int) -> Iterator[list[OpenedState]]:
+    """``count`` front-ends on ``store`` for a fixture to yield from: their journals closed
+    after the test."""
+    opened = [front_end(store, fleet) for _ in range(count)]
     yield opened
     for state in opened:
         assert state.service.journal is not None
         state.service.journal.close()
+
+
+@pytest.fixture
+def fleet_of_three(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
+    yield from opened_front_ends(shared_store, fleet_file, 3)
 
 
 def replica(state: OpenedState) -> Replica:

@@ -38,15 +38,6 @@ from .test_front_ends_in_process import documents, front_end, in_step, replica
 VMS = ("WestNO_0", "WestNO_1", "WestNO_2")
 
 
-@pytest.fixture
-def pair(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
-    opened = [front_end(shared_store, fleet_file) for _ in range(2)]
-    yield opened
-    for state in opened:
-        assert state.service.journal is not None
-        state.service.journal.close()
-
-
 def transactions(store: str, after: int) -> list[tuple[int, str]]:
     """``(sequence, transaction id)`` of every command journaled after record ``after``, in
     journal order (a group record's commands each under its sequence)."""

@@ -12,7 +12,6 @@ read back is untrusted input like any record: bounded and checked command by com
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,15 +40,6 @@ from .test_front_ends_in_process import front_end, in_step, replica
 
 VMS = ("WestNO_0", "WestNO_1", "WestNO_2")
 AT = "2024-05-01T10:00:00+00:00"
-
-
-@pytest.fixture
-def pair(shared_store: str, fleet_file: Path) -> Iterator[list[OpenedState]]:
-    opened = [front_end(shared_store, fleet_file) for _ in range(2)]
-    yield opened
-    for state in opened:
-        assert state.service.journal is not None
-        state.service.journal.close()
 
 
 def freeze(vm: str, label: str = "") -> ScheduleEvent:
