@@ -262,6 +262,22 @@ def draw_faults(seed: int, seconds: float) -> list[Fault]:
         at += length
 
 
+def journaled_approvals(store: str) -> set[tuple[str, ...]]:
+    """(VM, EventId) of every approval the journal of ``store`` holds, those journaled with
+    other writes of their transaction (a ``group`` record, docs/scale-out.md) included."""
+    journal = open_journal(store)
+    try:
+        return {
+            (command["vm"], event_id)
+            for _, record in journal.records()
+            for command in (record["commands"] if record["op"] == "group" else [record])
+            if command["op"] == "approve"
+            for event_id in command["event_ids"]
+        }
+    finally:
+        journal.close()
+
+
 @dataclass
 class Soak:
     """The run: its front-ends, proxy, receiver, actors, and everything they were told."""
@@ -906,16 +922,7 @@ class Soak:
         """(VM, EventId) of every approval the shared journal holds: the verdict on those
         whose answer could not say (docs/scale-out.md, "A silent PostgreSQL": "the front-end
         rebuilds its state from the journal, which says which")."""
-        journal = open_journal(self.store)
-        try:
-            return {
-                (record["vm"], event_id)
-                for _, record in journal.records()
-                if record["op"] == "approve"
-                for event_id in record["event_ids"]
-            }
-        finally:
-            journal.close()
+        return journaled_approvals(self.store)
 
     def check_clock(self, where: str, now: str) -> None:
         moved = datetime.fromisoformat(now) - datetime.fromisoformat(self.start_clock)

@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,7 +24,7 @@ from fault_tier import HEADERS, URL, Front, Witness
 from tcp_proxy import TcpProxy
 
 from forewarn.cluster.replica import Replica, ReplicaError
-from forewarn.commands import ScheduleEvent
+from forewarn.commands import Approve, Group, ScheduleEvent, Tick
 from forewarn.config.fleet import parse_fleet
 from forewarn.domain.clock import DEFAULT_START, ManualClock
 from forewarn.domain.events import EventType
@@ -35,12 +35,13 @@ from forewarn.eventgrid.delivery import EventGrid
 from forewarn.eventgrid.payloads import Schema
 from forewarn.eventgrid.store import DeliveryStore, Subscription
 from forewarn.service import ScheduledEventsService, platform_for_fleet
+from forewarn.storage import open_journal
 from forewarn.storage.errors import StoreUnavailableError
 from forewarn.storage.memory import MemoryJournal
 from forewarn.testing import ForewarnPlatform
 from forewarn.writer import QUIET_SECONDS, JournalWriter, NotJournaledError
 
-from .fleet_soak import ADDRESSES, POLL_BOUND, fleet_text
+from .fleet_soak import ADDRESSES, POLL_BOUND, fleet_text, journaled_approvals
 
 
 class StoreThatFailsOnce(DeliveryStore):
@@ -284,3 +285,28 @@ def test_a_change_the_journal_refused_is_never_delivered_nor_the_next_passed_ove
     made = _deliveries(store)
     store.close()
     assert made == [(first, "Scheduled", ("soak0",)), (last, "Scheduled", ("soak2",))]
+
+
+def test_the_soak_reads_approvals_journaled_alone_and_in_a_group(soak_store: str) -> None:
+    """A soak (seed 906460) judged three acknowledged approvals lost: they were journaled,
+    with other approvals of their transaction, in one ``group`` record (docs/scale-out.md),
+    which its reading of the journal passed over. The rule it checks stands as written
+    (docs/serve.md, "State that survives restarts": nothing acknowledged lost)."""
+    at = datetime(2024, 5, 1, 10, tzinfo=UTC)
+    journal = open_journal(soak_store)
+    try:
+        journal.append_many(
+            [
+                Approve("soak0", ("E1",)).to_record(at),
+                Group((Approve("soak1", ("E2",)), Approve("soak2", ("E2", "E3")))).to_record(at),
+                Tick().to_record(at),
+            ]
+        )
+    finally:
+        journal.close()
+    assert journaled_approvals(soak_store) == {
+        ("soak0", "E1"),
+        ("soak1", "E2"),
+        ("soak2", "E2"),
+        ("soak2", "E3"),
+    }
