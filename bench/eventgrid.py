@@ -28,9 +28,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -48,6 +49,11 @@ from forewarn.eventgrid.store import DeliveryStore
 YIELD_EVERY = 64
 #: The longest the deliveries may take to drain after the campaign, in seconds.
 DRAIN_LIMIT = 1800.0
+#: The longest a step around the campaign may take (the subscription's handshake, Event
+#: Grid's loop stopping), in seconds: each takes well under one.
+STEP_LIMIT = 60.0
+
+T = TypeVar("T")
 
 _RECEIVER = textwrap.dedent(
     """
@@ -140,7 +146,9 @@ async def _campaign(fleet: _Fleet) -> tuple[float, float, int, float]:
     return time.perf_counter() - began, time.thread_time() - began_cpu, requests, cpu
 
 
-async def _run(count: int, subscribed: bool, workdir: Path) -> CampaignRun:
+async def _run(
+    count: int, subscribed: bool, workdir: Path, drain_limit: float = DRAIN_LIMIT
+) -> CampaignRun:
     vms = fleet_vms(count)
     if subscribed:
         vms = [replace(vm, policy=ScheduledEventsPolicy(publish=True)) for vm in vms]
@@ -168,7 +176,7 @@ async def _run(count: int, subscribed: bool, workdir: Path) -> CampaignRun:
                     break
                 except httpx.HTTPError:
                     await asyncio.sleep(0.05)
-            view = await grid.subscribe("bench", url, "eventgrid")
+            view = await _within(grid.subscribe("bench", url, "eventgrid"), "subscribing")
             if view.subscription.state != "Succeeded":
                 raise ScenarioError(f"the subscription is {view.subscription.state}")
             task = asyncio.create_task(grid.run(stop))
@@ -176,12 +184,12 @@ async def _run(count: int, subscribed: bool, workdir: Path) -> CampaignRun:
             ended = time.perf_counter()
             wanted = 3 * count
             delivered = 0
-            while delivered < wanted and time.perf_counter() - ended < DRAIN_LIMIT:
+            while delivered < wanted and time.perf_counter() - ended < drain_limit:
                 await asyncio.sleep(0.2)
                 delivered = int((await probe.get(url)).text)
             drain = time.perf_counter() - ended
         stop.set()
-        await task
+        await _within(task, "Event Grid's loop stopping")
     finally:
         receiver.terminate()
         receiver.wait(10)
@@ -193,19 +201,30 @@ async def _run(count: int, subscribed: bool, workdir: Path) -> CampaignRun:
     )
 
 
+async def _within(step: Awaitable[T], what: str, seconds: float = STEP_LIMIT) -> T:
+    """``step`` awaited for ``seconds`` at most: a step that never ends fails the run,
+    naming itself, rather than hanging it."""
+    try:
+        return await asyncio.wait_for(step, seconds)
+    except TimeoutError:
+        raise ScenarioError(f"{what} took more than {seconds:g} s") from None
+
+
 def _median(runs: list[CampaignRun], field: str) -> float:
     return float(statistics.median(getattr(run, field) for run in runs))
 
 
-def run_eventgrid(count: int, rounds: int = 3) -> dict[str, Any]:
+def run_eventgrid(count: int, rounds: int = 3, drain_limit: float = DRAIN_LIMIT) -> dict[str, Any]:
     """``rounds`` pairs of campaigns of ``count`` VMs, without then with a subscription,
-    interleaved so a machine's other load falls on both alike; each figure a median."""
+    interleaved so a machine's other load falls on both alike; each figure a median. A run
+    whose deliveries have not all arrived ``drain_limit`` seconds after its campaign fails,
+    saying how many did."""
     without: list[CampaignRun] = []
     with_one: list[CampaignRun] = []
     with tempfile.TemporaryDirectory(prefix="forewarn-bench-eventgrid-") as scratch:
         for _ in range(rounds):
             without.append(asyncio.run(_run(count, False, Path(scratch))))
-            with_one.append(asyncio.run(_run(count, True, Path(scratch))))
+            with_one.append(asyncio.run(_run(count, True, Path(scratch), drain_limit)))
     figures: dict[str, Any] = {
         "vms": count,
         "rounds": rounds,
