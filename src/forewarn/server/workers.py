@@ -278,27 +278,22 @@ class Workers:
                 f"worker {number} (pid {worker.process.pid}) exited with status {status}; "
                 f"starting it again in {pause:g} s",
             )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause)
-            if stop.is_set() or self._stopping:
-                return
-            pause = min(pause * 2, LONGEST_PAUSE)
-            while True:
+            while True:  # until a process is had (EAGAIN, EMFILE: later), or stopping
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), pause)
+                if stop.is_set() or self._stopping:
+                    return
+                pause = min(pause * 2, LONGEST_PAUSE)
                 try:
                     worker = self._spawn(number)
                     break
-                except OSError as exc:  # no process to be had (EAGAIN, EMFILE): later
+                except OSError as exc:
                     log(
                         LOGGER,
                         logging.ERROR,
                         f"worker {number} could not be started: {reason(exc)}; "
                         f"again in {pause:g} s",
                     )
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), pause)
-                    if stop.is_set() or self._stopping:
-                        return
-                    pause = min(pause * 2, LONGEST_PAUSE)
             problem = await self._until_ready(worker)
             if problem is not None and worker.process.poll() is None:
                 worker.process.kill()  # did not listen in time: dead, and started again
