@@ -255,7 +255,9 @@ def test_a_front_end_on_another_clock_kind_is_refused_naming_both(
 def test_front_ends_on_the_system_clock_answer_with_the_time_of_the_answer(
     fleet: list[FrontEnd], shared_store: str, fleet_file: Path
 ) -> None:
-    """An answer's Date is "the date and time at which the message was originated" (RFC
+    """docs/spec.md: "`Date` is the platform's time, the same clock NotBefore is read
+    against"; for a front-end, its clock's between records. An answer's Date is "the date
+    and time at which the message was originated" (RFC
     9110, section 6.6.1), as Azure's IMDS answers carry it; clients read NotBefore against it.
     A front-end's platform moves only by the journal's records, which come when something
     falls due: with none written, its answers (and the clock its control API shows) still

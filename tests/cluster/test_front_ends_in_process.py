@@ -161,7 +161,9 @@ def test_time_passes_for_all_from_the_journal(fleet_of_three: list[OpenedState])
 def test_a_front_end_answers_at_its_clocks_time_while_no_record_moves_its_platform(
     fleet_of_three: list[OpenedState],
 ) -> None:
-    """An answer's Date is the time it was answered at: "Date" is "the date and time at
+    """docs/spec.md: "`Date` is the platform's time, the same clock NotBefore is read
+    against"; for a front-end, its clock's between records. An answer's Date is the time it
+    was answered at: "Date" is "the date and time at
     which the message was originated" (RFC 9110, section 6.6.1), and Azure's IMDS answers
     carry the current time there. A front-end's platform moves only by the journal's
     records, which come when something falls due: with none for a while, its requests are
